@@ -1,0 +1,2 @@
+/* placeholder: replaced by the module owner */
+int main(void) { return 77; }
