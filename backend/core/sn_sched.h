@@ -1,0 +1,76 @@
+/* sn_sched.h — one interface over the packet schedulers (QFQ, DRR, FIFO).
+ *
+ * A scheduler holds opaque items (packet references) in per-class FIFO
+ * queues and decides which class sends next. It knows nothing about time:
+ * link emulation (when to dequeue) is the caller's job (sn_arbiter).
+ *
+ * Concurrency: a scheduler instance is single-threaded. Exactly one thread
+ * (the arbiter) may call any function on it; no internal locking, no
+ * barriers. Class changes (add/del/change) are made by that same thread,
+ * between dequeues, and are allowed while classes are backlogged.
+ *
+ * Errors: constructors return NULL and set errno; everything else returns 0
+ * or -errno.
+ */
+#ifndef SN_SCHED_H
+#define SN_SCHED_H
+
+#include <stdint.h>
+
+enum sn_sched_algo {
+	SN_SCHED_QFQ = 0,  /* Quick Fair Queueing (Checconi, Rizzo, Valente) */
+	SN_SCHED_DRR,      /* Deficit Round Robin */
+	SN_SCHED_FIFO,     /* one queue, arrival order; weights ignored */
+};
+
+#define SN_SCHED_MAX_WEIGHT   (1u << 16)  /* per class */
+#define SN_SCHED_MAX_WSUM     (1u << 20)  /* sum of weights of all classes */
+#define SN_SCHED_MAX_LMAX     (1u << 16)  /* bytes: largest packet a class may send */
+
+struct sn_sched_params {
+	enum sn_sched_algo algo;
+	uint32_t max_classes;   /* class ids are 0 .. max_classes-1 */
+	uint32_t queue_len;     /* per-class queue capacity in items; rounded up to pow2 */
+	uint32_t drr_quantum;   /* DRR: bytes per round per unit of weight (0 = default 1514) */
+};
+
+struct sn_sched;
+
+/* Create / free. Free does not touch queued items. */
+struct sn_sched *sn_sched_create(const struct sn_sched_params *p);
+void sn_sched_free(struct sn_sched *s);
+
+/* Classes. weight in 1..SN_SCHED_MAX_WEIGHT, lmax in 64..SN_SCHED_MAX_LMAX;
+ * the sum of weights stays <= SN_SCHED_MAX_WSUM.
+ * add:    -EINVAL (bad id/weight/lmax), -EEXIST, -ENOSPC (weight sum).
+ * change: -ENOENT, -EINVAL, -ENOSPC; allowed while backlogged; packets
+ *         already queued that are longer than a new lmax stay valid.
+ * del:    -ENOENT; if backlogged, every queued item is handed to
+ *         drop(item, len, arg) (drop may be NULL) before the class goes. */
+int sn_sched_class_add(struct sn_sched *s, uint32_t class_id, uint32_t weight, uint32_t lmax);
+int sn_sched_class_change(struct sn_sched *s, uint32_t class_id, uint32_t weight, uint32_t lmax);
+int sn_sched_class_del(struct sn_sched *s, uint32_t class_id,
+		       void (*drop)(void *item, uint32_t len, void *arg), void *arg);
+
+/* Enqueue one item of `len` bytes (1..lmax of the class).
+ * -ENOENT unknown class, -EMSGSIZE len > lmax or 0, -ENOBUFS class queue full
+ * (the caller keeps the item and counts the drop). */
+int sn_sched_enqueue(struct sn_sched *s, uint32_t class_id, void *item, uint32_t len);
+
+/* Dequeue the next item per the algorithm; NULL when empty. *len and
+ * *class_id (either may be NULL) receive its length and class. */
+void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id);
+
+/* Length of the item the next dequeue would return: 0 or -ENOENT if empty.
+ * Lets link emulation decide before committing to a dequeue. */
+int sn_sched_peek_len(struct sn_sched *s, uint32_t *len);
+
+/* Items queued in total / in one class (0 for unknown classes). */
+uint64_t sn_sched_backlog(const struct sn_sched *s);
+uint32_t sn_sched_class_backlog(const struct sn_sched *s, uint32_t class_id);
+
+const char *sn_sched_algo_name(enum sn_sched_algo a);
+/* "qfq" | "drr" | "fifo" -> algo; -EINVAL otherwise. */
+int sn_sched_algo_parse(const char *name, enum sn_sched_algo *out);
+
+#endif /* SN_SCHED_H */

@@ -1,0 +1,73 @@
+/* sn_rpc.h — JSON-RPC 2.0 server on a unix stream socket (control plane).
+ *
+ * Framing: each request is one JSON text terminated by '\n'; each response
+ * is one JSON text terminated by '\n'. Batches (JSON arrays) are rejected
+ * with -32600. A request longer than max_request_bytes gets -32600 and the
+ * connection is closed.
+ *
+ * The method table (names, params with types/required, errors) is the API
+ * schema backend/daemon/rpc_api.json, compiled into the daemon. Before a
+ * handler runs, sn_rpc validates params against it: unknown method ->
+ * -32601; params not an object, missing required, wrong type or unknown
+ * key -> -32602 with a message naming the field. A method in the schema
+ * with no registered handler answers -32601 too, so the test that compares
+ * the schema with the daemon catches it.
+ *
+ * Concurrency: single-threaded. Only the daemon's main (control) thread
+ * may call these functions; handlers run on that thread, inside
+ * sn_rpc_poll(). Sockets are non-blocking: a slow or hung client never
+ * blocks the daemon (idle/partial clients are dropped after a timeout).
+ */
+#ifndef SN_RPC_H
+#define SN_RPC_H
+
+#include <jansson.h>
+
+/* Error codes: JSON-RPC 2.0 standard ones, then schednic's (documented in
+ * rpc_api.json "errors"). */
+#define SN_RPC_PARSE_ERROR      (-32700)
+#define SN_RPC_INVALID_REQUEST  (-32600)
+#define SN_RPC_METHOD_NOT_FOUND (-32601)
+#define SN_RPC_INVALID_PARAMS   (-32602)
+#define SN_RPC_INTERNAL_ERROR   (-32603)
+#define SN_RPC_ERR_EXISTS       (-32000) /* e.g. port name already used */
+#define SN_RPC_ERR_NOT_FOUND    (-32001) /* e.g. no such port */
+#define SN_RPC_ERR_RESOURCE     (-32002) /* limit reached, socket/EAL failure */
+#define SN_RPC_ERR_BUSY         (-32003) /* operation not possible now */
+
+struct sn_rpc_server;
+
+struct sn_rpc_error {
+	int code;           /* one of the codes above */
+	char message[256];  /* human readable, names the field/object */
+};
+
+/* A handler gets validated params (an object, never NULL; borrowed) and
+ * returns a new reference to the result (any JSON value), or NULL after
+ * filling *err. */
+typedef json_t *(*sn_rpc_handler_t)(json_t *params, void *arg, struct sn_rpc_error *err);
+
+struct sn_rpc_config {
+	const char *path;           /* socket path; created with mode 0600, replaced if stale */
+	size_t max_request_bytes;   /* e.g. 65536 */
+	unsigned max_clients;       /* concurrent connections; extra ones are closed */
+	const char *api_json;       /* the schema text (rpc_api.json) */
+};
+
+/* NULL + errno on failure (bad schema is EINVAL with a message on stderr). */
+struct sn_rpc_server *sn_rpc_server_create(const struct sn_rpc_config *cfg);
+/* Register the handler of a method that the schema defines: -ENOENT if the
+ * schema does not have it, -EEXIST if registered twice. */
+int sn_rpc_register(struct sn_rpc_server *srv, const char *method,
+		    sn_rpc_handler_t fn, void *arg);
+/* Serve ready clients, waiting at most timeout_ms for activity. Returns the
+ * number of requests served, or -errno on a fatal listener error. */
+int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms);
+/* Close every client and the listener; unlink the socket path. */
+void sn_rpc_server_destroy(struct sn_rpc_server *srv);
+
+/* Helper for handlers: fill err and return NULL. */
+json_t *sn_rpc_fail(struct sn_rpc_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif /* SN_RPC_H */

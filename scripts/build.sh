@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# scripts/build.sh [BUILD_DIR] [meson options...] — configure (once) and build.
+#   scripts/build.sh                      -> build/
+#   scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build}
+shift || true
+if [ ! -f "$dir/build.ninja" ]; then
+  echo "build: meson setup $dir $*"
+  meson setup "$dir" "$@" >"/tmp/sn-meson-setup-$(basename "$dir").log" 2>&1 || {
+    cat "/tmp/sn-meson-setup-$(basename "$dir").log" >&2; exit 1; }
+fi
+echo "build: ninja -C $dir"
+ninja -C "$dir" | grep -vE '^\[[0-9]+/[0-9]+\] (Compiling|Linking|Generating)' || true
+# ninja's exit status is lost in the pipe above; check it for real.
+ninja -C "$dir" >/dev/null

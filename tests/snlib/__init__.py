@@ -1,0 +1,1 @@
+"""Helpers shared by the schednic pytest suite (no pytest dependency here)."""
