@@ -1,0 +1,464 @@
+/* sn_arbiter.c — PSPAT arbiter core: do_scan() and leaky-bucket link
+ * emulation (PSPAT §3.4, Fig. 5; MYSCHED §3 for the link variable).
+ *
+ * Input. Each client list is drained completely (bounded by its size);
+ * every mailbox taken from it is marked active, and so is the one it
+ * replaces as "last" (items inserted before the newer append are visible
+ * once the newer entry is: the producer wrote them first, and the list's
+ * release/acquire pair orders them). The last entry is reactivated every
+ * scan — PSPAT's "trim leaving the last entry", which is what lets a busy
+ * client skip the list append. Active mailboxes are read up to Δ_A items
+ * each; one that still had items stays active, the others leave the set
+ * until a list names them again. An append lost to a full list raises the
+ * list's overflow flag, and the next scan activates every client once.
+ *
+ * Link. link_idle is the time the emulated link finishes the last item
+ * released, i.e. when the next one may start. While link_idle <= now (an
+ * item may start at exactly now; PSPAT's "<" on a coarser clock) the
+ * scheduler picks the next item and
+ * link_idle advances by (len + overhead) * 8e9 / link_bps ns, computed
+ * exactly: the integer quotient is added and the remainder (in units of
+ * 1/link_bps ns) is carried, so the release times never drift from the
+ * ideal line however long the link stays busy. The quotient/remainder of
+ * the last length is cached; fixed-size traffic costs no division. When
+ * the scheduler has run empty, the next scan moves link_idle up to now
+ * (Fig. 5 line 14, applied when traffic resumes so that an idle link earns
+ * no credit, not even one scan interval); when scans come late while
+ * backlogged, the link
+ * catches up, but by at most slack_ns: beyond that link_idle resets to now.
+ *
+ * Everything here runs on the arbiter thread; the only shared memory is the
+ * mailboxes and lists, whose ordering rules are in sn_mbox.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sn_arbiter.h"
+
+#define DEFAULT_READ_LIMIT    64u
+#define DEFAULT_CLIST_SIZE    256u
+#define DEFAULT_RELEASE_BURST 64u
+#define DRAIN_CHUNK           64u
+
+struct sn_arbiter_client {
+	struct sn_mbox *mb;
+	uint32_t class_id;
+	uint32_t index;
+	uint8_t active;          /* in arb->active[] */
+	uint8_t dead;            /* deleted; kept for stale client-list entries */
+};
+
+struct sn_arbiter {
+	/* Hot: every scan. */
+	struct sn_sched *sched;
+	uint64_t link_idle;      /* ns */
+	uint64_t link_rem;       /* fraction of a ns, in 1/link_bps ns */
+	uint64_t link_bps;
+	uint64_t slack_ns;
+	int link_was_idle;       /* the scheduler ran empty in an earlier scan */
+	uint32_t overhead;
+	uint32_t read_limit;
+	uint64_t tx_bytes;       /* cache: len + overhead of the last item ... */
+	uint64_t tx_q;           /* ... its ns ... */
+	uint64_t tx_r;           /* ... and remainder */
+	uint32_t (*item_len)(const void *item, void *arg);
+	uint32_t len_offset;
+	void (*release)(void *const *items, uint32_t n, void *arg);
+	void (*drop)(void *item, enum sn_arbiter_drop cause, void *arg);
+	void *cb_arg;
+
+	uint32_t n_active;
+	uint32_t *active;        /* client indices */
+	uint32_t n_clients;      /* registered so far, dead included */
+	uint32_t max_clients;
+	struct sn_arbiter_client *clients;
+	uint32_t n_clists;
+	uint32_t clist_size;
+	struct sn_mbox **clists;
+
+	uint32_t release_burst;
+	uint32_t n_rel;
+	void **rel;
+
+	uint64_t last_in;        /* items read in the last scan */
+	uint64_t last_released;
+	struct sn_arbiter_stats st;
+};
+
+static int link_params_ok(uint64_t bps, uint32_t overhead)
+{
+	return bps >= 1 && bps <= SN_ARBITER_MAX_LINK_BPS &&
+	       overhead <= SN_ARBITER_MAX_OVERHEAD;
+}
+
+struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t now_ns)
+{
+	struct sn_arbiter *arb;
+	uint32_t i;
+	int err = ENOMEM;
+
+	if (p == NULL || !p->release || !p->drop ||
+	    !link_params_ok(p->link_bps, p->overhead_bytes) ||
+	    p->read_limit > SN_ARBITER_MAX_READ_LIMIT || p->max_clients == 0 ||
+	    p->max_clients > (1u << 24) || p->n_clists == 0 || p->n_clists > 4096 ||
+	    p->release_burst > 4096 ||
+	    (p->clist_size && (!sn_is_pow2(p->clist_size) || p->clist_size < SN_MBOX_MIN_SIZE))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	arb = calloc(1, sizeof(*arb));
+	if (arb == NULL)
+		goto fail;
+	arb->link_idle = now_ns;
+	arb->link_was_idle = 1;
+	arb->link_bps = p->link_bps;
+	arb->overhead = p->overhead_bytes;
+	arb->slack_ns = p->slack_ns;
+	arb->read_limit = p->read_limit ? p->read_limit : DEFAULT_READ_LIMIT;
+	arb->item_len = p->item_len;
+	arb->len_offset = p->len_offset;
+	arb->release = p->release;
+	arb->drop = p->drop;
+	arb->cb_arg = p->cb_arg;
+	arb->max_clients = p->max_clients;
+	arb->n_clists = p->n_clists;
+	arb->clist_size = p->clist_size ? p->clist_size : DEFAULT_CLIST_SIZE;
+	arb->release_burst = p->release_burst ? p->release_burst : DEFAULT_RELEASE_BURST;
+
+	arb->active = calloc(p->max_clients, sizeof(*arb->active));
+	arb->clients = calloc(p->max_clients, sizeof(*arb->clients));
+	arb->clists = calloc(p->n_clists, sizeof(*arb->clists));
+	arb->rel = calloc(arb->release_burst, sizeof(*arb->rel));
+	if (!arb->active || !arb->clients || !arb->clists || !arb->rel)
+		goto fail_free;
+	for (i = 0; i < arb->n_clists; i++) {
+		arb->clists[i] = sn_mbox_create(arb->clist_size, NULL);
+		if (arb->clists[i] == NULL) {
+			err = errno;
+			goto fail_free;
+		}
+	}
+	arb->sched = sn_sched_create(&p->sched);
+	if (arb->sched == NULL) {
+		err = errno;
+		goto fail_free;
+	}
+	return arb;
+
+fail_free:
+	sn_arbiter_free(arb);
+fail:
+	errno = err;
+	return NULL;
+}
+
+void sn_arbiter_free(struct sn_arbiter *arb)
+{
+	uint32_t i;
+
+	if (arb == NULL)
+		return;
+	if (arb->clists)
+		for (i = 0; i < arb->n_clists; i++)
+			sn_mbox_free(arb->clists[i]);
+	if (arb->clients)
+		for (i = 0; i < arb->n_clients; i++)
+			sn_mbox_free(arb->clients[i].mb);
+	if (arb->sched)
+		sn_sched_free(arb->sched);
+	free(arb->clists);
+	free(arb->clients);
+	free(arb->active);
+	free(arb->rel);
+	free(arb);
+}
+
+struct sn_sched *sn_arbiter_sched(struct sn_arbiter *arb) { return arb->sched; }
+
+struct sn_arbiter_client *sn_arbiter_client_add(struct sn_arbiter *arb, uint32_t class_id,
+						uint32_t mbox_size)
+{
+	struct sn_arbiter_client *c;
+
+	if (arb->n_clients == arb->max_clients) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	c = &arb->clients[arb->n_clients];
+	memset(c, 0, sizeof(*c));
+	c->mb = sn_mbox_create(mbox_size, c);
+	if (c->mb == NULL)
+		return NULL;             /* errno from sn_mbox_create */
+	c->class_id = class_id;
+	c->index = arb->n_clients++;
+	return c;
+}
+
+static int client_ok(const struct sn_arbiter *arb, const struct sn_arbiter_client *c)
+{
+	return c != NULL && c >= arb->clients && c < arb->clients + arb->n_clients && !c->dead;
+}
+
+int sn_arbiter_client_set_class(struct sn_arbiter *arb, struct sn_arbiter_client *c,
+				uint32_t class_id)
+{
+	if (!client_ok(arb, c))
+		return -EINVAL;
+	c->class_id = class_id;
+	return 0;
+}
+
+struct sn_mbox *sn_arbiter_client_mbox(const struct sn_arbiter_client *c) { return c->mb; }
+
+struct sn_mbox *sn_arbiter_clist(const struct sn_arbiter *arb, uint32_t core)
+{
+	return core < arb->n_clists ? arb->clists[core] : NULL;
+}
+
+static void flush_release(struct sn_arbiter *arb)
+{
+	if (arb->n_rel) {
+		arb->release(arb->rel, arb->n_rel, arb->cb_arg);
+		arb->n_rel = 0;
+	}
+}
+
+static void drop_item(struct sn_arbiter *arb, struct sn_arbiter_client *c, void *item,
+		      enum sn_arbiter_drop cause)
+{
+	arb->st.dropped[cause]++;
+	sn_mbox_bp_set(c->mb);
+	arb->drop(item, cause, arb->cb_arg);
+}
+
+int sn_arbiter_client_del(struct sn_arbiter *arb, struct sn_arbiter_client *c)
+{
+	void *item;
+	uint32_t i;
+
+	if (!client_ok(arb, c))
+		return -EINVAL;
+	while ((item = sn_mbox_extract(c->mb)) != NULL)
+		drop_item(arb, c, item, SN_ARBITER_DROP_CLIENT_GONE);
+	if (c->active) {
+		for (i = 0; i < arb->n_active; i++)
+			if (arb->active[i] == c->index) {
+				arb->active[i] = arb->active[--arb->n_active];
+				break;
+			}
+		c->active = 0;
+	}
+	c->dead = 1;
+	return 0;
+}
+
+static inline void activate(struct sn_arbiter *arb, struct sn_arbiter_client *c)
+{
+	if (!c->active && !c->dead) {
+		c->active = 1;
+		arb->active[arb->n_active++] = c->index;
+	}
+}
+
+static inline struct sn_arbiter_client *mbox_client(struct sn_mbox *mb)
+{
+	return (struct sn_arbiter_client *)sn_mbox_udata(mb);
+}
+
+/* Read up to read_limit items of one client into the scheduler; returns
+ * how many were read. */
+static uint32_t drain_client(struct sn_arbiter *arb, struct sn_arbiter_client *c)
+{
+	void *buf[DRAIN_CHUNK];
+	uint32_t total = 0;
+
+	while (total < arb->read_limit) {
+		uint32_t want = SN_MIN(arb->read_limit - total, DRAIN_CHUNK);
+		uint32_t k = sn_mbox_extract_burst(c->mb, buf, want), i;
+
+		for (i = 0; i < k; i++) {
+			uint32_t len;
+			int r;
+
+			if (arb->item_len)
+				len = arb->item_len(buf[i], arb->cb_arg);
+			else
+				memcpy(&len, (const char *)buf[i] + arb->len_offset, sizeof(len));
+			r = sn_sched_enqueue(arb->sched, c->class_id, buf[i], len);
+			if (sn_likely(r == 0)) {
+				arb->st.enqueued++;
+				continue;
+			}
+			drop_item(arb, c, buf[i],
+				  r == -ENOBUFS ? SN_ARBITER_DROP_QFULL :
+				  r == -EMSGSIZE ? SN_ARBITER_DROP_BADLEN :
+				  SN_ARBITER_DROP_NOCLASS);
+		}
+		total += k;
+		if (k < want)
+			break;
+	}
+	return total;
+}
+
+static void scan_inputs(struct sn_arbiter *arb)
+{
+	uint64_t in = 0;
+	uint32_t l, i;
+
+	for (l = 0; l < arb->n_clists; l++) {
+		struct sn_mbox *cl = arb->clists[l], *m;
+		uint32_t n = 0;
+
+		if (sn_mbox_cl_overflowed(cl)) {
+			arb->st.clist_overflows++;
+			for (i = 0; i < arb->n_clients; i++)
+				activate(arb, &arb->clients[i]);
+		}
+
+		/* Bounded: a producer appending forever cannot stall the scan. */
+		while (n++ < arb->clist_size) {
+			struct sn_mbox *prev = sn_mbox_cl_last(cl);
+
+			m = sn_mbox_cl_next(cl);
+			if (m == NULL)
+				break;
+			if (prev != NULL && prev != m)
+				activate(arb, mbox_client(prev));
+		}
+		m = sn_mbox_cl_last(cl);
+		if (m != NULL)
+			activate(arb, mbox_client(m));
+	}
+	for (i = 0; i < arb->n_active;) {
+		struct sn_arbiter_client *c = &arb->clients[arb->active[i]];
+		uint32_t k = drain_client(arb, c);
+
+		in += k;
+		if (k == arb->read_limit) {
+			arb->st.read_limit_hits++;
+			i++;
+		} else {
+			c->active = 0;
+			arb->active[i] = arb->active[--arb->n_active];
+		}
+	}
+	arb->st.items_in += in;
+	arb->last_in = in;
+}
+
+/* link_idle += (len + overhead) * 8e9 / link_bps, exactly. */
+static inline void link_advance(struct sn_arbiter *arb, uint32_t len)
+{
+	uint64_t bytes = (uint64_t)len + arb->overhead;
+
+	if (sn_unlikely(bytes != arb->tx_bytes)) {
+		uint64_t num = bytes * 8ull * 1000000000ull;
+
+		arb->tx_bytes = bytes;
+		arb->tx_q = num / arb->link_bps;
+		arb->tx_r = num % arb->link_bps;
+	}
+	arb->link_idle += arb->tx_q;
+	arb->link_rem += arb->tx_r;
+	if (arb->link_rem >= arb->link_bps) {
+		arb->link_rem -= arb->link_bps;
+		arb->link_idle++;
+	}
+}
+
+uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
+{
+	uint64_t released = 0;
+
+	arb->st.scans++;
+	scan_inputs(arb);
+
+	if (arb->link_was_idle) {
+		/* Fig. 5 line 14, applied when traffic resumes: the link starts
+		 * again now, not when it last ran dry. */
+		if (sn_time_before(arb->link_idle, now)) {
+			arb->link_idle = now;
+			arb->link_rem = 0;
+		}
+		arb->link_was_idle = 0;
+	} else if (sn_time_before(arb->link_idle + arb->slack_ns, now)) {
+		/* Counted only when it cost backlogged traffic some credit. */
+		if (sn_sched_backlog(arb->sched))
+			arb->st.link_resets++;
+		arb->link_idle = now;
+		arb->link_rem = 0;
+	}
+	while (!sn_time_after(arb->link_idle, now)) {
+		uint32_t len;
+		void *item = sn_sched_dequeue(arb->sched, &len, NULL);
+
+		if (item == NULL) {
+			arb->link_was_idle = 1;
+			break;
+		}
+		link_advance(arb, len);
+		arb->st.released_bytes += len;
+		released++;
+		arb->rel[arb->n_rel++] = item;
+		if (arb->n_rel == arb->release_burst)
+			flush_release(arb);
+	}
+	flush_release(arb);
+	arb->st.released += released;
+	arb->last_released = released;
+	return (uint32_t)released;
+}
+
+int sn_arbiter_set_link(struct sn_arbiter *arb, uint64_t link_bps, uint32_t overhead_bytes)
+{
+	if (!link_params_ok(link_bps, overhead_bytes))
+		return -EINVAL;
+	arb->link_bps = link_bps;
+	arb->overhead = overhead_bytes;
+	arb->link_rem = 0;
+	arb->tx_bytes = 0;       /* invalidate the cache */
+	return 0;
+}
+
+uint64_t sn_arbiter_link_idle(const struct sn_arbiter *arb) { return arb->link_idle; }
+
+uint64_t sn_arbiter_backlog(const struct sn_arbiter *arb) { return sn_sched_backlog(arb->sched); }
+
+void sn_arbiter_get_stats(const struct sn_arbiter *arb, struct sn_arbiter_stats *out)
+{
+	*out = arb->st;
+}
+
+const char *sn_arbiter_drop_name(enum sn_arbiter_drop cause)
+{
+	switch (cause) {
+	case SN_ARBITER_DROP_QFULL:       return "queue_full";
+	case SN_ARBITER_DROP_NOCLASS:     return "no_class";
+	case SN_ARBITER_DROP_BADLEN:      return "bad_length";
+	case SN_ARBITER_DROP_CLIENT_GONE: return "client_gone";
+	case SN_ARBITER_DROP_NCAUSES:     break;
+	}
+	return "unknown";
+}
+
+uint64_t sn_arbiter_idle_ns(const struct sn_arbiter *arb, struct sn_arbiter_idle *pol,
+			    uint64_t now)
+{
+	if (sn_sched_backlog(arb->sched)) {
+		/* Case (i): the link is busy until a known time. */
+		uint64_t wait = sn_time_after(arb->link_idle, now) ? arb->link_idle - now : 0;
+
+		pol->idle_since = now;
+		return wait >= pol->min_sleep_ns ? SN_MIN(wait, pol->max_sleep_ns) : 0;
+	}
+	if (arb->last_in || arb->last_released || pol->idle_since == 0) {
+		pol->idle_since = now;
+		return 0;
+	}
+	/* Case (ii): nothing to do; spin for a while, then poll slowly. */
+	if (now - pol->idle_since < pol->spin_ns)
+		return 0;
+	return pol->max_sleep_ns;
+}

@@ -1,0 +1,188 @@
+/* sn_sched.c — the sn_sched.h interface: validates the parameters every
+ * algorithm shares and dispatches to QFQ (sn_qfq.c), DRR (sn_drr.c) or
+ * FIFO (sn_fifo.c). A switch on the algorithm rather than a table of
+ * function pointers: three cases, predictable branch, no indirect call on
+ * the per-packet path. Single-threaded, like the algorithms (sn_sched.h).
+ */
+#include "sn_sched.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sn_common.h"
+#include "sn_drr.h"
+#include "sn_fifo.h"
+#include "sn_qfq.h"
+
+struct sn_sched {
+	enum sn_sched_algo algo;
+	union {
+		struct sn_qfq *qfq;
+		struct sn_drr *drr;
+		struct sn_fifo *fifo;
+		void *any;
+	} u;
+};
+
+static const char *const algo_names[] = {
+	[SN_SCHED_QFQ] = "qfq",
+	[SN_SCHED_DRR] = "drr",
+	[SN_SCHED_FIFO] = "fifo",
+};
+
+struct sn_sched *sn_sched_create(const struct sn_sched_params *p)
+{
+	struct sn_sched *s;
+	int err;
+
+	if (!p || (unsigned)p->algo >= SN_ARRAY_SIZE(algo_names)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->algo = p->algo;
+	switch (p->algo) {
+	case SN_SCHED_QFQ:
+		s->u.qfq = sn_qfq_create(p->max_classes, p->queue_len);
+		break;
+	case SN_SCHED_DRR:
+		s->u.drr = sn_drr_create(p->max_classes, p->queue_len, p->drr_quantum);
+		break;
+	case SN_SCHED_FIFO:
+		s->u.fifo = sn_fifo_create(p->max_classes, p->queue_len);
+		break;
+	}
+	if (!s->u.any) {
+		err = errno;
+		free(s);
+		errno = err;
+		return NULL;
+	}
+	return s;
+}
+
+void sn_sched_free(struct sn_sched *s)
+{
+	if (!s)
+		return;
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  sn_qfq_free(s->u.qfq); break;
+	case SN_SCHED_DRR:  sn_drr_free(s->u.drr); break;
+	case SN_SCHED_FIFO: sn_fifo_free(s->u.fifo); break;
+	}
+	free(s);
+}
+
+int sn_sched_class_add(struct sn_sched *s, uint32_t class_id, uint32_t weight, uint32_t lmax)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_class_add(s->u.qfq, class_id, weight, lmax);
+	case SN_SCHED_DRR:  return sn_drr_class_add(s->u.drr, class_id, weight, lmax);
+	case SN_SCHED_FIFO: return sn_fifo_class_add(s->u.fifo, class_id, weight, lmax);
+	}
+	return -EINVAL;
+}
+
+int sn_sched_class_change(struct sn_sched *s, uint32_t class_id, uint32_t weight, uint32_t lmax)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_class_change(s->u.qfq, class_id, weight, lmax);
+	case SN_SCHED_DRR:  return sn_drr_class_change(s->u.drr, class_id, weight, lmax);
+	case SN_SCHED_FIFO: return sn_fifo_class_change(s->u.fifo, class_id, weight, lmax);
+	}
+	return -EINVAL;
+}
+
+int sn_sched_class_del(struct sn_sched *s, uint32_t class_id,
+		       void (*drop)(void *item, uint32_t len, void *arg), void *arg)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_class_del(s->u.qfq, class_id, drop, arg);
+	case SN_SCHED_DRR:  return sn_drr_class_del(s->u.drr, class_id, drop, arg);
+	case SN_SCHED_FIFO: return sn_fifo_class_del(s->u.fifo, class_id, drop, arg);
+	}
+	return -EINVAL;
+}
+
+int sn_sched_enqueue(struct sn_sched *s, uint32_t class_id, void *item, uint32_t len)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_enqueue(s->u.qfq, class_id, item, len);
+	case SN_SCHED_DRR:  return sn_drr_enqueue(s->u.drr, class_id, item, len);
+	case SN_SCHED_FIFO: return sn_fifo_enqueue(s->u.fifo, class_id, item, len);
+	}
+	return -EINVAL;
+}
+
+void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_dequeue(s->u.qfq, len, class_id);
+	case SN_SCHED_DRR:  return sn_drr_dequeue(s->u.drr, len, class_id);
+	case SN_SCHED_FIFO: return sn_fifo_dequeue(s->u.fifo, len, class_id);
+	}
+	return NULL;
+}
+
+int sn_sched_peek_len(struct sn_sched *s, uint32_t *len)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_peek_len(s->u.qfq, len);
+	case SN_SCHED_DRR:  return sn_drr_peek_len(s->u.drr, len);
+	case SN_SCHED_FIFO: return sn_fifo_peek_len(s->u.fifo, len);
+	}
+	return -EINVAL;
+}
+
+uint64_t sn_sched_backlog(const struct sn_sched *s)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_backlog(s->u.qfq);
+	case SN_SCHED_DRR:  return sn_drr_backlog(s->u.drr);
+	case SN_SCHED_FIFO: return sn_fifo_backlog(s->u.fifo);
+	}
+	return 0;
+}
+
+uint32_t sn_sched_class_backlog(const struct sn_sched *s, uint32_t class_id)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_class_backlog(s->u.qfq, class_id);
+	case SN_SCHED_DRR:  return sn_drr_class_backlog(s->u.drr, class_id);
+	case SN_SCHED_FIFO: return sn_fifo_class_backlog(s->u.fifo, class_id);
+	}
+	return 0;
+}
+
+int sn_sched_check(const struct sn_sched *s)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_check(s->u.qfq);
+	case SN_SCHED_DRR:  return sn_drr_check(s->u.drr);
+	case SN_SCHED_FIFO: return sn_fifo_check(s->u.fifo);
+	}
+	return -EINVAL;
+}
+
+const char *sn_sched_algo_name(enum sn_sched_algo a)
+{
+	if ((unsigned)a >= SN_ARRAY_SIZE(algo_names))
+		return "?";
+	return algo_names[a];
+}
+
+int sn_sched_algo_parse(const char *name, enum sn_sched_algo *out)
+{
+	for (unsigned i = 0; name && i < SN_ARRAY_SIZE(algo_names); i++) {
+		if (!strcmp(name, algo_names[i])) {
+			*out = (enum sn_sched_algo)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}

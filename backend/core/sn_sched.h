@@ -69,6 +69,11 @@ int sn_sched_peek_len(struct sn_sched *s, uint32_t *len);
 uint64_t sn_sched_backlog(const struct sn_sched *s);
 uint32_t sn_sched_class_backlog(const struct sn_sched *s, uint32_t class_id);
 
+/* Self-check of the algorithm's internal invariants (bitmaps, lists,
+ * counts): 0, or -EFAULT with the first violation printed to stderr.
+ * O(classes): for tests and fuzzing, not the datapath. */
+int sn_sched_check(const struct sn_sched *s);
+
 const char *sn_sched_algo_name(enum sn_sched_algo a);
 /* "qfq" | "drr" | "fifo" -> algo; -EINVAL otherwise. */
 int sn_sched_algo_parse(const char *name, enum sn_sched_algo *out);

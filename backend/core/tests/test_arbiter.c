@@ -1,2 +1,709 @@
-/* placeholder: replaced by the module owner */
-int main(void) { return 77; }
+/* test_arbiter.c — unit tests of sn_arbiter against the real schedulers:
+ * exact link-emulation release times (fixed and random sizes, rates that
+ * do not divide evenly, framing overhead, no drift over 10^5 items), the
+ * slack reset, the Δ_A read limit, drops by cause (returned, counted,
+ * backpressure flagged), client-list semantics (dedupe, trim-to-last,
+ * replaced last entry, sweep), client deletion, release batching and the
+ * idle policy. Single-threaded: the test plays clients and arbiter. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sn_arbiter.h"
+
+static int failures;
+
+#define CHECK(cond) do {                                                   \
+	if (!(cond)) {                                                     \
+		fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+		failures++;                                                \
+	}                                                                  \
+} while (0)
+
+struct pkt {
+	uint32_t len;
+	uint32_t client;
+	uint64_t seq;
+	uint64_t released_at;   /* scan time it came out, 0 = not yet */
+	int dropped;            /* cause + 1 */
+};
+
+#define MAXLOG 200000
+static struct {
+	struct pkt *rel[MAXLOG];
+	uint32_t n_rel;
+	uint32_t n_calls;
+	uint32_t max_batch;
+	struct pkt *drop[MAXLOG];
+	uint32_t n_drop;
+	uint64_t now;
+} lg;
+
+static uint32_t cb_len(const void *item, void *arg)
+{
+	(void)arg;
+	return ((const struct pkt *)item)->len;
+}
+
+static void cb_release(void *const *items, uint32_t n, void *arg)
+{
+	uint32_t i;
+
+	(void)arg;
+	lg.n_calls++;
+	if (n > lg.max_batch)
+		lg.max_batch = n;
+	for (i = 0; i < n; i++) {
+		struct pkt *p = items[i];
+
+		CHECK(p->released_at == 0 && !p->dropped);
+		p->released_at = lg.now;
+		if (lg.n_rel < MAXLOG)
+			lg.rel[lg.n_rel++] = p;
+	}
+}
+
+static void cb_drop(void *item, enum sn_arbiter_drop cause, void *arg)
+{
+	struct pkt *p = item;
+
+	(void)arg;
+	CHECK(p->released_at == 0 && !p->dropped);
+	p->dropped = (int)cause + 1;
+	if (lg.n_drop < MAXLOG)
+		lg.drop[lg.n_drop++] = p;
+}
+
+/* mk(): give lengths through item_len (0) or len_offset (1); client list
+ * size (0 = 64). */
+static int use_len_offset;
+static uint32_t mk_clist_size;
+
+static uint32_t scan(struct sn_arbiter *arb, uint64_t now)
+{
+	lg.now = now;
+	return sn_arbiter_do_scan(arb, now);
+}
+
+static struct sn_arbiter *mk(enum sn_sched_algo algo, uint64_t bps, uint32_t oh,
+			     uint32_t qlen, uint64_t t0, uint32_t read_limit)
+{
+	struct sn_arbiter_params p;
+	struct sn_arbiter *arb;
+
+	memset(&lg, 0, sizeof(lg));
+	memset(&p, 0, sizeof(p));
+	p.sched.algo = algo;
+	p.sched.max_classes = 128;
+	p.sched.queue_len = qlen;
+	p.link_bps = bps;
+	p.overhead_bytes = oh;
+	p.slack_ns = 1000000;
+	p.read_limit = read_limit;
+	p.max_clients = 128;
+	p.n_clists = 2;
+	p.clist_size = mk_clist_size ? mk_clist_size : 64;
+	p.release_burst = 16;
+	if (use_len_offset)
+		p.len_offset = offsetof(struct pkt, len);
+	else
+		p.item_len = cb_len;
+	p.release = cb_release;
+	p.drop = cb_drop;
+	arb = sn_arbiter_create(&p, t0);
+	if (arb == NULL) {
+		fprintf(stderr, "sn_arbiter_create: %s\n", strerror(errno));
+		exit(1);
+	}
+	return arb;
+}
+
+static void test_params(void)
+{
+	struct sn_arbiter_params p;
+	struct sn_arbiter *arb;
+
+	memset(&p, 0, sizeof(p));
+	p.sched.algo = SN_SCHED_FIFO;
+	p.sched.max_classes = 4;
+	p.sched.queue_len = 16;
+	p.link_bps = 1000000000;
+	p.max_clients = 4;
+	p.n_clists = 1;
+	p.item_len = cb_len;
+	p.release = cb_release;
+	p.drop = cb_drop;
+	arb = sn_arbiter_create(&p, 1);
+	CHECK(arb != NULL);
+	sn_arbiter_free(arb);
+	p.drop = NULL;
+	errno = 0;
+	CHECK(sn_arbiter_create(&p, 1) == NULL && errno == EINVAL);
+	p.drop = cb_drop;
+	p.link_bps = 0;
+	errno = 0;
+	CHECK(sn_arbiter_create(&p, 1) == NULL && errno == EINVAL);
+	p.link_bps = 1000;
+	p.clist_size = 100;
+	errno = 0;
+	CHECK(sn_arbiter_create(&p, 1) == NULL && errno == EINVAL);
+	p.clist_size = 0;
+	p.sched.max_classes = 0;      /* the scheduler's own validation */
+	errno = 0;
+	CHECK(sn_arbiter_create(&p, 1) == NULL && errno == EINVAL);
+	p.sched.max_classes = 4;
+	arb = sn_arbiter_create(&p, 1);
+	CHECK(arb != NULL);
+	CHECK(sn_arbiter_set_link(arb, 0, 0) == -EINVAL);
+	CHECK(sn_arbiter_set_link(arb, 10, SN_ARBITER_MAX_OVERHEAD + 1) == -EINVAL);
+	CHECK(sn_arbiter_set_link(arb, 10, 24) == 0);
+	CHECK(sn_arbiter_client_add(arb, 0, 16) != NULL);
+	CHECK(sn_arbiter_client_add(arb, 0, 17) == NULL && errno == EINVAL);
+	CHECK(sn_arbiter_clist(arb, 1) == NULL);
+	CHECK(!strcmp(sn_arbiter_drop_name(SN_ARBITER_DROP_QFULL), "queue_full"));
+	sn_arbiter_free(arb);
+}
+
+/* floor(bits * 1e9 / bps) without overflow for our ranges (bits < 2^40). */
+static uint64_t ideal_ns(uint64_t bits, uint64_t bps)
+{
+	unsigned __int128 v = (unsigned __int128)bits * 1000000000u;
+
+	return (uint64_t)(v / bps);
+}
+
+/* Items come out exactly when the ideal link frees up: never a scan early,
+ * and at the first scan at or after their start time. Random lengths and a
+ * rate that does not divide the bit counts: any drift accumulates over
+ * 10^5 items and fails the exact comparison. */
+static void check_link_timing(enum sn_sched_algo algo, uint64_t bps, uint32_t oh,
+			      int random_len, uint32_t count)
+{
+	const uint64_t t0 = 5000;
+	struct sn_arbiter *arb = mk(algo, bps, oh, 1024, t0, 64);
+	struct sn_arbiter_client *c;
+	struct sn_mbox *mb, *cl;
+	struct pkt *pk = calloc(count, sizeof(*pk));
+	uint64_t bits = 0, rng = 0x1234567;
+	uint32_t fed = 0, k;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 3, 1, 2048) == 0);
+	c = sn_arbiter_client_add(arb, 3, 256);
+	mb = sn_arbiter_client_mbox(c);
+	cl = sn_arbiter_clist(arb, 0);
+	for (k = 0; k < count; k++) {
+		rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+		pk[k].len = random_len ? 64 + (uint32_t)(rng % 1437) : 1000;
+		pk[k].seq = k;
+	}
+	for (k = 0; k < count && !failures; k++) {
+		uint64_t start = t0 + ideal_ns(bits, bps);
+
+		while (fed < count && fed < k + 200 &&
+		       sn_arbiter_submit(cl, mb, &pk[fed]) == 0)
+			fed++;
+		if (start > t0) {
+			CHECK(scan(arb, start - 1) == 0);
+			CHECK(pk[k].released_at == 0);
+		}
+		CHECK(scan(arb, start) == 1);
+		CHECK(pk[k].released_at == start);
+		bits += 8ull * (pk[k].len + oh);
+	}
+	CHECK(lg.n_rel == count);
+	CHECK(sn_arbiter_link_idle(arb) == t0 + ideal_ns(bits, bps));
+	free(pk);
+	sn_arbiter_free(arb);
+}
+
+static void test_link_timing(void)
+{
+	/* 1000 B + 24 B at 1 Gbit/s: exactly 8192 ns apart. */
+	check_link_timing(SN_SCHED_FIFO, 1000000000ull, 24, 0, 1000);
+	/* 1024 B at 3 Gbit/s: 2730.67 ns, remainder carried. */
+	check_link_timing(SN_SCHED_FIFO, 3000000000ull, 24, 0, 20000);
+	/* Random sizes at 7 Gbit/s (and through QFQ), no overhead. */
+	check_link_timing(SN_SCHED_QFQ, 7000000000ull, 0, 1, 100000);
+	/* Random sizes, odd rate, Ethernet overhead, DRR, lengths read
+	 * from the item at len_offset. */
+	use_len_offset = 1;
+	check_link_timing(SN_SCHED_DRR, 999999937ull, 24, 1, 20000);
+	use_len_offset = 0;
+}
+
+/* A late scan catches up within slack; beyond slack link_idle resets. */
+static void test_slack(void)
+{
+	const uint64_t t0 = 1000;
+	struct sn_arbiter *arb = mk(SN_SCHED_FIFO, 1000000000ull, 0, 1024, t0, 1024);
+	struct sn_arbiter_client *c;
+	struct sn_arbiter_stats st;
+	static struct pkt pk[600];
+	uint32_t k;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 2048) == 0);
+	c = sn_arbiter_client_add(arb, 0, 1024);
+	for (k = 0; k < 600; k++) {
+		pk[k].len = 125;   /* 1000 ns at 1 Gbit/s */
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(c),
+					&pk[k]) == 0);
+	}
+	CHECK(scan(arb, t0) == 1);                       /* starts at t0 */
+	/* 0.5 ms late (< 1 ms slack): items starting at t0+1000 .. t0+500000. */
+	CHECK(scan(arb, t0 + 500000) == 500);
+	CHECK(sn_arbiter_link_idle(arb) == t0 + 501000);
+	CHECK(lg.max_batch == 16 && lg.n_calls == 1 + (500 + 15) / 16);
+	/* 2 ms late: reset; one item starts now, the rest follow at rate. */
+	CHECK(scan(arb, t0 + 501000 + 2000000) == 1);
+	CHECK(sn_arbiter_link_idle(arb) == t0 + 501000 + 2000000 + 1000);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.link_resets == 1);
+	CHECK(st.released == 502);
+	sn_arbiter_free(arb);
+}
+
+/* An idle link earns no credit: after the scheduler ran empty, the next
+ * item starts when it is scanned, not in the past. */
+static void test_idle_no_credit(void)
+{
+	const uint64_t t0 = 1000;
+	struct sn_arbiter *arb = mk(SN_SCHED_FIFO, 1000000000ull, 0, 64, t0, 64);
+	struct sn_arbiter_client *c;
+	static struct pkt pk[4];
+	uint32_t k;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 2048) == 0);
+	c = sn_arbiter_client_add(arb, 0, 16);
+	CHECK(scan(arb, t0 + 100) == 0);
+	for (k = 0; k < 4; k++) {
+		pk[k].len = 125;
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(c),
+					&pk[k]) == 0);
+	}
+	CHECK(scan(arb, t0 + 600) == 1);   /* within slack, but no idle credit */
+	CHECK(scan(arb, t0 + 1599) == 0);
+	CHECK(scan(arb, t0 + 1600) == 1);
+	sn_arbiter_free(arb);
+}
+
+/* Δ_A: at most read_limit items per mailbox per scan. */
+static void test_read_limit(void)
+{
+	struct sn_arbiter *arb = mk(SN_SCHED_QFQ, 1000, 0, 1024, 10, 4);
+	struct sn_arbiter_client *a, *b;
+	struct sn_arbiter_stats st;
+	static struct pkt pk[40];
+	uint32_t k, s;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 2048) == 0);
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 1, 1, 2048) == 0);
+	a = sn_arbiter_client_add(arb, 0, 64);
+	b = sn_arbiter_client_add(arb, 1, 64);
+	for (k = 0; k < 20; k++) {
+		pk[k].len = 100;
+		pk[20 + k].len = 100;
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(a),
+					&pk[k]) == 0);
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 1), sn_arbiter_client_mbox(b),
+					&pk[20 + k]) == 0);
+	}
+	for (s = 1; s <= 6; s++) {
+		scan(arb, 10);
+		sn_arbiter_get_stats(arb, &st);
+		CHECK(st.items_in == SN_MIN(8u * s, 40u));
+	}
+	CHECK(st.read_limit_hits == 10);
+	CHECK(st.enqueued == 40);
+	CHECK(st.released == 1);   /* 1000 bit/s link: one item at t=10 */
+	CHECK(sn_arbiter_backlog(arb) == 39);
+	sn_arbiter_free(arb);
+}
+
+/* Refused items are handed back with their cause, counted, and flag the
+ * client's backpressure; nothing is lost. */
+static void test_drops(void)
+{
+	struct sn_arbiter *arb = mk(SN_SCHED_FIFO, 1000, 0, 8, 10, 64);
+	struct sn_arbiter_client *a, *ghost, *big;
+	struct sn_arbiter_stats st;
+	static struct pkt pk[40];
+	uint32_t k, n = 0;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 1500) == 0);
+	a = sn_arbiter_client_add(arb, 0, 64);
+	ghost = sn_arbiter_client_add(arb, 77, 64);    /* class never added */
+	big = sn_arbiter_client_add(arb, 0, 64);
+	for (k = 0; k < 20; k++, n++) {
+		pk[n].len = 100;
+		pk[n].seq = k;
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(a),
+					&pk[n]) == 0);
+	}
+	CHECK(sn_mbox_bp_take(sn_arbiter_client_mbox(a)) == 0);
+	scan(arb, 10);
+	sn_arbiter_get_stats(arb, &st);
+	/* Queue of 8, one released at t=10 after the enqueues: 12 dropped. */
+	CHECK(st.dropped[SN_ARBITER_DROP_QFULL] == 12);
+	CHECK(lg.n_drop == 12);
+	for (k = 0; k < 12 && k < lg.n_drop; k++)
+		CHECK(lg.drop[k] == &pk[8 + k] && lg.drop[k]->dropped == 1 + SN_ARBITER_DROP_QFULL);
+	CHECK(sn_mbox_bp_take(sn_arbiter_client_mbox(a)) == 1);
+	CHECK(sn_mbox_bp_take(sn_arbiter_client_mbox(a)) == 0);
+
+	pk[n].len = 100;
+	CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 1), sn_arbiter_client_mbox(ghost),
+				&pk[n++]) == 0);
+	pk[n].len = 1501;
+	CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 1), sn_arbiter_client_mbox(big),
+				&pk[n++]) == 0);
+	pk[n].len = 0;
+	CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 1), sn_arbiter_client_mbox(big),
+				&pk[n++]) == 0);
+	scan(arb, 11);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.dropped[SN_ARBITER_DROP_NOCLASS] == 1);
+	CHECK(st.dropped[SN_ARBITER_DROP_BADLEN] == 2);
+	CHECK(pk[n - 3].dropped == 1 + SN_ARBITER_DROP_NOCLASS);
+	CHECK(pk[n - 2].dropped == 1 + SN_ARBITER_DROP_BADLEN);
+	CHECK(sn_mbox_bp_take(sn_arbiter_client_mbox(ghost)) == 1);
+
+	/* Client deletion hands back what is left in its mailbox. */
+	for (k = 0; k < 3; k++, n++) {
+		pk[n].len = 100;
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(a),
+					&pk[n]) == 0);
+	}
+	CHECK(sn_arbiter_client_del(arb, a) == 0);
+	CHECK(sn_arbiter_client_del(arb, a) == -EINVAL);
+	CHECK(sn_arbiter_client_set_class(arb, a, 0) == -EINVAL);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.dropped[SN_ARBITER_DROP_CLIENT_GONE] == 3);
+	/* The client list still names the dead mailbox: ignored. */
+	scan(arb, 12);
+	/* Conservation: every submitted item released, dropped or queued. */
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.released + st.dropped[0] + st.dropped[1] + st.dropped[2] + st.dropped[3] +
+	      sn_arbiter_backlog(arb) == n);
+	CHECK(lg.n_rel + lg.n_drop + sn_arbiter_backlog(arb) == n);
+	sn_arbiter_free(arb);
+}
+
+/* Client lists: a client that stays "last" is rescanned without appending
+ * again; a replaced last entry is drained once more (its items precede the
+ * newer append); 60 idle clients registered first keep the round-robin
+ * sweep from covering for a bug here. */
+static void test_client_lists(void)
+{
+	struct sn_arbiter *arb = mk(SN_SCHED_QFQ, 1000, 0, 256, 10, 64);
+	struct sn_arbiter_client *a, *b;
+	struct sn_mbox *cl;
+	struct sn_arbiter_stats st;
+	static struct pkt pk[64];
+	uint32_t k, n = 0, i;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 2048) == 0);
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 1, 1, 2048) == 0);
+	for (i = 0; i < 60; i++)
+		CHECK(sn_arbiter_client_add(arb, 0, 16) != NULL);
+	a = sn_arbiter_client_add(arb, 0, 64);
+	b = sn_arbiter_client_add(arb, 1, 64);
+	cl = sn_arbiter_clist(arb, 0);
+	for (k = 0; k < 5; k++, n++) {
+		pk[n].len = 100;
+		CHECK(sn_arbiter_submit(cl, sn_arbiter_client_mbox(a), &pk[n]) == 0);
+	}
+	scan(arb, 10);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.items_in == 5);
+	/* a is last in the list: no append, still found. */
+	for (k = 0; k < 3; k++, n++) {
+		pk[n].len = 100;
+		CHECK(sn_arbiter_submit(cl, sn_arbiter_client_mbox(a), &pk[n]) == 0);
+	}
+	scan(arb, 11);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.items_in == 8);
+	/* a submits (no append), then b appends and replaces a as last. */
+	for (k = 0; k < 3; k++, n++) {
+		pk[n].len = 100;
+		CHECK(sn_arbiter_submit(cl, sn_arbiter_client_mbox(a), &pk[n]) == 0);
+	}
+	pk[n].len = 100;
+	CHECK(sn_arbiter_submit(cl, sn_arbiter_client_mbox(b), &pk[n++]) == 0);
+	scan(arb, 12);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.items_in == 12);
+	/* a again, through the other core's list (migration). */
+	pk[n].len = 100;
+	CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 1), sn_arbiter_client_mbox(a),
+				&pk[n++]) == 0);
+	scan(arb, 13);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.items_in == 13);
+	CHECK(st.enqueued == 13);
+	sn_arbiter_free(arb);
+}
+
+/* A client list fills up (A,B,A,B... appends): the lost appends raise the
+ * overflow flag and the very next scan reads every client. */
+static void test_clist_overflow(void)
+{
+	struct sn_arbiter *arb = mk(SN_SCHED_FIFO, 1000, 0, 1024, 10, 64);
+	struct sn_arbiter_client *c[70];
+	struct sn_mbox *cl;
+	struct sn_arbiter_stats st;
+	static struct pkt pk[70];
+	uint32_t i;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 2048) == 0);
+	cl = sn_arbiter_clist(arb, 0);
+	for (i = 0; i < 70; i++) {
+		c[i] = sn_arbiter_client_add(arb, 0, 16);
+		pk[i].len = 100;
+		CHECK(sn_arbiter_submit(cl, sn_arbiter_client_mbox(c[i]), &pk[i]) == 0);
+	}
+	/* 64-slot list: 56 entries fit, 14 appends were lost. */
+	scan(arb, 10);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.clist_overflows == 1);
+	CHECK(st.items_in == 70);
+	scan(arb, 11);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.clist_overflows == 1);
+	sn_arbiter_free(arb);
+}
+
+/* Many clients, weights, per-client order through QFQ, batching. */
+static void test_many_clients(void)
+{
+	const uint32_t NC = 16, PER = 500;
+	struct sn_arbiter *arb = mk(SN_SCHED_QFQ, 10000000000ull, 24, 4096, 100, 32);
+	struct sn_arbiter_client *c[16];
+	struct pkt *pk = calloc(NC * PER, sizeof(*pk));
+	uint64_t last_seq[16], now = 100, rng = 99;
+	uint32_t i, fed[16] = {0}, done = 0, guard = 0;
+	int f0 = failures;
+
+	for (i = 0; i < NC; i++) {
+		CHECK(sn_sched_class_add(sn_arbiter_sched(arb), i, 1 + i, 2048) == 0);
+		c[i] = sn_arbiter_client_add(arb, i, 64);
+		last_seq[i] = 0;
+	}
+	for (i = 0; i < NC * PER; i++) {
+		pk[i].client = i / PER;
+		pk[i].seq = 1 + i % PER;
+		pk[i].len = 64 + (uint32_t)(i * 37 % 1400);
+	}
+	while (done < NC * PER && guard++ < 1000000) {
+		for (i = 0; i < NC; i++) {
+			rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+			while (fed[i] < PER && (rng & 7) &&
+			       sn_arbiter_submit(sn_arbiter_clist(arb, i & 1),
+						 sn_arbiter_client_mbox(c[i]),
+						 &pk[i * PER + fed[i]]) == 0) {
+				fed[i]++;
+				rng >>= 1;
+			}
+		}
+		lg.n_rel = 0;
+		now += 1000;
+		done += scan(arb, now);
+		for (i = 0; i < lg.n_rel; i++) {
+			struct pkt *p = lg.rel[i];
+
+			CHECK(p->seq == last_seq[p->client] + 1);
+			last_seq[p->client] = p->seq;
+		}
+		if (failures > f0)
+			break;
+	}
+	if (done != NC * PER)
+		fprintf(stderr, "done %u guard %u backlog %" PRIu64 "\n", done, guard,
+			sn_arbiter_backlog(arb));
+	CHECK(done == NC * PER);
+	for (i = 0; i < NC; i++)
+		CHECK(last_seq[i] == PER);
+	CHECK(lg.max_batch <= 16);
+	free(pk);
+	sn_arbiter_free(arb);
+}
+
+/* Two threads: a producer thread plays 8 clients, migrating between the
+ * two client lists, while this thread runs the arbiter. Every item comes
+ * out once, in per-client order; and once the producer is done, a single
+ * scan must find everything left (client lists, trim-to-last and overflow
+ * flags together must leave nothing behind). */
+#define CC_CLIENTS 8u
+#define CC_PER     20000u
+
+struct conc {
+	struct sn_arbiter *arb;
+	struct sn_arbiter_client *c[CC_CLIENTS];
+	struct pkt *pk;
+	atomic_int done;
+	uint64_t cl_fail;
+};
+
+static void *conc_producer(void *arg)
+{
+	struct conc *x = arg;
+	uint32_t fed[CC_CLIENTS] = {0}, left = CC_CLIENTS * CC_PER, spins = 0;
+	uint64_t rng = 0xabcdef, step = 0;
+
+	while (left) {
+		uint32_t i, k, moved = 0;
+
+		for (i = 0; i < CC_CLIENTS; i++) {
+			struct sn_mbox *cl = sn_arbiter_clist(x->arb, (uint32_t)(step++ / 5000) & 1);
+			struct sn_mbox *mb = sn_arbiter_client_mbox(x->c[i]);
+
+			rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+			for (k = (uint32_t)(rng % 12); k && fed[i] < CC_PER; k--) {
+				if (sn_mbox_insert(mb, &x->pk[i * CC_PER + fed[i]]) != 0)
+					break;
+				fed[i]++;
+				left--;
+				moved++;
+				if (sn_mbox_cl_append(cl, mb) != 0)
+					x->cl_fail++;
+			}
+		}
+		if (!moved && ++spins > 16) {
+			spins = 0;
+			sched_yield();
+		}
+	}
+	/* Release pairs with the acquire below: every insert and append
+	 * above is visible to the arbiter once it sees done. */
+	atomic_store_explicit(&x->done, 1, memory_order_release);
+	return NULL;
+}
+
+static void test_concurrent(uint32_t clist_size)
+{
+	struct sn_arbiter *arb;
+	struct conc x;
+	struct sn_arbiter_stats st;
+	uint64_t last_seq[CC_CLIENTS] = {0}, now = 1, total = CC_CLIENTS * CC_PER;
+	pthread_t tid;
+	uint32_t i;
+	int f0 = failures;
+
+	mk_clist_size = clist_size;
+	arb = mk(SN_SCHED_QFQ, SN_ARBITER_MAX_LINK_BPS, 24, 4096, 1, 64);
+	mk_clist_size = 0;
+	memset(&x, 0, sizeof(x));
+	x.arb = arb;
+	x.pk = calloc(total, sizeof(*x.pk));
+	for (i = 0; i < CC_CLIENTS; i++) {
+		CHECK(sn_sched_class_add(sn_arbiter_sched(arb), i, 1 + 3 * i, 2048) == 0);
+		x.c[i] = sn_arbiter_client_add(arb, i, 64);
+	}
+	for (i = 0; i < total; i++) {
+		x.pk[i].client = i / CC_PER;
+		x.pk[i].seq = 1 + i % CC_PER;
+		x.pk[i].len = 64 + i % 1400;
+	}
+	if (pthread_create(&tid, NULL, conc_producer, &x) != 0) {
+		CHECK(!"pthread_create");
+		return;
+	}
+	for (;;) {
+		int done = atomic_load_explicit(&x.done, memory_order_acquire);
+
+		uint32_t got;
+
+		lg.n_rel = 0;
+		got = scan(arb, now += 1000);
+		for (i = 0; i < lg.n_rel; i++) {
+			struct pkt *p = lg.rel[i];
+
+			CHECK(p->seq == last_seq[p->client] + 1);
+			last_seq[p->client] = p->seq;
+		}
+		if (failures > f0)
+			break;
+		if (done) {
+			sn_arbiter_get_stats(arb, &st);
+			CHECK(st.items_in == total);
+			break;
+		}
+		if (!done && got == 0)
+			sched_yield();
+	}
+	pthread_join(tid, NULL);
+	sn_arbiter_get_stats(arb, &st);
+	CHECK(st.items_in == total && st.released == total);
+	for (i = 0; i < CC_CLIENTS; i++)
+		CHECK(last_seq[i] == CC_PER);
+	printf("test_arbiter: concurrent, %u-slot lists: %" PRIu64 " items, %" PRIu64
+	       " scans, %" PRIu64 " lost appends, %" PRIu64 " overflow scans\n", clist_size,
+	       total, st.scans, x.cl_fail, st.clist_overflows);
+	free(x.pk);
+	sn_arbiter_free(arb);
+}
+
+static void test_idle_policy(void)
+{
+	struct sn_arbiter *arb = mk(SN_SCHED_FIFO, 1000000000ull, 0, 64, 1000, 64);
+	struct sn_arbiter_idle pol = { .spin_ns = 20000, .min_sleep_ns = 2000,
+				       .max_sleep_ns = 100000 };
+	struct sn_arbiter_client *c;
+	static struct pkt pk[4];
+	uint32_t k;
+
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 2048) == 0);
+	c = sn_arbiter_client_add(arb, 0, 16);
+	scan(arb, 1000);
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 1000) == 0);      /* starts the clock */
+	scan(arb, 5000);
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 5000) == 0);      /* spinning */
+	scan(arb, 21001);
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 21001) == 100000); /* idle > spin */
+	for (k = 0; k < 4; k++) {
+		pk[k].len = 1250;                              /* 10 us each */
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(c),
+					&pk[k]) == 0);
+	}
+	CHECK(scan(arb, 30000) == 1);
+	/* Backlog behind a busy link: sleep until it frees up. */
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 30000) == 10000);
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 39000) == 0);     /* < min_sleep */
+	CHECK(scan(arb, 40000) == 1);
+	CHECK(scan(arb, 50000) == 1);
+	CHECK(scan(arb, 60000) == 1);
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 60000) == 0);     /* just worked */
+	scan(arb, 70000);
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 70000) == 0);     /* spin */
+	scan(arb, 80001);
+	CHECK(sn_arbiter_idle_ns(arb, &pol, 80001) == 100000);
+	sn_arbiter_free(arb);
+}
+
+int main(void)
+{
+	test_params();
+	test_link_timing();
+	test_slack();
+	test_idle_no_credit();
+	test_read_limit();
+	test_drops();
+	test_client_lists();
+	test_clist_overflow();
+	test_many_clients();
+	test_idle_policy();
+	test_concurrent(16);
+	test_concurrent(8192);
+	if (failures) {
+		fprintf(stderr, "test_arbiter: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_arbiter: ok\n");
+	return 0;
+}

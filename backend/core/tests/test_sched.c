@@ -1,2 +1,416 @@
-/* placeholder: replaced by the module owner */
-int main(void) { return 77; }
+/* test_sched.c — unit tests of sn_sched (QFQ, DRR, FIFO).
+ *
+ * TAP output. Covers: API error paths; basic service order of each
+ * algorithm; the lmax bounds (CVE-2023-31436 class: lmax lowered below the
+ * length of queued packets); class change / delete while backlogged (every
+ * item comes out exactly once, by dequeue or the drop callback); a random
+ * soak against a shadow model (per-class FIFO order and backlog counts)
+ * with sn_sched_check() after every operation batch. Fairness and delay
+ * bounds are proven by tests/core/test_ref_sched.py against a fluid model.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sn_common.h"
+#include "sn_qfq.h"
+#include "sn_sched.h"
+
+static int n_test, n_fail;
+
+#define OK(cond, ...) do {                                                 \
+	n_test++;                                                          \
+	if (cond) {                                                        \
+		printf("ok %d - ", n_test);                                \
+	} else {                                                           \
+		n_fail++;                                                  \
+		printf("not ok %d - %s:%d: %s: ", n_test, __FILE__, __LINE__, #cond); \
+	}                                                                  \
+	printf(__VA_ARGS__);                                               \
+	putchar('\n');                                                     \
+} while (0)
+
+static const enum sn_sched_algo algos[] = { SN_SCHED_QFQ, SN_SCHED_DRR, SN_SCHED_FIFO };
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+	uint64_t x = rng_state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return rng_state = x;
+}
+
+static struct sn_sched *mk(enum sn_sched_algo a, uint32_t classes, uint32_t qlen, uint32_t quantum)
+{
+	struct sn_sched_params p = { .algo = a, .max_classes = classes, .queue_len = qlen,
+				     .drr_quantum = quantum };
+	struct sn_sched *s = sn_sched_create(&p);
+
+	if (!s) {
+		perror("sn_sched_create");
+		exit(1);
+	}
+	return s;
+}
+
+/* Items are tagged pointers: (class << 32 | seq) + 1, never NULL. */
+static void *tag(uint32_t cls, uint32_t seq) { return (void *)(uintptr_t)(((uint64_t)cls << 32 | seq) + 1); }
+static uint32_t tag_cls(void *p) { return (uint32_t)(((uintptr_t)p - 1) >> 32); }
+static uint32_t tag_seq(void *p) { return (uint32_t)((uintptr_t)p - 1); }
+
+static void test_errors(void)
+{
+	struct sn_sched_params p = { .algo = SN_SCHED_QFQ, .max_classes = 4, .queue_len = 2 };
+	enum sn_sched_algo a;
+
+	errno = 0;
+	OK(!sn_sched_create(NULL) && errno == EINVAL, "create(NULL) -> EINVAL");
+	p.algo = (enum sn_sched_algo)7;
+	errno = 0;
+	OK(!sn_sched_create(&p) && errno == EINVAL, "create(bad algo) -> EINVAL");
+	p.algo = SN_SCHED_DRR;
+	p.max_classes = 0;
+	OK(!sn_sched_create(&p) && errno == EINVAL, "create(0 classes) -> EINVAL");
+	p.max_classes = 4;
+	p.queue_len = 0;
+	OK(!sn_sched_create(&p) && errno == EINVAL, "create(queue_len 0) -> EINVAL");
+	OK(sn_sched_algo_parse("qfq", &a) == 0 && a == SN_SCHED_QFQ, "parse qfq");
+	OK(sn_sched_algo_parse("fifo", &a) == 0 && a == SN_SCHED_FIFO, "parse fifo");
+	OK(sn_sched_algo_parse("wfq", &a) == -EINVAL, "parse unknown");
+	OK(!strcmp(sn_sched_algo_name(SN_SCHED_DRR), "drr"), "name drr");
+
+	for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+		struct sn_sched *s = mk(algos[i], 4, 2, 0);
+		const char *n = sn_sched_algo_name(algos[i]);
+		uint32_t len = 7, cls = 9;
+
+		OK(sn_sched_class_add(s, 4, 1, 1500) == -EINVAL, "%s: add id out of range", n);
+		OK(sn_sched_class_add(s, 0, 0, 1500) == -EINVAL, "%s: add weight 0", n);
+		OK(sn_sched_class_add(s, 0, SN_SCHED_MAX_WEIGHT + 1, 1500) == -EINVAL, "%s: add weight too big", n);
+		OK(sn_sched_class_add(s, 0, 1, 63) == -EINVAL, "%s: add lmax < 64", n);
+		OK(sn_sched_class_add(s, 0, 1, SN_SCHED_MAX_LMAX + 1) == -EINVAL, "%s: add lmax too big", n);
+		OK(sn_sched_class_add(s, 0, SN_SCHED_MAX_WEIGHT, 64) == 0, "%s: add max weight, min lmax", n);
+		OK(sn_sched_class_add(s, 0, 1, 1500) == -EEXIST, "%s: add twice", n);
+		OK(sn_sched_class_add(s, 1, 1, SN_SCHED_MAX_LMAX) == 0, "%s: add weight 1, max lmax", n);
+		for (uint32_t c = 2; c < 4; c++)
+			sn_sched_class_add(s, c, SN_SCHED_MAX_WEIGHT, 1500);
+		OK(sn_sched_class_change(s, 1, SN_SCHED_MAX_WEIGHT * 16, 1500) == -EINVAL,
+		   "%s: change weight above max", n);
+		sn_sched_class_del(s, 3, NULL, NULL);
+		/* wsum = 3 * 2^16 + 1 here; MAX_WSUM is 2^20 */
+		OK(sn_sched_class_change(s, 1, SN_SCHED_MAX_WEIGHT, 1500) == 0, "%s: change to max weight", n);
+		OK(sn_sched_class_change(s, 7, 1, 1500) == -ENOENT, "%s: change unknown", n);
+		OK(sn_sched_class_change(s, 0, 1, 10) == -EINVAL, "%s: change bad lmax", n);
+		OK(sn_sched_class_del(s, 3, NULL, NULL) == -ENOENT, "%s: del twice", n);
+		OK(sn_sched_dequeue(s, &len, &cls) == NULL && len == 7 && cls == 9, "%s: dequeue empty", n);
+		OK(sn_sched_peek_len(s, &len) == -ENOENT, "%s: peek empty", n);
+		OK(sn_sched_enqueue(s, 3, tag(3, 0), 100) == -ENOENT, "%s: enqueue deleted class", n);
+		OK(sn_sched_enqueue(s, 99, tag(3, 0), 100) == -ENOENT, "%s: enqueue bad id", n);
+		OK(sn_sched_enqueue(s, 0, tag(0, 0), 0) == -EMSGSIZE, "%s: enqueue len 0", n);
+		OK(sn_sched_enqueue(s, 0, tag(0, 0), 65) == -EMSGSIZE, "%s: enqueue len > lmax", n);
+		OK(sn_sched_enqueue(s, 0, tag(0, 0), 64) == 0, "%s: enqueue len == lmax", n);
+		OK(sn_sched_enqueue(s, 0, tag(0, 1), 64) == 0, "%s: enqueue 2nd", n);
+		OK(sn_sched_enqueue(s, 0, tag(0, 2), 64) == -ENOBUFS, "%s: enqueue full (queue_len 2)", n);
+		OK(sn_sched_backlog(s) == 2 && sn_sched_class_backlog(s, 0) == 2 &&
+		   sn_sched_class_backlog(s, 1) == 0 && sn_sched_class_backlog(s, 99) == 0,
+		   "%s: backlog counts", n);
+		OK(sn_sched_peek_len(s, &len) == 0 && len == 64, "%s: peek", n);
+		OK(sn_sched_dequeue(s, &len, &cls) == tag(0, 0) && len == 64 && cls == 0, "%s: dequeue", n);
+		OK(sn_sched_check(s) == 0, "%s: check", n);
+		sn_sched_free(s);
+	}
+	{
+		struct sn_sched *s = mk(SN_SCHED_QFQ, 32, 1, 0);
+		int rc = 0;
+
+		for (uint32_t c = 0; c < 16; c++)
+			rc |= sn_sched_class_add(s, c, SN_SCHED_MAX_WEIGHT, 1500);
+		OK(rc == 0 && sn_sched_class_add(s, 16, 1, 1500) == -ENOSPC, "qfq: weight sum limit");
+		OK(sn_sched_class_change(s, 0, SN_SCHED_MAX_WEIGHT - 1, 1500) == 0 &&
+		   sn_sched_class_add(s, 16, 1, 1500) == 0 && sn_sched_class_add(s, 17, 1, 1500) == -ENOSPC,
+		   "qfq: weight sum freed by change");
+		sn_sched_free(s);
+	}
+}
+
+/* Serve n packets from always-backlogged classes; count per class. */
+static void serve_counts(struct sn_sched *s, uint32_t ncls, const uint32_t *lens,
+			 int n, uint32_t *count)
+{
+	uint32_t seq[8] = { 0 };
+
+	memset(count, 0, ncls * sizeof(*count));
+	for (int i = 0; i < n; i++) {
+		uint32_t len, cls;
+		void *it = sn_sched_dequeue(s, &len, &cls);
+
+		if (!it || cls >= ncls || len != lens[cls])
+			sn_die("serve_counts: bad dequeue");
+		count[cls]++;
+		sn_sched_enqueue(s, cls, tag(cls, 1000 + seq[cls]++), lens[cls]);
+	}
+}
+
+static void test_order(void)
+{
+	uint32_t count[4], lens[4] = { 1000, 1000, 1000, 250 };
+	uint32_t len, cls;
+
+	/* FIFO: arrival order across classes. */
+	{
+		struct sn_sched *s = mk(SN_SCHED_FIFO, 3, 64, 0);
+		int good = 1;
+
+		for (uint32_t c = 0; c < 3; c++)
+			sn_sched_class_add(s, c, c + 1, 1500);
+		for (uint32_t i = 0; i < 30; i++)
+			sn_sched_enqueue(s, i % 3, tag(i % 3, i), 100 + i);
+		for (uint32_t i = 0; i < 30; i++) {
+			void *it = sn_sched_dequeue(s, &len, &cls);
+
+			good &= it == tag(i % 3, i) && len == 100 + i && cls == i % 3;
+		}
+		OK(good && sn_sched_backlog(s) == 0, "fifo: arrival order");
+		sn_sched_free(s);
+	}
+	/* DRR, quantum 1000 x weight, equal packets: exact round pattern. */
+	{
+		struct sn_sched *s = mk(SN_SCHED_DRR, 2, 64, 1000);
+		static const uint32_t want[] = { 0, 1, 1, 0, 1, 1, 0, 1, 1 };
+		int good = 1;
+
+		sn_sched_class_add(s, 0, 1, 1500);
+		sn_sched_class_add(s, 1, 2, 1500);
+		for (uint32_t i = 0; i < 6; i++) {
+			sn_sched_enqueue(s, 0, tag(0, i), 1000);
+			sn_sched_enqueue(s, 1, tag(1, i), 1000);
+		}
+		for (uint32_t i = 0; i < 9; i++) {
+			uint32_t plen;
+
+			good &= sn_sched_peek_len(s, &plen) == 0 && plen == 1000;
+			good &= sn_sched_dequeue(s, &len, &cls) != NULL && cls == want[i];
+		}
+		OK(good, "drr: weight 1:2 round pattern 0,1,1");
+		sn_sched_free(s);
+	}
+	/* QFQ and DRR: long-run shares follow weights, also with unequal sizes. */
+	for (int a = 0; a < 2; a++) {
+		struct sn_sched *s = mk(algos[a], 4, 64, 0);
+		uint64_t bytes[4], total = 0;
+		const char *n = sn_sched_algo_name(algos[a]);
+		double err = 0;
+
+		for (uint32_t c = 0; c < 4; c++) {
+			sn_sched_class_add(s, c, 1u << c, 1500);
+			for (uint32_t i = 0; i < 8; i++)
+				sn_sched_enqueue(s, c, tag(c, i), lens[c]);
+		}
+		serve_counts(s, 4, lens, 60000, count);
+		for (uint32_t c = 0; c < 4; c++) {
+			bytes[c] = (uint64_t)count[c] * lens[c];
+			total += bytes[c];
+		}
+		for (uint32_t c = 0; c < 4; c++) {
+			double share = (double)bytes[c] / (double)total, want = (1u << c) / 15.0;
+			double e = share / want - 1;
+
+			err = SN_MAX(err, e < 0 ? -e : e);
+		}
+		OK(err < 0.01, "%s: byte shares within 1%% of weights 1:2:4:8 (max rel err %.4f)", n, err);
+		OK(sn_sched_check(s) == 0, "%s: check after share run", n);
+		sn_sched_free(s);
+	}
+	/* QFQ: per-class FIFO order is kept. */
+	{
+		struct sn_sched *s = mk(SN_SCHED_QFQ, 3, 64, 0);
+		uint32_t next[3] = { 0 };
+		int good = 1;
+
+		for (uint32_t c = 0; c < 3; c++)
+			sn_sched_class_add(s, c, 10 * (c + 1), 1500);
+		for (uint32_t i = 0; i < 40; i++)
+			sn_sched_enqueue(s, i % 3, tag(i % 3, i / 3), 64 + (uint32_t)(rnd() % 1400));
+		for (void *it; (it = sn_sched_dequeue(s, &len, &cls));)
+			good &= tag_cls(it) == cls && tag_seq(it) == next[cls]++;
+		OK(good && next[0] == 14 && next[1] == 13 && next[2] == 13, "qfq: per-class FIFO");
+		sn_sched_free(s);
+	}
+}
+
+struct seen {
+	uint8_t *v;
+	uint32_t n;
+	int dup;
+	uint64_t drops;
+};
+
+static void on_drop(void *item, uint32_t len, void *arg)
+{
+	struct seen *sn = arg;
+	uint32_t i = tag_seq(item);
+
+	(void)len;
+	if (i >= sn->n || sn->v[i]++)
+		sn->dup = 1;
+	sn->drops++;
+}
+
+/* lmax lowered below queued lengths, weights changed, classes deleted, all
+ * while backlogged: nothing lost, nothing duplicated, invariants hold. */
+static void test_churn(void)
+{
+	for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+		const char *n = sn_sched_algo_name(algos[a]);
+		struct sn_sched *s = mk(algos[a], 8, 256, 0);
+		struct seen sn = { .n = 8 * 200 };
+		uint32_t id = 0, len, cls, enq = 0;
+		int good = 1;
+
+		sn.v = calloc(sn.n, 1);
+		for (uint32_t c = 0; c < 8; c++)
+			sn_sched_class_add(s, c, 1 + c * 7, SN_SCHED_MAX_LMAX);
+		for (uint32_t i = 0; i < 8 * 200; i++) {
+			uint32_t c = (uint32_t)(rnd() % 8);
+
+			if (sn_sched_enqueue(s, c, tag(c, id++), 64 + (uint32_t)(rnd() % (SN_SCHED_MAX_LMAX - 63))) == 0)
+				enq++;
+			else
+				sn.v[id - 1] = 1; /* never queued */
+		}
+		/* CVE-2023-31436 shape: shrink lmax to the minimum with 64 KiB
+		 * packets queued, and weight to the maximum (smallest group). */
+		for (uint32_t c = 0; c < 8; c += 2)
+			good &= sn_sched_class_change(s, c, SN_SCHED_MAX_WEIGHT, 64) == 0;
+		good &= sn_sched_check(s) == 0;
+		for (int i = 0; i < 300; i++) {
+			void *it = sn_sched_dequeue(s, &len, &cls);
+
+			good &= it && tag_cls(it) == cls;
+			if (it && sn.v[tag_seq(it)]++)
+				sn.dup = 1;
+		}
+		good &= sn_sched_check(s) == 0;
+		good &= sn_sched_class_change(s, 1, 1, 64) == 0;  /* largest -> smallest ratio flip */
+		good &= sn_sched_class_del(s, 3, on_drop, &sn) == 0;
+		good &= sn_sched_class_del(s, 4, on_drop, &sn) == 0;
+		good &= sn_sched_class_backlog(s, 3) == 0 && sn_sched_check(s) == 0;
+		good &= sn_sched_class_add(s, 3, 5, 1500) == 0;
+		good &= sn_sched_enqueue(s, 3, tag(3, 0), 1501) == -EMSGSIZE;
+		for (void *it; (it = sn_sched_dequeue(s, &len, &cls));) {
+			good &= tag_cls(it) == cls;
+			if (sn.v[tag_seq(it)]++)
+				sn.dup = 1;
+		}
+		for (uint32_t i = 0; i < sn.n; i++)
+			good &= sn.v[i] == 1;
+		OK(good && !sn.dup && sn_sched_backlog(s) == 0 && sn_sched_check(s) == 0,
+		   "%s: change/del while backlogged: %u enqueued, %llu dropped by del, none lost or duplicated",
+		   n, enq, (unsigned long long)sn.drops);
+		free(sn.v);
+		sn_sched_free(s);
+	}
+}
+
+/* Random operation soak against a shadow model of per-class queues. */
+#define SOAK_CLASSES 16
+#define SOAK_QLEN    32
+static void test_soak(void)
+{
+	for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+		const char *n = sn_sched_algo_name(algos[a]);
+		struct sn_sched *s = mk(algos[a], SOAK_CLASSES, SOAK_QLEN, 1514);
+		uint32_t head[SOAK_CLASSES] = { 0 }, tail[SOAK_CLASSES] = { 0 };
+		uint32_t lmax[SOAK_CLASSES] = { 0 }, qlen[SOAK_CLASSES][SOAK_QLEN];
+		int present[SOAK_CLASSES] = { 0 }, good = 1;
+		uint64_t total = 0, ops = 0;
+		int steps = 400000;
+
+		for (int step = 0; step < steps && good; step++) {
+			uint32_t c = (uint32_t)(rnd() % SOAK_CLASSES), r = (uint32_t)(rnd() % 100);
+			uint32_t w = 1 + (uint32_t)(rnd() % 1000), lm = 64 + (uint32_t)(rnd() % 9000);
+			uint32_t len, cls;
+			int rc;
+
+			ops++;
+			if (r < 3) {
+				rc = sn_sched_class_add(s, c, w, lm);
+				good &= rc == (present[c] ? -EEXIST : 0);
+				if (!rc) {
+					present[c] = 1;
+					lmax[c] = lm;
+					head[c] = tail[c] = 0;
+				}
+			} else if (r < 6) {
+				rc = sn_sched_class_change(s, c, w, lm);
+				good &= rc == (present[c] ? 0 : -ENOENT);
+				if (!rc)
+					lmax[c] = lm;
+			} else if (r < 8) {
+				rc = sn_sched_class_del(s, c, NULL, NULL);
+				good &= rc == (present[c] ? 0 : -ENOENT);
+				if (!rc) {
+					total -= tail[c] - head[c];
+					present[c] = 0;
+				}
+			} else if (r < 55) {
+				uint32_t l = 1 + (uint32_t)(rnd() % (lmax[c] ? lmax[c] + 10 : 1500));
+
+				rc = sn_sched_enqueue(s, c, tag(c, tail[c]), l);
+				if (!present[c])
+					good &= rc == -ENOENT;
+				else if (l > lmax[c])
+					good &= rc == -EMSGSIZE;
+				else if (tail[c] - head[c] == SOAK_QLEN)
+					good &= rc == -ENOBUFS;
+				else {
+					good &= rc == 0;
+					qlen[c][tail[c] % SOAK_QLEN] = l;
+					tail[c]++;
+					total++;
+				}
+			} else {
+				uint32_t plen = 0;
+				int prc = sn_sched_peek_len(s, &plen);
+				void *it = sn_sched_dequeue(s, &len, &cls);
+
+				if (!total) {
+					good &= !it && prc == -ENOENT;
+				} else {
+					good &= it && prc == 0 && cls < SOAK_CLASSES && present[cls] &&
+						plen == len && tag_cls(it) == cls &&
+						tag_seq(it) == head[cls] &&
+						len == qlen[cls][head[cls] % SOAK_QLEN];
+					if (good) {
+						head[cls]++;
+						total--;
+					}
+				}
+			}
+			good &= sn_sched_backlog(s) == total;
+			good &= sn_sched_class_backlog(s, c) == (present[c] ? tail[c] - head[c] : 0);
+			if (step % 64 == 0)
+				good &= sn_sched_check(s) == 0;
+		}
+		OK(good, "%s: random soak, %llu ops, backlog/order/peek agree with the model", n,
+		   (unsigned long long)ops);
+		sn_sched_free(s);
+	}
+}
+
+int main(void)
+{
+	test_errors();
+	test_order();
+	test_churn();
+	test_soak();
+	printf("1..%d\n", n_test);
+	if (n_fail)
+		fprintf(stderr, "%d of %d failed\n", n_fail, n_test);
+	return n_fail ? 1 : 0;
+}

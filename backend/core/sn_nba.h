@@ -1,0 +1,107 @@
+/* sn_nba.h — NIC-level Bandwidth Allocator (Carousel §5.3).
+ *
+ * One aggregate rate limit whose flows land on several worker cores is
+ * split among those cores. Each core periodically publishes its cumulative
+ * byte count for the aggregate with the time of the measurement; a control
+ * thread turns consecutive reports into a per-core demand rate, computes a
+ * water-filling max-min split of the aggregate and publishes one grant per
+ * core (bytes per second), lazily, at most once per period (~100 ms).
+ *
+ * Threading contract:
+ *  - sn_nba_report(nba, core, ...): only the thread that owns `core` calls
+ *    it for that core (single writer per slot). Lock-free: a per-slot
+ *    sequence lock; never blocks, never waits for the control thread.
+ *  - sn_nba_grant(nba, core): any thread, any time; one atomic load.
+ *  - sn_nba_update / sn_nba_set_aggregate / sn_nba_stats / sn_nba_free:
+ *    one control thread only (they share non-atomic control state).
+ *  - create/free: no other thread may use the instance concurrently.
+ *
+ * Allocation rule (what sn_nba_update computes, in this order):
+ *  1. demand d_i = bytes reported since the previous update / time between
+ *     the two reports. No new report: the previous estimate is kept unless
+ *     the last report is older than stale_ns, then d_i = 0. A core's
+ *     first report gives no interval yet: its current grant stands in
+ *     for its demand until the next one. Never reported: d_i = 0.
+ *  2. saturated: a core whose demand reached its current grant (within
+ *     saturation_ppm) is limited by the grant, not by its traffic: its
+ *     demand is unbounded for the split (SN_NBA_SAT_OFF disables this).
+ *     With saturation detection on, every other active core's demand is
+ *     raised by growth_ppm (ramp-up room) so that a core granted what it
+ *     asked for is not mistaken for a saturated one next period; this
+ *     needs (1 + growth)(1 - saturation) > 1, checked at create.
+ *  3. idle cores (d_i = 0) get headroom h = min(A*headroom_ppm/1e6, A/n)
+ *     each, so they can ramp up (Carousel: 1 %).
+ *  4. the rest C = A - n_idle*h is split max-min over the active cores:
+ *     grant_i = min(d_i, L) with sum = C when demand exceeds C; when it
+ *     does not, grant_i = d_i + (C - sum d)/n_active (work conservation).
+ *     No active core at all: every core gets A/n.
+ *  5. grants are rounded down to whole bytes/s, so their sum is <= A.
+ * Before the first update every core holds A/n.
+ */
+#ifndef SN_NBA_H
+#define SN_NBA_H
+
+#include <stdint.h>
+
+#define SN_NBA_MAX_CORES 1024
+
+struct sn_nba_cfg {
+	uint32_t n_cores;        /* 1..SN_NBA_MAX_CORES */
+	uint64_t aggregate_bps;  /* aggregate limit in BYTES per second, > 0 */
+	uint64_t period_ns;      /* lazy update period (0 = default 100 ms) */
+	uint64_t stale_ns;       /* report age meaning idle (0 = 2 * period) */
+	uint32_t headroom_ppm;   /* per idle core, of the aggregate (default 10000 = 1 %) */
+	uint32_t saturation_ppm; /* demand >= grant*(1 - ppm/1e6) is saturated;
+				    SN_NBA_SAT_OFF disables, 0 = default 50000 */
+	uint32_t growth_ppm;     /* demand inflation when saturation is on
+				    (0 = default 100000 = 10 %) */
+	uint32_t flags;          /* SN_NBA_F_* */
+};
+
+#define SN_NBA_SAT_OFF      UINT32_MAX
+#define SN_NBA_F_NO_HEADROOM 0x1 /* headroom_ppm really 0 (else 0 = default) */
+
+/* Per-core view of the last update (control thread only). */
+enum sn_nba_state {
+	SN_NBA_IDLE = 0,   /* zero demand: holds the headroom */
+	SN_NBA_ACTIVE,     /* measured demand */
+	SN_NBA_SATURATED,  /* demand reached its grant: treated as unbounded */
+};
+
+struct sn_nba_core_stats {
+	double demand_bps;         /* estimated demand, bytes/s */
+	uint64_t grant_bps;        /* current grant */
+	enum sn_nba_state state;
+};
+
+struct sn_nba;
+
+/* Constructor: NULL + errno (EINVAL bad cfg, ENOMEM). */
+struct sn_nba *sn_nba_create(const struct sn_nba_cfg *cfg);
+void sn_nba_free(struct sn_nba *nba);
+
+/* Core `core` publishes its cumulative byte count for the aggregate
+ * (monotone, wraps modulo 2^64) measured at now_ns. Owner thread of the
+ * slot only. -EINVAL for a bad core id. */
+int sn_nba_report(struct sn_nba *nba, uint32_t core, uint64_t bytes, uint64_t now_ns);
+
+/* Current grant of `core` in bytes/s (0 for a bad core id). Any thread. */
+uint64_t sn_nba_grant(const struct sn_nba *nba, uint32_t core);
+
+/* Grant generation: incremented after every recomputation, so a core can
+ * see cheaply that its grant may have changed. Any thread. */
+uint64_t sn_nba_epoch(const struct sn_nba *nba);
+
+/* Control thread. Recompute if at least one period elapsed since the last
+ * recomputation (or if none happened yet): returns 1 if recomputed, 0 if
+ * not due. */
+int sn_nba_update(struct sn_nba *nba, uint64_t now_ns);
+
+/* Control thread. New aggregate (> 0, else -EINVAL), used from the next
+ * recomputation; sn_nba_update(nba, now) right after applies it. */
+int sn_nba_set_aggregate(struct sn_nba *nba, uint64_t aggregate_bps);
+
+/* Control thread. Copy the last update's view of `core`. -EINVAL bad core. */
+int sn_nba_core_stats(const struct sn_nba *nba, uint32_t core, struct sn_nba_core_stats *out);
+
+#endif /* SN_NBA_H */

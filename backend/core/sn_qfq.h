@@ -1,0 +1,41 @@
+/* sn_qfq.h — Quick Fair Queueing (Checconi, Rizzo, Valente, IEEE/ACM ToN
+ * 2013). Reached through sn_sched.h; this header exists so tests and the
+ * fuzz target can call the self-check directly.
+ *
+ * Concurrency: single-threaded, exactly like sn_sched.h: one thread owns an
+ * instance; no locking, no barriers.
+ * Errors: sn_qfq_create returns NULL + errno; the rest 0 / -errno with the
+ * meanings documented in sn_sched.h.
+ */
+#ifndef SN_QFQ_H
+#define SN_QFQ_H
+
+#include <stdint.h>
+
+struct sn_qfq;
+
+struct sn_qfq *sn_qfq_create(uint32_t max_classes, uint32_t queue_len);
+void sn_qfq_free(struct sn_qfq *q);
+
+int sn_qfq_class_add(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lmax);
+int sn_qfq_class_change(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lmax);
+int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
+		     void (*drop)(void *item, uint32_t len, void *arg), void *arg);
+
+int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len);
+void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id);
+int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len);
+
+uint64_t sn_qfq_backlog(const struct sn_qfq *q);
+uint32_t sn_qfq_class_backlog(const struct sn_qfq *q, uint32_t id);
+
+/* Times a timestamp had to be clamped to keep a class inside its group's
+ * bucket list (packets longer than a lowered lmax; see sn_qfq.c). */
+uint64_t sn_qfq_clamps(const struct sn_qfq *q);
+
+/* Full consistency check of bitmaps, bucket lists, timestamps and counts.
+ * 0 if consistent; otherwise prints the first violation to stderr and
+ * returns -EFAULT. O(classes + groups * slots): tests and fuzzing only. */
+int sn_qfq_check(const struct sn_qfq *q);
+
+#endif /* SN_QFQ_H */

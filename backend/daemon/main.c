@@ -1,0 +1,304 @@
+/* main.c — schednicd: command line, EAL, lifecycle.
+ *
+ * Threads (DESIGN.md "Control plane"): the main lcore runs the control
+ * plane — sn_rpc_poll() with a 50 ms timeout, so signals and "shutdown"
+ * are noticed within 50 ms; ONE worker lcore runs sn_switch_worker(), the
+ * busy-polling datapath; DPDK's vhost-events thread runs the vhost-user
+ * callbacks (sn_port.c). Start order: config, EAL, mempool, registry,
+ * switch, uplink, RPC, ports, worker. Stop order is the reverse, with the
+ * worker stopped first so that port teardown never races the datapath;
+ * finally rte_eal_cleanup() and the DPDK runtime directory is removed.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_version.h>
+
+#include "sn_config.h"
+#include "sn_ctl.h"
+#include "sn_log.h"
+#include "sn_port.h"
+#include "sn_rpc.h"
+#include "sn_switch.h"
+#include "sn_uplink.h"
+
+#ifndef SN_VERSION
+#define SN_VERSION "0.0.0"
+#endif
+
+extern const char sn_rpc_api_json[];
+
+#define EAL_ARGV_MAX (16 + SN_CONFIG_EXTRA_MAX)
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: schednicd [--config FILE] [--check-config] [--print-default-config]\n"
+		"                 [--version] [--help]\n"
+		"\n"
+		"schednicd is the schednic host software NIC: a vhost-user backend that\n"
+		"switches VM traffic (L2 learning switch) between vhost-user ports and an\n"
+		"uplink ethdev, controlled over JSON-RPC on a unix socket (schednicctl).\n"
+		"\n"
+		"  --config FILE           JSON configuration (keys missing take the defaults)\n"
+		"  --check-config          parse and validate the configuration, exit 0/1\n"
+		"  --print-default-config  print the embedded default configuration\n"
+		"  --version               print versions and exit\n"
+		"  --help                  this text\n"
+		"\n"
+		"Stops cleanly on SIGINT, SIGTERM or the RPC method \"shutdown\".\n");
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* The EAL argument vector of the spec; strings point into cfg/bufs. */
+static int build_eal_argv(const struct sn_config *cfg, char *argv[EAL_ARGV_MAX],
+			  char mem[16], char lcores[64])
+{
+	int n = 0;
+
+	snprintf(mem, 16, "%u", cfg->eal.memory_mb);
+	snprintf(lcores, 64, "0@%u,1@%u", cfg->eal.main_cpu, cfg->eal.worker_cpu);
+	argv[n++] = "schednicd";
+	argv[n++] = "--no-huge";
+	argv[n++] = "-m";
+	argv[n++] = mem;
+	argv[n++] = "--no-pci";
+	argv[n++] = "--file-prefix";
+	argv[n++] = (char *)cfg->eal.file_prefix;
+	argv[n++] = "--lcores";
+	argv[n++] = lcores;
+	if (cfg->uplink.enabled) {
+		argv[n++] = "--vdev";
+		argv[n++] = (char *)cfg->uplink.devargs;
+	}
+	for (unsigned i = 0; i < cfg->eal.n_extra; i++)
+		argv[n++] = cfg->eal.extra_args[i];
+	argv[n] = NULL;
+	return n;
+}
+
+static int run(struct sn_config *cfg)
+{
+	char *eal_argv[EAL_ARGV_MAX + 1], mem[16], lcores[64], runtime_dir[PATH_MAX] = "";
+	struct rte_mempool *mp = NULL;
+	struct sn_ports *reg = NULL;
+	struct sn_switch *sw = NULL;
+	struct sn_rpc_server *srv = NULL;
+	struct sn_ctl ctl = { .stop = &g_stop };
+	unsigned worker = RTE_MAX_LCORE;
+	bool uplink_open = false, worker_running = false;
+	uint16_t uplink_port = 0;
+	int eal_argc, rc = 1;
+
+	if (!strcmp(cfg->eal.file_prefix, "auto"))
+		snprintf(cfg->eal.file_prefix, sizeof(cfg->eal.file_prefix), "schednic-%ld", (long)getpid());
+	eal_argc = build_eal_argv(cfg, eal_argv, mem, lcores);
+	if (rte_eal_init(eal_argc, eal_argv) < 0) {
+		sn_log("EAL init failed: %s", rte_strerror(rte_errno));
+		return 1;
+	}
+	snprintf(runtime_dir, sizeof(runtime_dir), "%s", rte_eal_get_runtime_dir());
+	ctl.start_ns = sn_ctl_now_ns();
+
+	worker = rte_get_next_lcore(-1, 1, 0);
+	if (worker >= RTE_MAX_LCORE) {
+		sn_log("no worker lcore (EAL --lcores %s)", lcores);
+		goto out_eal;
+	}
+	mp = rte_pktmbuf_pool_create("sn_mbufs", cfg->datapath.mbufs, cfg->datapath.mbuf_cache,
+				     0, RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+	if (!mp) {
+		sn_log("mempool of %u mbufs: %s (raise eal.memory_mb?)", cfg->datapath.mbufs,
+		       rte_strerror(rte_errno));
+		goto out_eal;
+	}
+	reg = sn_ports_create();
+	if (!reg) {
+		sn_log("port registry: %s", strerror(errno));
+		goto out_mp;
+	}
+	sw = sn_switch_create(&(struct sn_switch_config){
+		.burst = cfg->datapath.burst,
+		.mac_table_size = cfg->datapath.mac_table_size,
+		.mac_aging_s = cfg->datapath.mac_aging_s }, reg, mp);
+	if (!sw) {
+		sn_log("switch: %s", strerror(errno));
+		goto out_ports;
+	}
+	ctl.reg = reg;
+	ctl.sw = sw;
+	ctl.mp = mp;
+	if (cfg->uplink.enabled) {
+		if (sn_uplink_open(cfg->uplink.devargs, mp, (uint16_t)cfg->uplink.rx_desc,
+				   (uint16_t)cfg->uplink.tx_desc, &uplink_port))
+			goto out_switch;
+		uplink_open = true;
+		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port))
+			goto out_switch;
+	}
+	if (sn_ports_mkdir_parents(cfg->control.socket)) {
+		sn_log("control.socket: cannot create the directory of %s", cfg->control.socket);
+		goto out_switch;
+	}
+	srv = sn_rpc_server_create(&(struct sn_rpc_config){
+		.path = cfg->control.socket,
+		.max_request_bytes = cfg->control.max_request_bytes,
+		.max_clients = cfg->control.max_clients,
+		.api_json = sn_rpc_api_json });
+	if (!srv) {
+		sn_log("control socket %s: %s", cfg->control.socket, strerror(errno));
+		goto out_switch;
+	}
+	if (sn_ctl_register(srv, &ctl)) {
+		sn_log("control: handler registration failed");
+		goto out_rpc;
+	}
+	for (unsigned i = 0; i < cfg->n_ports; i++) {
+		const struct sn_config_port *p = &cfg->ports[i];
+		int err = sn_ports_add_vhost(reg, p->name, p->path, p->client);
+
+		if (err) {
+			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
+			goto out_rpc;
+		}
+	}
+	if (rte_eal_remote_launch(sn_switch_worker, sw, worker)) {
+		sn_log("cannot launch the worker on lcore %u", worker);
+		goto out_rpc;
+	}
+	worker_running = true;
+	sn_log("running: control socket %s, worker lcore %u on cpu %u, %u mbufs",
+	       cfg->control.socket, worker, cfg->eal.worker_cpu, cfg->datapath.mbufs);
+
+	while (!g_stop) {
+		int n = sn_rpc_poll(srv, 50);
+
+		if (n < 0 && n != -EINTR) {
+			sn_log("control socket failed: %s", strerror(-n));
+			goto out_rpc;
+		}
+	}
+	rc = 0;
+	sn_log("stopping");
+
+out_rpc:
+	if (worker_running) {
+		sn_switch_stop(sw);
+		rte_eal_wait_lcore(worker);
+	}
+	sn_rpc_server_destroy(srv);
+out_switch:
+	/* Worker stopped: ports (uplink included) can go in any order. */
+	sn_ports_destroy(reg);
+	reg = NULL;
+	if (uplink_open)
+		sn_uplink_close(uplink_port);
+	sn_switch_destroy(sw);
+out_ports:
+	sn_ports_destroy(reg);
+out_mp:
+	rte_mempool_free(mp);
+out_eal:
+	rte_eal_cleanup();
+	if (runtime_dir[0])
+		nftw(runtime_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	sn_log("stopped (exit %d)", rc);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", no_argument, NULL, 'k' },
+		{ "print-default-config", no_argument, NULL, 'p' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *config_path = NULL;
+	bool check = false;
+	struct sn_config cfg;
+	char err[SN_CONFIG_ERR_MAX];
+	struct sigaction sa;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'k':
+			check = true;
+			break;
+		case 'p':
+			fwrite(sn_default_config, 1, sn_default_config_len, stdout);
+			return fflush(stdout) ? 1 : 0;
+		case 'V':
+			printf("schednicd %s (%s, API 1)\n", SN_VERSION, rte_version());
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "schednicd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (config_path)
+		rc = sn_config_load(&cfg, config_path, err, sizeof(err));
+	else
+		rc = sn_config_parse(&cfg, sn_default_config, sn_default_config_len,
+				     "(default)", err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	if (check) {
+		fprintf(stderr, "config: ok (%s)\n", config_path ? config_path : "embedded default");
+		sn_config_fini(&cfg);
+		return 0;
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;   /* no SA_RESTART: poll() returns EINTR */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = run(&cfg);
+	sn_config_fini(&cfg);
+	return rc;
+}

@@ -1,0 +1,430 @@
+/* sn_config.c — parse and validate the schednicd JSON configuration.
+ *
+ * Design: the embedded default (default-config.json) and the user text are
+ * both parsed with jansson; each scalar key is then decoded from the user
+ * object when present, else from the default object, through one table per
+ * section (key, kind, range, destination offset). The same table rejects
+ * unknown keys, so the accepted keys, their defaults and their ranges are
+ * written down exactly once. Cross-key rules (unique names and paths,
+ * reserved "uplink", mempool cache vs size) are checked after decoding.
+ * Messages always start with "config: <key path>: ".
+ */
+#include "sn_config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+enum kind { K_UINT, K_STR };
+
+struct key_spec {
+	const char *key;
+	enum kind kind;
+	unsigned long long min, max; /* K_UINT: value range; K_STR: length range */
+	size_t off;                  /* into struct sn_config */
+	size_t size;                 /* destination size */
+};
+
+#define U(k, lo, hi, field) { k, K_UINT, lo, hi, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
+#define S(k, lo, hi, field) { k, K_STR, lo, hi, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
+
+static const struct key_spec eal_keys[] = {
+	U("memory_mb", 64, 65536, eal.memory_mb),
+	S("file_prefix", 1, 63, eal.file_prefix),
+	U("main_cpu", 0, 1023, eal.main_cpu),
+	U("worker_cpu", 0, 1023, eal.worker_cpu),
+	{ "extra_args", K_STR, 0, 0, 0, 0 },   /* decoded by hand */
+	{ NULL, K_UINT, 0, 0, 0, 0 },
+};
+
+static const struct key_spec control_keys[] = {
+	S("socket", 1, SN_CONFIG_PATH_MAX, control.socket),
+	U("max_request_bytes", 256, 16u << 20, control.max_request_bytes),
+	U("max_clients", 1, 1024, control.max_clients),
+	{ NULL, K_UINT, 0, 0, 0, 0 },
+};
+
+static const struct key_spec datapath_keys[] = {
+	U("mbufs", 255, 1u << 24, datapath.mbufs),
+	U("mbuf_cache", 0, 512, datapath.mbuf_cache),
+	U("burst", 1, SN_CONFIG_BURST_MAX, datapath.burst),
+	U("mac_table_size", 16, 1u << 22, datapath.mac_table_size),
+	U("mac_aging_s", 1, 86400, datapath.mac_aging_s),
+	{ NULL, K_UINT, 0, 0, 0, 0 },
+};
+
+static const struct key_spec uplink_keys[] = {
+	S("name", 1, SN_CONFIG_NAME_MAX, uplink.name),
+	S("devargs", 1, 255, uplink.devargs),
+	U("rx_desc", 32, 16384, uplink.rx_desc),
+	U("tx_desc", 32, 16384, uplink.tx_desc),
+	{ NULL, K_UINT, 0, 0, 0, 0 },
+};
+
+static const char *const port_keys[] = { "name", "type", "path", "mode", NULL };
+static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports", NULL };
+
+__attribute__((format(printf, 3, 4)))
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(err, errlen, "config: ");
+
+	if (n < 0 || (size_t)n >= errlen)
+		return -EINVAL;
+	va_start(ap, fmt);
+	vsnprintf(err + n, errlen - n, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+bool sn_config_port_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n < 1 || n > SN_CONFIG_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+bool sn_config_socket_path_ok(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n >= 1 && n <= SN_CONFIG_PATH_MAX && path[n - 1] != '/';
+}
+
+static bool key_known_spec(const struct key_spec *specs, const char *key)
+{
+	for (; specs->key; specs++)
+		if (!strcmp(specs->key, key))
+			return true;
+	return false;
+}
+
+static bool key_known_list(const char *const *keys, const char *key)
+{
+	for (; *keys; keys++)
+		if (!strcmp(*keys, key))
+			return true;
+	return false;
+}
+
+static int decode_one(struct sn_config *cfg, const struct key_spec *ks, json_t *v,
+		      const char *path, char *err, size_t errlen)
+{
+	char *dst = (char *)cfg + ks->off;
+
+	if (ks->kind == K_UINT) {
+		json_int_t x;
+
+		if (!json_is_integer(v))
+			return fail(err, errlen, "%s.%s: must be an integer", path, ks->key);
+		x = json_integer_value(v);
+		if (x < 0 || (unsigned long long)x < ks->min || (unsigned long long)x > ks->max)
+			return fail(err, errlen, "%s.%s: must be an integer in [%llu, %llu], got %lld",
+				    path, ks->key, ks->min, ks->max, (long long)x);
+		if (ks->size == sizeof(unsigned))
+			*(unsigned *)dst = (unsigned)x;
+		else if (ks->size == sizeof(size_t))
+			*(size_t *)dst = (size_t)x;
+		else
+			return fail(err, errlen, "%s.%s: internal: bad field size", path, ks->key);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return fail(err, errlen, "%s.%s: must be a string", path, ks->key);
+	size_t n = json_string_length(v);
+	const char *s = json_string_value(v);
+	if (n < ks->min || n > ks->max || n >= ks->size)
+		return fail(err, errlen, "%s.%s: length must be in [%llu, %llu], got %zu",
+			    path, ks->key, ks->min, ks->max, n);
+	if (strlen(s) != n)
+		return fail(err, errlen, "%s.%s: must not contain NUL", path, ks->key);
+	memcpy(dst, s, n + 1);
+	return 0;
+}
+
+/* Decode one section: user object u (may be NULL) over default object d. */
+static int decode_section(struct sn_config *cfg, const struct key_spec *specs,
+			  json_t *u, json_t *d, const char *path, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	int rc;
+
+	if (u && !json_is_object(u))
+		return fail(err, errlen, "%s: must be an object", path);
+	if (u) {
+		json_object_foreach(u, key, v) {
+			if (!key_known_spec(specs, key))
+				return fail(err, errlen, "%s.%s: unknown key", path, key);
+		}
+	}
+	for (const struct key_spec *ks = specs; ks->key; ks++) {
+		if (ks->size == 0)
+			continue;
+		v = u ? json_object_get(u, ks->key) : NULL;
+		if (!v)
+			v = json_object_get(d, ks->key);
+		if (!v)
+			return fail(err, errlen, "%s.%s: required", path, ks->key);
+		rc = decode_one(cfg, ks, v, path, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int decode_extra_args(struct sn_config *cfg, json_t *u, json_t *d, char *err, size_t errlen)
+{
+	json_t *a = u ? json_object_get(u, "extra_args") : NULL, *v;
+	size_t i;
+
+	if (!a)
+		a = json_object_get(d, "extra_args");
+	if (!a)
+		return 0;
+	if (!json_is_array(a))
+		return fail(err, errlen, "eal.extra_args: must be an array of strings");
+	if (json_array_size(a) > SN_CONFIG_EXTRA_MAX)
+		return fail(err, errlen, "eal.extra_args: at most %d entries", SN_CONFIG_EXTRA_MAX);
+	json_array_foreach(a, i, v) {
+		if (!json_is_string(v) || json_string_length(v) == 0)
+			return fail(err, errlen, "eal.extra_args[%zu]: must be a non-empty string", i);
+		cfg->eal.extra_args[i] = strdup(json_string_value(v));
+		if (!cfg->eal.extra_args[i])
+			return fail(err, errlen, "eal.extra_args[%zu]: out of memory", i);
+		cfg->eal.n_extra = (unsigned)i + 1;
+	}
+	return 0;
+}
+
+static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(o))
+		return fail(err, errlen, "ports[%zu]: must be an object", i);
+	json_object_foreach(o, key, v) {
+		if (!key_known_list(port_keys, key))
+			return fail(err, errlen, "ports[%zu].%s: unknown key", i, key);
+	}
+	v = json_object_get(o, "name");
+	if (!v)
+		return fail(err, errlen, "ports[%zu].name: required", i);
+	if (!json_is_string(v) || !sn_config_port_name_ok(json_string_value(v)) ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return fail(err, errlen, "ports[%zu].name: must match [A-Za-z0-9_.-]{1,32}", i);
+	snprintf(p->name, sizeof(p->name), "%s", json_string_value(v));
+
+	v = json_object_get(o, "type");
+	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "vhost-user")))
+		return fail(err, errlen, "ports[%zu].type: must be \"vhost-user\"", i);
+
+	v = json_object_get(o, "path");
+	if (!v)
+		return fail(err, errlen, "ports[%zu].path: required", i);
+	if (!json_is_string(v) || !sn_config_socket_path_ok(json_string_value(v)) ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return fail(err, errlen, "ports[%zu].path: must be a socket path of 1..%d bytes",
+			    i, SN_CONFIG_PATH_MAX);
+	snprintf(p->path, sizeof(p->path), "%s", json_string_value(v));
+
+	v = json_object_get(o, "mode");
+	p->client = false;
+	if (v) {
+		if (!json_is_string(v) || (strcmp(json_string_value(v), "server") &&
+					   strcmp(json_string_value(v), "client")))
+			return fail(err, errlen, "ports[%zu].mode: must be \"server\" or \"client\"", i);
+		p->client = !strcmp(json_string_value(v), "client");
+	}
+	return 0;
+}
+
+static int decode_ports(struct sn_config *cfg, json_t *a, char *err, size_t errlen)
+{
+	json_t *o;
+	size_t i;
+	int rc;
+
+	if (!json_is_array(a))
+		return fail(err, errlen, "ports: must be an array");
+	if (json_array_size(a) > SN_CONFIG_PORTS_MAX)
+		return fail(err, errlen, "ports: at most %d ports", SN_CONFIG_PORTS_MAX);
+	json_array_foreach(a, i, o) {
+		rc = decode_port(&cfg->ports[i], o, i, err, errlen);
+		if (rc)
+			return rc;
+		cfg->n_ports = (unsigned)i + 1;
+	}
+	return 0;
+}
+
+static bool prefix_ok(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' || *s == '.'))
+			return false;
+	return true;
+}
+
+static int check_rules(const struct sn_config *cfg, char *err, size_t errlen)
+{
+	if (!prefix_ok(cfg->eal.file_prefix) || cfg->eal.file_prefix[0] == '.')
+		return fail(err, errlen, "eal.file_prefix: must match [A-Za-z0-9_.-]+ (not starting with '.')");
+	if ((unsigned long long)cfg->datapath.mbuf_cache * 3 / 2 > cfg->datapath.mbufs)
+		return fail(err, errlen, "datapath.mbuf_cache: must be at most mbufs / 1.5 (%u)",
+			    cfg->datapath.mbufs * 2 / 3);
+	if (cfg->datapath.mac_table_size & (cfg->datapath.mac_table_size - 1))
+		return fail(err, errlen, "datapath.mac_table_size: must be a power of two");
+	if (cfg->uplink.enabled && !sn_config_port_name_ok(cfg->uplink.name))
+		return fail(err, errlen, "uplink.name: must match [A-Za-z0-9_.-]{1,32}");
+	for (unsigned i = 0; i < cfg->n_ports; i++) {
+		const struct sn_config_port *p = &cfg->ports[i];
+
+		if (!strcmp(p->name, "uplink") ||
+		    (cfg->uplink.enabled && !strcmp(p->name, cfg->uplink.name)))
+			return fail(err, errlen, "ports[%u].name: \"%s\" is reserved for the uplink", i, p->name);
+		if (!strcmp(p->path, cfg->control.socket))
+			return fail(err, errlen, "ports[%u].path: same as control.socket", i);
+		for (unsigned j = 0; j < i; j++) {
+			if (!strcmp(p->name, cfg->ports[j].name))
+				return fail(err, errlen, "ports[%u].name: \"%s\" already used by ports[%u]",
+					    i, p->name, j);
+			if (!strcmp(p->path, cfg->ports[j].path))
+				return fail(err, errlen, "ports[%u].path: already used by ports[%u]", i, j);
+		}
+	}
+	return 0;
+}
+
+int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
+		    const char *origin, char *err, size_t errlen)
+{
+	json_t *def = NULL, *user = NULL, *u, *v;
+	json_error_t je;
+	const char *key;
+	int rc = -EINVAL;
+
+	memset(cfg, 0, sizeof(*cfg));
+	def = json_loadb(sn_default_config, sn_default_config_len, JSON_REJECT_DUPLICATES, &je);
+	if (!def) {
+		fail(err, errlen, "(embedded default): %d:%d: %s", je.line, je.column, je.text);
+		goto out;
+	}
+	user = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!user) {
+		fail(err, errlen, "%s:%d:%d: %s", origin, je.line, je.column, je.text);
+		goto out;
+	}
+	if (!json_is_object(user)) {
+		fail(err, errlen, "(root): must be an object");
+		goto out;
+	}
+	json_object_foreach(user, key, v) {
+		if (!key_known_list(root_keys, key)) {
+			fail(err, errlen, "%s: unknown key", key);
+			goto out;
+		}
+	}
+	u = json_object_get(user, "eal");
+	if ((rc = decode_section(cfg, eal_keys, u, json_object_get(def, "eal"), "eal", err, errlen)))
+		goto out;
+	if ((rc = decode_extra_args(cfg, u, json_object_get(def, "eal"), err, errlen)))
+		goto out;
+	if ((rc = decode_section(cfg, control_keys, json_object_get(user, "control"),
+				 json_object_get(def, "control"), "control", err, errlen)))
+		goto out;
+	if ((rc = decode_section(cfg, datapath_keys, json_object_get(user, "datapath"),
+				 json_object_get(def, "datapath"), "datapath", err, errlen)))
+		goto out;
+	u = json_object_get(user, "uplink");
+	if (!u || !json_is_null(u)) {
+		cfg->uplink.enabled = true;
+		if ((rc = decode_section(cfg, uplink_keys, u, json_object_get(def, "uplink"),
+					 "uplink", err, errlen)))
+			goto out;
+	}
+	u = json_object_get(user, "ports");
+	if ((rc = decode_ports(cfg, u ? u : json_object_get(def, "ports"), err, errlen)))
+		goto out;
+	if (!sn_config_socket_path_ok(cfg->control.socket)) {
+		rc = fail(err, errlen, "control.socket: must be a socket path of 1..%d bytes",
+			  SN_CONFIG_PATH_MAX);
+		goto out;
+	}
+	rc = check_rules(cfg, err, errlen);
+out:
+	json_decref(user);
+	json_decref(def);
+	if (rc)
+		sn_config_fini(cfg);
+	return rc;
+}
+
+int sn_config_load(struct sn_config *cfg, const char *path, char *err, size_t errlen)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	FILE *f = fopen(path, "rb");
+	int rc;
+
+	memset(cfg, 0, sizeof(*cfg));
+	if (!f) {
+		rc = -errno;
+		snprintf(err, errlen, "config: %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	for (;;) {
+		if (len == cap) {
+			char *nb;
+
+			cap = cap ? cap * 2 : 4096;
+			if (cap > (16u << 20)) {
+				rc = fail(err, errlen, "%s: larger than 16 MiB", path);
+				goto out;
+			}
+			nb = realloc(buf, cap);
+			if (!nb) {
+				rc = fail(err, errlen, "%s: out of memory", path);
+				goto out;
+			}
+			buf = nb;
+		}
+		size_t n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(f)) {
+		rc = fail(err, errlen, "%s: read error", path);
+		goto out;
+	}
+	rc = sn_config_parse(cfg, buf, len, path, err, errlen);
+out:
+	free(buf);
+	fclose(f);
+	return rc;
+}
+
+void sn_config_fini(struct sn_config *cfg)
+{
+	for (unsigned i = 0; i < cfg->eal.n_extra; i++) {
+		free(cfg->eal.extra_args[i]);
+		cfg->eal.extra_args[i] = NULL;
+	}
+	cfg->eal.n_extra = 0;
+}

@@ -1,0 +1,248 @@
+/* sn_ctl.c — JSON-RPC handlers of schednicd (method table: rpc_api.json).
+ *
+ * sn_rpc has already checked types, required and unknown params against
+ * the schema; handlers check values (name syntax, enum values) and turn
+ * registry errors into the API's error codes. Results follow the shared
+ * daemon spec: rx = from the port into the switch, tx = delivered to it.
+ */
+#include "sn_ctl.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+#include <rte_version.h>
+
+#include "sn_config.h"
+#include "sn_port.h"
+#include "sn_rpc.h"
+#include "sn_switch.h"
+
+#ifndef SN_VERSION
+#define SN_VERSION "0.0.0"
+#endif
+#define SN_API_VERSION 1
+
+uint64_t sn_ctl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Optional string param with a default (types already checked by sn_rpc). */
+static const char *param_str(json_t *params, const char *key, const char *def)
+{
+	json_t *v = json_object_get(params, key);
+
+	return json_is_string(v) ? json_string_value(v) : def;
+}
+
+static json_t *h_version(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	(void)params, (void)arg, (void)err;
+	return json_pack("{s:s, s:s, s:i}", "version", SN_VERSION, "dpdk", rte_version(),
+			 "api", SN_API_VERSION);
+}
+
+static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const char *name = param_str(params, "name", NULL);
+	const char *path = param_str(params, "path", NULL);
+	const char *mode = param_str(params, "mode", "server");
+	const char *type = param_str(params, "type", "vhost-user");
+	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+	int rc;
+
+	if (!name)
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "name: required");
+	if (!path)
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "path: required");
+	if (!sn_config_port_name_ok(name))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "name: must match [A-Za-z0-9_.-]{1,32}");
+	if (!strcmp(name, "uplink"))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "name: \"uplink\" is reserved");
+	if (!sn_config_socket_path_ok(path))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+				   "path: must be a socket path of 1..%d bytes", SN_CONFIG_PATH_MAX);
+	if (strcmp(mode, "server") && strcmp(mode, "client"))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "mode: must be \"server\" or \"client\"");
+	if (strcmp(type, "vhost-user"))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "type: must be \"vhost-user\"");
+	for (unsigned i = 0; i < t->n; i++) {
+		if (!strcmp(t->list[i]->name, name))
+			return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s already exists", name);
+		if (t->list[i]->type == SN_PORT_VHOST && !strcmp(t->list[i]->path, path))
+			return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "path %s already used by port %s",
+					   path, t->list[i]->name);
+	}
+	rc = sn_ports_add_vhost(ctl->reg, name, path, !strcmp(mode, "client"));
+	switch (rc) {
+	case 0:
+		return json_pack("{s:s}", "name", name);
+	case -EEXIST:
+		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s or path %s already in use", name, path);
+	case -ENOSPC:
+		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port limit (%d) reached", SN_PORT_MAX);
+	default:
+		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port %s: vhost-user socket %s: %s",
+				   name, path, strerror(-rc));
+	}
+}
+
+static json_t *h_port_del(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const char *name = param_str(params, "name", NULL);
+	int rc;
+
+	if (!name)
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "name: required");
+	rc = sn_ports_del(ctl->reg, name, false);
+	if (rc == -ENOENT)
+		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no port named %s", name);
+	if (rc == -EBUSY)
+		return sn_rpc_fail(err, SN_RPC_ERR_BUSY, "port %s is the uplink and cannot be deleted", name);
+	if (rc)
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "port %s: %s", name, strerror(-rc));
+	return json_object();
+}
+
+static const char *type_str(const struct sn_port *p)
+{
+	return p->type == SN_PORT_VHOST ? "vhost-user" : "uplink";
+}
+
+static const char *state_str(const struct sn_port *p)
+{
+	return sn_port_is_up(p) ? "up" : "down";
+}
+
+static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+	json_t *ports = json_array();
+
+	(void)params;
+	if (!ports)
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+	for (unsigned i = 0; i < t->n; i++) {
+		const struct sn_port *p = t->list[i];
+		json_t *o;
+
+		if (p->type == SN_PORT_VHOST)
+			o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
+				      "path", p->path, "mode", p->client ? "client" : "server",
+				      "state", state_str(p));
+		else
+			o = json_pack("{s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
+				      "mode", "ethdev", "state", state_str(p));
+		if (!o || json_array_append_new(ports, o)) {
+			json_decref(ports);
+			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+		}
+	}
+	return json_pack("{s:o}", "ports", ports);
+}
+
+static json_t *port_stats_json(const struct sn_port *p)
+{
+	struct sn_port_stats st;
+	json_t *drops;
+
+	sn_port_stats_read(p, &st);
+	if (p->type == SN_PORT_UPLINK) {
+		struct rte_eth_stats es;
+
+		/* The PMD drops a frame it has no mbuf for before we see it. */
+		if (rte_eth_stats_get(p->eth_port, &es) == 0)
+			st.drop[SN_DROP_NO_MBUF] += es.rx_nombuf;
+	}
+	drops = json_object();
+	if (!drops)
+		return NULL;
+	for (unsigned i = 0; i < SN_DROP_MAX; i++)
+		if (json_object_set_new(drops, sn_drop_names[i], json_integer((json_int_t)st.drop[i]))) {
+			json_decref(drops);
+			return NULL;
+		}
+	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "name", p->name,
+			 "type", type_str(p), "state", state_str(p),
+			 "rx_packets", (json_int_t)st.rx_packets, "rx_bytes", (json_int_t)st.rx_bytes,
+			 "tx_packets", (json_int_t)st.tx_packets, "tx_bytes", (json_int_t)st.tx_bytes,
+			 "drops", drops);
+}
+
+static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+	const char *only = param_str(params, "port", NULL);
+	struct sn_mac_stats ms;
+	json_t *ports = json_array(), *o;
+	bool found = false;
+
+	if (!ports)
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+	for (unsigned i = 0; i < t->n; i++) {
+		if (only && strcmp(only, t->list[i]->name))
+			continue;
+		found = true;
+		o = port_stats_json(t->list[i]);
+		if (!o || json_array_append_new(ports, o)) {
+			json_decref(ports);
+			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+		}
+	}
+	if (only && !found) {
+		json_decref(ports);
+		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no port named %s", only);
+	}
+	sn_switch_mac_stats(ctl->sw, &ms);
+	return json_pack("{s:o, s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:f}",
+			 "ports", ports,
+			 "mempool", "size", (json_int_t)ctl->mp->size,
+			 "in_use", (json_int_t)rte_mempool_in_use_count(ctl->mp),
+			 "mac_table", "entries", (json_int_t)ms.entries, "learned", (json_int_t)ms.learned,
+			 "aged", (json_int_t)ms.aged, "moves", (json_int_t)ms.moves,
+			 "full", (json_int_t)ms.full,
+			 "uptime_s", (double)(sn_ctl_now_ns() - ctl->start_ns) / 1e9);
+}
+
+static json_t *h_shutdown(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+
+	(void)params, (void)err;
+	*ctl->stop = 1;
+	return json_object();
+}
+
+int sn_ctl_register(struct sn_rpc_server *srv, struct sn_ctl *ctl)
+{
+	static const struct {
+		const char *method;
+		sn_rpc_handler_t fn;
+	} table[] = {
+		{ "version", h_version },
+		{ "port.add", h_port_add },
+		{ "port.del", h_port_del },
+		{ "port.list", h_port_list },
+		{ "stats.get", h_stats_get },
+		{ "shutdown", h_shutdown },
+	};
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		int rc = sn_rpc_register(srv, table[i].method, table[i].fn, ctl);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

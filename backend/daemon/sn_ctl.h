@@ -1,0 +1,34 @@
+/* sn_ctl.h — schednicd's JSON-RPC method handlers (version, port.add,
+ * port.del, port.list, stats.get, shutdown) on top of sn_rpc.
+ *
+ * Main thread only: handlers run inside sn_rpc_poll() on the control
+ * thread, which is also the only thread that adds or deletes ports, so the
+ * registry they read cannot change under them. Counters are read with the
+ * relaxed loads documented in sn_port.h / sn_switch.h.
+ */
+#ifndef SN_CTL_H
+#define SN_CTL_H
+
+#include <signal.h>
+#include <stdint.h>
+
+struct rte_mempool;
+struct sn_ports;
+struct sn_rpc_server;
+struct sn_switch;
+
+struct sn_ctl {
+	struct sn_ports *reg;
+	struct sn_switch *sw;
+	struct rte_mempool *mp;
+	uint64_t start_ns;          /* CLOCK_MONOTONIC at start */
+	volatile sig_atomic_t *stop;        /* set to 1 by "shutdown" */
+};
+
+/* Register every handler; 0 or the first sn_rpc_register() error. */
+int sn_ctl_register(struct sn_rpc_server *srv, struct sn_ctl *ctl);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t sn_ctl_now_ns(void);
+
+#endif /* SN_CTL_H */

@@ -1,0 +1,428 @@
+/* sn_port.c — port registry, vhost-user driver registration and callbacks.
+ *
+ * Design: ports live in 64 slots. The main thread owns the registry (a slot
+ * array under reg->lock, which the vhost thread also takes to find a port
+ * by socket path) and publishes a fresh immutable snapshot after every
+ * change (copy, rcu_assign_pointer, synchronize_rcu, free the old one): the
+ * worker never takes a lock (DESIGN.md "Control plane"; liburcu QSBR).
+ * A vhost-user port is a DPDK vhost driver on a unix socket: server mode
+ * creates the socket, client mode (RTE_VHOST_USER_CLIENT) connects to it and
+ * the library reconnects by itself when the peer comes back. Port state
+ * follows the library callbacks; see sn_port.h for who writes what.
+ */
+#include "sn_port.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <rte_ethdev.h>
+#include <rte_malloc.h>
+#include <rte_vhost.h>
+#include <urcu-qsbr.h>
+
+#include "sn_log.h"
+
+const char *const sn_drop_names[SN_DROP_MAX] = {
+	[SN_DROP_NO_MBUF] = "no_mbuf",
+	[SN_DROP_RING_FULL] = "ring_full",
+	[SN_DROP_UNKNOWN_DST] = "unknown_dst",
+	[SN_DROP_MALFORMED] = "malformed",
+	[SN_DROP_PORT_DOWN] = "port_down",
+	[SN_DROP_HAIRPIN] = "hairpin",
+};
+
+struct sn_ports {
+	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
+	struct sn_port *slot[SN_PORT_MAX];      /* authoritative, main writes */
+	struct sn_port_table *table;            /* RCU-published snapshot */
+	uint32_t next_gen;
+};
+
+/* The vhost callbacks only get a vid; they reach the registry here. Set by
+ * sn_ports_create() before any driver is registered, cleared by destroy. */
+static struct sn_ports *g_reg;
+
+static struct sn_port *find_by_path_locked(struct sn_ports *reg, const char *path)
+{
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST &&
+		    !strcmp(reg->slot[i]->path, path))
+			return reg->slot[i];
+	return NULL;
+}
+
+/* Caller holds reg->lock. up = running and vrings 0 (VM RX) and 1 (VM TX)
+ * not disabled. Release: the worker's acquire load then sees vid. */
+static void update_up_locked(struct sn_port *p)
+{
+	uint32_t running = __atomic_load_n(&p->running, __ATOMIC_RELAXED);
+	uint32_t off = __atomic_load_n(&p->vring_off, __ATOMIC_RELAXED);
+	uint32_t up = running && !(off & 3u);
+
+	if (up != __atomic_load_n(&p->up, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&p->up, up, __ATOMIC_RELEASE);
+		sn_log("port %s: %s", p->name, up ? "up" : "down");
+	}
+}
+
+static int cb_new_device(int vid)
+{
+	char path[PATH_MAX];
+	struct sn_ports *reg = g_reg;
+	struct sn_port *p;
+
+	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
+		return -1;
+	pthread_mutex_lock(&reg->lock);
+	p = find_by_path_locked(reg, path);
+	if (p) {
+		/* We poll; the guest need not kick us on TX. */
+		for (uint16_t q = 0; q < rte_vhost_get_vring_num(vid); q++)
+			rte_vhost_enable_guest_notification(vid, q, 0);
+		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
+		sn_log("port %s: connected (vid %d)", p->name, vid);
+		update_up_locked(p);
+	}
+	pthread_mutex_unlock(&reg->lock);
+	return p ? 0 : -1;
+}
+
+static void cb_destroy_device(int vid)
+{
+	char path[PATH_MAX];
+	struct sn_ports *reg = g_reg;
+	struct sn_port *p;
+
+	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
+		return;
+	pthread_mutex_lock(&reg->lock);
+	p = find_by_path_locked(reg, path);
+	if (p && __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
+		__atomic_store_n(&p->running, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->vring_off, 0, __ATOMIC_RELAXED);
+		update_up_locked(p);
+		/* Pairs with the worker's quiescent state: after this, no
+		 * iteration that saw up == 1 is still using vid. */
+		synchronize_rcu();
+		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
+		sn_log("port %s: disconnected (vid %d)", p->name, vid);
+	}
+	pthread_mutex_unlock(&reg->lock);
+}
+
+static int cb_vring_state_changed(int vid, uint16_t queue_id, int enable)
+{
+	char path[PATH_MAX];
+	struct sn_ports *reg = g_reg;
+	struct sn_port *p;
+
+	if (!reg || queue_id >= 32 || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
+		return 0;
+	pthread_mutex_lock(&reg->lock);
+	p = find_by_path_locked(reg, path);
+	if (p) {
+		uint32_t off = __atomic_load_n(&p->vring_off, __ATOMIC_RELAXED);
+
+		off = enable ? off & ~(1u << queue_id) : off | (1u << queue_id);
+		__atomic_store_n(&p->vring_off, off, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid)
+			update_up_locked(p);
+		/* No grace period here: the library may call this with the
+		 * vrings' access locks held (SET_VRING_ENABLE), which the worker
+		 * may be waiting for; a disabled vring is safe to call into (the
+		 * burst functions check vq->enabled under that lock). */
+	}
+	pthread_mutex_unlock(&reg->lock);
+	return 0;
+}
+
+static const struct rte_vhost_device_ops vhost_ops = {
+	.new_device = cb_new_device,
+	.destroy_device = cb_destroy_device,
+	.vring_state_changed = cb_vring_state_changed,
+};
+
+/* Publish a snapshot of reg->slot[] and free the previous one once the
+ * worker has passed a quiescent state. Main thread. */
+static int publish(struct sn_ports *reg)
+{
+	struct sn_port_table *t = calloc(1, sizeof(*t)), *old;
+
+	if (!t)
+		return -ENOMEM;
+	for (unsigned i = 0; i < SN_PORT_MAX; i++) {
+		t->by_slot[i] = reg->slot[i];
+		if (reg->slot[i])
+			t->list[t->n++] = reg->slot[i];
+	}
+	old = reg->table;
+	rcu_assign_pointer(reg->table, t); /* release; pairs with rcu_dereference in the worker */
+	synchronize_rcu();
+	free(old);
+	return 0;
+}
+
+struct sn_ports *sn_ports_create(void)
+{
+	struct sn_ports *reg = calloc(1, sizeof(*reg));
+
+	if (!reg) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&reg->lock, NULL);
+	reg->next_gen = 1;
+	if (publish(reg)) {
+		free(reg);
+		errno = ENOMEM;
+		return NULL;
+	}
+	g_reg = reg;
+	return reg;
+}
+
+const struct sn_port_table *sn_ports_table_main(const struct sn_ports *reg)
+{
+	return reg->table;
+}
+
+struct sn_port_table *sn_ports_table_rcu(struct sn_ports *reg)
+{
+	return rcu_dereference(reg->table);
+}
+
+struct sn_port *sn_ports_find(const struct sn_ports *reg, const char *name)
+{
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (reg->slot[i] && !strcmp(reg->slot[i]->name, name))
+			return reg->slot[i];
+	return NULL;
+}
+
+static int free_slot(const struct sn_ports *reg)
+{
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (!reg->slot[i])
+			return (int)i;
+	return -1;
+}
+
+static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_port_type type)
+{
+	struct sn_port *p = rte_zmalloc("sn_port", sizeof(*p), RTE_CACHE_LINE_SIZE);
+
+	if (!p)
+		return NULL;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->type = type;
+	p->vid = -1;
+	p->gen = reg->next_gen++;
+	return p;
+}
+
+int sn_ports_mkdir_parents(const char *path)
+{
+	char buf[SN_CONFIG_PATH_MAX + 1];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (char *s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	return 0;
+}
+
+/* A leftover server socket from a dead process blocks bind(): remove it if
+ * nobody listens on it. Anything that is not a socket is left alone. */
+static void unlink_stale_socket(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	if (stat(path, &st) || !S_ISSOCK(st.st_mode))
+		return;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno == ECONNREFUSED) {
+		sn_log("port: removing stale socket %s", path);
+		unlink(path);
+	}
+	close(fd);
+}
+
+int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path, bool client)
+{
+	struct sn_port *p;
+	int slot, rc;
+
+	if (!sn_config_port_name_ok(name) || !sn_config_socket_path_ok(path))
+		return -EINVAL;
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (reg->slot[i] && (!strcmp(reg->slot[i]->name, name) ||
+				     !strcmp(reg->slot[i]->path, path)))
+			return -EEXIST;
+	slot = free_slot(reg);
+	if (slot < 0)
+		return -ENOSPC;
+	p = port_new(reg, name, SN_PORT_VHOST);
+	if (!p)
+		return -ENOMEM;
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	p->client = client;
+	p->slot = (uint16_t)slot;
+
+	rc = sn_ports_mkdir_parents(path);
+	if (rc) {
+		sn_log("port %s: cannot create the directory of %s: %s", name, path, strerror(-rc));
+		goto err_free;
+	}
+	if (!client)
+		unlink_stale_socket(path);
+	if (rte_vhost_driver_register(path, client ? RTE_VHOST_USER_CLIENT : 0)) {
+		sn_log("port %s: rte_vhost_driver_register(%s) failed", name, path);
+		rc = -EIO;
+		goto err_free;
+	}
+	p->registered = true;
+	if (rte_vhost_driver_callback_register(path, &vhost_ops)) {
+		sn_log("port %s: rte_vhost_driver_callback_register failed", name);
+		rc = -EIO;
+		goto err_unregister;
+	}
+	/* Visible to the callbacks before the driver can produce any. */
+	pthread_mutex_lock(&reg->lock);
+	reg->slot[slot] = p;
+	pthread_mutex_unlock(&reg->lock);
+	if (rte_vhost_driver_start(path)) {
+		sn_log("port %s: rte_vhost_driver_start(%s) failed", name, path);
+		rc = -EIO;
+		goto err_unslot;
+	}
+	rc = publish(reg);
+	if (rc)
+		goto err_unslot;
+	sn_log("port %s: added (vhost-user %s, %s)", name, path, client ? "client" : "server");
+	return 0;
+
+err_unslot:
+	pthread_mutex_lock(&reg->lock);
+	reg->slot[slot] = NULL;
+	pthread_mutex_unlock(&reg->lock);
+err_unregister:
+	rte_vhost_driver_unregister(path);
+err_free:
+	rte_free(p);
+	return rc;
+}
+
+int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port)
+{
+	struct sn_port *p;
+	int slot, rc;
+
+	if (sn_ports_find(reg, name))
+		return -EEXIST;
+	slot = free_slot(reg);
+	if (slot < 0)
+		return -ENOSPC;
+	p = port_new(reg, name, SN_PORT_UPLINK);
+	if (!p)
+		return -ENOMEM;
+	p->slot = (uint16_t)slot;
+	p->eth_port = eth_port;
+	p->running = 1;
+	p->up = 1;      /* started ethdev; published below (release) */
+	pthread_mutex_lock(&reg->lock);
+	reg->slot[slot] = p;
+	pthread_mutex_unlock(&reg->lock);
+	rc = publish(reg);
+	if (rc) {
+		pthread_mutex_lock(&reg->lock);
+		reg->slot[slot] = NULL;
+		pthread_mutex_unlock(&reg->lock);
+		rte_free(p);
+		return rc;
+	}
+	sn_log("port %s: added (uplink, ethdev %u)", name, eth_port);
+	return 0;
+}
+
+int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
+{
+	struct sn_port *p = sn_ports_find(reg, name);
+	int rc;
+
+	if (!p)
+		return -ENOENT;
+	if (p->type == SN_PORT_UPLINK && !force)
+		return -EBUSY;
+	/* 1. Out of the worker's sight: new snapshot + grace period. */
+	pthread_mutex_lock(&reg->lock);
+	reg->slot[p->slot] = NULL;
+	pthread_mutex_unlock(&reg->lock);
+	rc = publish(reg);
+	if (rc) {
+		/* Cannot allocate a snapshot: keep the port, stay consistent. */
+		pthread_mutex_lock(&reg->lock);
+		reg->slot[p->slot] = p;
+		pthread_mutex_unlock(&reg->lock);
+		return rc;
+	}
+	/* 2. Stop the vhost driver: closes the connection (destroy_device runs,
+	 * finds no port and returns) and unlinks a server socket. */
+	if (p->type == SN_PORT_VHOST && p->registered) {
+		for (int tries = 0; rte_vhost_driver_unregister(p->path) != 0; tries++) {
+			if (tries == 200) {
+				sn_log("port %s: rte_vhost_driver_unregister failed", name);
+				break;
+			}
+			usleep(10000);
+		}
+	}
+	sn_log("port %s: deleted", name);
+	rte_free(p);
+	return 0;
+}
+
+void sn_ports_destroy(struct sn_ports *reg)
+{
+	if (!reg)
+		return;
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (reg->slot[i])
+			sn_ports_del(reg, reg->slot[i]->name, true);
+	g_reg = NULL;
+	synchronize_rcu();
+	free(reg->table);
+	pthread_mutex_destroy(&reg->lock);
+	free(reg);
+}
+
+void sn_port_stats_read(const struct sn_port *p, struct sn_port_stats *out)
+{
+	out->rx_packets = __atomic_load_n(&p->st.rx_packets, __ATOMIC_RELAXED);
+	out->rx_bytes = __atomic_load_n(&p->st.rx_bytes, __ATOMIC_RELAXED);
+	out->tx_packets = __atomic_load_n(&p->st.tx_packets, __ATOMIC_RELAXED);
+	out->tx_bytes = __atomic_load_n(&p->st.tx_bytes, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < SN_DROP_MAX; i++)
+		out->drop[i] = __atomic_load_n(&p->st.drop[i], __ATOMIC_RELAXED);
+}

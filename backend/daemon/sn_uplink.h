@@ -1,0 +1,23 @@
+/* sn_uplink.h — the uplink: any DPDK ethdev named by EAL --vdev devargs
+ * (net_tap for tests and the demo, net_null/net_ring for benchmarks, a PCI
+ * NIC in production), one RX and one TX queue, promiscuous.
+ *
+ * Main thread only. After sn_uplink_open() returns, queue 0 of each
+ * direction belongs to the worker lcore alone (DPDK ethdev queues are not
+ * thread-safe); sn_uplink_close() is called after the worker has stopped.
+ */
+#ifndef SN_UPLINK_H
+#define SN_UPLINK_H
+
+#include <stdint.h>
+
+struct rte_mempool;
+
+/* Find the ethdev the EAL created from devargs (name = devargs up to the
+ * first ','), configure it, start it. 0 or -errno (logged). */
+int sn_uplink_open(const char *devargs, struct rte_mempool *mp,
+		   uint16_t rx_desc, uint16_t tx_desc, uint16_t *port_id);
+/* Stop and close it. */
+void sn_uplink_close(uint16_t port_id);
+
+#endif /* SN_UPLINK_H */

@@ -1,0 +1,92 @@
+/* sn_gen.h — shared state of the sn-gen traffic tool (CLI in sn_gen.c,
+ * traffic loops in sn_genrun.c).
+ *
+ * sn-gen is ONE single-threaded DPDK process that owns every traffic peer
+ * (net_virtio_user ports) of a test or benchmark: it sends on one port and
+ * drains all of them in the same loop, on one pinned lcore (shared/
+ * ENVIRONMENT.md: a separate generator and sink would be a third busy poller
+ * on a 2-core machine). Nothing here is shared between threads: the only
+ * asynchronous writer is the signal handler, which sets sn_gen_stop.
+ */
+#ifndef SN_GEN_H
+#define SN_GEN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#define SN_GEN_MAX_PORTS 8
+#define SN_GEN_MAX_FLOWS 32
+#define SN_GEN_BURST_MAX 64
+
+enum sn_gen_mode { SN_GEN_BENCH, SN_GEN_COUNT, SN_GEN_ECHO };
+
+struct sn_gen_port {
+	char path[256];
+	char extra[256];           /* extra net_virtio_user devargs */
+	uint16_t id;               /* ethdev port id */
+	struct rte_ether_addr mac;
+	/* Transmit side: frames built but not yet accepted by the driver, all
+	 * of one flow (pend_flow, or -1 for learn frames), kept in order. */
+	struct rte_mbuf *pend[SN_GEN_BURST_MAX];
+	uint16_t npend;
+	int pend_flow;
+	/* Counters (all frames unless named otherwise). */
+	uint64_t tx_packets, tx_bytes, rx_packets, rx_bytes;
+	uint64_t tx_learn, rx_learn, rx_data, rx_foreign, rx_bad;
+	uint64_t echo_arp, echo_icmp, echo_tx_fail;
+	int link_up;
+	uint64_t link_downs;         /* up -> down transitions seen */
+};
+
+struct sn_gen_flow {
+	int src;                     /* port index */
+	int dst_port;                /* port index, or -1 if dst is a raw MAC */
+	struct rte_ether_addr dst;
+	struct rte_ether_addr smac;  /* source MAC (default: src port's MAC) */
+	int has_smac;
+	uint64_t count;
+	unsigned int phase;
+	/* progress and receive accounting */
+	uint64_t built, sent;
+	uint64_t rx, rx_by_port[SN_GEN_MAX_PORTS];
+	uint64_t next_seq[SN_GEN_MAX_PORTS]; /* last seq seen at a port, +1 */
+	uint64_t rx_ooo, rx_bad;
+};
+
+struct sn_gen {
+	/* options */
+	enum sn_gen_mode mode;
+	unsigned int nports, nflows;
+	struct sn_gen_port ports[SN_GEN_MAX_PORTS];
+	struct sn_gen_flow flows[SN_GEN_MAX_FLOWS];
+	uint16_t size, burst;
+	uint64_t rate_pps;           /* 0 = unlimited, all flows of a phase together */
+	uint64_t gap_us;             /* count mode: pause between bursts (0 = none) */
+	int learn;
+	double duration_s, warmup_s, grace_s, phase_gap_s, settle_s, connect_s;
+	const char *sync_dir;        /* NULL = timing instead of sync files */
+	int echo_port;
+	rte_be32_t echo_ip;
+	/* runtime */
+	uint32_t run_id;
+	uint64_t hz;
+	struct rte_mempool *mp;
+	uint64_t alloc_fail;
+	uint64_t next_link_check;    /* TSC of the next link poll */
+	int completed;               /* all frames sent (count) / window done (bench) */
+	double elapsed_s;
+	/* bench results */
+	uint64_t bench_tx, bench_rx;
+	double bench_window_s;
+};
+
+extern volatile sig_atomic_t sn_gen_stop;
+
+/* Wait for every port's link, then run g->mode. Returns 0 or -errno. */
+int sn_gen_run(struct sn_gen *g);
+
+#endif /* SN_GEN_H */

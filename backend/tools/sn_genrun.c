@@ -1,0 +1,486 @@
+/* sn_genrun.c — the traffic loops of sn-gen: bench, count, echo.
+ *
+ * One loop, one lcore: every iteration transmits at most one burst per
+ * sending port and then drains every port (shared/ENVIRONMENT.md,
+ * "generator and sink must be ONE thread"). Nothing blocks: a full virtio
+ * TX ring just leaves frames pending for the next iteration, so a slow
+ * switch slows the sender down instead of making it drop (the count mode
+ * sends exactly N frames per flow, whatever the rate).
+ *
+ * Count mode exactness: frames are built in sequence order and kept in
+ * order until the driver accepts them, so the sink's per-(flow, port)
+ * sequence check reports reordering by the switch, never by us. Phases run
+ * one after another: timed (--phase-gap) or, with --sync DIR, driven by the
+ * caller through files (we create DIR/ready, wait for DIR/go-learn and
+ * DIR/go-<k>, create DIR/sent-learn, DIR/sent-<k>, DIR/done, then drain
+ * until SIGINT/SIGTERM), which is what makes the tests rate-independent.
+ */
+#include "sn_gen.h"
+#include "sn_genpkt.h"
+#include "sn_common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_memcpy.h>
+
+static uint64_t secs_to_tsc(const struct sn_gen *g, double s)
+{
+	return s <= 0 ? 0 : (uint64_t)(s * (double)g->hz);
+}
+
+static void rx_account(struct sn_gen *g, unsigned int pi, struct rte_mbuf *m)
+{
+	struct sn_gen_port *p = &g->ports[pi];
+	uint16_t flow;
+	uint64_t seq;
+
+	p->rx_packets++;
+	p->rx_bytes += m->pkt_len;
+	switch (sn_genpkt_classify(m, g->run_id, 1, &flow, &seq)) {
+	case SN_GENPKT_FOREIGN:
+		p->rx_foreign++;
+		break;
+	case SN_GENPKT_LEARN:
+		p->rx_learn++;
+		break;
+	case SN_GENPKT_BAD:
+		p->rx_bad++;
+		if (flow < g->nflows)
+			g->flows[flow].rx_bad++;
+		break;
+	case SN_GENPKT_DATA:
+		if (flow >= g->nflows) {
+			p->rx_bad++;
+			break;
+		}
+		p->rx_data++;
+		struct sn_gen_flow *f = &g->flows[flow];
+		f->rx++;
+		f->rx_by_port[pi]++;
+		if (seq + 1 <= f->next_seq[pi])
+			f->rx_ooo++;
+		else
+			f->next_seq[pi] = seq + 1;
+		break;
+	}
+}
+
+/* Reading a virtio-user port's link status is what makes the driver notice
+ * that its vhost-user peer went away and, in server mode, accept the peer's
+ * reconnection (virtio_user_dev_update_link_state() in DPDK 22.11); no
+ * interrupt thread does it for us, so poll it every 100 ms. Returns the
+ * number of ports up. */
+static unsigned int poll_links(struct sn_gen *g)
+{
+	unsigned int up = 0;
+
+	for (unsigned int i = 0; i < g->nports; i++) {
+		struct sn_gen_port *p = &g->ports[i];
+		struct rte_eth_link link;
+		int now_up = rte_eth_link_get_nowait(p->id, &link) == 0 &&
+			     link.link_status == RTE_ETH_LINK_UP;
+		if (p->link_up && !now_up) {
+			p->link_downs++;
+			fprintf(stderr, "sn-gen: port %u (%s) link down\n", i, p->path);
+		} else if (!p->link_up && now_up && p->link_downs) {
+			fprintf(stderr, "sn-gen: port %u (%s) link up again\n", i, p->path);
+		}
+		p->link_up = now_up;
+		up += (unsigned int)now_up;
+	}
+	g->next_link_check = rte_rdtsc() + g->hz / 10;
+	return up;
+}
+
+/* Drain every port once. In bench mode frames are only counted. */
+static void poll_rx(struct sn_gen *g)
+{
+	struct rte_mbuf *bufs[SN_GEN_BURST_MAX];
+	struct rte_mbuf *replies[SN_GEN_BURST_MAX];
+
+	if (g->mode != SN_GEN_BENCH && rte_rdtsc() >= g->next_link_check)
+		poll_links(g);
+
+	for (unsigned int pi = 0; pi < g->nports; pi++) {
+		struct sn_gen_port *p = &g->ports[pi];
+		uint16_t n = rte_eth_rx_burst(p->id, 0, bufs, SN_GEN_BURST_MAX);
+		uint16_t nrep = 0;
+
+		if (n == 0)
+			continue;
+		if (g->mode == SN_GEN_BENCH) {
+			p->rx_packets += n;
+			for (uint16_t i = 0; i < n; i++)
+				p->rx_bytes += bufs[i]->pkt_len;
+			rte_pktmbuf_free_bulk(bufs, n);
+			continue;
+		}
+		for (uint16_t i = 0; i < n; i++) {
+			if (g->mode == SN_GEN_ECHO && (int)pi == g->echo_port) {
+				p->rx_packets++;
+				p->rx_bytes += bufs[i]->pkt_len;
+				int r = sn_genpkt_echo(bufs[i], &p->mac, g->echo_ip);
+				if (r != 0) {
+					if (r == 1)
+						p->echo_arp++;
+					else
+						p->echo_icmp++;
+					replies[nrep++] = bufs[i];
+					continue;
+				}
+				p->rx_foreign++;
+			} else {
+				rx_account(g, pi, bufs[i]);
+			}
+			rte_pktmbuf_free(bufs[i]);
+		}
+		if (nrep > 0) {
+			uint32_t bytes = 0;
+			for (uint16_t i = 0; i < nrep; i++)
+				bytes += replies[i]->pkt_len;
+			uint16_t s = rte_eth_tx_burst(p->id, 0, replies, nrep);
+			for (uint16_t i = s; i < nrep; i++)
+				bytes -= replies[i]->pkt_len;
+			p->tx_packets += s;
+			p->tx_bytes += bytes;
+			if (s < nrep) {
+				p->echo_tx_fail += nrep - s;
+				rte_pktmbuf_free_bulk(replies + s, nrep - s);
+			}
+		}
+	}
+}
+
+/* Hand pending frames of port p to the driver, keeping the rest in order. */
+static void flush_port(struct sn_gen *g, struct sn_gen_port *p)
+{
+	if (p->npend == 0)
+		return;
+	uint16_t s = rte_eth_tx_burst(p->id, 0, p->pend, p->npend);
+	if (s == 0)
+		return;
+	p->tx_packets += s;
+	p->tx_bytes += (uint64_t)s * g->size;
+	if (p->pend_flow < 0)
+		p->tx_learn += s;
+	else
+		g->flows[p->pend_flow].sent += s;
+	p->npend -= s;
+	memmove(p->pend, p->pend + s, p->npend * sizeof(p->pend[0]));
+}
+
+/* Final drain after a stop request: poll until one pass finds nothing, so
+ * that frames the switch delivered before we were asked to stop are
+ * counted even if we were descheduled in between. */
+static void drain_idle(struct sn_gen *g)
+{
+	for (int passes = 0; passes < 1000; passes++) {
+		uint64_t before = 0, after = 0;
+		for (unsigned int i = 0; i < g->nports; i++)
+			before += g->ports[i].rx_packets;
+		poll_rx(g);
+		for (unsigned int i = 0; i < g->nports; i++)
+			after += g->ports[i].rx_packets;
+		if (after == before)
+			return;
+	}
+}
+
+static void drain_for(struct sn_gen *g, double s)
+{
+	uint64_t end = rte_rdtsc() + secs_to_tsc(g, s);
+
+	while (!sn_gen_stop && rte_rdtsc() < end)
+		poll_rx(g);
+}
+
+static void sync_mark(const struct sn_gen *g, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (g->sync_dir == NULL)
+		return;
+	if (snprintf(path, sizeof(path), "%s/%s", g->sync_dir, name) >= (int)sizeof(path))
+		return;
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	else
+		fprintf(stderr, "sn-gen: cannot create %s: %s\n", path, strerror(errno));
+}
+
+/* Drain until the caller creates sync_dir/name (or, without --sync, for
+ * `fallback_s` seconds). Returns 0, or -EINTR when asked to stop. */
+static int sync_wait(struct sn_gen *g, const char *name, double fallback_s)
+{
+	char path[PATH_MAX];
+
+	if (g->sync_dir == NULL) {
+		drain_for(g, fallback_s);
+		return sn_gen_stop ? -EINTR : 0;
+	}
+	if (snprintf(path, sizeof(path), "%s/%s", g->sync_dir, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	uint64_t period = g->hz / 1000, next = 0;
+	while (!sn_gen_stop) {
+		uint64_t now = rte_rdtsc();
+		if (now >= next) {
+			if (access(path, F_OK) == 0)
+				return 0;
+			next = now + period;
+		}
+		poll_rx(g);
+	}
+	return -EINTR;
+}
+
+static int wait_links(struct sn_gen *g)
+{
+	uint64_t end = rte_rdtsc() + secs_to_tsc(g, g->connect_s);
+
+	for (;;) {
+		unsigned int up = poll_links(g);
+		if (up == g->nports)
+			return 0;
+		if (sn_gen_stop)
+			return -EINTR;
+		if (rte_rdtsc() >= end) {
+			fprintf(stderr, "sn-gen: only %u of %u ports up after %.1f s\n",
+				up, g->nports, g->connect_s);
+			return -ETIMEDOUT;
+		}
+		poll_rx(g);
+		rte_delay_us_sleep(1000);
+	}
+}
+
+/* One broadcast from every port's own MAC, so the switch learns them. */
+static void send_learn(struct sn_gen *g)
+{
+	struct rte_ether_addr bcast;
+	memset(&bcast, 0xff, sizeof(bcast));
+
+	for (unsigned int pi = 0; pi < g->nports; pi++) {
+		struct sn_gen_port *p = &g->ports[pi];
+		struct rte_mbuf *m = rte_pktmbuf_alloc(g->mp);
+		if (m == NULL) {
+			g->alloc_fail++;
+			continue;
+		}
+		if (sn_genpkt_build(m, &bcast, &p->mac, g->run_id, SN_GENPKT_FLOW_LEARN,
+				    pi, g->size) != 0)
+			sn_die("frame size %u does not fit an mbuf", g->size);
+		p->pend[0] = m;
+		p->npend = 1;
+		p->pend_flow = -1;
+	}
+	for (;;) {
+		unsigned int left = 0;
+		for (unsigned int pi = 0; pi < g->nports; pi++) {
+			flush_port(g, &g->ports[pi]);
+			left += g->ports[pi].npend;
+		}
+		if (left == 0 || sn_gen_stop)
+			return;
+		poll_rx(g);
+	}
+}
+
+/* Build the next burst of flow f into its source port's pending array. */
+static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
+{
+	struct sn_gen_flow *f = &g->flows[fi];
+	struct sn_gen_port *p = &g->ports[f->src];
+	struct rte_mbuf *m[SN_GEN_BURST_MAX];
+	uint64_t n = RTE_MIN(RTE_MIN((uint64_t)g->burst, f->count - f->built), budget);
+
+	if (n == 0 || p->npend != 0)
+		return;
+	if (rte_pktmbuf_alloc_bulk(g->mp, m, (unsigned int)n) != 0) {
+		g->alloc_fail++;
+		return;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		if (sn_genpkt_build(m[i], &f->dst, f->has_smac ? &f->smac : &p->mac,
+				    g->run_id, (uint16_t)fi, f->built + i, g->size) != 0)
+			sn_die("frame size %u does not fit an mbuf", g->size);
+		p->pend[i] = m[i];
+	}
+	p->npend = (uint16_t)n;
+	p->pend_flow = (int)fi;
+	f->built += n;
+}
+
+static int run_phase(struct sn_gen *g, unsigned int phase)
+{
+	uint64_t t0 = rte_rdtsc(), built = 0, next_fill = 0;
+	uint64_t gap = g->gap_us * g->hz / 1000000;
+
+	for (;;) {
+		unsigned int busy = 0;
+		uint64_t budget = UINT64_MAX, now = rte_rdtsc(), built_before = built;
+
+		if (sn_gen_stop)
+			return -EINTR;
+		if (now < next_fill)
+			budget = 0;
+		else if (g->rate_pps != 0) {
+			uint64_t allowed = (uint64_t)((double)(now - t0) *
+						      (double)g->rate_pps / (double)g->hz) + 1;
+			budget = allowed > built ? allowed - built : 0;
+		}
+		for (unsigned int fi = 0; fi < g->nflows; fi++) {
+			struct sn_gen_flow *f = &g->flows[fi];
+			if (f->phase != phase)
+				continue;
+			uint64_t before = f->built;
+			fill_flow(g, fi, budget);
+			budget -= f->built - before;
+			built += f->built - before;
+			flush_port(g, &g->ports[f->src]);
+			busy += f->built < f->count || g->ports[f->src].npend != 0;
+		}
+		if (busy == 0)
+			return 0;
+		if (gap != 0 && built != built_before)
+			next_fill = now + gap;
+		poll_rx(g);
+	}
+}
+
+static int run_count(struct sn_gen *g)
+{
+	char name[32];
+	unsigned int last_phase = 0;
+	int rc;
+
+	for (unsigned int fi = 0; fi < g->nflows; fi++)
+		last_phase = RTE_MAX(last_phase, g->flows[fi].phase);
+	if (g->learn) {
+		if ((rc = sync_wait(g, "go-learn", 0)) != 0)
+			return rc;
+		send_learn(g);
+		sync_mark(g, "sent-learn");
+	}
+	for (unsigned int ph = 0; ph <= last_phase; ph++) {
+		snprintf(name, sizeof(name), "go-%u", ph);
+		if ((rc = sync_wait(g, name, (ph > 0 || g->learn) ? g->phase_gap_s : 0)) != 0)
+			return rc;
+		if ((rc = run_phase(g, ph)) != 0)
+			return rc;
+		snprintf(name, sizeof(name), "sent-%u", ph);
+		sync_mark(g, name);
+	}
+	g->completed = 1;
+	sync_mark(g, "done");
+	if (g->sync_dir != NULL) {
+		while (!sn_gen_stop)
+			poll_rx(g);
+		drain_idle(g);
+	} else {
+		drain_for(g, g->grace_s);
+	}
+	return 0;
+}
+
+static int run_bench(struct sn_gen *g)
+{
+	const struct sn_gen_flow *f = &g->flows[0];
+	struct sn_gen_port *tx = &g->ports[f->src];
+	struct sn_gen_port *rx = &g->ports[f->dst_port >= 0 ? f->dst_port : f->src];
+	struct rte_mbuf *tmpl_m = rte_pktmbuf_alloc(g->mp);
+	struct rte_mbuf *m[SN_GEN_BURST_MAX];
+	uint8_t tmpl[SN_GENPKT_MAX_SIZE];
+
+	if (tmpl_m == NULL)
+		return -ENOMEM;
+	if (sn_genpkt_build(tmpl_m, &f->dst, f->has_smac ? &f->smac : &tx->mac,
+			    g->run_id, 0, 0, g->size) != 0) {
+		rte_pktmbuf_free(tmpl_m);
+		return -EINVAL;
+	}
+	memcpy(tmpl, rte_pktmbuf_mtod(tmpl_m, void *), g->size);
+	rte_pktmbuf_free(tmpl_m);
+
+	if (g->learn) {
+		send_learn(g);
+		drain_for(g, g->phase_gap_s);
+	}
+	uint64_t start = rte_rdtsc();
+	uint64_t t_meas = start + secs_to_tsc(g, g->warmup_s);
+	uint64_t t_end = t_meas + secs_to_tsc(g, g->duration_s);
+	uint64_t tx0 = 0, rx0 = 0, meas_start = 0;
+	int measuring = 0;
+
+	while (!sn_gen_stop) {
+		uint64_t now = rte_rdtsc();
+		if (!measuring && now >= t_meas) {
+			measuring = 1;
+			meas_start = now;
+			tx0 = tx->tx_packets;
+			rx0 = rx->rx_packets;
+		}
+		if (now >= t_end) {
+			g->bench_tx = tx->tx_packets - tx0;
+			g->bench_rx = rx->rx_packets - rx0;
+			g->bench_window_s = (double)(now - meas_start) / (double)g->hz;
+			g->completed = 1;
+			break;
+		}
+		if (rte_pktmbuf_alloc_bulk(g->mp, m, g->burst) == 0) {
+			for (uint16_t i = 0; i < g->burst; i++) {
+				rte_memcpy(rte_pktmbuf_mtod(m[i], void *), tmpl, g->size);
+				m[i]->data_len = g->size;
+				m[i]->pkt_len = g->size;
+			}
+			uint16_t s = rte_eth_tx_burst(tx->id, 0, m, g->burst);
+			tx->tx_packets += s;
+			tx->tx_bytes += (uint64_t)s * g->size;
+			if (s < g->burst)
+				rte_pktmbuf_free_bulk(m + s, g->burst - s);
+		} else {
+			g->alloc_fail++;
+		}
+		poll_rx(g);
+	}
+	return 0;
+}
+
+static int run_echo(struct sn_gen *g)
+{
+	uint64_t end = g->duration_s > 0 ? rte_rdtsc() + secs_to_tsc(g, g->duration_s) : UINT64_MAX;
+
+	sync_mark(g, "done");
+	while (!sn_gen_stop && rte_rdtsc() < end)
+		poll_rx(g);
+	drain_idle(g);
+	g->completed = 1;
+	return 0;
+}
+
+int sn_gen_run(struct sn_gen *g)
+{
+	uint64_t t0 = rte_rdtsc();
+	int rc = wait_links(g);
+
+	if (rc == 0) {
+		drain_for(g, g->settle_s);
+		sync_mark(g, "ready");
+		switch (g->mode) {
+		case SN_GEN_BENCH: rc = run_bench(g); break;
+		case SN_GEN_COUNT: rc = run_count(g); break;
+		case SN_GEN_ECHO:  rc = run_echo(g); break;
+		}
+		if (rc == -EINTR)
+			rc = 0;
+	}
+	g->elapsed_s = (double)(rte_rdtsc() - t0) / (double)g->hz;
+	return rc;
+}

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Datapath benchmark: 64 B frames through schednicd vs testpmd io-forward.
+
+Method (shared/ENVIRONMENT.md, "Benchmarking a switch on 2 cores"): the
+generator and the sink are ONE single-threaded DPDK process, sn-gen, owning
+both net_virtio_user ports on CPU 0; the switch under test is alone on CPU 1.
+The baseline is dpdk-testpmd with two net_vhost ports in io-forward mode
+(one forwarding lcore on CPU 1); the candidate is schednicd (worker lcore on
+CPU 1; its main lcore on CPU 0 sleeps in the RPC poll). The two alternate,
+run after run, so background load on this shared machine hits both; each
+reports the median of --runs runs and the ratio of the medians.
+
+The throughput of a run is what sn-gen's sink received per second over the
+--duration window after --warmup (frames that the switch delivered). Each
+run also records "other_cpus": the CPU time other processes took from the
+machine during the run, per second (busy time from /proc/stat minus our
+children's rusage); results are meaningful only when it is close to 0.
+
+Everything started here is stopped by PID, and its sockets and DPDK
+runtime directory (/var/run/dpdk/<prefix>) are removed, even on Ctrl-C.
+
+Output: one JSON object on stdout:
+  {"packet_size": 64, "testpmd_mpps": M, "modes": {"switch": {"mpps": M,
+   "ratio": R}}, "runs": {...raw per-run results...}, "command": "..."}
+"""
+import argparse
+import json
+import os
+import resource
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def log(msg):
+    print(f"datapath: {msg}", file=sys.stderr, flush=True)
+
+
+def find_binary(build_dir: Path, names):
+    for n in names:
+        p = build_dir / n
+        if p.exists():
+            return p
+    raise SystemExit(f"datapath: none of {names} in {build_dir}: build first (scripts/build.sh)")
+
+
+def remove_runtime(prefix):
+    for base in ("/var/run/dpdk", "/run/dpdk"):
+        shutil.rmtree(os.path.join(base, prefix), ignore_errors=True)
+
+
+def stop(proc, timeout=15.0):
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def wait_for(pred, timeout, what, proc=None, logfile=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = Path(logfile).read_text(errors="replace")[-2000:] if logfile else ""
+            raise RuntimeError(f"{what}: process exited with {proc.returncode}\n{tail}")
+        if pred():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what}: timed out after {timeout}s")
+
+
+def cpu_busy_seconds():
+    """Busy time of all CPUs so far (user+nice+system+irq+softirq+steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """How much CPU others used while we ran: busy time of the machine minus
+    the CPU time of our reaped children, per wall second (0 = quiet machine;
+    1 = one whole CPU taken by someone else)."""
+
+    def __enter__(self):
+        self.t = time.monotonic()
+        self.busy = cpu_busy_seconds()
+        self.ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return self
+
+    def __exit__(self, *exc):
+        wall = time.monotonic() - self.t
+        busy = cpu_busy_seconds() - self.busy
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ours = (ru.ru_utime - self.ru.ru_utime) + (ru.ru_stime - self.ru.ru_stime)
+        self.other_cpus = round(max(0.0, busy - ours) / wall, 3) if wall > 0 else None
+
+
+def rpc(sock_path, method, params=None, timeout=10.0):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        req = {"jsonrpc": "2.0", "id": 1, "method": method}
+        if params is not None:
+            req["params"] = params
+        s.sendall(json.dumps(req).encode() + b"\n")
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed")
+            buf += chunk
+    resp = json.loads(buf.split(b"\n", 1)[0])
+    if "error" in resp:
+        raise RuntimeError(f"rpc {method}: {resp['error']}")
+    return resp["result"]
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = Path(args.build_dir).resolve()
+        self.sn_gen = find_binary(self.build, ["backend/sn-gen"])
+        self.schednicd = find_binary(self.build, ["backend/schednicd", "backend/daemon/schednicd"])
+        self.testpmd = shutil.which("dpdk-testpmd") or "/usr/bin/dpdk-testpmd"
+        self.tmp = Path(tempfile.mkdtemp(prefix="sn-bench-", dir="/tmp"))
+        self.procs = []     # (Popen, dpdk prefix)
+        self.seq = 0
+
+    def prefix(self, tag):
+        self.seq += 1
+        return f"sn-bench-{tag}-{os.getpid()}-{self.seq}"
+
+    def spawn(self, argv, name, prefix, **kw):
+        logf = self.tmp / f"{name}-{self.seq}.log"
+        with open(logf, "wb") as out:
+            p = subprocess.Popen([str(a) for a in argv], stdout=kw.pop("stdout", out),
+                                 stderr=out, **kw)
+        p.logfile = logf
+        self.procs.append((p, prefix))
+        return p
+
+    def reap(self, proc):
+        for i, (p, prefix) in enumerate(self.procs):
+            if p is proc:
+                stop(p)
+                remove_runtime(prefix)
+                del self.procs[i]
+                return
+
+    def cleanup(self):
+        for p, prefix in reversed(self.procs):
+            stop(p)
+            remove_runtime(prefix)
+        self.procs.clear()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_gen(self, socks):
+        a = self.args
+        prefix = self.prefix("gen")
+        argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
+                "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
+                "--log-level", "warning"]
+        for s in socks:
+            argv += ["--port", s]
+        p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
+        try:
+            out, _ = p.communicate(timeout=a.duration + a.warmup + 60)
+        finally:
+            self.reap(p)
+        if p.returncode != 0:
+            raise RuntimeError(f"sn-gen exited {p.returncode}: "
+                               f"{p.logfile.read_text(errors='replace')[-2000:]}")
+        res = json.loads(out)
+        return res
+
+    def run_testpmd(self):
+        socks = [str(self.tmp / f"tp{i}.sock") for i in range(2)]
+        for s in socks:
+            Path(s).unlink(missing_ok=True)
+        prefix = self.prefix("tp")
+        argv = [self.testpmd, "--no-huge", "-m", "512", "--no-pci", "--file-prefix", prefix,
+                "--lcores", "0@1,1@1", "--log-level", "warning"]
+        for i, s in enumerate(socks):
+            argv += ["--vdev", f"net_vhost{i},iface={s},queues=1"]
+        argv += ["--", "--forward-mode=io", "--auto-start", "--nb-cores=1",
+                 "--total-num-mbufs=32768"]
+        # testpmd without -i exits when stdin reaches EOF: keep a pipe open.
+        tp = self.spawn(argv, "testpmd", prefix, stdin=subprocess.PIPE)
+        try:
+            wait_for(lambda: all(os.path.exists(s) for s in socks), 30, "testpmd sockets",
+                     tp, tp.logfile)
+            res = self.run_gen(socks)
+        finally:
+            self.reap(tp)
+            for s in socks:
+                Path(s).unlink(missing_ok=True)
+        return {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
+                "window_s": res["bench"]["window_s"]}
+
+    def run_switch(self):
+        prefix = self.prefix("d")
+        ctl = str(self.tmp / "ctl.sock")
+        socks = [str(self.tmp / f"vm{i}.sock") for i in range(2)]
+        cfg = {
+            "eal": {"memory_mb": 1024, "file_prefix": prefix, "main_cpu": 0, "worker_cpu": 1},
+            "control": {"socket": ctl},
+            "uplink": None,
+            "ports": [{"name": f"vm{i}", "type": "vhost-user", "path": s, "mode": "server"}
+                      for i, s in enumerate(socks)],
+        }
+        cfg_path = self.tmp / "schednicd.json"
+        cfg_path.write_text(json.dumps(cfg))
+        d = self.spawn([self.schednicd, "--config", cfg_path], "schednicd", prefix,
+                       stdin=subprocess.DEVNULL)
+
+        def answers():
+            try:
+                rpc(ctl, "version", timeout=2)
+                return True
+            except (OSError, ValueError, RuntimeError):
+                return False
+        try:
+            wait_for(answers, 60, "schednicd control socket", d, d.logfile)
+            res = self.run_gen(socks)
+            stats = rpc(ctl, "stats.get")
+            try:
+                rpc(ctl, "shutdown")
+                d.wait(15)
+            except (OSError, RuntimeError, subprocess.TimeoutExpired):
+                pass
+        finally:
+            self.reap(d)
+            for s in socks + [ctl]:
+                Path(s).unlink(missing_ok=True)
+        drops = {p["name"]: {k: v for k, v in p["drops"].items() if v}
+                 for p in stats["ports"]}
+        return {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
+                "window_s": res["bench"]["window_s"], "drops": drops}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build-dir", default=os.environ.get("SN_BUILD_DIR", str(REPO / "build")))
+    ap.add_argument("--runs", type=int, default=3, help="runs per mode (median; default 3)")
+    ap.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
+    ap.add_argument("--warmup", type=float, default=2.0, help="warmup seconds per run")
+    ap.add_argument("--size", type=int, default=64, help="frame size without FCS")
+    args = ap.parse_args()
+    if args.runs < 1 or args.duration <= 0 or not 60 <= args.size <= 1514:
+        ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
+
+    b = Bench(args)
+    runs = {"testpmd": [], "switch": []}
+    load = {"before": os.getloadavg()}
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        for i in range(args.runs):
+            order = ("testpmd", "switch") if i % 2 == 0 else ("switch", "testpmd")
+            for what in order:
+                with CpuMeter() as cpu:
+                    r = b.run_testpmd() if what == "testpmd" else b.run_switch()
+                r["run"] = i
+                r["other_cpus"] = cpu.other_cpus
+                r["loadavg"] = os.getloadavg()[0]
+                runs[what].append(r)
+                log(f"run {i} {what}: {r['mpps']:.3f} Mpps "
+                    f"(other processes used {cpu.other_cpus} CPUs meanwhile)")
+    except KeyboardInterrupt:
+        log("interrupted")
+        b.cleanup()
+        return 130
+    finally:
+        b.cleanup()
+    load["after"] = os.getloadavg()
+    tp = statistics.median(r["mpps"] for r in runs["testpmd"])
+    sw = statistics.median(r["mpps"] for r in runs["switch"])
+    out = {
+        "packet_size": args.size,
+        "testpmd_mpps": round(tp, 3),
+        "modes": {"switch": {"mpps": round(sw, 3), "ratio": round(sw / tp, 3) if tp > 0 else None}},
+        "runs": runs,
+        "loadavg": load,
+        # max over runs of the CPUs other processes used during a run; the
+        # numbers are only comparable with a quiet machine (close to 0)
+        "other_cpus_max": max(r["other_cpus"] for v in runs.values() for r in v),
+        "command": " ".join(shlex.quote(a) for a in [sys.argv[0]] + sys.argv[1:]),
+    }
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# scripts/demo.sh — the main job, end to end, in about half a minute:
+#   1. installs missing dependencies and builds (only when needed)
+#   2. starts schednicd on its embedded default config (two vhost-user
+#      server ports vm0/vm1 under /run/schednic, an uplink net_tap
+#      "sn-uplink0", control socket /run/schednic/schednicd.sock)
+#   3. attaches two DPDK virtio-user peers (one sn-gen process on CPU 0)
+#      and moves the uplink tap into a private network namespace
+#   4. sends traffic vm0 -> vm1 while showing live per-port counters, then
+#      pings across the uplink from the namespace to the vm0 peer
+#   5. stops everything it started and removes what it created
+# Options: --seconds N   length of the traffic phase (default 8)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+secs=8
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) secs=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "demo: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "dependencies and build"
+SN_BOOTSTRAP_NO_VM=1 scripts/bootstrap.sh
+scripts/build.sh build
+B=$REPO/build/backend
+CTL="python3 $REPO/scripts/schednicctl"
+
+SOCK=/run/schednic/schednicd.sock
+if [ -S "$SOCK" ] && $CTL version >/dev/null 2>&1; then
+  echo "demo: a schednicd already answers on $SOCK; stop it first (schednicctl shutdown)" >&2
+  exit 1
+fi
+
+work=$(mktemp -d /tmp/sn-demo.XXXXXX)
+ns=sn-demo-$$
+daemon_pid= gen_pid=
+cleanup() {
+  set +e
+  [ -n "$gen_pid" ] && kill "$gen_pid" 2>/dev/null && wait "$gen_pid" 2>/dev/null
+  if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then
+    $CTL shutdown >/dev/null 2>&1 || kill "$daemon_pid"
+    for _ in $(seq 50); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$daemon_pid" 2>/dev/null
+    wait "$daemon_pid" 2>/dev/null
+  fi
+  ip netns del "$ns" 2>/dev/null
+  rm -rf /var/run/dpdk/sn-demo-gen-$$ "$work"
+  echo "demo: stopped schednicd and sn-gen, removed namespace $ns and temp files"
+}
+trap cleanup EXIT INT TERM
+
+say "schednicd --print-default-config (the embedded default the demo runs on)"
+"$B/schednicd" --print-default-config
+
+say "start schednicd"
+"$B/schednicd" >"$work/schednicd.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 150); do
+  $CTL version >/dev/null 2>&1 && break
+  kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/schednicd.log"; echo "demo: schednicd exited" >&2; exit 1; }
+  sleep 0.2
+done
+$CTL version
+$CTL port-list
+
+say "uplink: move tap sn-uplink0 into namespace $ns (10.99.0.1/24)"
+ip netns add "$ns"
+ip link set sn-uplink0 netns "$ns"
+ip -n "$ns" addr add 10.99.0.1/24 dev sn-uplink0
+ip -n "$ns" link set sn-uplink0 up
+ip -n "$ns" link set lo up
+
+say "traffic: sn-gen (CPU 0) sends 64 B frames vm0 -> vm1 for ${secs}s; live counters"
+"$B/sn-gen" bench --port /run/schednic/vm0.sock --port /run/schednic/vm1.sock \
+  --cpu 0 --file-prefix sn-demo-gen-$$ --warmup 1 --duration "$secs" \
+  >"$work/gen.json" 2>"$work/gen.log" &
+gen_pid=$!
+sleep 2
+$CTL stats --watch 1 --count "$((secs - 1))" || true
+wait "$gen_pid" || { cat "$work/gen.log"; echo "demo: sn-gen failed" >&2; exit 1; }
+gen_pid=
+echo "sn-gen summary: $(cat "$work/gen.json")"
+
+say "uplink: ping from $ns to the vm0 peer (10.99.0.2, answered by sn-gen echo)"
+"$B/sn-gen" echo --port /run/schednic/vm0.sock --port /run/schednic/vm1.sock \
+  --echo-ip 10.99.0.2 --echo-port 0 --cpu 0 --file-prefix sn-demo-gen-$$ --duration 20 \
+  >"$work/echo.json" 2>"$work/echo.log" &
+gen_pid=$!
+sleep 3
+ip netns exec "$ns" ping -c 3 -i 0.3 -W 2 10.99.0.2 || echo "demo: ping across the uplink failed (see $work/echo.log)"
+kill "$gen_pid" 2>/dev/null; wait "$gen_pid" 2>/dev/null || true
+gen_pid=
+
+say "final counters"
+$CTL stats

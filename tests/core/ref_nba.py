@@ -1,0 +1,159 @@
+"""Independent Python model of the NIC-level bandwidth allocator (sn_nba).
+
+Follows the allocation rule stated in backend/core/sn_nba.h (Carousel
+§5.3), but computes the max-min split differently from the C code: the C
+code sorts demands and fills progressively; this model finds the water
+level by bisection on L in sum(min(d_i, L)) = C, and checks the result
+against the max-min definition itself (max_min_violations).
+
+Also: helpers to run `sn-trace nba` (format in tools/trace_nba.c).
+"""
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+DEF_PERIOD = 100_000_000
+DEF_HEADROOM_PPM = 10_000
+DEF_SAT_PPM = 50_000
+DEF_GROWTH_PPM = 100_000
+
+
+def sn_trace_bin() -> Path:
+    build = Path(os.environ.get("SN_BUILD_DIR", REPO / "build")).resolve()
+    return build / "backend" / "core" / "sn-trace"
+
+
+def run(lines, timeout=60):
+    r = subprocess.run([str(sn_trace_bin()), "nba"], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"sn-trace nba exit {r.returncode}: {r.stderr}")
+    return [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+
+
+def water_level(demands, capacity):
+    """Max-min split of `capacity` over `demands` (math.inf = unbounded).
+    Returns the allocations. Surplus when every demand fits is spread
+    equally (sn_nba.h rule 4)."""
+    k = len(demands)
+    if k == 0:
+        return []
+    finite = [d for d in demands if d != math.inf]
+    if len(finite) == k and sum(finite) <= capacity:
+        extra = (capacity - sum(finite)) / k
+        return [d + extra for d in demands]
+    lo, hi = 0.0, capacity
+    for _ in range(200):                       # bisection on the level
+        mid = (lo + hi) / 2
+        if sum(min(d, mid) for d in demands) > capacity:
+            hi = mid
+        else:
+            lo = mid
+    return [min(d, lo) for d in demands]
+
+
+def max_min_violations(demands, alloc, capacity, tol):
+    """Check the definition: feasible, and no core can get more without
+    taking from a core that has no more than it (bottleneck property)."""
+    bad = []
+    if sum(alloc) > capacity + tol * len(alloc):
+        bad.append(f"sum {sum(alloc)} > capacity {capacity}")
+    for i, (d, a) in enumerate(zip(demands, alloc)):
+        if a > d + tol and sum(1 for x in demands if x != math.inf) == len(demands) \
+                and sum(demands) > capacity:
+            bad.append(f"core {i} gets {a} above demand {d}")
+        if a < d - tol:
+            for j, b in enumerate(alloc):
+                if b > a + tol:
+                    bad.append(f"core {i} below demand with {a} while core {j} has {b}")
+                    break
+    return bad
+
+
+class Model:
+    """The allocator, re-derived from the rules in sn_nba.h."""
+
+    def __init__(self, cores, aggregate, period=0, stale=0, headroom_ppm=None,
+                 saturation_ppm=None, growth_ppm=None):
+        self.n = cores
+        self.agg = aggregate
+        self.period = period or DEF_PERIOD
+        self.stale = stale or 2 * self.period
+        self.headroom = (DEF_HEADROOM_PPM if headroom_ppm is None else headroom_ppm) / 1e6
+        if saturation_ppm == "off":
+            self.sat = None
+            self.growth = 1.0
+        else:
+            self.sat = (saturation_ppm or DEF_SAT_PPM) / 1e6
+            self.growth = 1 + (growth_ppm or DEF_GROWTH_PPM) / 1e6
+        self.grant = [aggregate // cores] * cores
+        self.latest = [None] * cores          # (bytes, ts) last reported
+        self.prev = [None] * cores            # (bytes, ts) consumed
+        self.demand = [0.0] * cores
+        self.state = ["idle"] * cores
+        self.last_update = None
+        self.dirty = False
+
+    def report(self, core, nbytes, ts):
+        self.latest[core] = (nbytes, ts)
+
+    def set_aggregate(self, agg):
+        self.agg = agg
+        self.dirty = True
+
+    def _estimate(self, i, now):
+        if self.latest[i] is None:
+            self.demand[i] = 0.0
+            return
+        b, ts = self.latest[i]
+        if self.prev[i] is None:
+            self.prev[i] = (b, ts)
+            self.demand[i] = float(self.grant[i])
+            return
+        pb, pts = self.prev[i]
+        if ts > pts:
+            self.demand[i] = float((b - pb) % (1 << 64)) * 1e9 / float(ts - pts)
+            self.prev[i] = (b, ts)
+        if now > ts and now - ts > self.stale:
+            self.demand[i] = 0.0
+
+    def update(self, now):
+        if self.last_update is not None and not self.dirty and now < self.last_update + self.period:
+            return False
+        self.last_update = now
+        self.dirty = False
+        A = float(self.agg)
+        active, dem = [], []
+        for i in range(self.n):
+            self._estimate(i, now)
+            d = self.demand[i]
+            if d <= 0:
+                self.state[i] = "idle"
+                continue
+            if self.sat is not None and d >= self.grant[i] * (1 - self.sat):
+                self.state[i] = "saturated"
+                dem.append(math.inf)
+            else:
+                self.state[i] = "active"
+                dem.append(d * self.growth)
+            active.append(i)
+        alloc = [0.0] * self.n
+        if not active:
+            alloc = [A / self.n] * self.n
+        else:
+            h = min(A * self.headroom, A / self.n)
+            for i in range(self.n):
+                if self.state[i] == "idle":
+                    alloc[i] = h
+            n_idle = self.n - len(active)
+            for i, a in zip(active, water_level(dem, A - h * n_idle)):
+                alloc[i] = a
+        self.grant = [max(0, min(self.agg, math.floor(a))) for a in alloc]
+        self.last_alloc = alloc
+        self.last_active = active
+        self.last_dem = dem
+        return True

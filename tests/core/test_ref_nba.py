@@ -1,0 +1,197 @@
+"""Reference-model tests for the NIC-level bandwidth allocator (sn-trace nba).
+
+Randomized demand sequences (1-16 cores, aggregates from 1 MB/s to
+100 GB/s, idle cores, hogs that use their whole grant, missing and stale
+reports, off-period update calls, aggregate changes) are run through the C
+allocator and, in lock-step, through the independent model in ref_nba.py
+(water level found by bisection). For every update:
+  - recomputed-or-not, per-core state and demand estimate equal the model;
+  - every grant equals the model's max-min solution within rounding
+    (2 bytes/s + 1e-9 of the aggregate);
+  - grants never sum above the aggregate; idle cores hold exactly the
+    headroom min(1 % A, A/n) (or the configured ppm) when any core is active;
+  - the grants satisfy the max-min definition on the model's demands.
+The binary is found via SN_BUILD_DIR (default <repo>/build).
+"""
+import math
+import random
+
+import pytest
+
+import ref_nba as ref
+
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def sn_trace():
+    b = ref.sn_trace_bin()
+    if not b.exists():
+        pytest.fail(f"{b} missing: build sn-trace (set SN_BUILD_DIR to your build dir)")
+    return b
+
+
+def config_line(n, agg, sat=None, headroom=None, period=None):
+    parts = [f"config cores={n} aggregate={agg}"]
+    if sat is not None:
+        parts.append(f"saturation_ppm={sat}")
+    if headroom is not None:
+        parts.append(f"headroom_ppm={headroom}")
+    if period is not None:
+        parts.append(f"period={period}")
+    return " ".join(parts)
+
+
+def check_update(out, m, recomputed, tol):
+    assert out["recomputed"] == int(recomputed)
+    assert out["state"] == m.state, (out, m.state)
+    for c, e in zip(out["demand"], m.demand):
+        assert math.isclose(c, e, rel_tol=1e-9, abs_tol=1e-6), (out["demand"], m.demand)
+    for i, (g, e) in enumerate(zip(out["grant"], m.grant)):
+        assert abs(g - e) <= tol, f"core {i}: grant {g}, model {e} ({out})"
+    assert sum(out["grant"]) <= m.agg
+    if not recomputed:
+        return
+    if any(s != "idle" for s in m.state):
+        h = math.floor(min(m.agg * m.headroom, m.agg / m.n))
+        for g, s in zip(out["grant"], m.state):
+            if s == "idle":
+                assert abs(g - h) <= 1, f"idle core holds {g}, headroom {h}"
+        act = m.last_active
+        idle_sum = sum(out["grant"][i] for i in range(m.n) if m.state[i] == "idle")
+        cap = m.agg - idle_sum
+        alloc = [float(out["grant"][i]) for i in act]
+        bad = ref.max_min_violations(m.last_dem, alloc, cap, tol + 1)
+        assert not bad, bad
+    # work conservation: rounding loses at most a few bytes/s per core
+    assert sum(out["grant"]) >= m.agg - 2 * m.n - 1
+
+
+KNOWN = [
+    # name, cores, aggregate, rates (bytes/s), sat, expected grants
+    ("all_below_share", 4, 10**9, [100e6, 200e6, 50e6, 150e6], "off",
+     [225e6, 325e6, 175e6, 275e6]),
+    ("one_hog", 4, 10**9, [100e6, 100e6, 2e9, 100e6], "off",
+     [100e6, 100e6, 700e6, 100e6]),
+    ("idle_get_headroom", 4, 10**9, [0, 500e6, 0, 800e6], "off",
+     [10e6, 490e6, 10e6, 490e6]),
+    ("all_idle_equal", 3, 3 * 10**9, [0, 0, 0], "off", [1e9, 1e9, 1e9]),
+    ("headroom_capped_by_equal_share", 200, 10**9, [5e9] + [0] * 199, "off",
+     [5e6] * 200),
+]
+
+
+@pytest.mark.parametrize("name,n,agg,rates,sat,want", KNOWN, ids=[k[0] for k in KNOWN])
+def test_known_cases(sn_trace, name, n, agg, rates, sat, want):
+    lines = [config_line(n, agg, sat=sat)]
+    lines += [f"report {i} 0 0" for i in range(n)] + ["update 0"]
+    lines += [f"report {i} {int(r / 10)} {100 * MS}" for i, r in enumerate(rates)]
+    lines += [f"update {100 * MS}"]
+    out = ref.run(lines)[-1]
+    for i, (g, w) in enumerate(zip(out["grant"], want)):
+        assert abs(g - w) <= 2, f"{name}: core {i} grant {g}, want {w}"
+    assert sum(out["grant"]) <= agg
+
+
+def random_case(rng, seed):
+    n = rng.randint(1, 16)
+    agg = rng.choice([10**6, 10**8, 10**9, 12_500_000_000, 10**11]) * rng.randint(1, 9)
+    sat = rng.choice(["off", None, 20000, 80000])
+    headroom = rng.choice([None, None, 0, 50000])
+    period = 100 * MS
+    m = ref.Model(n, agg, period=period, headroom_ppm=headroom,
+                  saturation_ppm=sat if sat is not None else None)
+    lines = [config_line(n, agg, sat=sat, headroom=headroom, period=period)]
+    expect = []                 # (model snapshot) per update line
+    nbytes = [rng.randrange(1 << 64) for _ in range(n)]   # exercises wrap
+    kind = [rng.choice(["idle", "steady", "hog", "bursty", "silent"]) for _ in range(n)]
+    rate = [rng.uniform(0.01, 1.5) * agg / n for _ in range(n)]
+    t = 0
+    for rnd in range(14):
+        t = (rnd + 1) * period + rng.randrange(0, 20 * MS)
+        if rng.random() < 0.15:
+            new = max(1, int(agg * rng.uniform(0.5, 2)))
+            lines.append(f"aggregate {new}")
+            m.set_aggregate(new)
+        if rng.random() < 0.2:                      # a core changes behaviour
+            i = rng.randrange(n)
+            kind[i] = rng.choice(["idle", "steady", "hog", "bursty", "silent"])
+        for i in range(n):
+            if kind[i] == "silent" and rnd > 2:
+                continue                            # stops reporting: stale
+            if kind[i] == "bursty" and rng.random() < 0.5:
+                continue                            # skips a report
+            if kind[i] == "idle":
+                r = 0
+            elif kind[i] == "hog":
+                r = m.grant[i] * rng.uniform(0.97, 1.0)   # uses its whole grant
+            else:
+                r = rate[i] * rng.uniform(0.8, 1.2)
+            ts = t - rng.randrange(0, 5 * MS)
+            prev_ts = m.latest[i][1] if m.latest[i] else None
+            if prev_ts is not None and ts <= prev_ts:
+                continue
+            dt = (ts - prev_ts) if prev_ts is not None else period
+            nbytes[i] = (nbytes[i] + int(r * dt / 1e9)) % (1 << 64)
+            lines.append(f"report {i} {nbytes[i]} {ts}")
+            m.report(i, nbytes[i], ts)
+        for now in sorted({t, t + rng.randrange(0, period)}):   # second call rarely due
+            lines.append(f"update {now}")
+            rec = m.update(now)
+            expect.append((rec, [s for s in m.state], list(m.demand), list(m.grant),
+                           m.agg, getattr(m, "last_active", []), getattr(m, "last_dem", [])))
+    return lines, expect, m
+
+
+class Snap:
+    def __init__(self, m, snap):
+        (self.rec, self.state, self.demand, self.grant, self.agg,
+         self.last_active, self.last_dem) = snap
+        self.n, self.headroom = m.n, m.headroom
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_randomized_vs_model(sn_trace, seed):
+    rng = random.Random(seed)
+    lines, expect, m = random_case(rng, seed)
+    outs = ref.run(lines)
+    assert len(outs) == len(expect)
+    for out, snap in zip(outs, expect):
+        s = Snap(m, snap)
+        tol = 2 + 1e-9 * s.agg
+        check_update(out, s, s.rec, tol)
+
+
+def test_saturated_core_takes_the_rest(sn_trace):
+    """A core at its grant is capped by it: the others' unused share goes
+    to it within one period (work conservation), and it stays there."""
+    lines = [config_line(2, 10**9)]
+    lines += ["report 0 0 0", "report 1 0 0", "update 0"]
+    b1 = 0
+    grants = [5 * 10**8, 5 * 10**8]
+    m = ref.Model(2, 10**9)
+    m.report(0, 0, 0)
+    m.report(1, 0, 0)
+    m.update(0)
+    for r in range(1, 6):
+        t = r * 100 * MS
+        b1 += grants[1] // 10                      # core 1 uses its grant
+        lines += [f"report 0 {r * 10**7} {t}", f"report 1 {b1} {t}", f"update {t}"]
+        m.report(0, r * 10**7, t)
+        m.report(1, b1, t)
+        m.update(t)
+        grants = m.grant
+    out = ref.run(lines)[-1]
+    assert out["state"] == ["active", "saturated"]
+    assert abs(out["grant"][0] - 110 * 10**6) <= 2          # 100 MB/s + 10 % growth
+    assert abs(out["grant"][1] - 890 * 10**6) <= 2
+
+
+def test_bad_input_rejected(sn_trace):
+    for lines in (["report 0 1 1"],                         # no config
+                  ["config cores=0 aggregate=5"],
+                  ["config cores=2 aggregate=5", "report 2 1 1"],
+                  ["config cores=2 aggregate=5", "update x"],
+                  ["config cores=2 aggregate=5 bogus=1"]):
+        with pytest.raises(RuntimeError):
+            ref.run(lines)

@@ -1,0 +1,27 @@
+"""Fixtures for the datapath tests (helpers live in sngen.py)."""
+from pathlib import Path
+
+import pytest
+
+from sngen import SnGen
+
+
+@pytest.fixture(scope="session")
+def sn_gen_bin(build_dir) -> Path:
+    for rel in ("backend/sn-gen",):
+        b = build_dir / rel
+        if b.exists():
+            return b
+    pytest.fail(f"sn-gen missing in {build_dir}: build with scripts/build.sh")
+
+
+@pytest.fixture
+def sngen(spawn, sn_gen_bin, sn_tmpdir):
+    """Factory: sngen(socks, *args, mode="count") -> SnGen (stopped at teardown)."""
+    n = [0]
+
+    def make(socks, *args, mode="count"):
+        n[0] += 1
+        return SnGen(spawn, sn_gen_bin, sn_tmpdir, mode, socks, args, n[0])
+
+    return make

@@ -1,0 +1,120 @@
+"""libvirt attachment: a private libvirtd boots the qemu-configs/libvirt
+example domains (paths rewritten to this test's temp dir) on schednicd
+ports, and traffic flows between them through schednicd."""
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from guest import REPO, SUBNET, Guest, iperf_mbps, require_tool
+from libvirt_env import PrivateLibvirt
+
+EXAMPLES = REPO / "qemu-configs" / "libvirt"
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+ET.register_namespace("qemu", QEMU_NS)
+
+
+def domain_xml(template, name, sock, mac, ip, role, guest_dir, workdir):
+    """The example domain with its host-specific values replaced."""
+    root = ET.parse(template).getroot()
+    root.find("name").text = name
+    os_el = root.find("os")
+    os_el.find("kernel").text = str(guest_dir / "vmlinuz")
+    os_el.find("initrd").text = str(guest_dir / "initrd.img")
+    os_el.find("cmdline").text = (f"console=ttyS0 loglevel=4 panic=-1 sn.name={name} "
+                                  f"sn.role={role} sn.ip={ip}")
+    iface = root.find("devices/interface[@type='vhostuser']")
+    iface.find("mac").set("address", mac)
+    iface.find("source").set("path", str(sock))
+    serials = root.findall("devices/serial")
+    serials[0].find("source").set("path", str(workdir / f"{name}.console.log"))
+    serials[1].find("source").set("path", str(workdir / f"{name}.agent"))
+    return ET.tostring(root, encoding="unicode")
+
+
+@pytest.fixture
+def libvirtd(sn_tmpdir):
+    require_tool("libvirtd")
+    require_tool("virtlogd")
+    require_tool("virsh")
+    lv = PrivateLibvirt(sn_tmpdir / "libvirt")
+    try:
+        lv.start()
+        yield lv
+    finally:
+        lv.stop()
+
+
+class LibvirtGuest(Guest):
+    """A guest whose QEMU libvirt owns: only the agent side of Guest is used."""
+
+    def __init__(self, lv, name, workdir, mac, ip):
+        super().__init__(name, "", workdir, workdir, mac=mac, ip=ip)
+        self.lv = lv
+
+    def alive(self):
+        r = self.lv.virsh("domstate", self.name, check=False, timeout=30)
+        return r.returncode == 0 and "running" in r.stdout
+
+    def _fail(self, msg):
+        raise AssertionError(f"{self.name}: {msg}\n{self.lv.qemu_log(self.name)}\n"
+                             f"--- console ---\n{self._tail(self.console_path)}")
+
+    def kill(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
+                                   record_result):
+    require_tool("qemu-system-x86_64")
+    d = schednicd(ports=["sn-lv0.0"])
+    # Domain 1: example as shipped (QEMU client, schednicd server-mode port).
+    x0 = domain_xml(EXAMPLES / "vm-vhostuser-client.xml", "sn-lv0",
+                    d.vhost_path("sn-lv0.0"), "52:54:00:77:00:30", f"{SUBNET}.30/24",
+                    "server", guest_image, sn_tmpdir)
+    # Domain 2: QEMU server, schednicd client-mode port added once QEMU listens.
+    sock1 = sn_tmpdir / "sn-lv1.0.sock"
+    x1 = domain_xml(EXAMPLES / "vm-vhostuser-server.xml", "sn-lv1", sock1,
+                    "52:54:00:77:00:31", f"{SUBNET}.31/24", "client", guest_image,
+                    sn_tmpdir)
+    guests = []
+    try:
+        t0 = time.monotonic()
+        for name, xml in (("sn-lv0", x0), ("sn-lv1", x1)):
+            f = sn_tmpdir / f"{name}.xml"
+            f.write_text(xml)
+            libvirtd.virsh("create", str(f))
+        deadline = time.monotonic() + 30
+        while not sock1.exists():
+            assert time.monotonic() < deadline, "QEMU (server mode) did not create its socket"
+            time.sleep(0.1)
+        d.rpc("port.add", {"name": "sn-lv1.0", "path": str(sock1), "mode": "client"})
+
+        a = LibvirtGuest(libvirtd, "sn-lv0", sn_tmpdir, "52:54:00:77:00:30", f"{SUBNET}.30/24")
+        b = LibvirtGuest(libvirtd, "sn-lv1", sn_tmpdir, "52:54:00:77:00:31", f"{SUBNET}.31/24")
+        guests += [a, b]
+        a.wait_ready(timeout=180)
+        b.wait_ready(timeout=180)
+        print(f"libvirt guests ready in {time.monotonic() - t0:.1f}s")
+        d.wait_port_state("sn-lv0.0", "up")
+        d.wait_port_state("sn-lv1.0", "up")
+
+        # The NIC was configured from the domain XML (MAC-derived name, IP).
+        a.check(f"ip addr show dev sn770030 | grep -q 'inet {a.addr}/24'")
+        b.check(f"ping -c 3 -W 5 {a.addr}", timeout=60)
+        mbps = iperf_mbps(b.check(f"iperf3 -c {a.addr} -t 3 -J", timeout=90).out)
+        record_result("libvirt VM->VM iperf3 TCP", mbps, "Mbit/s")
+        assert mbps > 1
+        st = {p["name"]: p for p in d.stats()["ports"]}
+        assert st["sn-lv1.0"]["rx_packets"] > 0 and st["sn-lv0.0"]["tx_packets"] > 0
+
+        for name in ("sn-lv0", "sn-lv1"):
+            libvirtd.virsh("destroy", name)
+        assert libvirtd.virsh("list", "--name").stdout.split() == []
+        d.wait_port_state("sn-lv0.0", "down")
+        assert d.alive()
+    finally:
+        for g in guests:
+            g.kill()
