@@ -24,7 +24,7 @@ for t in "${targets[@]}"; do
   echo "fuzz: building $t"
   clang -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I backend/core "$src" backend/core/*.c -lm -lpthread -o "$out/$t"
+    -I backend/core -I backend/virtio "$src" backend/core/*.c backend/virtio/*.c -lm -lpthread -o "$out/$t"
   mkdir -p "$out/corpus/$t"
   echo "fuzz: running $t for ${secs}s"
   if ! "$out/$t" -max_total_time="$secs" -print_final_stats=1 "$out/corpus/$t" \

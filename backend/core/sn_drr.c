@@ -34,12 +34,11 @@ struct drr_class {
 	struct drr_class *prev;
 	uint64_t deficit;
 	uint64_t quantum;
-	struct sn_sched_q q;
-	/* Configuration. */
+	struct sn_sched_q q;         /* q.lmax != 0 <=> class exists */
 	uint32_t weight;
-	uint32_t lmax;
-	uint32_t present;
 } SN_CACHE_ALIGNED;
+
+static_assert(sizeof(struct drr_class) == SN_CACHE_LINE, "drr_class is one line");
 
 struct sn_drr {
 	struct drr_class *head;
@@ -132,7 +131,7 @@ void sn_drr_free(struct sn_drr *d)
 
 static struct drr_class *lookup(const struct sn_drr *d, uint32_t id)
 {
-	if (id >= d->max_classes || !d->classes[id].present)
+	if (id >= d->max_classes || !d->classes[id].q.lmax)
 		return NULL;
 	return &d->classes[id];
 }
@@ -145,7 +144,7 @@ int sn_drr_class_add(struct sn_drr *d, uint32_t id, uint32_t weight, uint32_t lm
 	if (rc)
 		return rc;
 	cl = &d->classes[id];
-	if (cl->present)
+	if (cl->q.lmax)
 		return -EEXIST;
 	if ((uint64_t)d->wsum + weight > SN_SCHED_MAX_WSUM)
 		return -ENOSPC;
@@ -154,9 +153,8 @@ int sn_drr_class_add(struct sn_drr *d, uint32_t id, uint32_t weight, uint32_t lm
 	if (rc)
 		return rc;
 	cl->weight = weight;
-	cl->lmax = lmax;
+	cl->q.lmax = lmax;
 	cl->quantum = (uint64_t)d->quantum * weight;
-	cl->present = 1;
 	d->wsum += weight;
 	return 0;
 }
@@ -175,7 +173,7 @@ int sn_drr_class_change(struct sn_drr *d, uint32_t id, uint32_t weight, uint32_t
 		return -ENOSPC;
 	d->wsum = d->wsum - cl->weight + weight;
 	cl->weight = weight;
-	cl->lmax = lmax;
+	cl->q.lmax = lmax;
 	cl->quantum = (uint64_t)d->quantum * weight;
 	return 0;
 }
@@ -194,7 +192,6 @@ int sn_drr_class_del(struct sn_drr *d, uint32_t id,
 	}
 	d->wsum -= cl->weight;
 	sn_sched_q_fini(&cl->q);
-	cl->present = 0;
 	return 0;
 }
 
@@ -204,7 +201,7 @@ int sn_drr_enqueue(struct sn_drr *d, uint32_t id, void *item, uint32_t len)
 
 	if (sn_unlikely(!cl))
 		return -ENOENT;
-	if (sn_unlikely(len == 0 || len > cl->lmax))
+	if (sn_unlikely(len == 0 || len > cl->q.lmax))
 		return -EMSGSIZE;
 	if (sn_unlikely(sn_sched_q_full(&cl->q)))
 		return -ENOBUFS;
@@ -265,7 +262,7 @@ int sn_drr_check(const struct sn_drr *d)
 	const struct drr_class *prev = NULL;
 
 	for (const struct drr_class *cl = d->head; cl; cl = cl->next) {
-		if (cl->prev != prev || !cl->present || !sn_sched_q_count(&cl->q) ||
+		if (cl->prev != prev || !cl->q.lmax || !sn_sched_q_count(&cl->q) ||
 		    ++linked > d->max_classes) {
 			fprintf(stderr, "sn_drr_check: active list broken\n");
 			return -EFAULT;
@@ -279,7 +276,7 @@ int sn_drr_check(const struct sn_drr *d)
 	for (uint32_t i = 0; i < d->max_classes; i++) {
 		const struct drr_class *cl = &d->classes[i];
 
-		if (!cl->present)
+		if (!cl->q.lmax)
 			continue;
 		backlog += sn_sched_q_count(&cl->q);
 		active += sn_sched_q_count(&cl->q) > 0;

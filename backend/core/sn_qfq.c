@@ -57,22 +57,19 @@ enum { ER, IR, EB, IB, NSTATES };  /* IR = ER|1, EB = ER|2, IB = IR|2 */
 struct qfq_group;
 
 struct qfq_class {
-	/* First cache line: enqueue / dequeue path. */
+	/* First cache line: everything enqueue / dequeue touch. */
+	struct sn_sched_q q;         /* q.lmax != 0 <=> class exists */
 	uint64_t S;
 	uint64_t F;
-	uint64_t inv_w;
 	struct qfq_class *next;      /* bucket list of the slot */
 	struct qfq_class **pprev;
-	struct sn_sched_q q;
-	/* Second cache line: configuration, class changes. */
-	struct qfq_group *grp SN_CACHE_ALIGNED;
-	uint32_t weight;
-	uint32_t lmax;
-	uint32_t slot_pos;           /* index in grp->slots while backlogged */
-	uint32_t present;
+	uint32_t inv_w;              /* ONE_FP / weight, <= 2^30 */
+	uint32_t grp;                /* group index */
+	/* Second cache line: configuration. */
+	uint32_t weight SN_CACHE_ALIGNED;
 } SN_CACHE_ALIGNED;
 
-static_assert(offsetof(struct qfq_class, grp) == SN_CACHE_LINE, "qfq_class line 1");
+static_assert(offsetof(struct qfq_class, weight) == SN_CACHE_LINE, "qfq_class line 1");
 
 struct qfq_group {
 	uint64_t S;
@@ -149,7 +146,7 @@ static int calc_state(const struct sn_qfq *q, const struct qfq_group *g)
 	if (mask) {
 		const struct qfq_group *next = &q->groups[__builtin_ctz(mask)];
 
-		if (0 && sn_time_after(g->F, next->F))
+		if (sn_time_after(g->F, next->F))
 			state |= EB;
 	}
 	return state;
@@ -187,8 +184,7 @@ static void slot_insert(struct sn_qfq *q, struct qfq_group *g, struct qfq_class 
 		slot = NSLOTS - 2;
 		q->clamps++;
 	}
-	cl->slot_pos = (uint32_t)((g->front + slot) & (NSLOTS - 1));
-	list_add(&g->slots[cl->slot_pos], cl);
+	list_add(&g->slots[(g->front + slot) & (NSLOTS - 1)], cl);
 	g->full_slots |= 1ULL << slot;
 }
 
@@ -267,13 +263,14 @@ static void unblock_groups(struct sn_qfq *q, uint32_t index, uint64_t old_F)
 /* Start time of a class becoming backlogged (QFQ's update_start). */
 static void update_start(struct sn_qfq *q, struct qfq_class *cl)
 {
-	uint32_t shift = cl->grp->slot_shift;
+	const struct qfq_group *g = &q->groups[cl->grp];
+	uint32_t shift = g->slot_shift;
 	uint64_t roundedF = round_down(cl->F, shift);
 	uint64_t limit = round_down(q->V, shift) + (1ULL << shift);
 
 	if (!sn_time_after(cl->F, q->V) || sn_time_after(roundedF, limit)) {
 		/* stale finish time */
-		uint32_t mask = mask_from(q->bitmaps[ER], cl->grp->index);
+		uint32_t mask = mask_from(q->bitmaps[ER], g->index);
 
 		if (mask) {
 			struct qfq_group *next = first_group(q, mask);
@@ -291,7 +288,7 @@ static void update_start(struct sn_qfq *q, struct qfq_class *cl)
 
 static void activate(struct sn_qfq *q, struct qfq_class *cl, uint32_t len)
 {
-	struct qfq_group *g = cl->grp;
+	struct qfq_group *g = &q->groups[cl->grp];
 	uint64_t roundedS;
 
 	update_start(q, cl);
@@ -384,8 +381,9 @@ static void rebuild_states(struct sn_qfq *q)
 /* Take a backlogged class out of its bucket list (queue untouched). */
 static void deactivate(struct sn_qfq *q, struct qfq_class *cl)
 {
-	struct qfq_group *g = cl->grp;
-	uint32_t pos = cl->slot_pos;
+	struct qfq_group *g = &q->groups[cl->grp];
+	uint32_t pos = (uint32_t)((g->front + ((round_down(cl->S, g->slot_shift) - g->S) >>
+					      g->slot_shift)) & (NSLOTS - 1));
 
 	list_del(cl);
 	if (!g->slots[pos])
@@ -443,7 +441,7 @@ void sn_qfq_free(struct sn_qfq *q)
 
 static struct qfq_class *lookup(const struct sn_qfq *q, uint32_t id)
 {
-	if (id >= q->max_classes || !q->classes[id].present)
+	if (id >= q->max_classes || !q->classes[id].q.lmax)
 		return NULL;
 	return &q->classes[id];
 }
@@ -457,18 +455,18 @@ static void set_wsum(struct sn_qfq *q, uint32_t wsum)
 int sn_qfq_class_add(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lmax)
 {
 	struct qfq_class *cl;
-	uint64_t inv_w;
+	uint32_t inv_w;
 	int idx, rc;
 
 	rc = sn_sched_check_class(q->max_classes, id, weight, lmax);
 	if (rc)
 		return rc;
 	cl = &q->classes[id];
-	if (cl->present)
+	if (cl->q.lmax)
 		return -EEXIST;
 	if ((uint64_t)q->wsum + weight > SN_SCHED_MAX_WSUM)
 		return -ENOSPC;
-	inv_w = ONE_FP / weight;
+	inv_w = (uint32_t)(ONE_FP / weight);
 	idx = calc_index(inv_w, lmax);
 	if (idx < 0)
 		return idx;
@@ -478,10 +476,9 @@ int sn_qfq_class_add(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lm
 		return rc;
 	cl->inv_w = inv_w;
 	cl->weight = weight;
-	cl->lmax = lmax;
-	cl->grp = &q->groups[idx];
+	cl->q.lmax = lmax;
+	cl->grp = (uint32_t)idx;
 	cl->S = cl->F = q->V;
-	cl->present = 1;
 	set_wsum(q, q->wsum + weight);
 	return 0;
 }
@@ -489,7 +486,7 @@ int sn_qfq_class_add(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lm
 int sn_qfq_class_change(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lmax)
 {
 	struct qfq_class *cl = lookup(q, id);
-	uint64_t inv_w;
+	uint32_t inv_w;
 	uint32_t head_len = 0;
 	int idx, rc;
 
@@ -500,7 +497,7 @@ int sn_qfq_class_change(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t
 		return rc;
 	if ((uint64_t)q->wsum - cl->weight + weight > SN_SCHED_MAX_WSUM)
 		return -ENOSPC;
-	inv_w = ONE_FP / weight;
+	inv_w = (uint32_t)(ONE_FP / weight);
 	idx = calc_index(inv_w, lmax);
 	if (idx < 0)
 		return idx;
@@ -511,8 +508,8 @@ int sn_qfq_class_change(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t
 	set_wsum(q, q->wsum - cl->weight + weight);
 	cl->inv_w = inv_w;
 	cl->weight = weight;
-	cl->lmax = lmax;
-	cl->grp = &q->groups[idx];
+	cl->q.lmax = lmax;
+	cl->grp = (uint32_t)idx;
 	if (head_len)
 		activate(q, cl, head_len);
 	return 0;
@@ -532,7 +529,6 @@ int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
 	}
 	set_wsum(q, q->wsum - cl->weight);
 	sn_sched_q_fini(&cl->q);
-	cl->present = 0;
 	return 0;
 }
 
@@ -542,7 +538,7 @@ int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len)
 
 	if (sn_unlikely(!cl))
 		return -ENOENT;
-	if (sn_unlikely(len == 0 || len > cl->lmax))
+	if (sn_unlikely(len == 0 || len > cl->q.lmax))
 		return -EMSGSIZE;
 	if (sn_unlikely(sn_sched_q_full(&cl->q)))
 		return -ENOBUFS;
@@ -669,8 +665,7 @@ int sn_qfq_check(const struct sn_qfq *q)
 				uint64_t rs = round_down(cl->S, g->slot_shift);
 
 				CHECK(cl->pprev == pp, "group %u slot %u links", i, p);
-				CHECK(cl->grp == g, "class in wrong group %u", i);
-				CHECK(cl->slot_pos == p, "class slot_pos");
+				CHECK(cl->grp == i, "class in wrong group %u", i);
 				CHECK(!sn_time_before(rs, g->S) &&
 				      ((rs - g->S) >> g->slot_shift) == off,
 				      "class S outside its slot (group %u slot %u)", i, p);
@@ -685,10 +680,10 @@ int sn_qfq_check(const struct sn_qfq *q)
 	for (uint32_t id = 0; id < q->max_classes; id++) {
 		const struct qfq_class *cl = &q->classes[id];
 
-		if (!cl->present)
+		if (!cl->q.lmax)
 			continue;
 		CHECK(cl->inv_w == ONE_FP / cl->weight, "class %u inv_w", id);
-		CHECK(cl->grp == &q->groups[calc_index(cl->inv_w, cl->lmax)], "class %u group", id);
+		CHECK((int)cl->grp == calc_index(cl->inv_w, cl->q.lmax), "class %u group", id);
 		CHECK(sn_sched_q_count(&cl->q) <= cl->q.mask + 1, "class %u queue count", id);
 		backlog += sn_sched_q_count(&cl->q);
 		wsum += cl->weight;

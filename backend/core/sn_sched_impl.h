@@ -44,13 +44,18 @@ struct sn_sched_qent {
 	uint32_t len;
 };
 
-/* head counts dequeues, tail counts enqueues; both wrap freely (u32). */
+/* head counts dequeues, tail counts enqueues; both wrap freely (u32).
+ * lmax (the class's admission limit, 0 = no class) lives here so that an
+ * enqueue touches one cache line of class state. */
 struct sn_sched_q {
 	struct sn_sched_qent *v;
 	uint32_t head;
 	uint32_t tail;
 	uint32_t mask;
+	uint32_t lmax;
 };
+
+static_assert(sizeof(struct sn_sched_q) == 24, "sn_sched_q layout");
 
 static inline int sn_sched_q_init(struct sn_sched_q *q, uint32_t queue_len)
 {
@@ -61,6 +66,7 @@ static inline int sn_sched_q_init(struct sn_sched_q *q, uint32_t queue_len)
 		return -ENOMEM;
 	q->head = q->tail = 0;
 	q->mask = cap - 1;
+	q->lmax = 0;
 	return 0;
 }
 
@@ -68,6 +74,7 @@ static inline void sn_sched_q_fini(struct sn_sched_q *q)
 {
 	free(q->v);
 	q->v = NULL;
+	q->lmax = 0;
 }
 
 static inline uint32_t sn_sched_q_count(const struct sn_sched_q *q)

@@ -120,7 +120,13 @@ static int run(struct sn_config *cfg)
 		snprintf(cfg->eal.file_prefix, sizeof(cfg->eal.file_prefix), "schednic-%ld", (long)getpid());
 	eal_argc = build_eal_argv(cfg, eal_argv, mem, lcores);
 	if (rte_eal_init(eal_argc, eal_argv) < 0) {
+		const char *dir = rte_eal_get_runtime_dir();
+		size_t dl = dir ? strlen(dir) : 0, pl = strlen(cfg->eal.file_prefix);
+
 		sn_log("EAL init failed: %s", rte_strerror(rte_errno));
+		/* A failed init may already have created our runtime dir. */
+		if (dl > pl && !strcmp(dir + dl - pl, cfg->eal.file_prefix) && dir[dl - pl - 1] == '/')
+			nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 		return 1;
 	}
 	snprintf(runtime_dir, sizeof(runtime_dir), "%s", rte_eal_get_runtime_dir());

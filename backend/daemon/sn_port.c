@@ -12,7 +12,9 @@
  */
 #include "sn_port.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,11 @@ const char *const sn_drop_names[SN_DROP_MAX] = {
 	[SN_DROP_PORT_DOWN] = "port_down",
 	[SN_DROP_HAIRPIN] = "hairpin",
 };
+
+/* Worker-written counters start their own cache line (no false sharing with
+ * the read-mostly and vhost-thread-written fields above them). */
+static_assert(offsetof(struct sn_port, st) % RTE_CACHE_LINE_SIZE == 0, "sn_port.st not cache aligned");
+static_assert(sizeof(struct sn_port) % RTE_CACHE_LINE_SIZE == 0, "sn_port size");
 
 struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */

@@ -34,7 +34,8 @@
 enum sn_port_type { SN_PORT_VHOST, SN_PORT_UPLINK };
 
 enum sn_drop {
-	SN_DROP_NO_MBUF,      /* ingress: mempool empty */
+	SN_DROP_NO_MBUF,      /* ingress: mempool empty (uplink PMD; a guest's
+	                       * frames wait in its TX ring instead) */
 	SN_DROP_RING_FULL,    /* egress: destination ring full (partial enqueue/tx) */
 	SN_DROP_UNKNOWN_DST,  /* reserved: filtered unicast (not used while flooding) */
 	SN_DROP_MALFORMED,    /* ingress: runt frame, multicast source MAC */

@@ -17,6 +17,10 @@
  *  - Time: a client that moves no byte for IDLE_MS (never finishes a line,
  *    never reads its answers, or just sits there) is dropped, so max_clients
  *    slots cannot be held forever. Clients reconnect per command.
+ *  - Connections beyond max_clients get -32002 and are closed. When accept()
+ *    runs out of fds the listener is left alone for PAUSE_MS instead of
+ *    being polled readable in a spin; refusals are logged at most once per
+ *    LOG_EVERY_MS, so a connection flood cannot flood the log either.
  *
  * Requests follow the JSON-RPC 2.0 specification exactly: the id (string,
  * number or null) is echoed; a request without "id" is a notification and
@@ -58,6 +62,8 @@
 #define OUT_HIGH      (256u * 1024)       /* pause reading above this */
 #define OUT_MAX       (16u * 1024 * 1024) /* drop the client above this */
 #define ACCEPT_BURST  256                 /* accepts per poll */
+#define PAUSE_MS      100                 /* accept pause when out of fds */
+#define LOG_EVERY_MS  1000                /* rate of "refused" log lines */
 
 struct method {
 	const char *name;    /* key in srv->schema (borrowed) */
@@ -92,6 +98,9 @@ struct sn_rpc_server {
 	json_t *schema;
 	struct method *methods;
 	size_t nmethods;
+	uint64_t accept_resume; /* no accept before (after EMFILE/ENFILE) */
+	uint64_t refused_log;   /* last "refused" log line */
+	unsigned refused;       /* refused since that line */
 };
 
 static uint64_t now_ms(void)
@@ -635,7 +644,6 @@ static void accept_clients(struct sn_rpc_server *srv, uint64_t now)
 	static const char busy[] =
 		"{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32002,"
 		"\"message\":\"too many clients\"},\"id\":null}\n";
-	unsigned rejected = 0;
 	struct client *c;
 	int fd;
 
@@ -644,6 +652,14 @@ static void accept_clients(struct sn_rpc_server *srv, uint64_t now)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* the connection stays queued: retry later, not in a spin */
+				if (!srv->accept_resume)
+					sn_log("rpc: accept: %s, pausing", strerror(errno));
+				srv->accept_resume = now + PAUSE_MS;
+				return;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				sn_log("rpc: accept: %s", strerror(errno));
 			break;
@@ -651,7 +667,7 @@ static void accept_clients(struct sn_rpc_server *srv, uint64_t now)
 		if (srv->nclients == srv->max_clients) {
 			(void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(fd);
-			rejected++;
+			srv->refused++;
 			continue;
 		}
 		c = &srv->clients[srv->nclients];
@@ -661,14 +677,22 @@ static void accept_clients(struct sn_rpc_server *srv, uint64_t now)
 		c->in = malloc(srv->max_req + 1);
 		if (!c->in) {
 			close(fd);
-			rejected++;
+			srv->refused++;
 			continue;
 		}
 		srv->nclients++;
 	}
-	if (rejected)
-		sn_log("rpc: refused %u connection(s): max_clients (%u) reached",
-			rejected, srv->max_clients);
+	srv->accept_resume = 0;
+}
+
+static void log_refused(struct sn_rpc_server *srv, uint64_t now)
+{
+	if (!srv->refused || now < srv->refused_log + LOG_EVERY_MS)
+		return;
+	sn_log("rpc: refused %u connection(s): max_clients (%u) reached",
+	       srv->refused, srv->max_clients);
+	srv->refused = 0;
+	srv->refused_log = now;
 }
 
 int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms)
@@ -689,7 +713,15 @@ int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms)
 		if (timeout < 0 || d < (uint64_t)timeout)
 			timeout = (int)d;
 	}
-	srv->pfds[0] = (struct pollfd){ .fd = srv->lfd, .events = POLLIN };
+	if (srv->accept_resume) {
+		d = srv->accept_resume > now ? srv->accept_resume - now : 0;
+		if (timeout < 0 || d < (uint64_t)timeout)
+			timeout = (int)d;
+	}
+	if (srv->refused && (timeout < 0 || timeout > LOG_EVERY_MS))
+		timeout = LOG_EVERY_MS;
+	srv->pfds[0] = (struct pollfd){
+		.fd = srv->lfd, .events = now < srv->accept_resume ? 0 : POLLIN };
 	for (i = 0; i < srv->nclients; i++) {
 		struct client *c = &srv->clients[i];
 		short ev = 0;
@@ -740,10 +772,11 @@ int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms)
 	}
 	srv->nclients = j;
 
-	if (srv->pfds[0].revents & POLLIN)
-		accept_clients(srv, now);
-	else if (srv->pfds[0].revents & (POLLERR | POLLNVAL))
+	if (srv->pfds[0].revents & (POLLERR | POLLNVAL))
 		return -EIO;
+	if ((srv->pfds[0].revents & POLLIN) || (srv->accept_resume && now >= srv->accept_resume))
+		accept_clients(srv, now);
+	log_refused(srv, now);
 	return served;
 }
 

@@ -45,6 +45,8 @@
 #define VIRTIO_RXQ 0   /* VM RX: we enqueue */
 #define VIRTIO_TXQ 1   /* VM TX: we dequeue */
 #define AGE_SLICE  256 /* MAC entries aged per loop iteration */
+#define IDLE_SPINS 20000 /* empty polls before napping */
+#define IDLE_NAP_US 50
 #define SN_MIN_U(a, b) ((a) < (b) ? (a) : (b))
 
 struct mac_entry {
@@ -204,7 +206,10 @@ static void flush(struct sn_switch *sw)
 		if (p->type == SN_PORT_VHOST) {
 			k = rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, s->pkts, s->n);
 		} else {
-			k = rte_eth_tx_burst(p->eth_port, 0, s->pkts, s->n);
+			/* tx_prepare fixes offload headers (no-op for most
+			 * PMDs); frames it rejects are dropped like unsent ones. */
+			k = rte_eth_tx_prepare(p->eth_port, 0, s->pkts, s->n);
+			k = rte_eth_tx_burst(p->eth_port, 0, s->pkts, k);
 			/* Unsent: drop the reference stage_add() took. */
 			for (uint16_t j = k; j < s->n; j++)
 				rte_pktmbuf_free(s->pkts[j]);
@@ -280,12 +285,15 @@ int sn_switch_worker(void *arg)
 	struct rte_mbuf *pkts[SN_CONFIG_BURST_MAX];
 	const uint16_t burst = (uint16_t)sw->burst;
 
+	unsigned idle = 0;
+
 	rcu_register_thread();
 	sw->next_scan = rte_rdtsc() + sw->scan_tsc;
 	/* Acquire pairs with the release store in sn_switch_stop(). */
 	while (!__atomic_load_n(&sw->stop, __ATOMIC_ACQUIRE)) {
 		struct sn_port_table *t = sn_ports_table_rcu(sw->reg);
 		uint64_t now = rte_rdtsc();
+		unsigned got = 0;
 
 		for (unsigned i = 0; i < t->n; i++) {
 			struct sn_port *p = t->list[i];
@@ -299,6 +307,7 @@ int sn_switch_worker(void *arg)
 				n = rte_eth_rx_burst(p->eth_port, 0, pkts, burst);
 			if (n)
 				switch_burst(sw, t, p, pkts, n, now);
+			got += n;
 		}
 		/* Ends the read-side use of t and of every port's vid: pairs
 		 * with synchronize_rcu() in sn_port.c (publish, destroy). */
@@ -309,6 +318,13 @@ int sn_switch_worker(void *arg)
 			sw->scan_pos = 0;     /* a full scan once a second */
 			sw->next_scan = now + sw->scan_tsc;
 		}
+		/* Idle back-off: after IDLE_SPINS empty polls, nap between polls
+		 * so an idle daemon leaves its CPU to others (2-core hosts); any
+		 * packet brings back pure busy polling. */
+		if (got)
+			idle = 0;
+		else if (++idle > IDLE_SPINS)
+			rte_delay_us_sleep(IDLE_NAP_US);
 	}
 	rcu_unregister_thread();
 	return 0;

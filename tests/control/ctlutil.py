@@ -3,6 +3,7 @@ rpc_harness process wrapper). Fixtures are in conftest.py."""
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -49,7 +50,7 @@ class Harness:
     kind = "harness"
 
     def __init__(self, binary, workdir: Path, schema: dict, max_req=MAX_REQ,
-                 max_clients=MAX_CLIENTS, socket_path=None):
+                 max_clients=MAX_CLIENTS, socket_path=None, nofile=None):
         self.binary = binary
         self.workdir = workdir
         self.socket = str(socket_path or workdir / "ctl-h.sock")
@@ -58,14 +59,19 @@ class Harness:
         self.log_path = workdir / "harness.log"
         self.args = [str(binary), self.socket, str(self.schema_path), str(max_req),
                      str(max_clients)]
+        self.nofile = nofile
         self.proc = None
 
     def start(self):
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86",
                    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87")
         log = open(self.log_path, "ab")
+        limit = None
+        if self.nofile:
+            def limit():
+                resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=log,
-                                     stdin=subprocess.DEVNULL, env=env)
+                                     stdin=subprocess.DEVNULL, env=env, preexec_fn=limit)
         log.close()
         line = self.proc.stdout.readline()
         assert line == b"ready\n", f"harness did not start:\n{self.log_tail()}"
@@ -86,6 +92,11 @@ class Harness:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the process so far."""
+        f = open(f"/proc/{self.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
     def log_tail(self, n=40) -> str:
         try:

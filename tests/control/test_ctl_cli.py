@@ -14,6 +14,8 @@ def test_exit_codes_and_messages(harness, sn_tmpdir):
     assert r.returncode == 0 and r.stdout.startswith("schednicd 0.1.0")
     r = run_ctl(h.socket, "port-del", "ghost")
     assert r.returncode == 1 and "-32001" in r.stderr and "ghost" in r.stderr
+    r = run_ctl(h.socket, "--json", "stats", "ghost")
+    assert r.returncode == 1 and json.loads(r.stdout)["error"]["code"] == -32001
     r = run_ctl(h.socket, "port-add", "vm0")  # PATH missing
     assert r.returncode == 2
     r = run_ctl(h.socket, "port-add", "vm0", "/tmp/x.sock", "--mode", "sideways")

@@ -215,3 +215,31 @@ def test_fuzzed_requests(harness):
                 if r.get("id") == "end" and "result" in r:
                     break
     assert_serving(h)
+
+
+def test_out_of_fds_pauses_accept_instead_of_spinning(harness):
+    """With RLIMIT_NOFILE exhausted, accept() fails with EMFILE and the
+    connection stays queued: the server must back off, not spin on a
+    readable listener, and serve again once fds are free."""
+    h = harness(max_clients=64, nofile=16)
+    held = []
+    for _ in range(30):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(h.socket)
+        held.append(s)
+    time.sleep(0.5)
+    cpu0, t0 = h.cpu_seconds(), time.monotonic()
+    time.sleep(3)
+    busy = (h.cpu_seconds() - cpu0) / (time.monotonic() - t0)
+    assert "pausing" in h.log_tail()
+    assert busy < 0.15, f"server used {busy:.0%} of a CPU while out of fds"
+    for s in held:
+        s.close()
+    deadline = time.monotonic() + 10
+    while True:  # queued connections are accepted, see EOF, are dropped
+        try:
+            assert_serving(h)
+            break
+        except (ConnectionError, OSError):
+            assert time.monotonic() < deadline, h.log_tail()
+            time.sleep(0.2)

@@ -90,3 +90,42 @@ def test_port_add_del_runtime(schednicd, sn_tmpdir):
         d.rpc("port.del", {"name": "vm9"})
     assert [p["name"] for p in d.rpc("port.list")["ports"]] == ["vm0"]
     assert d.alive()
+
+
+def test_startup_failure_cleans_up(schednicd, sn_tmpdir):
+    bad = {"name": "vm0", "type": "vhost-user", "path": "/proc/sn-nonexistent/vm0.sock",
+           "mode": "server"}
+    d = schednicd(ports=[bad], start=False)
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        d.start(timeout=30)
+    log = d.log_path.read_text()
+    assert "config: ports[0] (vm0, /proc/sn-nonexistent/vm0.sock)" in log
+    assert "stopped (exit 1)" in log
+    assert not Path(d.socket).exists()
+    assert not runtime_dir(d.prefix).exists()
+
+
+def test_port_add_resource_error(schednicd):
+    d = schednicd(ports=[])
+    from snlib.rpc import RpcError
+    with pytest.raises(RpcError) as e:
+        d.rpc("port.add", {"name": "vm0", "path": "/proc/sn-nonexistent/vm0.sock"})
+    assert e.value.code == -32002
+    assert "vm0" in e.value.message
+    assert d.rpc("port.list")["ports"] == []
+    assert d.alive()
+
+
+@pytest.mark.parametrize("sections,expect", [
+    ({"eal": {"extra_args": ["--sn-no-such-eal-flag"]}}, "EAL init failed"),
+    ({"eal": {"memory_mb": 64}, "datapath": {"mbufs": 1 << 20}}, "mempool of 1048576 mbufs"),
+    ({"uplink": "net_sn_no_such_driver0"}, "EAL init failed"),   # factory: uplink=devargs
+], ids=["bad-eal-arg", "mempool-too-big", "bad-uplink-driver"])
+def test_startup_errors_exit_1_and_clean(schednicd, sections, expect):
+    d = schednicd(ports=["vm0"], start=False, **sections)
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        d.start(timeout=60)
+    log = d.log_path.read_text()
+    assert expect in log, log[-2000:]
+    assert not Path(d.socket).exists()
+    assert not runtime_dir(d.prefix).exists(), "DPDK runtime dir left behind"

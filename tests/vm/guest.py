@@ -186,6 +186,16 @@ class Guest:
     def check(self, script, timeout=60):
         return self.run(script, timeout).check(script)
 
+    def iperf(self, server, secs, reverse=False):
+        """TCP iperf3 to `server` for `secs` s; receiver Mbit/s. Bounded by
+        a guest-side timeout so a stalled stream fails fast."""
+        cmd = (f"timeout {secs + 20} iperf3 -c {server} -t {secs} -J "
+               f"--connect-timeout 5000{' -R' if reverse else ''}")
+        r = self.run(cmd, timeout=secs + 60)
+        if r.rc != 0:
+            raise AssertionError(f"{self.name}: {cmd} -> rc {r.rc}\n{r.out[-3000:]}")
+        return iperf_mbps(r.out)
+
     def reboot(self):
         """Reboot the guest from inside; reconnect lazily afterwards."""
         self.conn.sendall(f"r{os.getpid()}x{next(_ids)} "
@@ -219,6 +229,8 @@ class Guest:
 def iperf_mbps(result_json):
     """Receiver-side throughput (Mbit/s) from `iperf3 -J` output."""
     j = json.loads(result_json)
+    if "error" in j or "sum_received" not in j.get("end", {}):
+        raise AssertionError(f"iperf3 failed: {j.get('error', result_json[-2000:])}")
     return j["end"]["sum_received"]["bits_per_second"] / 1e6
 
 

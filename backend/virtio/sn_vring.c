@@ -1,0 +1,529 @@
+/* sn_vring.c — hardened split-virtqueue TX parser, out-of-order used ring.
+ *
+ * Design. Carousel (seed 002, §5.2 "Deferred Completions") returns a
+ * guest's TX descriptor only once its packet has left, which means the
+ * backend walks the guest's split virtqueue itself (virtio 1.1 §2.7) instead
+ * of letting DPDK copy and complete at dequeue, as SPDK's lib/vhost does on
+ * top of rte_vhost. This module is that walker, kept free of DPDK so it can
+ * be unit-tested and fuzzed alone.
+ *
+ * Guest memory is hostile. Three rules follow:
+ *  1. Every guest-shared field is loaded exactly once into a local before it
+ *     is validated (descriptors are copied whole, then checked), so a guest
+ *     rewriting a descriptor mid-walk can change what we read but never make
+ *     a validated value differ from the one we use (no TOCTOU).
+ *  2. Every walk is bounded: a per-chain visited bitmap catches loops on
+ *     the first revisit, the descriptor count is bounded by the queue size
+ *     and by a fixed walk budget, the avail window by the queue size.
+ *  3. Every head we take is either returned (as a packet or as a bad entry
+ *     the caller completes with length 0) or, when no valid completion
+ *     exists (head out of range, head already held), skipped; each outcome
+ *     other than a good packet has its own counter. An avail idx that jumps
+ *     by more than the queue size cannot be interpreted at all: the ring is
+ *     marked broken and not read again (the daemon resets the device).
+ *
+ * Completions may come in any order (VIRTIO_F_IN_ORDER is never
+ * negotiated). Held heads sit on a doubly linked list in pop order, so the
+ * oldest is known in O(1) (out-of-order counting, drop-on-stop, hold-time
+ * limits) and completion of any held id is O(1). A completion for an id not
+ * held is counted and ignored before anything is written to the ring.
+ *
+ * Notification follows virtio 1.1 §2.7.7/§2.7.10: with EVENT_IDX, notify
+ * iff the used idx crossed used_event since the previous flush
+ * (vring_need_event on our own used index, never on DPDK's); without it,
+ * notify unless avail->flags has NO_INTERRUPT.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sn_vring.h"
+
+#define NIL 0xffffu
+/* Descriptors visited per chain: payload segments, up to hdr_len header-only
+ * descriptors (each at least 1 byte) and one indirect pointer. */
+#define WALK_MAX (SN_VRING_MAX_SEGS + 16u)
+#define VISIT_IND 0x10000u
+
+struct sn_vring {
+	/* First cache line: read on every pop/put/flush. */
+	const struct sn_vring_desc *desc;
+	struct sn_vring_avail *avail;
+	struct sn_vring_used *used;
+	uint16_t *used_event;    /* &avail->ring[size] */
+	uint16_t *avail_event;   /* (uint16_t *)&used->ring[size] */
+	uint32_t size, mask;
+	uint32_t max_pkt_len;
+	uint16_t last_avail;     /* next avail slot to take */
+	uint16_t used_shadow;    /* next used slot to write */
+	uint16_t used_pub;       /* used idx last published */
+	uint16_t hdr_len;
+	uint16_t held_first, held_last; /* pop-order list of held ids, NIL if empty */
+	bool event_idx, broken, kick_on;
+
+	/* Per-id and per-walk state, sized by the queue (in the same block). */
+	uint16_t *prev, *next;   /* held list links */
+	uint8_t *held;
+	uint64_t *visit_direct, *visit_ind; /* bitmaps, cleared after each walk */
+
+	struct sn_vring_mem mem;
+	struct sn_vring_stats st;
+};
+
+static const char *const err_names[SN_VRING_E__MAX] = {
+	[SN_VRING_OK] = "ok",
+	[SN_VRING_E_DESC_OOB] = "desc_oob",
+	[SN_VRING_E_LOOP] = "loop",
+	[SN_VRING_E_CHAIN_TOO_LONG] = "chain_too_long",
+	[SN_VRING_E_TOO_MANY_SEGS] = "too_many_segs",
+	[SN_VRING_E_ADDR_OOB] = "addr_oob",
+	[SN_VRING_E_CROSS_REGION] = "cross_region",
+	[SN_VRING_E_ZERO_LEN] = "zero_len",
+	[SN_VRING_E_OVERSIZED] = "oversized",
+	[SN_VRING_E_TOO_SHORT] = "too_short",
+	[SN_VRING_E_BAD_INDIRECT] = "bad_indirect",
+	[SN_VRING_E_WRITE_ONLY] = "write_only",
+	[SN_VRING_E_HEAD_OOB] = "head_oob",
+	[SN_VRING_E_HEAD_BUSY] = "head_busy",
+	[SN_VRING_E_AVAIL_JUMP] = "avail_jump",
+	[SN_VRING_E_BAD_COMPLETION] = "bad_completion",
+};
+
+const char *sn_vring_err_name(enum sn_vring_err e)
+{
+	if ((unsigned)e >= SN_VRING_E__MAX)
+		return "?";
+	return err_names[e];
+}
+
+static int mem_valid(const struct sn_vring_mem *mem)
+{
+	uint32_t i, j;
+
+	if (mem->nregions > SN_VRING_MAX_REGIONS)
+		return 0;
+	for (i = 0; i < mem->nregions; i++) {
+		const struct sn_vring_region *r = &mem->regions[i];
+
+		if (r->size == 0 || r->host_user_addr == 0 ||
+		    r->size - 1 > UINT64_MAX - r->guest_phys_addr ||
+		    r->size - 1 > UINT64_MAX - r->host_user_addr ||
+		    r->host_user_addr + (r->size - 1) > UINTPTR_MAX)
+			return 0;
+		for (j = 0; j < i; j++) {
+			const struct sn_vring_region *q = &mem->regions[j];
+
+			if (r->guest_phys_addr - q->guest_phys_addr < q->size ||
+			    q->guest_phys_addr - r->guest_phys_addr < r->size)
+				return 0;
+		}
+	}
+	return 1;
+}
+
+int sn_vring_set_mem(struct sn_vring *vr, const struct sn_vring_mem *mem)
+{
+	if (mem == NULL || !mem_valid(mem))
+		return -EINVAL;
+	vr->mem = *mem;
+	return 0;
+}
+
+struct sn_vring *sn_vring_create(const struct sn_vring_config *cfg,
+				 const struct sn_vring_mem *mem)
+{
+	static const struct sn_vring_mem no_mem;
+	struct sn_vring *vr;
+	size_t words, off;
+	char *blk;
+
+	if (cfg == NULL || cfg->desc == NULL || cfg->avail == NULL ||
+	    cfg->used == NULL || cfg->size == 0 || cfg->size > SN_VRING_MAX_SIZE ||
+	    (cfg->size & (cfg->size - 1)) != 0 ||
+	    (cfg->hdr_len != 10 && cfg->hdr_len != 12) ||
+	    ((uintptr_t)cfg->desc & 15) != 0 || ((uintptr_t)cfg->avail & 1) != 0 ||
+	    ((uintptr_t)cfg->used & 3) != 0 || (mem != NULL && !mem_valid(mem))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	words = (cfg->size + 63) / 64;
+	off = sizeof(*vr) + (sizeof(*vr) % 8 ? 8 - sizeof(*vr) % 8 : 0);
+	blk = calloc(1, off + 2 * words * 8 + 2 * cfg->size * 2 + cfg->size);
+	if (blk == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	vr = (struct sn_vring *)blk;
+	vr->visit_direct = (uint64_t *)(blk + off);
+	vr->visit_ind = vr->visit_direct + words;
+	vr->prev = (uint16_t *)(vr->visit_ind + words);
+	vr->next = vr->prev + cfg->size;
+	vr->held = (uint8_t *)(vr->next + cfg->size);
+
+	vr->desc = cfg->desc;
+	vr->avail = cfg->avail;
+	vr->used = cfg->used;
+	vr->used_event = &vr->avail->ring[cfg->size];
+	vr->avail_event = (uint16_t *)(void *)&vr->used->ring[cfg->size];
+	vr->size = cfg->size;
+	vr->mask = cfg->size - 1;
+	vr->max_pkt_len = cfg->max_pkt_len ? cfg->max_pkt_len : SN_VRING_DEF_MAX_PKT;
+	vr->last_avail = cfg->last_avail_idx;
+	vr->used_shadow = cfg->last_used_idx;
+	vr->used_pub = cfg->last_used_idx;
+	vr->hdr_len = cfg->hdr_len;
+	vr->event_idx = cfg->event_idx;
+	vr->held_first = vr->held_last = NIL;
+	vr->mem = mem != NULL ? *mem : no_mem;
+	return vr;
+}
+
+void sn_vring_free(struct sn_vring *vr)
+{
+	free(vr);
+}
+
+void *sn_vring_gpa_to_hva(const struct sn_vring *vr, uint64_t gpa,
+			  uint64_t len, enum sn_vring_err *err)
+{
+	const struct sn_vring_region *r;
+	uint64_t last;
+	uint32_t i;
+
+	for (i = 0; i < vr->mem.nregions; i++) {
+		r = &vr->mem.regions[i];
+		if (gpa - r->guest_phys_addr >= r->size)
+			continue;
+		if (len <= r->size - (gpa - r->guest_phys_addr))
+			return (void *)(uintptr_t)(r->host_user_addr +
+						   (gpa - r->guest_phys_addr));
+		break;
+	}
+	*err = SN_VRING_E_ADDR_OOB;
+	if (i == vr->mem.nregions || len - 1 > UINT64_MAX - gpa)
+		return NULL;
+	last = gpa + (len - 1);
+	for (i = 0; i < vr->mem.nregions; i++) {
+		r = &vr->mem.regions[i];
+		if (last - r->guest_phys_addr < r->size) {
+			*err = SN_VRING_E_CROSS_REGION;
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Copy one descriptor out of guest memory exactly once. memcpy because an
+ * indirect table need not be aligned; the compiler-only fence after it
+ * forbids the compiler from re-loading guest memory in place of the copy
+ * (what READ_ONCE does in Linux): all later checks and uses see *d. No CPU
+ * ordering is needed here: the acquire on avail->idx already ordered us
+ * after the driver's descriptor writes. */
+static inline void read_desc(const void *src, struct sn_vring_desc *d)
+{
+	memcpy(d, src, sizeof(*d));
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline int bit_test_set(uint64_t *bm, uint32_t i)
+{
+	uint64_t m = 1ULL << (i & 63);
+	int was = (bm[i >> 6] & m) != 0;
+
+	bm[i >> 6] |= m;
+	return was;
+}
+
+static inline uint32_t min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+struct walk {
+	uint32_t nvis;
+	uint32_t vis[WALK_MAX];
+};
+
+static enum sn_vring_err walk_chain(struct sn_vring *vr, uint16_t head,
+				    struct sn_vring_pkt *p, struct walk *w)
+{
+	const unsigned char *tab = (const unsigned char *)vr->desc;
+	uint64_t *visit = vr->visit_direct;
+	uint32_t n = vr->size, idx = head, ndesc = 0, hdr_got = 0, ind = 0;
+	uint64_t total = 0;
+	struct sn_vring_desc d;
+	enum sn_vring_err e = SN_VRING_OK;
+	unsigned char *host;
+
+	for (;;) {
+		if (idx >= n)
+			return SN_VRING_E_DESC_OOB;
+		if (bit_test_set(visit, idx))
+			return SN_VRING_E_LOOP;
+		w->vis[w->nvis++] = idx | ind;
+		if (w->nvis == WALK_MAX)
+			return SN_VRING_E_TOO_MANY_SEGS;
+		read_desc(tab + (size_t)idx * sizeof(d), &d);
+
+		if (d.flags & SN_VRING_DESC_F_INDIRECT) {
+			/* §2.7.5.3: not nested, not with NEXT, whole entries,
+			 * no longer than the queue. WRITE is ignored on it. */
+			if (ind || (d.flags & SN_VRING_DESC_F_NEXT) || d.len == 0 ||
+			    d.len % sizeof(d) != 0 || d.len / sizeof(d) > vr->size)
+				return SN_VRING_E_BAD_INDIRECT;
+			tab = sn_vring_gpa_to_hva(vr, d.addr, d.len, &e);
+			if (tab == NULL)
+				return SN_VRING_E_BAD_INDIRECT;
+			n = d.len / sizeof(d);
+			visit = vr->visit_ind;
+			ind = VISIT_IND;
+			idx = 0;
+			continue;
+		}
+		/* §2.7.5.3.1: a chain (its buffer descriptors, direct or
+		 * indirect) is no longer than the queue. */
+		if (++ndesc > vr->size)
+			return SN_VRING_E_CHAIN_TOO_LONG;
+		if (d.flags & SN_VRING_DESC_F_WRITE)
+			return SN_VRING_E_WRITE_ONLY;
+		if (d.len == 0)
+			return SN_VRING_E_ZERO_LEN;
+		total += d.len;
+		if (total > (uint64_t)vr->hdr_len + vr->max_pkt_len)
+			return SN_VRING_E_OVERSIZED;
+		host = sn_vring_gpa_to_hva(vr, d.addr, d.len, &e);
+		if (host == NULL)
+			return e;
+		if (hdr_got < vr->hdr_len) {
+			uint32_t k = min_u32(d.len, vr->hdr_len - hdr_got);
+
+			memcpy((unsigned char *)&p->hdr + hdr_got, host, k);
+			hdr_got += k;
+			host += k;
+			d.len -= k;
+		}
+		if (d.len != 0) {
+			if (p->nseg == SN_VRING_MAX_SEGS)
+				return SN_VRING_E_TOO_MANY_SEGS;
+			p->iov[p->nseg].iov_base = host;
+			p->iov[p->nseg].iov_len = d.len;
+			p->nseg++;
+		}
+		if (!(d.flags & SN_VRING_DESC_F_NEXT))
+			break;
+		idx = d.next;
+	}
+	if (total <= vr->hdr_len)
+		return SN_VRING_E_TOO_SHORT;
+	p->len = (uint32_t)(total - vr->hdr_len);
+	return SN_VRING_OK;
+}
+
+static void parse_chain(struct sn_vring *vr, uint16_t head,
+			struct sn_vring_pkt *p)
+{
+	struct walk w;
+	uint32_t i, v;
+
+	memset(&p->hdr, 0, sizeof(p->hdr));
+	p->head = head;
+	p->nseg = 0;
+	p->len = 0;
+	w.nvis = 0;
+	p->err = walk_chain(vr, head, p, &w);
+	for (i = 0; i < w.nvis; i++) {
+		v = w.vis[i];
+		if (v & VISIT_IND)
+			vr->visit_ind[(v & 0xffffu) >> 6] = 0;
+		else
+			vr->visit_direct[v >> 6] = 0;
+	}
+	if (p->err != SN_VRING_OK) {
+		p->nseg = 0;
+		p->len = 0;
+		vr->st.err[p->err]++;
+		vr->st.bad++;
+	} else {
+		vr->st.popped++;
+	}
+}
+
+static void hold(struct sn_vring *vr, uint16_t id)
+{
+	vr->held[id] = 1;
+	vr->next[id] = NIL;
+	vr->prev[id] = vr->held_last;
+	if (vr->held_last == NIL)
+		vr->held_first = id;
+	else
+		vr->next[vr->held_last] = id;
+	vr->held_last = id;
+	if (++vr->st.held > vr->st.held_max)
+		vr->st.held_max = vr->st.held;
+}
+
+static void unhold(struct sn_vring *vr, uint16_t id)
+{
+	uint16_t p = vr->prev[id], n = vr->next[id];
+
+	if (p == NIL)
+		vr->held_first = n;
+	else
+		vr->next[p] = n;
+	if (n == NIL)
+		vr->held_last = p;
+	else
+		vr->prev[n] = p;
+	vr->held[id] = 0;
+	vr->st.held--;
+}
+
+uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
+			 uint32_t max)
+{
+	uint16_t avail_idx, navail, head;
+	uint32_t cnt = 0;
+
+	if (vr->broken || max == 0)
+		return 0;
+	/* Acquire pairs with the driver's write barrier before its avail->idx
+	 * store (virtio_wmb in Linux virtqueue_add_split): the ring entries
+	 * and descriptors it posted are visible to the loads below. */
+	avail_idx = __atomic_load_n(&vr->avail->idx, __ATOMIC_ACQUIRE);
+	navail = (uint16_t)(avail_idx - vr->last_avail);
+	if (navail > vr->size) {
+		vr->broken = true;
+		vr->st.err[SN_VRING_E_AVAIL_JUMP]++;
+		return 0;
+	}
+	while (navail != 0 && cnt < max) {
+		head = __atomic_load_n(&vr->avail->ring[vr->last_avail & vr->mask],
+				       __ATOMIC_RELAXED);
+		vr->last_avail++;
+		navail--;
+		if (head >= vr->size) {
+			vr->st.err[SN_VRING_E_HEAD_OOB]++;
+			continue;
+		}
+		if (vr->held[head]) {
+			vr->st.err[SN_VRING_E_HEAD_BUSY]++;
+			continue;
+		}
+		parse_chain(vr, head, &out[cnt++]);
+		hold(vr, head);
+	}
+	if (vr->kick_on && vr->event_idx)
+		__atomic_store_n(vr->avail_event, vr->last_avail, __ATOMIC_RELAXED);
+	return cnt;
+}
+
+int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len)
+{
+	struct sn_vring_used_elem *e;
+
+	if (id >= vr->size || !vr->held[id]) {
+		vr->st.err[SN_VRING_E_BAD_COMPLETION]++;
+		return -EINVAL;
+	}
+	if (id != vr->held_first)
+		vr->st.out_of_order++;
+	unhold(vr, (uint16_t)id);
+	e = &vr->used->ring[vr->used_shadow & vr->mask];
+	__atomic_store_n(&e->id, id, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->len, len, __ATOMIC_RELAXED);
+	vr->used_shadow++;
+	vr->st.completed++;
+	return 0;
+}
+
+/* virtio 1.1 §2.7.10.1 / Linux vring_need_event(): did the used idx move
+ * from old to new_idx across event? */
+static inline int need_event(uint16_t event, uint16_t new_idx, uint16_t old)
+{
+	return (uint16_t)(new_idx - event - 1) < (uint16_t)(new_idx - old);
+}
+
+int sn_vring_used_flush(struct sn_vring *vr)
+{
+	uint16_t old = vr->used_pub, new_idx = vr->used_shadow;
+	int need;
+
+	if (old == new_idx)
+		return 0;
+	/* Release pairs with the driver's read barrier after loading
+	 * used->idx (virtio_rmb in Linux virtqueue_get_buf_ctx_split): the
+	 * entries written by sn_vring_used_put() are visible first. */
+	__atomic_store_n(&vr->used->idx, new_idx, __ATOMIC_RELEASE);
+	vr->used_pub = new_idx;
+	vr->st.flushes++;
+	/* Full barrier: the used->idx store is ordered before the load of
+	 * used_event / avail->flags. Pairs with the driver's mb() between
+	 * writing used_event (or clearing NO_INTERRUPT) and re-reading
+	 * used->idx (virtqueue_enable_cb_delayed / virtqueue_poll); without
+	 * it both sides can miss each other and the guest sleeps forever. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (vr->event_idx)
+		need = need_event(__atomic_load_n(vr->used_event, __ATOMIC_RELAXED),
+				  new_idx, old);
+	else
+		need = !(__atomic_load_n(&vr->avail->flags, __ATOMIC_RELAXED) &
+			 SN_VRING_AVAIL_F_NO_INTERRUPT);
+	if (need)
+		vr->st.notify++;
+	return need;
+}
+
+void sn_vring_kick_enable(struct sn_vring *vr, bool enable)
+{
+	vr->kick_on = enable;
+	if (vr->event_idx) {
+		/* Disabling = leaving avail_event behind: the driver kicks at
+		 * most once more (§2.7.10). */
+		if (enable)
+			__atomic_store_n(vr->avail_event, vr->last_avail,
+					 __ATOMIC_RELAXED);
+	} else {
+		__atomic_store_n(&vr->used->flags,
+				 enable ? 0 : SN_VRING_USED_F_NO_NOTIFY,
+				 __ATOMIC_RELAXED);
+	}
+	/* Full barrier: our enable is visible before the caller re-polls
+	 * avail->idx. Pairs with the driver's mb() between its avail->idx
+	 * store and its read of avail_event / used->flags
+	 * (virtqueue_kick_prepare_split). */
+	if (enable)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+int sn_vring_oldest_held(const struct sn_vring *vr)
+{
+	return vr->held_first == NIL ? -ENOENT : vr->held_first;
+}
+
+bool sn_vring_is_held(const struct sn_vring *vr, uint32_t id)
+{
+	return id < vr->size && vr->held[id];
+}
+
+void sn_vring_get_base(const struct sn_vring *vr, uint16_t *last_avail_idx,
+		       uint16_t *last_used_idx)
+{
+	*last_avail_idx = vr->last_avail;
+	*last_used_idx = vr->used_pub;
+}
+
+bool sn_vring_is_broken(const struct sn_vring *vr)
+{
+	return vr->broken;
+}
+
+uint32_t sn_vring_size(const struct sn_vring *vr)
+{
+	return vr->size;
+}
+
+const struct sn_vring_stats *sn_vring_stats(const struct sn_vring *vr)
+{
+	return &vr->st;
+}
