@@ -68,7 +68,7 @@ if [ -z "$qemu" ]; then
 	exit 1
 fi
 
-append="console=ttyS0 loglevel=4 panic=-1 sn.name=$name sn.role=$role"
+append="console=ttyS0 loglevel=4 panic=-1 tsc=reliable sn.name=$name sn.role=$role"
 [ -z "$ip" ] || append="$append sn.ip=$ip"
 
 mq=()

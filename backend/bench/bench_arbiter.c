@@ -8,7 +8,9 @@
  * fast enough never to be the limit, with no-op I/O: release() only counts.
  * A decision = one item taken from a mailbox, enqueued, dequeued and
  * released; the result is decisions per second of arbiter time, reported
- * as mops (median of --reps runs).
+ * as mops (median of --reps runs), with the arbiter thread's CPU-time rate
+ * in the note (the machine may be shared). The "/1thread" cases feed the
+ * clients from the arbiter's own loop instead (arbiter inside a worker).
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -65,33 +67,46 @@ static void cb_drop(void *item, enum sn_arbiter_drop cause, void *arg)
 	(void)arg;
 }
 
-/* Feeder: the same item pointers are reused (release/drop never free
- * them), so the feeder's cost is the mailbox inserts only. */
-static void *feeder(void *arg)
+/* One pass of the clients over their mailboxes. The same item pointers
+ * are reused (release/drop never free them), so feeding costs the mailbox
+ * inserts only. */
+static uint32_t feed_pass(struct run *r, void *const (*v)[FEED_BURST])
 {
-	struct run *r = arg;
 	struct sn_mbox *cl = sn_arbiter_clist(r->arb, 0);
-	void *v[NCLIENTS][FEED_BURST];
-	uint32_t c, i, idle = 0;
+	uint32_t c, moved = 0;
 
-	pin_self(1);
+	for (c = 0; c < NCLIENTS; c++) {
+		struct sn_mbox *mb = sn_arbiter_client_mbox(r->cli[c]);
+		uint32_t k = sn_mbox_insert_burst(mb, v[c], FEED_BURST);
+
+		if (k) {
+			(void)sn_mbox_cl_append(cl, mb);
+			moved += k;
+		}
+	}
+	return moved;
+}
+
+static void init_ptrs(struct run *r, void *(*v)[FEED_BURST])
+{
+	uint32_t c, i;
+
 	for (c = 0; c < NCLIENTS; c++)
 		for (i = 0; i < FEED_BURST; i++)
 			v[c][i] = &r->items[c][i];
+}
+
+static void *feeder(void *arg)
+{
+	struct run *r = arg;
+	void *v[NCLIENTS][FEED_BURST];
+	uint32_t idle = 0;
+
+	pin_self(1);
+	init_ptrs(r, v);
 	atomic_store_explicit(&r->ready, 1, memory_order_release);
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
-		uint32_t moved = 0;
-
-		for (c = 0; c < NCLIENTS; c++) {
-			struct sn_mbox *mb = sn_arbiter_client_mbox(r->cli[c]);
-			uint32_t k = sn_mbox_insert_burst(mb, v[c], FEED_BURST);
-
-			if (k) {
-				(void)sn_mbox_cl_append(cl, mb);
-				moved += k;
-			}
-		}
-		if (moved == 0 && ++idle >= 64) {
+		if (feed_pass(r, (void *const (*)[FEED_BURST])v) == 0 && ++idle >= 64) {
 			idle = 0;
 			sched_yield();
 		}
@@ -108,9 +123,13 @@ static uint64_t thread_cpu_ns(void)
 }
 
 /* Wall ns per decision; *cpu_ns gets the arbiter thread's CPU ns per
- * decision (what the arbiter costs when it is not preempted). */
-static double run_once(enum sn_sched_algo algo, uint64_t target, double *cpu_ns)
+ * decision (what the arbiter costs when it is not preempted). With
+ * one_thread the clients are fed from the arbiter's own loop (the
+ * arbiter folded into a worker, single-core hosts). */
+static double run_once(enum sn_sched_algo algo, int one_thread, uint64_t target,
+		       double *cpu_ns)
 {
+	void *v[NCLIENTS][FEED_BURST];
 	struct sn_arbiter_params p;
 	struct run *r = aligned_alloc(SN_CACHE_LINE, (sizeof(*r) + SN_CACHE_LINE - 1) &
 				      ~(size_t)(SN_CACHE_LINE - 1));
@@ -153,17 +172,29 @@ static double run_once(enum sn_sched_algo algo, uint64_t target, double *cpu_ns)
 	}
 	pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
 	pin_self(0);
-	pthread_create(&tf, NULL, feeder, r);
-	while (!atomic_load_explicit(&r->ready, memory_order_acquire))
-		sched_yield();
-	c0 = thread_cpu_ns();
-	t0 = sn_bench_now_ns();
-	while (r->released < target)
-		sn_arbiter_do_scan(r->arb, sn_bench_now_ns());
-	t1 = sn_bench_now_ns();
-	c1 = thread_cpu_ns();
-	atomic_store_explicit(&r->stop, 1, memory_order_relaxed);
-	pthread_join(tf, NULL);
+	if (one_thread) {
+		init_ptrs(r, v);
+		c0 = thread_cpu_ns();
+		t0 = sn_bench_now_ns();
+		while (r->released < target) {
+			feed_pass(r, (void *const (*)[FEED_BURST])v);
+			sn_arbiter_do_scan(r->arb, sn_bench_now_ns());
+		}
+		t1 = sn_bench_now_ns();
+		c1 = thread_cpu_ns();
+	} else {
+		pthread_create(&tf, NULL, feeder, r);
+		while (!atomic_load_explicit(&r->ready, memory_order_acquire))
+			sched_yield();
+		c0 = thread_cpu_ns();
+		t0 = sn_bench_now_ns();
+		while (r->released < target)
+			sn_arbiter_do_scan(r->arb, sn_bench_now_ns());
+		t1 = sn_bench_now_ns();
+		c1 = thread_cpu_ns();
+		atomic_store_explicit(&r->stop, 1, memory_order_relaxed);
+		pthread_join(tf, NULL);
+	}
 	pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
 	ns = (double)(t1 - t0) / (double)r->released;
 	*cpu_ns = (double)(c1 - c0) / (double)r->released;
@@ -174,7 +205,8 @@ out:
 	return ns;
 }
 
-static void run_case(const char *name, enum sn_sched_algo algo, const char *algo_name)
+static void run_case(const char *name, enum sn_sched_algo algo, int one_thread,
+		     const char *algo_name)
 {
 	uint64_t target = (uint64_t)(20000000.0 * sn_bench_scale());
 	int reps = sn_bench_reps(), k;
@@ -188,7 +220,7 @@ static void run_case(const char *name, enum sn_sched_algo algo, const char *algo
 	if (target < 100000)
 		target = 100000;
 	for (k = 0; k < reps; k++) {
-		v[k] = run_once(algo, target, &cpu[k]);
+		v[k] = run_once(algo, one_thread, target, &cpu[k]);
 		if (v[k] < 0) {
 			fprintf(stderr, "bench_arbiter: %s: setup failed\n", name);
 			return;
@@ -202,7 +234,9 @@ static void run_case(const char *name, enum sn_sched_algo algo, const char *algo
 
 void sn_bench_arbiter(void)
 {
-	run_case("arbiter/do_scan/clients=64", SN_SCHED_QFQ, "QFQ");
-	run_case("arbiter/do_scan/clients=64/drr", SN_SCHED_DRR, "DRR");
-	run_case("arbiter/do_scan/clients=64/fifo", SN_SCHED_FIFO, "FIFO");
+	run_case("arbiter/do_scan/clients=64", SN_SCHED_QFQ, 0, "QFQ");
+	run_case("arbiter/do_scan/clients=64/drr", SN_SCHED_DRR, 0, "DRR");
+	run_case("arbiter/do_scan/clients=64/fifo", SN_SCHED_FIFO, 0, "FIFO");
+	run_case("arbiter/do_scan/clients=64/1thread", SN_SCHED_QFQ, 1, "QFQ, fed inline");
+	run_case("arbiter/do_scan/clients=64/1thread/fifo", SN_SCHED_FIFO, 1, "FIFO, fed inline");
 }

@@ -2,13 +2,23 @@
  *
  * qfq/enq_deq/classes=1024, drr/enq_deq/classes=1024,
  * fifo/enq_deq/classes=1024: 1024 classes with weights uniform in 1..1000
- * (lmax 1500), a steady backlog of 8 items per class (8192 queued) spread
- * by the scheduler itself; one op = one dequeue + one enqueue of a packet
- * of random length (64..1500) to a random class (precomputed sequences, so
- * the RNG is outside the timed loop). If that class's queue is full the
- * packet goes to the class just served. Timed after a warm-up of one pass;
- * ns/op is per enqueue+dequeue pair, median of --reps runs. The same
- * sequences drive all three schedulers.
+ * (lmax 1500), 8 items queued per class at the start (8192 in total, kept
+ * constant); one op = one dequeue + one enqueue of a packet of random
+ * length (64..1500) to a random class drawn with probability proportional
+ * to its weight, so arrivals match each class's service share and the
+ * backlog stays spread over all classes (a saturated link where every
+ * class is busy: the case a fair scheduler is for).
+ *
+ * qfq/enq_deq_uniform/classes=1024, drr/enq_deq_uniform/classes=1024: the
+ * same with classes drawn uniformly. Then the backlog drifts into the
+ * low-weight classes and most enqueues find their class empty: QFQ
+ * re-activates a class (timestamps, bucket insert, group state) on ~80 % of
+ * enqueues, while DRR serves each class's whole small queue in one visit.
+ *
+ * Sequences are precomputed (RNG outside the timed loop); if the drawn
+ * class's queue is full the packet goes to the class just served. Timed
+ * after a warm-up of one pass; ns/op is per enqueue+dequeue pair, median of
+ * --reps runs. The same sequences drive every scheduler.
  *
  * Goals (issue 3): QFQ <= 40 ns per pair (QFQ paper: ~110 ns), within 1.5x
  * of DRR.
@@ -26,7 +36,9 @@
 #define SEQ       (1u << 16)
 
 static uint32_t seq_cls[SEQ];
+static uint32_t seq_uni[SEQ];
 static uint32_t seq_len[SEQ];
+static uint32_t weight[NCLASSES];
 
 static uint64_t rng_s = 0x2545f4914f6cdd1dull;
 
@@ -43,15 +55,13 @@ static struct sn_sched *setup(enum sn_sched_algo algo)
 	struct sn_sched_params p = { .algo = algo, .max_classes = NCLASSES,
 				     .queue_len = QUEUE_LEN, .drr_quantum = 1514 };
 	struct sn_sched *s = sn_sched_create(&p);
-	uint64_t saved = rng_s;
 
 	if (!s) {
 		perror("bench_sched: sn_sched_create");
 		exit(1);
 	}
-	rng_s = 0x9e3779b97f4a7c15ull;  /* same weights for every algorithm */
 	for (uint32_t c = 0; c < NCLASSES; c++) {
-		if (sn_sched_class_add(s, c, 1 + (uint32_t)(xorshift() % 1000), 1500)) {
+		if (sn_sched_class_add(s, c, weight[c], 1500)) {
 			fprintf(stderr, "bench_sched: class_add failed\n");
 			exit(1);
 		}
@@ -59,11 +69,10 @@ static struct sn_sched *setup(enum sn_sched_algo algo)
 			sn_sched_enqueue(s, c, (void *)(uintptr_t)(c * PER_CLASS + i + 1),
 					 seq_len[(c * PER_CLASS + i) & (SEQ - 1)]);
 	}
-	rng_s = saved;
 	return s;
 }
 
-static uint64_t run(struct sn_sched *s, uint64_t n)
+static uint64_t run(struct sn_sched *s, const uint32_t *cls_seq, uint64_t n)
 {
 	uint64_t acc = 0;
 
@@ -72,13 +81,14 @@ static uint64_t run(struct sn_sched *s, uint64_t n)
 		void *item = sn_sched_dequeue(s, &len, &cls);
 
 		acc += len;
-		if (sn_sched_enqueue(s, seq_cls[j], item, seq_len[j]))
+		if (sn_sched_enqueue(s, cls_seq[j], item, seq_len[j]))
 			sn_sched_enqueue(s, cls, item, seq_len[j]);
 	}
 	return acc;
 }
 
-static void bench_one(const char *name, enum sn_sched_algo algo, uint64_t n)
+static void bench_one(const char *name, enum sn_sched_algo algo, const uint32_t *seq,
+		      uint64_t n)
 {
 	int reps = sn_bench_reps(), r;
 	double v[64];
@@ -91,9 +101,9 @@ static void bench_one(const char *name, enum sn_sched_algo algo, uint64_t n)
 		struct sn_sched *s = setup(algo);
 		uint64_t t0, t1;
 
-		sn_bench_sink(run(s, SEQ));  /* warm-up pass */
+		sn_bench_sink(run(s, seq, SEQ));  /* warm-up pass */
 		t0 = sn_bench_now_ns();
-		sn_bench_sink(run(s, n));
+		sn_bench_sink(run(s, seq, n));
 		t1 = sn_bench_now_ns();
 		if (sn_sched_backlog(s) != NCLASSES * PER_CLASS) {
 			fprintf(stderr, "bench_sched: %s lost items\n", name);
@@ -111,11 +121,33 @@ void sn_bench_sched(void)
 
 	if (n < SEQ)
 		n = SEQ;
+	static uint64_t cum[NCLASSES];
+	uint64_t wsum = 0;
+
+	for (uint32_t c = 0; c < NCLASSES; c++) {
+		weight[c] = 1 + (uint32_t)(xorshift() % 1000);
+		wsum += weight[c];
+		cum[c] = wsum;
+	}
 	for (uint32_t i = 0; i < SEQ; i++) {
-		seq_cls[i] = (uint32_t)(xorshift() % NCLASSES);
+		uint64_t r = xorshift() % wsum;
+		uint32_t lo = 0, hi = NCLASSES - 1;
+
+		while (lo < hi) {  /* first c with cum[c] > r */
+			uint32_t mid = (lo + hi) / 2;
+
+			if (cum[mid] > r)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		seq_cls[i] = lo;
+		seq_uni[i] = (uint32_t)(xorshift() % NCLASSES);
 		seq_len[i] = 64 + (uint32_t)(xorshift() % (1500 - 63));
 	}
-	bench_one("qfq/enq_deq/classes=1024", SN_SCHED_QFQ, n);
-	bench_one("drr/enq_deq/classes=1024", SN_SCHED_DRR, n);
-	bench_one("fifo/enq_deq/classes=1024", SN_SCHED_FIFO, n);
+	bench_one("qfq/enq_deq/classes=1024", SN_SCHED_QFQ, seq_cls, n);
+	bench_one("drr/enq_deq/classes=1024", SN_SCHED_DRR, seq_cls, n);
+	bench_one("fifo/enq_deq/classes=1024", SN_SCHED_FIFO, seq_cls, n);
+	bench_one("qfq/enq_deq_uniform/classes=1024", SN_SCHED_QFQ, seq_uni, n);
+	bench_one("drr/enq_deq_uniform/classes=1024", SN_SCHED_DRR, seq_uni, n);
 }

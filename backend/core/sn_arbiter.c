@@ -14,18 +14,20 @@
  *
  * Link. link_idle is the time the emulated link finishes the last item
  * released, i.e. when the next one may start. While link_idle <= now (an
- * item may start at exactly now; PSPAT's "<" on a coarser clock) the
- * scheduler picks the next item and
- * link_idle advances by (len + overhead) * 8e9 / link_bps ns, computed
- * exactly: the integer quotient is added and the remainder (in units of
- * 1/link_bps ns) is carried, so the release times never drift from the
- * ideal line however long the link stays busy. The quotient/remainder of
- * the last length is cached; fixed-size traffic costs no division. When
- * the scheduler has run empty, the next scan moves link_idle up to now
- * (Fig. 5 line 14, applied when traffic resumes so that an idle link earns
- * no credit, not even one scan interval); when scans come late while
- * backlogged, the link
- * catches up, but by at most slack_ns: beyond that link_idle resets to now.
+ * item may start at exactly now; PSPAT writes "<" on a coarser clock) the
+ * scheduler picks the next item and link_idle advances by
+ * (len + overhead) * 8e9 / link_bps ns, computed exactly: the integer
+ * quotient is added and the remainder (in units of 1/link_bps ns) is
+ * carried, so release times never drift from the ideal line however long
+ * the link stays busy. The division is done with a precomputed reciprocal
+ * and an exact correction step (two multiplies, no divide instruction:
+ * lengths vary packet to packet, and a 64-bit divide would cost more than
+ * the rest of the decision). When the scheduler has run
+ * empty, the next scan moves link_idle up to now (Fig. 5 line 14, applied
+ * when traffic resumes, so an idle link earns no credit, not even one scan
+ * interval). When scans come late while backlogged, the link catches up,
+ * but by at most slack_ns: beyond that link_idle resets to now, so a
+ * stalled arbiter never bursts more than slack_ns worth of traffic.
  *
  * Everything here runs on the arbiter thread; the only shared memory is the
  * mailboxes and lists, whose ordering rules are in sn_mbox.h.
@@ -59,9 +61,7 @@ struct sn_arbiter {
 	int link_was_idle;       /* the scheduler ran empty in an earlier scan */
 	uint32_t overhead;
 	uint32_t read_limit;
-	uint64_t tx_bytes;       /* cache: len + overhead of the last item ... */
-	uint64_t tx_q;           /* ... its ns ... */
-	uint64_t tx_r;           /* ... and remainder */
+	uint64_t inv_bps;        /* floor((2^64 - 1) / link_bps), for exact division */
 	uint32_t (*item_len)(const void *item, void *arg);
 	uint32_t len_offset;
 	void (*release)(void *const *items, uint32_t n, void *arg);
@@ -113,6 +113,7 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
 	arb->link_idle = now_ns;
 	arb->link_was_idle = 1;
 	arb->link_bps = p->link_bps;
+	arb->inv_bps = UINT64_MAX / p->link_bps;
 	arb->overhead = p->overhead_bytes;
 	arb->slack_ns = p->slack_ns;
 	arb->read_limit = p->read_limit ? p->read_limit : DEFAULT_READ_LIMIT;
@@ -348,20 +349,20 @@ static void scan_inputs(struct sn_arbiter *arb)
 	arb->last_in = in;
 }
 
-/* link_idle += (len + overhead) * 8e9 / link_bps, exactly. */
+/* link_idle += (len + overhead) * 8e9 / link_bps, exactly. num < 2^50, so
+ * the reciprocal estimate is at most 2 below the true quotient. */
 static inline void link_advance(struct sn_arbiter *arb, uint32_t len)
 {
-	uint64_t bytes = (uint64_t)len + arb->overhead;
+	uint64_t num = ((uint64_t)len + arb->overhead) * 8000000000ull;
+	uint64_t q = (uint64_t)(((unsigned __int128)num * arb->inv_bps) >> 64);
+	uint64_t r = num - q * arb->link_bps;
 
-	if (sn_unlikely(bytes != arb->tx_bytes)) {
-		uint64_t num = bytes * 8ull * 1000000000ull;
-
-		arb->tx_bytes = bytes;
-		arb->tx_q = num / arb->link_bps;
-		arb->tx_r = num % arb->link_bps;
+	while (sn_unlikely(r >= arb->link_bps)) {
+		q++;
+		r -= arb->link_bps;
 	}
-	arb->link_idle += arb->tx_q;
-	arb->link_rem += arb->tx_r;
+	arb->link_idle += q;
+	arb->link_rem += r;
 	if (arb->link_rem >= arb->link_bps) {
 		arb->link_rem -= arb->link_bps;
 		arb->link_idle++;
@@ -418,7 +419,7 @@ int sn_arbiter_set_link(struct sn_arbiter *arb, uint64_t link_bps, uint32_t over
 	arb->link_bps = link_bps;
 	arb->overhead = overhead_bytes;
 	arb->link_rem = 0;
-	arb->tx_bytes = 0;       /* invalidate the cache */
+	arb->inv_bps = UINT64_MAX / link_bps;
 	return 0;
 }
 

@@ -13,9 +13,11 @@
  *
  * Output is a callback, not a TX mailbox: the caller chooses whether
  * release() transmits directly (arbiter = dispatcher, PSPAT §3.3), pushes to
- * a dispatcher's sn_mbox, or records completions. Items the scheduler
- * refuses are never lost: they go to `drop` with a cause, are counted, and
- * the client's backpressure flag is set.
+ * a dispatcher's sn_mbox (PSPAT's TX mailboxes), or pushes each item back
+ * to a "granted" sn_mbox of the worker that owns it, which transmits and
+ * completes it itself (MYSCHED's drain(): the arbiter only decides).
+ * Items the scheduler refuses are never lost: they go to `drop` with a
+ * cause, are counted, and the client's backpressure flag is set.
  *
  * Threads. Every sn_arbiter_* function except the producer-side inline
  * sn_arbiter_submit() must be called by one thread at a time, the
@@ -29,8 +31,10 @@
  * client list, for one scan after being replaced there, and for as long as
  * a scan hits its read limit. A client list append fails only if the list
  * is full; the list's overflow flag then makes the next scan visit every
- * client once (sn_mbox_cl_overflowed), so an item submitted before a scan
- * starts is read by that scan (up to Δ_A per mailbox) — never stranded.
+ * client once (sn_mbox_cl_overflowed). So an item submitted before a scan
+ * starts is read by that scan unless Δ_A items precede it in its mailbox;
+ * with read_limit >= the mailbox capacity, everything submitted before
+ * do_scan begins is in the scheduler before it dequeues (PSPAT §3.4).
  */
 #ifndef SN_ARBITER_H
 #define SN_ARBITER_H

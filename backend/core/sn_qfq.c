@@ -24,11 +24,14 @@
  * 2^46 (64 KiB at weight 1): 27 groups, each with 64 slots.
  *
  * Bounds (the Linux CVE-2023-31436 class of bug): the group index computed
- * from (lmax, weight) is checked against the group array; enqueue rejects
- * packets longer than the class lmax; and because lmax may be lowered while
- * longer packets are still queued (sn_sched.h allows it), a timestamp that
- * would leave the bucket list is clamped back into it (as Linux QFQ+'s
- * qfq_slot_insert does) and counted, instead of indexing past the array.
+ * from (lmax, weight) is checked against the group array, and enqueue
+ * rejects packets longer than the class lmax. sn_sched.h lets lmax be
+ * lowered while longer packets are queued: then the class's group is sized
+ * for the longest queued packet (glmax) until the class next goes idle, so
+ * QFQ's invariant F - S <= sigma_i keeps holding (Linux trusted lmax here
+ * and indexed past its bucket list). As a last line of defence, a start
+ * time that would still leave the bucket list is clamped back into it (as
+ * Linux QFQ+'s qfq_slot_insert does) and counted (sn_qfq_clamps()).
  *
  * Class add / delete / change while backlogged: the class is taken out of
  * its bucket (deactivate), the group sets are recomputed from their
@@ -61,15 +64,15 @@ struct qfq_class {
 	struct sn_sched_q q;         /* q.lmax != 0 <=> class exists */
 	uint64_t S;
 	uint64_t F;
-	struct qfq_class *next;      /* bucket list of the slot */
-	struct qfq_class **pprev;
+	struct qfq_class *next;      /* bucket list of the slot (singly linked) */
+	uint32_t glmax;              /* length the group is sized for, >= q.lmax */
+	uint32_t pad;
 	uint32_t inv_w;              /* ONE_FP / weight, <= 2^30 */
 	uint32_t grp;                /* group index */
-	/* Second cache line: configuration. */
-	uint32_t weight SN_CACHE_ALIGNED;
 } SN_CACHE_ALIGNED;
 
-static_assert(offsetof(struct qfq_class, weight) == SN_CACHE_LINE, "qfq_class line 1");
+/* One line per class; weights (control path only) live in sn_qfq.weights. */
+static_assert(sizeof(struct qfq_class) == SN_CACHE_LINE, "qfq_class is one line");
 
 struct qfq_group {
 	uint64_t S;
@@ -89,6 +92,7 @@ struct sn_qfq {
 	uint64_t backlog;
 	struct qfq_class *classes;
 	/* Read mostly. */
+	uint32_t *weights;
 	uint32_t max_classes;
 	uint32_t queue_len;
 	uint32_t wsum;
@@ -152,22 +156,26 @@ static int calc_state(const struct sn_qfq *q, const struct qfq_group *g)
 	return state;
 }
 
-static void list_add(struct qfq_class **head, struct qfq_class *cl)
+/* Bucket lists are singly linked: the datapath only pushes at a slot's
+ * head and pops the front slot's head, so neither touches another class's
+ * cache line; removal from the middle (class delete / change) walks the
+ * slot. */
+static void list_push(struct qfq_class **head, struct qfq_class *cl)
 {
 	cl->next = *head;
-	if (cl->next)
-		cl->next->pprev = &cl->next;
-	cl->pprev = head;
 	*head = cl;
 }
 
-static void list_del(struct qfq_class *cl)
+static void list_remove(struct qfq_class **head, struct qfq_class *cl)
 {
-	*cl->pprev = cl->next;
-	if (cl->next)
-		cl->next->pprev = cl->pprev;
+	struct qfq_class **pp = head;
+
+	while (*pp != cl) {
+		SN_VERIFY(*pp);
+		pp = &(*pp)->next;
+	}
+	*pp = cl->next;
 	cl->next = NULL;
-	cl->pprev = NULL;
 }
 
 /* Insert cl at its rounded start; clamp a start beyond the bucket list. */
@@ -184,7 +192,7 @@ static void slot_insert(struct sn_qfq *q, struct qfq_group *g, struct qfq_class 
 		slot = NSLOTS - 2;
 		q->clamps++;
 	}
-	list_add(&g->slots[(g->front + slot) & (NSLOTS - 1)], cl);
+	list_push(&g->slots[(g->front + slot) & (NSLOTS - 1)], cl);
 	g->full_slots |= 1ULL << slot;
 }
 
@@ -192,7 +200,8 @@ static void front_slot_remove(struct qfq_group *g)
 {
 	struct qfq_class *cl = g->slots[g->front];
 
-	list_del(cl);
+	g->slots[g->front] = cl->next;
+	cl->next = NULL;
 	if (!g->slots[g->front])
 		g->full_slots &= ~1ULL;
 }
@@ -385,7 +394,7 @@ static void deactivate(struct sn_qfq *q, struct qfq_class *cl)
 	uint32_t pos = (uint32_t)((g->front + ((round_down(cl->S, g->slot_shift) - g->S) >>
 					      g->slot_shift)) & (NSLOTS - 1));
 
-	list_del(cl);
+	list_remove(&g->slots[pos], cl);
 	if (!g->slots[pos])
 		g->full_slots &= ~(1ULL << ((pos - g->front) & (NSLOTS - 1)));
 	cl->F = cl->S;
@@ -413,6 +422,9 @@ struct sn_qfq *sn_qfq_create(uint32_t max_classes, uint32_t queue_len)
 	if (!q->classes)
 		goto free_q;
 	memset(q->classes, 0, sizeof(*q->classes) * max_classes);
+	q->weights = calloc(max_classes, sizeof(*q->weights));
+	if (!q->weights)
+		goto free_classes;
 	q->max_classes = max_classes;
 	q->queue_len = queue_len;
 	q->iwsum = ONE_FP;
@@ -422,6 +434,8 @@ struct sn_qfq *sn_qfq_create(uint32_t max_classes, uint32_t queue_len)
 	}
 	return q;
 
+free_classes:
+	free(q->classes);
 free_q:
 	free(q);
 fail:
@@ -435,6 +449,7 @@ void sn_qfq_free(struct sn_qfq *q)
 		return;
 	for (uint32_t i = 0; i < q->max_classes; i++)
 		sn_sched_q_fini(&q->classes[i].q);
+	free(q->weights);
 	free(q->classes);
 	free(q);
 }
@@ -475,8 +490,9 @@ int sn_qfq_class_add(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lm
 	if (rc)
 		return rc;
 	cl->inv_w = inv_w;
-	cl->weight = weight;
+	q->weights[id] = weight;
 	cl->q.lmax = lmax;
+	cl->glmax = lmax;
 	cl->grp = (uint32_t)idx;
 	cl->S = cl->F = q->V;
 	set_wsum(q, q->wsum + weight);
@@ -495,19 +511,26 @@ int sn_qfq_class_change(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t
 	rc = sn_sched_check_class(q->max_classes, id, weight, lmax);
 	if (rc)
 		return rc;
-	if ((uint64_t)q->wsum - cl->weight + weight > SN_SCHED_MAX_WSUM)
+	if ((uint64_t)q->wsum - q->weights[id] + weight > SN_SCHED_MAX_WSUM)
 		return -ENOSPC;
 	inv_w = (uint32_t)(ONE_FP / weight);
 	idx = calc_index(inv_w, lmax);
 	if (idx < 0)
 		return idx;
+	cl->glmax = lmax;
 	if (sn_sched_q_count(&cl->q)) {
+		/* queued packets longer than the new lmax stay valid: size the
+		 * group for them until the class next goes idle */
+		for (uint32_t i = cl->q.head; i != cl->q.tail; i++)
+			cl->glmax = SN_MAX(cl->glmax, cl->q.v[i & cl->q.mask].len);
+		idx = calc_index(inv_w, cl->glmax);
+		SN_VERIFY(idx >= 0);
 		head_len = sn_sched_q_head_len(&cl->q);
 		deactivate(q, cl);
 	}
-	set_wsum(q, q->wsum - cl->weight + weight);
+	set_wsum(q, q->wsum - q->weights[id] + weight);
 	cl->inv_w = inv_w;
-	cl->weight = weight;
+	q->weights[id] = weight;
 	cl->q.lmax = lmax;
 	cl->grp = (uint32_t)idx;
 	if (head_len)
@@ -527,7 +550,8 @@ int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
 		q->backlog -= sn_sched_q_count(&cl->q);
 		sn_sched_q_flush(&cl->q, drop, arg);
 	}
-	set_wsum(q, q->wsum - cl->weight);
+	set_wsum(q, q->wsum - q->weights[id]);
+	q->weights[id] = 0;
 	sn_sched_q_fini(&cl->q);
 	return 0;
 }
@@ -544,8 +568,14 @@ int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len)
 		return -ENOBUFS;
 	sn_sched_q_push(&cl->q, item, len);
 	q->backlog++;
-	if (sn_sched_q_count(&cl->q) == 1)
+	if (sn_sched_q_count(&cl->q) == 1) {
+		if (sn_unlikely(cl->glmax != cl->q.lmax)) {
+			/* oversize packets from before an lmax change are gone */
+			cl->glmax = cl->q.lmax;
+			cl->grp = (uint32_t)calc_index(cl->inv_w, cl->glmax);
+		}
 		activate(q, cl, len);
+	}
 	return 0;
 }
 
@@ -658,13 +688,13 @@ int sn_qfq_check(const struct sn_qfq *q)
 		for (uint32_t p = 0; p < NSLOTS; p++) {
 			uint32_t off = (p - g->front) & (NSLOTS - 1);
 			int full = !!(g->full_slots & (1ULL << off));
-			struct qfq_class *const *pp = &g->slots[p];
+			uint64_t len = 0;
 
 			CHECK(full == !!g->slots[p], "group %u slot %u bitmap", i, p);
 			for (const struct qfq_class *cl = g->slots[p]; cl; cl = cl->next) {
 				uint64_t rs = round_down(cl->S, g->slot_shift);
 
-				CHECK(cl->pprev == pp, "group %u slot %u links", i, p);
+				CHECK(++len <= q->max_classes, "group %u slot %u list cycles", i, p);
 				CHECK(cl->grp == i, "class in wrong group %u", i);
 				CHECK(!sn_time_before(rs, g->S) &&
 				      ((rs - g->S) >> g->slot_shift) == off,
@@ -672,7 +702,6 @@ int sn_qfq_check(const struct sn_qfq *q)
 				CHECK(sn_sched_q_count(&cl->q) > 0, "empty class linked");
 				CHECK(cl->F == cl->S + (uint64_t)sn_sched_q_head_len(&cl->q) * cl->inv_w,
 				      "class F != S + len/w");
-				pp = &cl->next;
 				linked++;
 			}
 		}
@@ -682,11 +711,15 @@ int sn_qfq_check(const struct sn_qfq *q)
 
 		if (!cl->q.lmax)
 			continue;
-		CHECK(cl->inv_w == ONE_FP / cl->weight, "class %u inv_w", id);
-		CHECK((int)cl->grp == calc_index(cl->inv_w, cl->q.lmax), "class %u group", id);
+		CHECK(cl->inv_w == ONE_FP / q->weights[id], "class %u inv_w", id);
+		CHECK(cl->glmax >= cl->q.lmax, "class %u glmax", id);
+		CHECK((int)cl->grp == calc_index(cl->inv_w, cl->glmax), "class %u group", id);
+		for (uint32_t k = cl->q.head; k != cl->q.tail; k++)
+			CHECK(cl->q.v[k & cl->q.mask].len <= cl->glmax,
+			      "class %u queues a packet longer than its group allows", id);
 		CHECK(sn_sched_q_count(&cl->q) <= cl->q.mask + 1, "class %u queue count", id);
 		backlog += sn_sched_q_count(&cl->q);
-		wsum += cl->weight;
+		wsum += q->weights[id];
 		active += sn_sched_q_count(&cl->q) > 0;
 	}
 	CHECK(backlog == q->backlog, "backlog %llu != %llu", (unsigned long long)backlog,

@@ -16,10 +16,10 @@
  *     extract.
  *   - If S > front + slots - 1 (beyond the horizon), the insert either
  *     clamps it to the last slot or fails with -ERANGE, per call.
- *   - Called "on time" (extract at every next_due() value, or at least
- *     once per granularity), an item is released at S*g < ts + g: within
- *     one slot of its timestamp. Items of one slot come out FIFO; slots
- *     come out in time order.
+ *   - Called "on time" (extract at every next_due() value), an item is
+ *     released at S*g < ts + g: within one slot of its timestamp. Polled
+ *     at least once per granularity instead, before ts + 2g. Items of one
+ *     slot come out FIFO; slots come out in time order.
  *
  * Concurrency: single-threaded. A wheel belongs to one worker core; only
  * that thread may call any function on it. No locks, no barriers.

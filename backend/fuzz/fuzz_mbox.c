@@ -4,11 +4,12 @@
  * slots), then each byte is an operation (insert, insert burst, extract,
  * extract burst, invalid insert, client-list append/next, backpressure
  * set/take) on one of three client mailboxes or on a client list naming
- * them. Every result is checked against an independent model of the
+ * them (append, next, last, overflow flag). Every result is checked against an independent model of the
  * specified behaviour: a FIFO with the exact line rule of sn_mbox.h (room
  * is checked only when entering a line, by looking one line ahead, and a
  * line frees up only once the consumer has consumed all of it), the
- * "append only if not the last appended" rule, and a one-bit flag.
+ * "append only if not the last appended" rule with its overflow flag, and
+ * the one-bit backpressure flag.
  * Any difference aborts.
  */
 #include <stdint.h>
@@ -72,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct sn_mbox *mb[NMB], *cl;
 	struct model mm[NMB], mcl;
 	struct sn_mbox *cl_prod_last = NULL, *cl_cons_last = NULL;
-	int bp[NMB] = {0};
+	int bp[NMB] = {0}, cl_ovf = 0;
 	uintptr_t next = 1;
 	void *buf[48];
 	uint32_t qsize;
@@ -148,19 +149,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    -EINVAL)
 				FAIL("invalid insert accepted\n");
 			break;
-		case 11: case 12: {
+		case 11: {
 			int r = sn_mbox_cl_append(cl, q), want = 0;
 
 			if (cl_prod_last != q) {
-				if (model_insert(&mcl, (uintptr_t)q))
+				if (model_insert(&mcl, (uintptr_t)q)) {
 					cl_prod_last = q;
-				else
+				} else {
 					want = -ENOBUFS;
+					cl_ovf = 1;
+				}
 			}
 			if (r != want)
 				FAIL("cl_append: got %d want %d\n", r, want);
 			break;
 		}
+		case 12:
+			if (sn_mbox_cl_overflowed(cl) != cl_ovf)
+				FAIL("cl_overflowed differs\n");
+			cl_ovf = 0;
+			break;
 		case 13: {
 			struct sn_mbox *x = sn_mbox_cl_next(cl);
 

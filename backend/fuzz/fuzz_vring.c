@@ -3,13 +3,15 @@
  * Fake guest memory: four malloc'd regions, the first two guest-physically
  * contiguous (so buffers can straddle them), a gap, and one holding the
  * rings. The input is: one config byte (queue size 2..256, header 10/12,
- * EVENT_IDX, small or default packet bound), the descriptor table, the first
- * 256 bytes of region 2 (where indirect tables tend to point), then a
- * program of guest and device operations: post heads, rewrite descriptors
- * and memory, jump avail idx, set used_event / avail flags, pop, complete
- * (oldest, or any id), flush, toggle kicks. Descriptor addresses and lengths
- * are folded into the interesting range unless their top bit is set, so
- * both near misses and wild values occur.
+ * EVENT_IDX, small or default packet bound); a count and up to 16
+ * descriptors; a count and up to 255 bytes for the start of region 2 (where
+ * indirect tables tend to point); then a program of guest and device
+ * operations: post heads, rewrite descriptors and memory, jump avail idx,
+ * set used_event / avail flags, build plausible direct chains and indirect
+ * tables (so long valid chains occur), pop, complete (oldest, or any id),
+ * flush, toggle kicks. Descriptor addresses and lengths are folded into the
+ * interesting range unless their top bit is set, so both near misses and
+ * wild values occur.
  *
  * Invariants checked against a model of the held set (any failure aborts):
  * never a crash or hang; every popped head is valid, was not already held,
@@ -40,6 +42,8 @@ static const uint64_t reg_size[NREG] = { 0x1000, 0x1000, 0x1000, 0x2000 };
 #define MAXQ      256u
 #define MAXREC    4096u
 #define ORDER_CAP (MAXQ * 16u)
+#define IND_OFF   0x400u   /* indirect tables built in region 2 */
+#define IND_MAX   ((0x1000u - IND_OFF) / 16u)
 
 struct input {
 	const uint8_t *p;
@@ -293,6 +297,28 @@ static void op_flush(struct fz *f)
 	f->nrec = 0;
 }
 
+/* k linked descriptors t[s], t[s+1], ... (mod n) over the data regions,
+ * the first one just long enough for the header; all inside one region. */
+static void make_chain(struct fz *f, struct input *in, struct sn_vring_desc *t,
+		       uint32_t s, uint32_t k, uint32_t n)
+{
+	uint8_t tail = take(in);
+
+	for (uint32_t j = 0; j < k; j++) {
+		struct sn_vring_desc *d = &t[(s + j) % n];
+
+		uint32_t page = take(in) % 0x30;
+
+		page += page >= 0x20 ? 0x10 : 0; /* skip the gap at 0x2000 */
+		d->addr = (uint64_t)page * 0x100 + (j & 0x3f);
+		d->len = j == 0 ? f->hdr_len + (tail & 1) : 1u + take(in) % 0x80;
+		d->flags = SN_VRING_DESC_F_NEXT;
+		d->next = (uint16_t)((s + j + 1) % n);
+	}
+	if (!(tail & 2))
+		t[(s + k - 1) % n].flags = 0; /* else it continues, maybe looping */
+}
+
 static void guest_post(struct fz *f, uint16_t head)
 {
 	f->avail->ring[f->avail_idx & (f->size - 1)] = head;
@@ -330,9 +356,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(f.desc, 0, 16 * MAXQ);
 	memset(f.avail, 0, 6 + 2 * MAXQ);
 	memset(f.used, 0, 6 + 8 * MAXQ);
-	for (uint32_t i = 0; i < f.size && in.n > 0; i++)
+	for (uint32_t i = 0, k = take(&in) % 17; i < k && i < f.size; i++)
 		put_desc(&f, i, &in);
-	for (uint32_t i = 0; i < 256 && in.n > 0; i++)
+	for (uint32_t i = 0, k = take(&in); i < k; i++)
 		f.reg[2][i] = take(&in);
 
 	c = (struct sn_vring_config){ .desc = f.desc, .avail = f.avail,
@@ -346,7 +372,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (in.n > 0 && steps++ < 4096) {
 		uint8_t op = take(&in);
 
-		switch (op % 12) {
+		switch (op % 14) {
 		case 0:
 		case 1:
 			op_pop(&f, take(&in) % 9);
@@ -388,6 +414,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 11:
 			sn_vring_kick_enable(f.vr, take(&in) & 1);
 			break;
+		case 12: /* a plausible direct chain, possibly closed into a loop */
+			make_chain(&f, &in, f.desc, take(&in) % f.size,
+				   1 + take(&in) % f.size, f.size);
+			break;
+		case 13: { /* a plausible indirect table in region 2 */
+			struct sn_vring_desc t[IND_MAX], *d;
+			uint32_t k = 1 + take(&in) % IND_MAX;
+
+			make_chain(&f, &in, t, 0, k, k);
+			memcpy(f.reg[2] + IND_OFF, t, k * sizeof(t[0]));
+			d = &f.desc[take(&in) % f.size];
+			d->addr = reg_gpa[2] + IND_OFF;
+			d->len = k * 16;
+			d->flags = SN_VRING_DESC_F_INDIRECT;
+			break;
+		}
 		}
 		check_stats(&f);
 	}

@@ -34,6 +34,7 @@
  * notify unless avail->flags has NO_INTERRUPT.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@
 #include "sn_vring.h"
 
 #define NIL 0xffffu
+#define SN_VRING_ALIGNED64 __attribute__((aligned(64)))
 /* Descriptors visited per chain: payload segments, up to hdr_len header-only
  * descriptors (each at least 1 byte) and one indirect pointer. */
 #define WALK_MAX (SN_VRING_MAX_SEGS + 16u)
@@ -51,8 +53,6 @@ struct sn_vring {
 	const struct sn_vring_desc *desc;
 	struct sn_vring_avail *avail;
 	struct sn_vring_used *used;
-	uint16_t *used_event;    /* &avail->ring[size] */
-	uint16_t *avail_event;   /* (uint16_t *)&used->ring[size] */
 	uint32_t size, mask;
 	uint32_t max_pkt_len;
 	uint16_t last_avail;     /* next avail slot to take */
@@ -62,14 +62,20 @@ struct sn_vring {
 	uint16_t held_first, held_last; /* pop-order list of held ids, NIL if empty */
 	bool event_idx, broken, kick_on;
 
-	/* Per-id and per-walk state, sized by the queue (in the same block). */
-	uint16_t *prev, *next;   /* held list links */
+	/* Second cache line: per-id and per-walk state, sized by the queue
+	 * and allocated behind the struct; notification fields. */
+	uint16_t *prev SN_VRING_ALIGNED64, *next; /* held list links */
 	uint8_t *held;
-	uint64_t *visit_direct, *visit_ind; /* bitmaps, cleared after each walk */
+	uint64_t *visit_direct, *visit_ind; /* bitmaps, all-zero between walks */
+	uint16_t *used_event;    /* &avail->ring[size] */
+	uint16_t *avail_event;   /* (uint16_t *)&used->ring[size] */
 
+	/* Cold: memory table (read per descriptor, but small), counters. */
 	struct sn_vring_mem mem;
 	struct sn_vring_stats st;
 };
+static_assert(offsetof(struct sn_vring, kick_on) < 64, "hot fields in line 0");
+static_assert(offsetof(struct sn_vring, prev) == 64, "per-id state in line 1");
 
 static const char *const err_names[SN_VRING_E__MAX] = {
 	[SN_VRING_OK] = "ok",
@@ -135,7 +141,7 @@ struct sn_vring *sn_vring_create(const struct sn_vring_config *cfg,
 {
 	static const struct sn_vring_mem no_mem;
 	struct sn_vring *vr;
-	size_t words, off;
+	size_t words, off, len;
 	char *blk;
 
 	if (cfg == NULL || cfg->desc == NULL || cfg->avail == NULL ||
@@ -148,12 +154,15 @@ struct sn_vring *sn_vring_create(const struct sn_vring_config *cfg,
 		return NULL;
 	}
 	words = (cfg->size + 63) / 64;
-	off = sizeof(*vr) + (sizeof(*vr) % 8 ? 8 - sizeof(*vr) % 8 : 0);
-	blk = calloc(1, off + 2 * words * 8 + 2 * cfg->size * 2 + cfg->size);
+	off = sizeof(*vr); /* a multiple of its 64-byte alignment */
+	len = off + 2 * words * 8 + 2 * cfg->size * 2 + cfg->size;
+	len = (len + 63) & ~(size_t)63;
+	blk = aligned_alloc(64, len);
 	if (blk == NULL) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	memset(blk, 0, len);
 	vr = (struct sn_vring *)blk;
 	vr->visit_direct = (uint64_t *)(blk + off);
 	vr->visit_ind = vr->visit_direct + words;

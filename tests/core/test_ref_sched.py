@@ -5,9 +5,15 @@ class churn) are replayed by `sn-trace sched` (binary from $SN_BUILD_DIR,
 default /work/main/build) and checked against the independent exact models
 in ref_sched.py:
 
-- QFQ: every packet's T-WFI lag within PSPAT eq. 2, and its lag behind the
-  fluid GPS system fed with the same arrivals within the same bound;
-- DRR: the same with PSPAT eq. 3;
+- QFQ: every packet's T-WFI lag within PSPAT eq. 2 (+ L/B, see
+  ref_sched.bound_qfq). The ideal system is the fluid GPS in which every
+  configured class is backlogged, i.e. class k is served at exactly
+  phi_k B (Bennett & Zhang's form of Definition 1, the one QFQ's bound is
+  proven in): lag = d_p - (a_p + Q_k(a_p) / (phi_k B));
+- DRR: the same with PSPAT eq. 3 (quantum of the lightest class = L);
+- lags behind GPS with only the actually backlogged classes (and GPS fed
+  with the same arrivals) are computed exactly and reported, not asserted
+  (see test_delay_bounds);
 - QFQ/DRR: long-run byte shares of continuously backlogged classes within
   1 % (relative) of their weights;
 - FIFO: exact order and exact departure times;
@@ -94,18 +100,20 @@ def test_delay_bounds(algo, seed):
             note("qfq/twfi_vs_eq2_as_printed", lags[pid], eq2[c])
         assert lags[pid] <= bounds[c], "packet %d class %d: T-WFI lag %s > bound %s" % (
             pid, c, float(lags[pid]), float(bounds[c]))
-    # Definition 1 literally, with GPS as the ideal system, for the packets
-    # closest to their bound and a random sample of the rest.
+    # Reported, not asserted: Definition 1 read with a GPS that holds the
+    # real backlogs at a_p (only the classes backlogged then compete), for
+    # the packets closest to their bound and a random sample; and GPS fed
+    # with the same arrivals. Neither is what eq. 2/3 bound: QFQ, like
+    # WF2Q+, normalises virtual time by the weights of all configured
+    # classes, so when some are idle their share goes to whichever eligible
+    # class has the smallest finish time, not pro rata as in GPS (seen: a
+    # weight-100 class waiting behind a weight-1 class's 1470 B packet).
     worst = sorted(range(len(pkts)), key=lambda i: lags[pkts[i][0]] / bounds[pkts[i][2]])
-    for idx in set(worst[-15:] + rng.sample(worst, 15)):
+    for idx in set(worst[-10:] + rng.sample(worst, 10)):
         pid, _, c, _ = pkts[idx]
         backlog = ref.real_backlog(pkts, idx, departed, rate)
         lag = departed[pid][3] - ref.gps_from_snapshot(pkts, idx, backlog, weights, rate)
-        note(algo + "/gps_def1", lag, bounds[c])
-        assert lag <= bounds[c], "packet %d class %d: %s ns behind GPS > bound %s" % (
-            pid, c, float(lag), float(bounds[c]))
-    # Same-arrival GPS (no backlog reset): reported, not a theorem for
-    # QFQ/DRR (GPS may serve a class faster than its guaranteed rate).
+        note(algo + "/gps_def1_backlogged_only", lag, bounds[c])
     gps = ref.gps_departures(pkts, weights, rate)
     for pid, _, c, _ in pkts:
         note(algo + "/gps_same_arrivals", departed[pid][3] - gps[pid], bounds[c])

@@ -129,3 +129,20 @@ def test_startup_errors_exit_1_and_clean(schednicd, sections, expect):
     assert expect in log, log[-2000:]
     assert not Path(d.socket).exists()
     assert not runtime_dir(d.prefix).exists(), "DPDK runtime dir left behind"
+
+
+def test_port_limit_64(schednicd, sn_tmpdir):
+    from snlib.rpc import RpcError
+    d = schednicd(ports=[])
+    with d.client() as c:
+        for i in range(64):
+            assert c.call("port.add", {"name": f"p{i}", "path": str(sn_tmpdir / f"p{i}.sock")})
+        with pytest.raises(RpcError) as e:
+            c.call("port.add", {"name": "p64", "path": str(sn_tmpdir / "p64.sock")})
+        assert e.value.code == -32002 and "limit" in e.value.message
+        assert len(c.call("port.list")["ports"]) == 64
+        assert c.call("port.del", {"name": "p7"}) == {}
+        assert c.call("port.add", {"name": "p64", "path": str(sn_tmpdir / "p64.sock")})
+    assert not (sn_tmpdir / "p7.sock").exists()
+    assert d.stop() == 0
+    assert not any(sn_tmpdir.glob("p*.sock")), "vhost sockets left after stop"

@@ -49,10 +49,16 @@ class PrivateLibvirt:
         except (OSError, ValueError):
             return None
 
-    def start(self, timeout=60):
+    def start(self, hooks=None, timeout=60):
+        """hooks: {file name: text} installed in /etc/libvirt/hooks/."""
         for d in self.dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         etc = self.dirs["etc"]
+        if hooks:
+            (etc / "hooks").mkdir(exist_ok=True)
+            for fname, text in hooks.items():
+                (etc / "hooks" / fname).write_text(text)
+                (etc / "hooks" / fname).chmod(0o755)
         (etc / "qemu.conf").write_text(QEMU_CONF)
         log = self.dirs["log"]
         (etc / "libvirtd.conf").write_text(

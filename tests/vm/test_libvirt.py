@@ -1,6 +1,7 @@
 """libvirt attachment: a private libvirtd boots the qemu-configs/libvirt
 example domains (paths rewritten to this test's temp dir) on schednicd
 ports, and traffic flows between them through schednicd."""
+import json
 import time
 import xml.etree.ElementTree as ET
 
@@ -25,7 +26,7 @@ def domain_xml(template, name, sock, mac, ip, role, guest_dir, workdir):
     os_el = root.find("os")
     os_el.find("kernel").text = str(guest_dir / "vmlinuz")
     os_el.find("initrd").text = str(guest_dir / "initrd.img")
-    os_el.find("cmdline").text = (f"console=ttyS0 loglevel=4 panic=-1 sn.name={name} "
+    os_el.find("cmdline").text = (f"console=ttyS0 loglevel=4 panic=-1 tsc=reliable sn.name={name} "
                                   f"sn.role={role} sn.ip={ip}")
     iface = root.find("devices/interface[@type='vhostuser']")
     iface.find("mac").set("address", mac)
@@ -38,14 +39,19 @@ def domain_xml(template, name, sock, mac, ip, role, guest_dir, workdir):
 
 @pytest.fixture
 def libvirtd(sn_tmpdir):
+    """Factory: libvirtd(hooks={...}) -> started PrivateLibvirt."""
     require_tool("libvirtd")
     require_tool("virtlogd")
     require_tool("virsh")
-    lv = PrivateLibvirt(sn_tmpdir / "libvirt")
-    try:
-        lv.start()
-        yield lv
-    finally:
+    started = []
+
+    def start(**kw):
+        lv = PrivateLibvirt(sn_tmpdir / "libvirt")
+        started.append(lv)
+        return lv.start(**kw)
+
+    yield start
+    for lv in started:
         lv.stop()
 
 
@@ -72,32 +78,35 @@ class LibvirtGuest(Guest):
 
 def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
                                    record_result):
+    """Both example domains under a private libvirtd whose qemu hook
+    (qemu-configs/libvirt/hooks/qemu) creates and deletes the schednicd
+    ports from the domain XML."""
     require_tool("qemu-system-x86_64")
-    d = schednicd(ports=["sn-lv0.0"])
-    # Domain 1: example as shipped (QEMU client, schednicd server-mode port).
+    d = schednicd(ports=[])
+    hook_cfg = {"socket": d.socket, "socket_dirs": [str(sn_tmpdir)]}
+    lv = libvirtd(hooks={"qemu": (EXAMPLES / "hooks" / "qemu").read_text(),
+                         "schednic.json": json.dumps(hook_cfg)})
+    # Domain 1: QEMU vhost-user client -> the hook adds a server-mode port.
     x0 = domain_xml(EXAMPLES / "vm-vhostuser-client.xml", "sn-lv0",
-                    d.vhost_path("sn-lv0.0"), "52:54:00:77:00:30", f"{SUBNET}.30/24",
+                    sn_tmpdir / "sn-lv0.0.sock", "52:54:00:77:00:30", f"{SUBNET}.30/24",
                     "server", guest_image, sn_tmpdir)
-    # Domain 2: QEMU server, schednicd client-mode port added once QEMU listens.
-    sock1 = sn_tmpdir / "sn-lv1.0.sock"
-    x1 = domain_xml(EXAMPLES / "vm-vhostuser-server.xml", "sn-lv1", sock1,
-                    "52:54:00:77:00:31", f"{SUBNET}.31/24", "client", guest_image,
-                    sn_tmpdir)
+    # Domain 2: QEMU vhost-user server -> the hook adds a client-mode port.
+    x1 = domain_xml(EXAMPLES / "vm-vhostuser-server.xml", "sn-lv1",
+                    sn_tmpdir / "sn-lv1.0.sock", "52:54:00:77:00:31", f"{SUBNET}.31/24",
+                    "client", guest_image, sn_tmpdir)
     guests = []
     try:
         t0 = time.monotonic()
         for name, xml in (("sn-lv0", x0), ("sn-lv1", x1)):
             f = sn_tmpdir / f"{name}.xml"
             f.write_text(xml)
-            libvirtd.virsh("create", str(f))
-        deadline = time.monotonic() + 30
-        while not sock1.exists():
-            assert time.monotonic() < deadline, "QEMU (server mode) did not create its socket"
-            time.sleep(0.1)
-        d.rpc("port.add", {"name": "sn-lv1.0", "path": str(sock1), "mode": "client"})
+            lv.virsh("create", str(f))
+        ports = {p["name"]: p for p in d.rpc("port.list")["ports"]}
+        assert sorted(ports) == ["sn-lv0.0", "sn-lv1.0"], ports
+        assert ports["sn-lv0.0"]["mode"] == "server" and ports["sn-lv1.0"]["mode"] == "client"
 
-        a = LibvirtGuest(libvirtd, "sn-lv0", sn_tmpdir, "52:54:00:77:00:30", f"{SUBNET}.30/24")
-        b = LibvirtGuest(libvirtd, "sn-lv1", sn_tmpdir, "52:54:00:77:00:31", f"{SUBNET}.31/24")
+        a = LibvirtGuest(lv, "sn-lv0", sn_tmpdir, "52:54:00:77:00:30", f"{SUBNET}.30/24")
+        b = LibvirtGuest(lv, "sn-lv1", sn_tmpdir, "52:54:00:77:00:31", f"{SUBNET}.31/24")
         guests += [a, b]
         a.wait_ready(timeout=180)
         b.wait_ready(timeout=180)
@@ -115,9 +124,10 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
         assert st["sn-lv1.0"]["rx_packets"] > 0 and st["sn-lv0.0"]["tx_packets"] > 0
 
         for name in ("sn-lv0", "sn-lv1"):
-            libvirtd.virsh("destroy", name)
-        assert libvirtd.virsh("list", "--name").stdout.split() == []
-        d.wait_port_state("sn-lv0.0", "down")
+            lv.virsh("destroy", name)
+        assert lv.virsh("list", "--name").stdout.split() == []
+        # The hook's "release" removed both ports.
+        assert d.rpc("port.list")["ports"] == []
         assert d.alive()
     finally:
         for g in guests:

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sn_arbiter.h"
 
@@ -235,6 +236,10 @@ static void test_link_timing(void)
 	use_len_offset = 1;
 	check_link_timing(SN_SCHED_DRR, 999999937ull, 24, 1, 20000);
 	use_len_offset = 0;
+	/* Extremes: 1 bit/s, 1 kbit/s and 400 Gbit/s (1.3 ns per 64 B). */
+	check_link_timing(SN_SCHED_FIFO, 1, 24, 1, 50);
+	check_link_timing(SN_SCHED_FIFO, 1000, 0, 1, 200);
+	check_link_timing(SN_SCHED_QFQ, 400000000000ull, 24, 1, 20000);
 }
 
 /* A late scan catches up within slack; beyond slack link_idle resets. */
@@ -265,6 +270,12 @@ static void test_slack(void)
 	sn_arbiter_get_stats(arb, &st);
 	CHECK(st.link_resets == 1);
 	CHECK(st.released == 502);
+	/* Rate change: items after it take 500 ns at 2 Gbit/s. */
+	CHECK(sn_arbiter_set_link(arb, 2000000000ull, 0) == 0);
+	CHECK(scan(arb, t0 + 2502000) == 1);
+	CHECK(scan(arb, t0 + 2502499) == 0);
+	CHECK(scan(arb, t0 + 2502500) == 1);
+	CHECK(sn_arbiter_link_idle(arb) == t0 + 2503000);
 	sn_arbiter_free(arb);
 }
 
@@ -547,8 +558,17 @@ struct conc {
 	struct sn_arbiter_client *c[CC_CLIENTS];
 	struct pkt *pk;
 	atomic_int done;
+	atomic_int abort;         /* arbiter gave up: producer must stop */
 	uint64_t cl_fail;
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void *conc_producer(void *arg)
 {
@@ -556,7 +576,7 @@ static void *conc_producer(void *arg)
 	uint32_t fed[CC_CLIENTS] = {0}, left = CC_CLIENTS * CC_PER, spins = 0;
 	uint64_t rng = 0xabcdef, step = 0;
 
-	while (left) {
+	while (left && !atomic_load_explicit(&x->abort, memory_order_relaxed)) {
 		uint32_t i, k, moved = 0;
 
 		for (i = 0; i < CC_CLIENTS; i++) {
@@ -591,6 +611,7 @@ static void test_concurrent(uint32_t clist_size)
 	struct conc x;
 	struct sn_arbiter_stats st;
 	uint64_t last_seq[CC_CLIENTS] = {0}, now = 1, total = CC_CLIENTS * CC_PER;
+	uint64_t last_in = 0, last_progress = mono_ns();
 	pthread_t tid;
 	uint32_t i;
 	int f0 = failures;
@@ -629,14 +650,23 @@ static void test_concurrent(uint32_t clist_size)
 		}
 		if (failures > f0)
 			break;
+		sn_arbiter_get_stats(arb, &st);
 		if (done) {
-			sn_arbiter_get_stats(arb, &st);
 			CHECK(st.items_in == total);
+			break;
+		}
+		/* A stranded mailbox stops all progress: fail, do not hang. */
+		if (st.items_in != last_in) {
+			last_in = st.items_in;
+			last_progress = mono_ns();
+		} else if (mono_ns() - last_progress > 10000000000ull) {
+			CHECK(!"no progress: items stranded in a client mailbox");
 			break;
 		}
 		if (!done && got == 0)
 			sched_yield();
 	}
+	atomic_store_explicit(&x.abort, 1, memory_order_relaxed);
 	pthread_join(tid, NULL);
 	sn_arbiter_get_stats(arb, &st);
 	CHECK(st.items_in == total && st.released == total);

@@ -60,6 +60,10 @@ struct trace {
 	uint64_t overhead;
 	u128 link_free;              /* ns * rate */
 	FILE *out;
+	struct pre_class {
+		uint32_t id, w, lmax;
+	} *pre;                      /* "class" lines, added at the first event */
+	size_t npre;
 };
 
 static void print_u128(FILE *f, u128 v)
@@ -151,10 +155,6 @@ static int replay(FILE *in, struct trace *t)
 	uint64_t last = 0, u64v;
 	uint32_t cls, w, lm, len;
 	int configured = 0, rc;
-	struct {
-		uint32_t id, w, lmax;
-	} *pre = NULL;
-	size_t npre = 0;
 
 	while (fgets(line, sizeof(line), in)) {
 		char *hash = strchr(line, '#');
@@ -190,15 +190,16 @@ static int replay(FILE *in, struct trace *t)
 				if (sscanf(line + n, "%" SCNu32, &p.max_classes) != 1)
 					return bad(lineno, "bad max_classes");
 			} else if (!strcmp(word, "class")) {
-				void *np = realloc(pre, (npre + 1) * sizeof(*pre));
+				struct pre_class *np = realloc(t->pre, (t->npre + 1) * sizeof(*np));
 
 				if (!np)
 					return bad(lineno, "out of memory");
-				pre = np;
+				t->pre = np;
+				np = &t->pre[t->npre];
 				if (sscanf(line + n, "%" SCNu32 " %" SCNu32 " %" SCNu32,
-					   &pre[npre].id, &pre[npre].w, &pre[npre].lmax) != 3)
+					   &np->id, &np->w, &np->lmax) != 3)
 					return bad(lineno, "class <id> <weight> <lmax>");
-				npre++;
+				t->npre++;
 			} else {
 				return bad(lineno, "unknown configuration keyword");
 			}
@@ -210,17 +211,16 @@ static int replay(FILE *in, struct trace *t)
 			t->s = sn_sched_create(&p);
 			if (!t->s)
 				return bad(lineno, strerror(errno));
-			for (size_t i = 0; i < npre; i++) {
-				rc = sn_sched_class_add(t->s, pre[i].id, pre[i].w, pre[i].lmax);
+			for (size_t i = 0; i < t->npre; i++) {
+				const struct pre_class *pc = &t->pre[i];
+
+				rc = sn_sched_class_add(t->s, pc->id, pc->w, pc->lmax);
 				if (rc) {
-					fprintf(stderr, "sn-trace sched: class %u: %s\n", pre[i].id,
+					fprintf(stderr, "sn-trace sched: class %u: %s\n", pc->id,
 						strerror(-rc));
-					free(pre);
 					return 2;
 				}
 			}
-			free(pre);
-			pre = NULL;
 			configured = 1;
 		}
 		if (sscanf(line + n, "%" SCNu64, &u64v) != 1)
@@ -255,7 +255,6 @@ static int replay(FILE *in, struct trace *t)
 			return bad(lineno, "unknown event");
 		}
 	}
-	free(pre);
 	if (!configured)
 		return bad(lineno, "no events");
 	run_link(t, 0, 1);
@@ -288,6 +287,7 @@ int sn_trace_sched_main(int argc, char **argv)
 		fclose(in);
 	sn_sched_free(t.s);
 	free(t.pkts);
+	free(t.pre);
 	if (fflush(stdout))
 		rc = 2;
 	return rc;
