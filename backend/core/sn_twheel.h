@@ -127,7 +127,8 @@ static inline uint64_t sn_twheel_slot_of(const struct sn_twheel *w, uint64_t t)
 /* Insert `item` (any value, never dereferenced) due at `ts`; mode is one
  * of enum sn_twheel_horizon. O(1): one slot, at most one pool node and the
  * cFFS levels whose words turn non-zero. 0, -ERANGE or -ENOBUFS. */
-static inline int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
+static inline __attribute__((always_inline))
+int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 {
 	uint64_t s = sn_twheel_slot_of(w, ts);
 	struct sn_twheel_slot *sl;
@@ -193,6 +194,10 @@ static inline unsigned sn_twheel_drain_slot_(struct sn_twheel *w, uint32_t pos,
 		struct sn_twheel_node *n = &w->node[idx];
 		unsigned k = SN_MIN((unsigned)(n->wr - n->rd), max - got);
 
+		/* Slot lists are pointer chains through a pool far larger than
+		 * the caches: start the next node's miss before copying. */
+		if (n->next != SN_TWHEEL_NIL)
+			__builtin_prefetch(&w->node[n->next]);
 		memcpy(out + got, &n->items[n->rd], k * sizeof(void *));
 		got += k;
 		n->rd = (uint16_t)(n->rd + k);

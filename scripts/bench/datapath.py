@@ -127,6 +127,14 @@ def rpc(sock_path, method, params=None, timeout=10.0):
     return resp["result"]
 
 
+# Modes measured against the testpmd baseline: name -> config sections that
+# replace/extend schednicd's config for that mode (later issues add modes,
+# e.g. with scheduling on; they appear under "modes" in the output).
+MODES = {
+    "switch": {},
+}
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -209,7 +217,7 @@ class Bench:
         return {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
                 "window_s": res["bench"]["window_s"]}
 
-    def run_switch(self):
+    def run_switch(self, overlay):
         prefix = self.prefix("d")
         ctl = str(self.tmp / "ctl.sock")
         socks = [str(self.tmp / f"vm{i}.sock") for i in range(2)]
@@ -220,6 +228,11 @@ class Bench:
             "ports": [{"name": f"vm{i}", "type": "vhost-user", "path": s, "mode": "server"}
                       for i, s in enumerate(socks)],
         }
+        for k, v in overlay.items():
+            if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+                cfg[k].update(v)
+            else:
+                cfg[k] = v
         cfg_path = self.tmp / "schednicd.json"
         cfg_path.write_text(json.dumps(cfg))
         d = self.spawn([self.schednicd, "--config", cfg_path], "schednicd", prefix,
@@ -257,12 +270,18 @@ def main():
     ap.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=2.0, help="warmup seconds per run")
     ap.add_argument("--size", type=int, default=64, help="frame size without FCS")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")
     args = ap.parse_args()
     if args.runs < 1 or args.duration <= 0 or not 60 <= args.size <= 1514:
         ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
 
+    modes = args.modes.split(",")
+    for m in modes:
+        if m not in MODES:
+            ap.error(f"unknown mode {m!r} (have: {', '.join(MODES)})")
     b = Bench(args)
-    runs = {"testpmd": [], "switch": []}
+    runs = {"testpmd": [], **{m: [] for m in modes}}
     load = {"before": os.getloadavg()}
 
     def on_term(signum, frame):
@@ -270,10 +289,12 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     try:
         for i in range(args.runs):
-            order = ("testpmd", "switch") if i % 2 == 0 else ("switch", "testpmd")
+            order = ["testpmd"] + modes
+            if i % 2:
+                order.reverse()
             for what in order:
                 with CpuMeter() as cpu:
-                    r = b.run_testpmd() if what == "testpmd" else b.run_switch()
+                    r = b.run_testpmd() if what == "testpmd" else b.run_switch(MODES[what])
                 r["run"] = i
                 r["other_cpus"] = cpu.other_cpus
                 r["loadavg"] = os.getloadavg()[0]
@@ -288,11 +309,14 @@ def main():
         b.cleanup()
     load["after"] = os.getloadavg()
     tp = statistics.median(r["mpps"] for r in runs["testpmd"])
-    sw = statistics.median(r["mpps"] for r in runs["switch"])
+    out_modes = {}
+    for m in modes:
+        mm = statistics.median(r["mpps"] for r in runs[m])
+        out_modes[m] = {"mpps": round(mm, 3), "ratio": round(mm / tp, 3) if tp > 0 else None}
     out = {
         "packet_size": args.size,
         "testpmd_mpps": round(tp, 3),
-        "modes": {"switch": {"mpps": round(sw, 3), "ratio": round(sw / tp, 3) if tp > 0 else None}},
+        "modes": out_modes,
         "runs": runs,
         "loadavg": load,
         # max over runs of the CPUs other processes used during a run; the

@@ -10,6 +10,8 @@ import pytest
 from guest import REPO, SUBNET, Guest, require_tool
 from libvirt_env import PrivateLibvirt
 
+pytestmark = [pytest.mark.vm, pytest.mark.libvirt]
+
 GUEST_CPU = 0
 
 EXAMPLES = REPO / "qemu-configs" / "libvirt"

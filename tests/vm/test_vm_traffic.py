@@ -10,6 +10,8 @@ import pytest
 
 from guest import UPLINK_HOST_IP, quiet_stats
 
+pytestmark = pytest.mark.vm
+
 IPERF_S = 5
 
 
