@@ -119,7 +119,16 @@ args=(
 args+=("$@")
 
 if [ $dry -eq 1 ]; then
-	printf '%q ' "${args[@]}"
+	# One option per line, quoted only where the shell needs it.
+	sq="'"
+	for a in "${args[@]}"; do
+		if [[ $a =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then
+			out=$a
+		else
+			out="'${a//$sq/$sq\\$sq$sq}'"
+		fi
+		if [[ $a == -* ]]; then printf ' \\\n  %s' "$out"; else printf ' %s' "$out"; fi
+	done
 	echo
 	exit 0
 fi

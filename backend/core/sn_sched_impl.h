@@ -6,6 +6,12 @@
  *   every algorithm rejects the same inputs with the same errno.
  * - struct sn_sched_q: a per-class FIFO of (item, len) in a power-of-two
  *   ring. Single-threaded like the schedulers that own it: no barriers.
+ * - QFQ's state layout and per-packet bodies (qfq_*, sn_qfq_*_inl), as
+ *   inline functions so that sn_sched.c's dispatch compiles the whole QFQ
+ *   enqueue / dequeue into itself: no call, no prologue, and the compiler
+ *   sees the group-set bitmaps as locals (rte_ring_core.h / *_pvt.h style).
+ *   The algorithm, its paper and its invariants are described in sn_qfq.c,
+ *   which holds the control path and calls the same bodies.
  */
 #ifndef SN_SCHED_IMPL_H
 #define SN_SCHED_IMPL_H
