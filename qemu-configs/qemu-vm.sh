@@ -52,14 +52,16 @@ done
 [ -n "$agent" ] || agent=$(dirname "$sock")/$name.agent
 case "$sock_mode" in
 client) sockopt= ;;
-# wait=off: boot without waiting for schednicd to connect; the NIC links up
-# when it does.
+# server=on: QEMU creates the socket. wait=off only keeps the chardev from
+# blocking; the vhost-user netdev itself still waits at startup until
+# schednicd (client-mode port) connects, so add that port first or right
+# after starting QEMU.
 server) sockopt=,server=on,wait=off ;;
 *) echo "qemu-vm: --sock-mode must be client or server" >&2; exit 2 ;;
 esac
 if [ "$sock_mode" = client ]; then
-	# reconnect=1: if schednicd restarts (or is not up yet), QEMU retries
-	# the socket every second instead of failing / losing the NIC for good.
+	# reconnect=1: if schednicd restarts, QEMU redials every second instead
+	# of losing the NIC for good. (At startup QEMU waits until connected.)
 	sockopt=,reconnect=1
 fi
 qemu=$(command -v qemu-system-x86_64 || true)

@@ -49,122 +49,16 @@
 #include "sn_common.h"
 #include "sn_sched_impl.h"
 
-#define FRAC_BITS       30
-#define ONE_FP          (1ULL << FRAC_BITS)
-#define MIN_SLOT_SHIFT  20  /* log2(64 B * 2^30 / 2^16) */
-#define NGROUPS         27  /* shifts 20 .. 46 = log2(2^16 B * 2^30 / 1) */
-#define NSLOTS          64  /* bucket-list length; full_slots is a u64 */
-
-enum { ER, IR, EB, IB, NSTATES };  /* IR = ER|1, EB = ER|2, IB = IR|2 */
-
-struct qfq_group;
-
-struct qfq_class {
-	/* First cache line: everything enqueue / dequeue touch. */
-	struct sn_sched_q q;         /* q.lmax != 0 <=> class exists */
-	uint64_t S;
-	uint64_t F;
-	struct qfq_class *next;      /* bucket list of the slot (singly linked) */
-	uint32_t glmax;              /* length the group is sized for, >= q.lmax */
-	uint32_t pad;
-	uint32_t inv_w;              /* ONE_FP / weight, <= 2^30 */
-	uint32_t grp;                /* group index */
-} SN_CACHE_ALIGNED;
-
-/* One line per class; weights (control path only) live in sn_qfq.weights. */
-static_assert(sizeof(struct qfq_class) == SN_CACHE_LINE, "qfq_class is one line");
-
-struct qfq_group {
-	uint64_t S;
-	uint64_t F;
-	uint64_t full_slots;         /* bit j: slot (front + j) % NSLOTS non-empty */
-	uint32_t front;
-	uint32_t slot_shift;
-	uint32_t index;
-	struct qfq_class *slots[NSLOTS];
-};
-
-struct sn_qfq {
-	/* First cache line: every enqueue / dequeue. */
-	uint64_t V;
-	uint64_t iwsum;              /* ONE_FP / wsum */
-	uint32_t bitmaps[NSTATES];
-	uint64_t backlog;
-	struct qfq_class *classes;
-	/* Read mostly. */
-	uint32_t *weights;
-	uint32_t max_classes;
-	uint32_t queue_len;
-	uint32_t wsum;
-	uint64_t clamps;
-	struct qfq_group groups[NGROUPS];
-};
-
-static inline uint64_t round_down(uint64_t ts, uint32_t shift)
-{
-	return ts & ~((1ULL << shift) - 1);
-}
-
-static inline uint32_t mask_from(uint32_t bitmap, uint32_t from)
-{
-	return from >= 32 ? 0 : bitmap & ~((1u << from) - 1);
-}
-
-static inline struct qfq_group *first_group(struct sn_qfq *q, uint32_t bitmap)
-{
-	return &q->groups[__builtin_ctz(bitmap)];
-}
-
-static inline void move_groups(struct sn_qfq *q, uint32_t mask, int src, int dst)
-{
-	uint32_t m = q->bitmaps[src] & mask;
-
-	q->bitmaps[dst] |= m;
-	q->bitmaps[src] &= ~m;
-}
-
-static inline void clear_group(struct sn_qfq *q, const struct qfq_group *g)
-{
-	for (int s = 0; s < NSTATES; s++)
-		q->bitmaps[s] &= ~(1u << g->index);
-}
-
-/* Group index for a class: smallest i with lmax * inv_w <= 2^(20 + i).
- * Returns -EINVAL if that leaves the group array. */
-static int calc_index(uint64_t inv_w, uint32_t lmax)
-{
-	uint64_t size = (uint64_t)lmax * inv_w;
-	int idx;
-
-	if (size <= (1ULL << MIN_SLOT_SHIFT))
-		return 0;
-	idx = 64 - __builtin_clzll(size - 1) - MIN_SLOT_SHIFT;
-	return idx < NGROUPS ? idx : -EINVAL;
-}
-
-static int calc_state(const struct sn_qfq *q, const struct qfq_group *g)
-{
-	int state = sn_time_after(g->S, q->V) ? IR : ER;
-	uint32_t mask = mask_from(q->bitmaps[ER], g->index);
-
-	if (mask) {
-		const struct qfq_group *next = &q->groups[__builtin_ctz(mask)];
-
-		if (sn_time_after(g->F, next->F))
-			state |= EB;
-	}
-	return state;
-}
-
-/* Bucket lists are singly linked: the datapath only pushes at a slot's
- * head and pops the front slot's head, so neither touches another class's
- * cache line; removal from the middle (class delete / change) walks the
- * slot. */
-static void list_push(struct qfq_class **head, struct qfq_class *cl)
-{
-	cl->next = *head;
-	*head = cl;
-}
+/* Short names for this file; the layout and the per-packet bodies live in
+ * sn_sched_impl.h so that sn_sched.c inlines them. */
+#define ONE_FP          QFQ_ONE_FP
+#define NGROUPS         QFQ_NGROUPS
+#define NSLOTS          QFQ_NSLOTS
+#define ER              QFQ_ER
+#define NSTATES         QFQ_NSTATES
+#define round_down      qfq_round_down
+#define mask_from       qfq_mask_from
+#define calc_index      qfq_calc_index
 
 static void list_remove(struct qfq_class **head, struct qfq_class *cl)
 {
@@ -176,185 +70,6 @@ static void list_remove(struct qfq_class **head, struct qfq_class *cl)
 	}
 	*pp = cl->next;
 	cl->next = NULL;
-}
-
-/* Insert cl at its rounded start; clamp a start beyond the bucket list. */
-static void slot_insert(struct sn_qfq *q, struct qfq_group *g, struct qfq_class *cl,
-			uint64_t roundedS)
-{
-	uint64_t slot = (roundedS - g->S) >> g->slot_shift;
-
-	if (sn_unlikely(slot > NSLOTS - 2)) {
-		uint64_t delta = roundedS - g->S - ((uint64_t)(NSLOTS - 2) << g->slot_shift);
-
-		cl->S -= delta;
-		cl->F -= delta;
-		slot = NSLOTS - 2;
-		q->clamps++;
-	}
-	list_push(&g->slots[(g->front + slot) & (NSLOTS - 1)], cl);
-	g->full_slots |= 1ULL << slot;
-}
-
-static void front_slot_remove(struct qfq_group *g)
-{
-	struct qfq_class *cl = g->slots[g->front];
-
-	g->slots[g->front] = cl->next;
-	cl->next = NULL;
-	if (!g->slots[g->front])
-		g->full_slots &= ~1ULL;
-}
-
-/* Advance front to the first non-empty slot; its head class, or NULL. */
-static struct qfq_class *slot_scan(struct qfq_group *g)
-{
-	uint32_t i;
-
-	if (!g->full_slots)
-		return NULL;
-	i = (uint32_t)__builtin_ctzll(g->full_slots);
-	if (i) {
-		g->front = (g->front + i) & (NSLOTS - 1);
-		g->full_slots >>= i;
-	}
-	return g->slots[g->front];
-}
-
-/* Groups whose S crossed V since old_V become eligible (QFQ §4: a group of
- * index i can only change eligibility when V crosses a multiple of sigma_i). */
-static void make_eligible(struct sn_qfq *q, uint64_t old_V)
-{
-	uint64_t vslot = q->V >> MIN_SLOT_SHIFT;
-	uint64_t old_vslot = old_V >> MIN_SLOT_SHIFT;
-
-	if (vslot != old_vslot) {
-		int fls = 64 - __builtin_clzll(vslot ^ old_vslot);
-		uint32_t mask = fls >= 32 ? ~0u : (1u << fls) - 1;
-
-		move_groups(q, mask, IR, ER);
-		move_groups(q, mask, IB, EB);
-	}
-}
-
-static void update_eligible(struct sn_qfq *q, uint64_t old_V)
-{
-	uint32_t ineligible = q->bitmaps[IR] | q->bitmaps[IB];
-
-	if (ineligible) {
-		if (!q->bitmaps[ER]) {
-			struct qfq_group *g = first_group(q, ineligible);
-
-			if (sn_time_after(g->S, q->V))
-				q->V = g->S;
-		}
-		make_eligible(q, old_V);
-	}
-}
-
-/* Group `index` moved its F forward from old_F: groups it blocked may now
- * be ready, unless a higher ER group still blocks them. */
-static void unblock_groups(struct sn_qfq *q, uint32_t index, uint64_t old_F)
-{
-	uint32_t mask = mask_from(q->bitmaps[ER], index + 1);
-
-	if (mask) {
-		struct qfq_group *next = first_group(q, mask);
-
-		if (!sn_time_after(next->F, old_F))
-			return;
-	}
-	mask = (1u << index) - 1;
-	move_groups(q, mask, EB, ER);
-	move_groups(q, mask, IB, IR);
-}
-
-/* Start time of a class becoming backlogged (QFQ's update_start). */
-static void update_start(struct sn_qfq *q, struct qfq_class *cl)
-{
-	const struct qfq_group *g = &q->groups[cl->grp];
-	uint32_t shift = g->slot_shift;
-	uint64_t roundedF = round_down(cl->F, shift);
-	uint64_t limit = round_down(q->V, shift) + (1ULL << shift);
-
-	if (!sn_time_after(cl->F, q->V) || sn_time_after(roundedF, limit)) {
-		/* stale finish time */
-		uint32_t mask = mask_from(q->bitmaps[ER], g->index);
-
-		if (mask) {
-			struct qfq_group *next = first_group(q, mask);
-
-			if (sn_time_after(roundedF, next->F)) {
-				cl->S = sn_time_after(limit, next->F) ? next->F : limit;
-				return;
-			}
-		}
-		cl->S = q->V;
-	} else {
-		cl->S = cl->F;
-	}
-}
-
-static void activate(struct sn_qfq *q, struct qfq_class *cl, uint32_t len)
-{
-	struct qfq_group *g = &q->groups[cl->grp];
-	uint64_t roundedS;
-
-	update_start(q, cl);
-	cl->F = cl->S + (uint64_t)len * cl->inv_w;
-	roundedS = round_down(cl->S, g->slot_shift);
-
-	if (g->full_slots) {
-		uint64_t i, room;
-
-		if (!sn_time_after(g->S, cl->S))
-			goto insert;
-		/* cl starts before the group: rotate the bucket list back,
-		 * keeping the last occupied slot inside it. */
-		i = (g->S - roundedS) >> g->slot_shift;
-		room = NSLOTS - 1 - (63 - __builtin_clzll(g->full_slots));
-		if (sn_unlikely(i > room)) {
-			uint64_t delta = (i - room) << g->slot_shift;
-
-			cl->S += delta;
-			cl->F += delta;
-			roundedS += delta;
-			i = room;
-			q->clamps++;
-			if (!i)
-				goto insert;
-		}
-		g->full_slots <<= i;
-		g->front = (uint32_t)((g->front - i) & (NSLOTS - 1));
-		clear_group(q, g);
-	} else if (!q->bitmaps[ER] && sn_time_after(roundedS, q->V)) {
-		q->V = roundedS;
-	}
-	g->S = roundedS;
-	g->F = roundedS + (2ULL << g->slot_shift);
-	q->bitmaps[calc_state(q, g)] |= 1u << g->index;
-insert:
-	slot_insert(q, g, cl, roundedS);
-}
-
-/* cl (head of g's front slot) just sent a packet. true if g's S or
- * content changed so its state must be recomputed. */
-static int update_class(struct sn_qfq *q, struct qfq_group *g, struct qfq_class *cl)
-{
-	uint64_t roundedS;
-
-	cl->S = cl->F;
-	if (!sn_sched_q_count(&cl->q)) {
-		front_slot_remove(g);
-		return 1;
-	}
-	cl->F = cl->S + (uint64_t)sn_sched_q_head_len(&cl->q) * cl->inv_w;
-	roundedS = round_down(cl->S, g->slot_shift);
-	if (roundedS == g->S)
-		return 0;
-	front_slot_remove(g);
-	slot_insert(q, g, cl, roundedS);
-	return 1;
 }
 
 /* Recompute every group's set from its definition (after a class left a
@@ -383,7 +98,7 @@ static void rebuild_states(struct sn_qfq *q)
 		struct qfq_group *g = &q->groups[i];
 
 		if (g->full_slots)
-			q->bitmaps[calc_state(q, g)] |= 1u << g->index;
+			q->bitmaps[qfq_calc_state(q, q->bitmaps, q->V, g)] |= 1u << g->index;
 	}
 }
 
@@ -399,7 +114,7 @@ static void deactivate(struct sn_qfq *q, struct qfq_class *cl)
 		g->full_slots &= ~(1ULL << ((pos - g->front) & (NSLOTS - 1)));
 	cl->F = cl->S;
 	if (g->full_slots) {
-		struct qfq_class *head = slot_scan(g);
+		struct qfq_class *head = qfq_slot_scan(g);
 
 		g->S = round_down(head->S, g->slot_shift);
 		g->F = g->S + (2ULL << g->slot_shift);
@@ -415,9 +130,10 @@ struct sn_qfq *sn_qfq_create(uint32_t max_classes, uint32_t queue_len)
 		errno = EINVAL;
 		return NULL;
 	}
-	q = calloc(1, sizeof(*q));
+	q = aligned_alloc(SN_CACHE_LINE, sizeof(*q));
 	if (!q)
 		goto fail;
+	memset(q, 0, sizeof(*q));
 	q->classes = aligned_alloc(SN_CACHE_LINE, sizeof(*q->classes) * max_classes);
 	if (!q->classes)
 		goto free_q;
@@ -430,7 +146,8 @@ struct sn_qfq *sn_qfq_create(uint32_t max_classes, uint32_t queue_len)
 	q->iwsum = ONE_FP;
 	for (uint32_t i = 0; i < NGROUPS; i++) {
 		q->groups[i].index = i;
-		q->groups[i].slot_shift = MIN_SLOT_SHIFT + i;
+		q->groups[i].slots = q->slot_heads[i];
+		q->groups[i].slot_shift = QFQ_MIN_SLOT_SHIFT + i;
 	}
 	return q;
 
@@ -486,6 +203,7 @@ int sn_qfq_class_add(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lm
 	if (idx < 0)
 		return idx;
 	memset(cl, 0, sizeof(*cl));
+	cl->id = id;
 	rc = sn_sched_q_init(&cl->q, q->queue_len);
 	if (rc)
 		return rc;
@@ -534,7 +252,7 @@ int sn_qfq_class_change(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t
 	cl->q.lmax = lmax;
 	cl->grp = (uint32_t)idx;
 	if (head_len)
-		activate(q, cl, head_len);
+		qfq_activate(q, q->bitmaps, &q->V, cl, head_len);
 	return 0;
 }
 
@@ -558,80 +276,23 @@ int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
 
 int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len)
 {
-	struct qfq_class *cl = lookup(q, id);
-
-	if (sn_unlikely(!cl))
-		return -ENOENT;
-	if (sn_unlikely(len == 0 || len > cl->q.lmax))
-		return -EMSGSIZE;
-	if (sn_unlikely(sn_sched_q_full(&cl->q)))
-		return -ENOBUFS;
-	sn_sched_q_push(&cl->q, item, len);
-	q->backlog++;
-	if (sn_sched_q_count(&cl->q) == 1) {
-		if (sn_unlikely(cl->glmax != cl->q.lmax)) {
-			/* oversize packets from before an lmax change are gone */
-			cl->glmax = cl->q.lmax;
-			cl->grp = (uint32_t)calc_index(cl->inv_w, cl->glmax);
-		}
-		activate(q, cl, len);
-	}
-	return 0;
+	return sn_qfq_enqueue_inl(q, id, item, len);
 }
 
+/* GCC's SLP vectorizer would merge the four group-set stores of a dequeue
+ * into one SSE store assembled with shuffles: more instructions than it
+ * saves. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-slp-vectorize")))
+#endif
 void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 {
-	struct qfq_group *g;
-	struct qfq_class *cl;
-	uint64_t old_V;
-	uint32_t plen;
-	void *item;
-
-	if (sn_unlikely(!q->bitmaps[ER]))
-		return NULL;
-	g = first_group(q, q->bitmaps[ER]);
-	cl = g->slots[g->front];
-	item = sn_sched_q_pop(&cl->q, &plen);
-	q->backlog--;
-	if (len)
-		*len = plen;
-	if (id)
-		*id = (uint32_t)(cl - q->classes);
-
-	old_V = q->V;
-	q->V += (uint64_t)plen * q->iwsum;
-	if (update_class(q, g, cl)) {
-		uint64_t old_F = g->F;
-		struct qfq_class *head = slot_scan(g);
-
-		if (!head) {
-			q->bitmaps[ER] &= ~(1u << g->index);
-		} else {
-			uint64_t roundedS = round_down(head->S, g->slot_shift);
-
-			if (g->S == roundedS)
-				goto skip_unblock;
-			g->S = roundedS;
-			g->F = roundedS + (2ULL << g->slot_shift);
-			q->bitmaps[ER] &= ~(1u << g->index);
-			q->bitmaps[calc_state(q, g)] |= 1u << g->index;
-		}
-		unblock_groups(q, g->index, old_F);
-	}
-skip_unblock:
-	update_eligible(q, old_V);
-	return item;
+	return sn_qfq_dequeue_inl(q, len, id);
 }
 
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len)
 {
-	struct qfq_group *g;
-
-	if (!q->bitmaps[ER])
-		return -ENOENT;
-	g = first_group(q, q->bitmaps[ER]);
-	*len = sn_sched_q_head_len(&g->slots[g->front]->q);
-	return 0;
+	return sn_qfq_peek_len_inl(q, len);
 }
 
 uint64_t sn_qfq_backlog(const struct sn_qfq *q)
@@ -711,6 +372,7 @@ int sn_qfq_check(const struct sn_qfq *q)
 
 		if (!cl->q.lmax)
 			continue;
+		CHECK(cl->id == id, "class %u id", id);
 		CHECK(cl->inv_w == ONE_FP / q->weights[id], "class %u inv_w", id);
 		CHECK(cl->glmax >= cl->q.lmax, "class %u glmax", id);
 		CHECK((int)cl->grp == calc_index(cl->inv_w, cl->glmax), "class %u group", id);
