@@ -10,12 +10,12 @@
 # vermagic), inputs.sha256.
 #
 # Steps (each printed):
-#   1. apt-get install linux-headers-6.1.0-56-amd64 linux-source-6.1
+#   1. apt-get install linux-headers-6.1.0-56-amd64 linux-source-6.1 patch kmod
 #      build-essential if missing (names the package that failed);
 #   2. extract only drivers/net/virtio_net.c from
-#      /usr/src/linux-source-6.1.tar.xz (cached in DIR/src, keyed by the
+#      /usr/src/linux-source-6.1.tar.xz (cached in DIR/stock, keyed by the
 #      tarball's size+mtime);
-#   3. apply virtio_net-deferred.patch with `patch -p1 --fuzz=0` (fails loudly if a
+#   3. apply virtio_net-deferred.patch (`patch -p1 --fuzz=0`; fails loudly if a
 #      hunk does not apply; nothing is built then);
 #   4. make -C <headers> M=DIR/src modules, warnings are errors;
 #   5. copy virtio_net.ko to DIR.
@@ -49,7 +49,7 @@ die() { echo "guest-driver build: ERROR: $*" >&2; exit 1; }
 
 # 1. Packages.
 missing=()
-for pkg in "linux-headers-$KVER" linux-source-6.1 build-essential; do
+for pkg in "linux-headers-$KVER" linux-source-6.1 build-essential patch kmod; do
 	dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' ||
 		missing+=("$pkg")
 done

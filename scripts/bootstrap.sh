@@ -20,6 +20,7 @@ PKGS=(
 VM_PKGS=(
   qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients
   busybox-static iperf3 cpio kmod xz-utils zstd
+  linux-headers-6.1.0-56-amd64 linux-source-6.1 patch   # guest-driver-patch/build.sh
 )
 [ "${SN_BOOTSTRAP_NO_VM:-0}" = 1 ] || PKGS+=("${VM_PKGS[@]}")
 

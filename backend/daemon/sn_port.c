@@ -38,6 +38,7 @@ const char *const sn_drop_names[SN_DROP_MAX] = {
 	[SN_DROP_MALFORMED] = "malformed",
 	[SN_DROP_PORT_DOWN] = "port_down",
 	[SN_DROP_HAIRPIN] = "hairpin",
+	[SN_DROP_GSO_FAILED] = "gso_failed",
 };
 
 /* Worker-written counters start their own cache line (no false sharing with

@@ -41,6 +41,9 @@ enum sn_drop {
 	SN_DROP_MALFORMED,    /* ingress: runt frame, multicast source MAC */
 	SN_DROP_PORT_DOWN,    /* egress: learned destination not ready */
 	SN_DROP_HAIRPIN,      /* ingress: destination is the ingress port */
+	SN_DROP_GSO_FAILED,   /* egress: GSO frame an ethdev can't take that we
+	                       * could not segment (not TCP/IPv4, bad headers,
+	                       * out of mbufs); see sn_switch.c */
 	SN_DROP_MAX
 };
 

@@ -37,13 +37,14 @@ int sn_uplink_open(const char *devargs, struct rte_mempool *mp,
 	rc = rte_eth_dev_info_get(port, &info);
 	if (rc)
 		goto fail;
-	/* Guests hand us checksum-offloaded and TSO frames (virtio-net
-	 * offloads, mbuf ol_flags set by the vhost library): let the PMD finish
-	 * them when it can (net_tap does it in software). */
+	/* Guests hand us checksum-offloaded frames (virtio-net offloads, mbuf
+	 * ol_flags set by the vhost library): let the PMD finish them (net_tap
+	 * does it in software). TSO frames never reach the PMD: sn_switch.c
+	 * segments them (net_tap 22.11's TSO rejects mss + headers > MTU);
+	 * the segments are two-mbuf chains, hence MULTI_SEGS. */
 	conf.txmode.offloads = info.tx_offload_capa &
 		(RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM |
-		 RTE_ETH_TX_OFFLOAD_TCP_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_TSO |
-		 RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
+		 RTE_ETH_TX_OFFLOAD_TCP_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
 	rc = rte_eth_dev_configure(port, 1, 1, &conf);
 	if (rc)
 		goto fail;

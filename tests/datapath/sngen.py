@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 _seq = itertools.count()
-DROP_KEYS = ("no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin")
+DROP_KEYS = ("no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin", "gso_failed")
 
 
 def peer_mac(i: int) -> str:
