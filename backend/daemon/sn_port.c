@@ -24,6 +24,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <linux/virtio_net.h>
+
 #include <rte_ethdev.h>
 #include <rte_malloc.h>
 #include <rte_vhost.h>
@@ -311,6 +313,17 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		goto err_free;
 	}
 	p->registered = true;
+	/* Guest GSO the switch can segment for the uplink is TCP/IPv4 only
+	 * (librte_gso, see sn_switch.c): don't offer TSO over IPv6 or UFO, so
+	 * guests segment those themselves. TSO4 stays (VM<->VM keeps 64 KiB
+	 * frames). disable_features, not set_features: the latter would turn
+	 * off the library's builtin enqueue/dequeue (ENVIRONMENT.md). */
+	if (rte_vhost_driver_disable_features(path, (1ULL << VIRTIO_NET_F_HOST_TSO6) |
+					      (1ULL << VIRTIO_NET_F_HOST_UFO))) {
+		sn_log("port %s: rte_vhost_driver_disable_features failed", name);
+		rc = -EIO;
+		goto err_unregister;
+	}
 	if (rte_vhost_driver_callback_register(path, &vhost_ops)) {
 		sn_log("port %s: rte_vhost_driver_callback_register failed", name);
 		rc = -EIO;

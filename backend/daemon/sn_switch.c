@@ -27,9 +27,10 @@
  * net_tap in DPDK 22.11 advertises TCP_TSO but rejects every TSO frame
  * whose mss + l2/l3/l4 headers exceed its MTU (it compares an L2 size with
  * an L3 MTU: mss 1448 + 66 > 1500), and a rejected frame stops its whole
- * tx burst. A GSO frame we cannot segment (TSO over IPv6, UFO, headers
- * not in the first segment, absurd mss, out of mbufs) is dropped and
- * counted as gso_failed on the egress port. See README.md "Counters".
+ * tx burst. vhost ports do not offer TSO6/UFO (sn_port.c), which rte_gso
+ * cannot do. A GSO frame we cannot segment (TSO6/UFO anyway, headers not
+ * in the first segment, absurd mss, out of mbufs) is dropped and counted
+ * as gso_failed on the egress port. See README.md "Counters".
  *
  * This is the issue-2 datapath (rte_vhost_dequeue/enqueue_burst); the
  * scheduled datapath of DESIGN.md replaces the VM TX side later.
