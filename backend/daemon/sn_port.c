@@ -30,6 +30,7 @@
 #include <urcu-qsbr.h>
 
 #include "sn_log.h"
+#include "sn_vqtx.h"
 
 const char *const sn_drop_names[SN_DROP_MAX] = {
 	[SN_DROP_NO_MBUF] = "no_mbuf",
@@ -93,6 +94,12 @@ static int cb_new_device(int vid)
 		/* We poll; the guest need not kick us on TX. */
 		for (uint16_t q = 0; q < rte_vhost_get_vring_num(vid); q++)
 			rte_vhost_enable_guest_notification(vid, q, 0);
+		/* Deferred: the worker takes the TX ring over when it sees up. */
+		if (p->vq && sn_vqtx_start(p->vq, vid)) {
+			sn_log("port %s: cannot take over the TX ring of vid %d", p->name, vid);
+			pthread_mutex_unlock(&reg->lock);
+			return -1;
+		}
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
 		sn_log("port %s: connected (vid %d)", p->name, vid);
@@ -119,6 +126,10 @@ static void cb_destroy_device(int vid)
 		/* Pairs with the worker's quiescent state: after this, no
 		 * iteration that saw up == 1 is still using vid. */
 		synchronize_rcu();
+		/* Deferred: every held descriptor completed and the vring base
+		 * set before the library answers GET_VRING_BASE / unmaps. */
+		if (p->vq)
+			sn_vqtx_stop(p->vq);
 		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
 		sn_log("port %s: disconnected (vid %d)", p->name, vid);
 	}
@@ -276,8 +287,10 @@ static void unlink_stale_socket(const char *path)
 	close(fd);
 }
 
-int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path, bool client)
+int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
+		       const struct sn_vhost_opts *opts)
 {
+	bool client = opts->client;
 	struct sn_port *p;
 	int slot, rc;
 
@@ -296,6 +309,14 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	p->client = client;
 	p->slot = (uint16_t)slot;
+	if (opts->deferred) {
+		p->vq = sn_vqtx_create(opts->max_hold_us);
+		p->max_hold_us = opts->max_hold_us;
+		if (!p->vq) {
+			rc = -ENOMEM;
+			goto err_free;
+		}
+	}
 
 	rc = sn_ports_mkdir_parents(path);
 	if (rc) {
@@ -310,6 +331,13 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		goto err_free;
 	}
 	p->registered = true;
+	/* Trim, never set, features: set_features would make this an external
+	 * backend and disable the builtin RX enqueue (ENVIRONMENT.md). */
+	if (p->vq && rte_vhost_driver_disable_features(path, sn_vqtx_features_off())) {
+		sn_log("port %s: rte_vhost_driver_disable_features failed", name);
+		rc = -EIO;
+		goto err_unregister;
+	}
 	if (rte_vhost_driver_callback_register(path, &vhost_ops)) {
 		sn_log("port %s: rte_vhost_driver_callback_register failed", name);
 		rc = -EIO;
@@ -337,6 +365,7 @@ err_unslot:
 err_unregister:
 	rte_vhost_driver_unregister(path);
 err_free:
+	sn_vqtx_free(p->vq);
 	rte_free(p);
 	return rc;
 }
@@ -373,6 +402,17 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 	return 0;
 }
 
+static void unregister_driver(struct sn_port *p)
+{
+	for (int tries = 0; rte_vhost_driver_unregister(p->path) != 0; tries++) {
+		if (tries == 200) {
+			sn_log("port %s: rte_vhost_driver_unregister failed", p->name);
+			break;
+		}
+		usleep(10000);
+	}
+}
+
 int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 {
 	struct sn_port *p = sn_ports_find(reg, name);
@@ -382,6 +422,13 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 		return -ENOENT;
 	if (p->type == SN_PORT_UPLINK && !force)
 		return -EBUSY;
+	/* 0. Deferred: stop the driver while the port is still visible, so that
+	 * destroy_device finds it and the worker (which still polls it)
+	 * completes every held descriptor before the guest memory goes. */
+	if (p->vq && p->registered) {
+		unregister_driver(p);
+		p->registered = false;
+	}
 	/* 1. Out of the worker's sight: new snapshot + grace period. */
 	pthread_mutex_lock(&reg->lock);
 	reg->slot[p->slot] = NULL;
@@ -396,16 +443,10 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 	}
 	/* 2. Stop the vhost driver: closes the connection (destroy_device runs,
 	 * finds no port and returns) and unlinks a server socket. */
-	if (p->type == SN_PORT_VHOST && p->registered) {
-		for (int tries = 0; rte_vhost_driver_unregister(p->path) != 0; tries++) {
-			if (tries == 200) {
-				sn_log("port %s: rte_vhost_driver_unregister failed", name);
-				break;
-			}
-			usleep(10000);
-		}
-	}
+	if (p->type == SN_PORT_VHOST && p->registered)
+		unregister_driver(p);
 	sn_log("port %s: deleted", name);
+	sn_vqtx_free(p->vq);
 	rte_free(p);
 	return 0;
 }

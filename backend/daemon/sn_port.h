@@ -31,6 +31,8 @@
 
 #define SN_PORT_MAX 64
 
+struct sn_vqtx;
+
 enum sn_port_type { SN_PORT_VHOST, SN_PORT_UPLINK };
 
 enum sn_drop {
@@ -61,6 +63,10 @@ struct sn_port {
 	uint16_t eth_port;    /* uplink: ethdev port id */
 	uint32_t gen;         /* unique per port object; MAC entries check it */
 	bool registered;      /* vhost driver registered (main only) */
+	struct sn_vqtx *vq;   /* "completion": "deferred": our own TX ring
+	                       * (sn_vqtx.h); NULL = immediate (builtin
+	                       * rte_vhost_dequeue_burst) */
+	uint32_t max_hold_us; /* deferred: as configured (reported only) */
 
 	/* Link state: written by the vhost thread under reg->lock (uplink: by
 	 * main before publication); read by the worker and main (atomics). */
@@ -88,9 +94,16 @@ struct sn_ports *sn_ports_create(void);
 /* Main thread: delete every port (uplink included), free the registry. */
 void sn_ports_destroy(struct sn_ports *reg);
 
+struct sn_vhost_opts {
+	bool client;          /* mode "client" */
+	bool deferred;        /* completion "deferred" */
+	uint32_t max_hold_us; /* deferred: hold limit, 0 = none */
+};
+
 /* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),
- * -EINVAL, or the vhost library's failure (-EIO) with a log line. */
-int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path, bool client);
+ * -EINVAL, -ENOMEM, or the vhost library's failure (-EIO) with a log line. */
+int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
+		       const struct sn_vhost_opts *opts);
 /* Main thread: the uplink is an already started ethdev. */
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port);
 /* Main thread: -ENOENT, -EBUSY for the uplink unless force. */
