@@ -186,7 +186,8 @@ static json_t *completion_json(const struct sn_port *p)
 			json_decref(errs);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+			 "s:{s:f, s:f, s:f}}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
 			 "held_now", (json_int_t)vs.held_now, "held_max", (json_int_t)vs.held_max,
@@ -195,7 +196,9 @@ static json_t *completion_json(const struct sn_port *p)
 			 "popped", (json_int_t)vs.popped, "completed", (json_int_t)vs.completed,
 			 "no_mbuf", (json_int_t)vs.no_mbuf, "offload", (json_int_t)vs.offload,
 			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
-			 "vring_errors", errs);
+			 "vring_errors", errs,
+			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
+			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs));
 }
 
 static json_t *port_stats_json(const struct sn_port *p)

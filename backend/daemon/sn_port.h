@@ -12,7 +12,9 @@
  *    under reg->lock and changes only port->vid and port->up/vring state.
  *    destroy_device clears `up` (release) and then waits synchronize_rcu(),
  *    so that when it returns to the vhost library no worker iteration can
- *    still be using the vid being destroyed.
+ *    still be using the vid being destroyed. For a deferred port it then
+ *    takes the TX ring back from the worker (sn_vqtx_stop: handshake, every
+ *    held descriptor completed, vring base set) before returning.
  *  - WORKER lcore: reads the snapshot between quiescent states, loads
  *    port->up with acquire (pairs with the release in new_device, which
  *    stored vid before) and only then uses port->vid. It is the only
@@ -106,7 +108,9 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		       const struct sn_vhost_opts *opts);
 /* Main thread: the uplink is an already started ethdev. */
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port);
-/* Main thread: -ENOENT, -EBUSY for the uplink unless force. */
+/* Main thread: -ENOENT, -EBUSY for the uplink unless force. A deferred
+ * port's driver is unregistered while the port is still published, so its
+ * destroy_device finds it and drains the held descriptors with the worker. */
 int sn_ports_del(struct sn_ports *reg, const char *name, bool force);
 
 /* Main thread: the current snapshot (main is its only writer, so it may

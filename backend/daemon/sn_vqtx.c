@@ -329,6 +329,17 @@ static void complete(struct sn_vqtx *q, uint16_t head)
 		q->dirty = true;
 }
 
+static void hold_record(struct sn_vqtx *q, uint64_t cycles)
+{
+	unsigned b = cycles ? 63u - (unsigned)__builtin_clzll(cycles) : 0;
+
+	if (b >= SN_VQTX_HOLD_BUCKETS)
+		b = SN_VQTX_HOLD_BUCKETS - 1;
+	ctr_inc(&q->st.hold_hist[b]);
+	if (cycles > q->st.hold_max)
+		ctr_set(&q->st.hold_max, cycles);
+}
+
 static void extbuf_free_cb(void *addr, void *opaque)
 {
 	struct slot *s = opaque;
@@ -341,6 +352,7 @@ static void extbuf_free_cb(void *addr, void *opaque)
 		abort();
 	}
 	q->outstanding--;
+	hold_record(q, rte_rdtsc() - s->pop_tsc);
 	if (s->epoch != q->epoch || !q->vr) {
 		ctr_inc(&q->st.late_free);
 		return;
@@ -464,4 +476,31 @@ void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out)
 	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "sn_vqtx_stats: all u64");
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+double sn_vqtx_hold_pct_us(const struct sn_vqtx_stats *st, double pct)
+{
+	uint64_t total = 0, want, run = 0;
+
+	for (unsigned i = 0; i < SN_VQTX_HOLD_BUCKETS; i++)
+		total += st->hold_hist[i];
+	if (!total)
+		return 0;
+	want = (uint64_t)((double)total * pct / 100.0 + 0.999999);
+	if (want == 0)
+		want = 1;
+	for (unsigned i = 0; i < SN_VQTX_HOLD_BUCKETS; i++) {
+		run += st->hold_hist[i];
+		if (run >= want) {
+			double edge = (double)(i + 1 < 64 ? (1ULL << (i + 1)) : UINT64_MAX);
+
+			return RTE_MIN(edge, (double)st->hold_max) * 1e6 / (double)rte_get_tsc_hz();
+		}
+	}
+	return sn_vqtx_hold_max_us(st);
+}
+
+double sn_vqtx_hold_max_us(const struct sn_vqtx_stats *st)
+{
+	return (double)st->hold_max * 1e6 / (double)rte_get_tsc_hz();
 }

@@ -53,6 +53,8 @@ struct rte_mbuf;
 struct rte_mempool;
 struct sn_vqtx;
 
+#define SN_VQTX_HOLD_BUCKETS 48
+
 struct sn_vqtx_stats {
 	uint64_t popped;         /* frames wrapped zero-copy in mbufs */
 	uint64_t completed;      /* used entries written (good + bad + dropped) */
@@ -64,6 +66,10 @@ struct sn_vqtx_stats {
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
 	uint64_t held_now, held_max;
 	uint64_t err[SN_VRING_E__MAX]; /* sn_vring causes, one each */
+	/* Hold time (pop -> completion) of frames: bucket i counts holds of
+	 * [2^i, 2^(i+1)) TSC cycles; hold_max in cycles. */
+	uint64_t hold_hist[SN_VQTX_HOLD_BUCKETS];
+	uint64_t hold_max;
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
@@ -120,5 +126,10 @@ void sn_vqtx_count_forced(struct sn_vqtx *q);
 
 /* Any thread. */
 void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out);
+/* Any thread: hold time in microseconds at percentile pct (0 < pct <= 100)
+ * of a histogram read above (upper edge of its bucket, so within 2x; 0 if
+ * empty); sn_vqtx_hold_max_us() is exact. */
+double sn_vqtx_hold_pct_us(const struct sn_vqtx_stats *st, double pct);
+double sn_vqtx_hold_max_us(const struct sn_vqtx_stats *st);
 
 #endif /* SN_VQTX_H */

@@ -125,10 +125,12 @@ def test_unicast_counters_exact(schednicd, sngen, sn_tmpdir, modes):
         assert c["mode"] == modes[i]
         if modes[i] == "deferred":
             assert_quiet(t, n)
+            assert 0 < c["hold_us"]["p50"] <= c["hold_us"]["max"], c
             assert c["popped"] == N + 1, c
             assert c["held_max"] > 0, c
         else:
             assert c["held_max"] == 0 and c["popped"] == 0 and c["completed"] == 0, c
+            assert c["hold_us"] == {"p50": 0, "p99": 0, "max": 0}, c
     for f in r["flows"]:
         assert f["tx"] == f["count"] == f["rx"] and f["rx_ooo"] == 0 and f["rx_bad"] == 0, f
     wait_for(lambda: d.stats()["mempool"]["in_use"] <= base, "mempool back at baseline", d=d)
@@ -188,7 +190,11 @@ def test_paused_sink_holds_descriptors_then_delivers_all(schednicd, sngen, sn_tm
     t = wait_settled(d, lambda t: comp(t, "vm0")["held_now"] == 0
                      and t["vm1"]["tx_packets"] == t0["vm1"]["tx_packets"] + n_slow)
     assert egress_drops(t["vm1"]) == egress_drops(t0["vm1"]), t["vm1"]
-    assert comp(t, "vm0")["hold_timeouts"] == 0
+    c = comp(t, "vm0")
+    assert c["hold_timeouts"] == 0
+    # the held frames waited for the SIGCONT: the longest hold shows it
+    assert 0 < c["hold_us"]["p50"] <= c["hold_us"]["p99"] <= c["hold_us"]["max"], c
+    assert c["hold_us"]["max"] >= 1000, c
     assert_quiet(t, "vm0")
     rs = finish_resumed(sink)
     assert rs["ports"][0]["rx_packets"] == t["vm1"]["tx_packets"], rs
@@ -213,6 +219,7 @@ def test_max_hold_drops_and_counts(schednicd, sngen, sn_tmpdir):
     delivered = t["vm1"]["tx_packets"] - t0["vm1"]["tx_packets"]
     assert c["hold_timeouts"] > 0, c
     assert delivered + c["hold_timeouts"] == n_slow, (delivered, c)
+    assert c["hold_us"]["max"] >= 20000, c   # timed-out frames were held >= max_hold_us
     assert t["vm2"]["tx_packets"] - t0["vm2"]["tx_packets"] == n_fast
     assert egress_drops(t["vm1"]) == egress_drops(t0["vm1"])
     assert_quiet(t, "vm0")
