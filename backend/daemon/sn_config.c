@@ -65,7 +65,8 @@ static const struct key_spec uplink_keys[] = {
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
-static const char *const port_keys[] = { "name", "type", "path", "mode", NULL };
+static const char *const port_keys[] = { "name", "type", "path", "mode", "completion",
+					 "max_hold_us", NULL };
 static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports", NULL };
 
 __attribute__((format(printf, 3, 4)))
@@ -249,6 +250,28 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 					   strcmp(json_string_value(v), "client")))
 			return fail(err, errlen, "ports[%zu].mode: must be \"server\" or \"client\"", i);
 		p->client = !strcmp(json_string_value(v), "client");
+	}
+
+	v = json_object_get(o, "completion");
+	p->deferred = false;
+	if (v) {
+		if (!json_is_string(v) || (strcmp(json_string_value(v), "immediate") &&
+					   strcmp(json_string_value(v), "deferred")))
+			return fail(err, errlen,
+				    "ports[%zu].completion: must be \"immediate\" or \"deferred\"", i);
+		p->deferred = !strcmp(json_string_value(v), "deferred");
+	}
+	v = json_object_get(o, "max_hold_us");
+	p->max_hold_us = 0;
+	if (v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > SN_CONFIG_MAX_HOLD_US_MAX)
+			return fail(err, errlen, "ports[%zu].max_hold_us: must be an integer 0..%u",
+				    i, SN_CONFIG_MAX_HOLD_US_MAX);
+		if (!p->deferred)
+			return fail(err, errlen,
+				    "ports[%zu].max_hold_us: only with \"completion\": \"deferred\"", i);
+		p->max_hold_us = (uint32_t)json_integer_value(v);
 	}
 	return 0;
 }

@@ -31,7 +31,11 @@ struct sn_config_port {
 	char name[SN_CONFIG_NAME_MAX + 1];
 	char path[SN_CONFIG_PATH_MAX + 1];
 	bool client;                       /* mode "client" */
+	bool deferred;                     /* completion "deferred" */
+	uint32_t max_hold_us;              /* deferred: 0 = no limit */
 };
+
+#define SN_CONFIG_MAX_HOLD_US_MAX 10000000u /* 10 s */
 
 struct sn_config {
 	struct {

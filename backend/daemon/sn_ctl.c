@@ -20,6 +20,7 @@
 #include "sn_port.h"
 #include "sn_rpc.h"
 #include "sn_switch.h"
+#include "sn_vqtx.h"
 
 #ifndef SN_VERSION
 #define SN_VERSION "0.0.0"
@@ -56,7 +57,10 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	const char *path = param_str(params, "path", NULL);
 	const char *mode = param_str(params, "mode", "server");
 	const char *type = param_str(params, "type", "vhost-user");
+	const char *completion = param_str(params, "completion", "immediate");
+	json_t *hold = json_object_get(params, "max_hold_us");
 	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+	struct sn_vhost_opts opts = { 0 };
 	int rc;
 
 	if (!name)
@@ -74,6 +78,21 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "mode: must be \"server\" or \"client\"");
 	if (strcmp(type, "vhost-user"))
 		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "type: must be \"vhost-user\"");
+	if (strcmp(completion, "immediate") && strcmp(completion, "deferred"))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+				   "completion: must be \"immediate\" or \"deferred\"");
+	opts.client = !strcmp(mode, "client");
+	opts.deferred = !strcmp(completion, "deferred");
+	if (hold) {
+		if (!json_is_integer(hold) || json_integer_value(hold) < 0 ||
+		    json_integer_value(hold) > SN_CONFIG_MAX_HOLD_US_MAX)
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+					   "max_hold_us: must be an integer 0..%u", SN_CONFIG_MAX_HOLD_US_MAX);
+		if (json_integer_value(hold) && !opts.deferred)
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+					   "max_hold_us: only with completion \"deferred\"");
+		opts.max_hold_us = (uint32_t)json_integer_value(hold);
+	}
 	for (unsigned i = 0; i < t->n; i++) {
 		if (!strcmp(t->list[i]->name, name))
 			return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s already exists", name);
@@ -81,7 +100,7 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 			return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "path %s already used by port %s",
 					   path, t->list[i]->name);
 	}
-	rc = sn_ports_add_vhost(ctl->reg, name, path, !strcmp(mode, "client"));
+	rc = sn_ports_add_vhost(ctl->reg, name, path, &opts);
 	switch (rc) {
 	case 0:
 		return json_pack("{s:s}", "name", name);
@@ -151,10 +170,41 @@ static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 	return json_pack("{s:o}", "ports", ports);
 }
 
+/* The "completion" object of a vhost-user port (zeros in immediate mode). */
+static json_t *completion_json(const struct sn_port *p)
+{
+	struct sn_vqtx_stats vs = { 0 };
+	json_t *errs = json_object();
+
+	if (!errs)
+		return NULL;
+	if (p->vq)
+		sn_vqtx_stats_read(p->vq, &vs);
+	for (unsigned i = 1; i < SN_VRING_E__MAX; i++)
+		if (json_object_set_new(errs, sn_vring_err_name((enum sn_vring_err)i),
+					json_integer((json_int_t)vs.err[i]))) {
+			json_decref(errs);
+			return NULL;
+		}
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
+			 "s:{s:f, s:f, s:f}}",
+			 "mode", p->vq ? "deferred" : "immediate",
+			 "max_hold_us", (json_int_t)p->max_hold_us,
+			 "held_now", (json_int_t)vs.held_now, "held_max", (json_int_t)vs.held_max,
+			 "out_of_order", (json_int_t)vs.out_of_order,
+			 "hold_timeouts", (json_int_t)vs.hold_timeouts,
+			 "popped", (json_int_t)vs.popped, "completed", (json_int_t)vs.completed,
+			 "no_mbuf", (json_int_t)vs.no_mbuf, "offload", (json_int_t)vs.offload,
+			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
+			 "vring_errors", errs,
+			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
+			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs));
+}
+
 static json_t *port_stats_json(const struct sn_port *p)
 {
 	struct sn_port_stats st;
-	json_t *drops;
+	json_t *drops, *o;
 
 	sn_port_stats_read(p, &st);
 	if (p->type == SN_PORT_UPLINK) {
@@ -172,11 +222,20 @@ static json_t *port_stats_json(const struct sn_port *p)
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "name", p->name,
-			 "type", type_str(p), "state", state_str(p),
-			 "rx_packets", (json_int_t)st.rx_packets, "rx_bytes", (json_int_t)st.rx_bytes,
-			 "tx_packets", (json_int_t)st.tx_packets, "tx_bytes", (json_int_t)st.tx_bytes,
-			 "drops", drops);
+	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "name", p->name,
+		      "type", type_str(p), "state", state_str(p),
+		      "rx_packets", (json_int_t)st.rx_packets, "rx_bytes", (json_int_t)st.rx_bytes,
+		      "tx_packets", (json_int_t)st.tx_packets, "tx_bytes", (json_int_t)st.tx_bytes,
+		      "drops", drops);
+	if (o && p->type == SN_PORT_VHOST) {
+		json_t *c = completion_json(p);
+
+		if (!c || json_object_set_new(o, "completion", c)) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
 }
 
 static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)

@@ -32,6 +32,7 @@
 #include <urcu-qsbr.h>
 
 #include "sn_log.h"
+#include "sn_vqtx.h"
 
 const char *const sn_drop_names[SN_DROP_MAX] = {
 	[SN_DROP_NO_MBUF] = "no_mbuf",
@@ -96,6 +97,12 @@ static int cb_new_device(int vid)
 		/* We poll; the guest need not kick us on TX. */
 		for (uint16_t q = 0; q < rte_vhost_get_vring_num(vid); q++)
 			rte_vhost_enable_guest_notification(vid, q, 0);
+		/* Deferred: the worker takes the TX ring over when it sees up. */
+		if (p->vq && sn_vqtx_start(p->vq, vid)) {
+			sn_log("port %s: cannot take over the TX ring of vid %d", p->name, vid);
+			pthread_mutex_unlock(&reg->lock);
+			return -1;
+		}
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
 		sn_log("port %s: connected (vid %d)", p->name, vid);
@@ -122,6 +129,10 @@ static void cb_destroy_device(int vid)
 		/* Pairs with the worker's quiescent state: after this, no
 		 * iteration that saw up == 1 is still using vid. */
 		synchronize_rcu();
+		/* Deferred: every held descriptor completed and the vring base
+		 * set before the library answers GET_VRING_BASE / unmaps. */
+		if (p->vq)
+			sn_vqtx_stop(p->vq);
 		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
 		sn_log("port %s: disconnected (vid %d)", p->name, vid);
 	}
@@ -279,8 +290,10 @@ static void unlink_stale_socket(const char *path)
 	close(fd);
 }
 
-int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path, bool client)
+int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
+		       const struct sn_vhost_opts *opts)
 {
+	bool client = opts->client;
 	struct sn_port *p;
 	int slot, rc;
 
@@ -299,6 +312,14 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	p->client = client;
 	p->slot = (uint16_t)slot;
+	if (opts->deferred) {
+		p->vq = sn_vqtx_create(opts->max_hold_us);
+		p->max_hold_us = opts->max_hold_us;
+		if (!p->vq) {
+			rc = -ENOMEM;
+			goto err_free;
+		}
+	}
 
 	rc = sn_ports_mkdir_parents(path);
 	if (rc) {
@@ -313,12 +334,15 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		goto err_free;
 	}
 	p->registered = true;
-	/* Guest GSO the switch can segment for the uplink is TCP/IPv4 only
-	 * (librte_gso, see sn_switch.c): don't offer TSO over IPv6 or UFO, so
-	 * guests segment those themselves. TSO4 stays (VM<->VM keeps 64 KiB
-	 * frames). disable_features, not set_features: the latter would turn
-	 * off the library's builtin enqueue/dequeue (ENVIRONMENT.md). */
-	if (rte_vhost_driver_disable_features(path, (1ULL << VIRTIO_NET_F_HOST_TSO6) |
+	/* Trim, never set, features: set_features would make this an external
+	 * backend and disable the builtin RX enqueue (ENVIRONMENT.md).
+	 * Immediate ports: guest GSO the switch can segment for the uplink is
+	 * TCP/IPv4 only (librte_gso, see sn_switch.c): don't offer TSO over
+	 * IPv6 or UFO, so guests segment those themselves; TSO4 stays (VM<->VM
+	 * keeps 64 KiB frames). Deferred ports trim every TX offload
+	 * (sn_vqtx_features_off(), a superset). */
+	if (rte_vhost_driver_disable_features(path, p->vq ? sn_vqtx_features_off() :
+					      (1ULL << VIRTIO_NET_F_HOST_TSO6) |
 					      (1ULL << VIRTIO_NET_F_HOST_UFO))) {
 		sn_log("port %s: rte_vhost_driver_disable_features failed", name);
 		rc = -EIO;
@@ -351,6 +375,7 @@ err_unslot:
 err_unregister:
 	rte_vhost_driver_unregister(path);
 err_free:
+	sn_vqtx_free(p->vq);
 	rte_free(p);
 	return rc;
 }
@@ -387,6 +412,17 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 	return 0;
 }
 
+static void unregister_driver(struct sn_port *p)
+{
+	for (int tries = 0; rte_vhost_driver_unregister(p->path) != 0; tries++) {
+		if (tries == 200) {
+			sn_log("port %s: rte_vhost_driver_unregister failed", p->name);
+			break;
+		}
+		usleep(10000);
+	}
+}
+
 int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 {
 	struct sn_port *p = sn_ports_find(reg, name);
@@ -396,6 +432,13 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 		return -ENOENT;
 	if (p->type == SN_PORT_UPLINK && !force)
 		return -EBUSY;
+	/* 0. Deferred: stop the driver while the port is still visible, so that
+	 * destroy_device finds it and the worker (which still polls it)
+	 * completes every held descriptor before the guest memory goes. */
+	if (p->vq && p->registered) {
+		unregister_driver(p);
+		p->registered = false;
+	}
 	/* 1. Out of the worker's sight: new snapshot + grace period. */
 	pthread_mutex_lock(&reg->lock);
 	reg->slot[p->slot] = NULL;
@@ -410,16 +453,10 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 	}
 	/* 2. Stop the vhost driver: closes the connection (destroy_device runs,
 	 * finds no port and returns) and unlinks a server socket. */
-	if (p->type == SN_PORT_VHOST && p->registered) {
-		for (int tries = 0; rte_vhost_driver_unregister(p->path) != 0; tries++) {
-			if (tries == 200) {
-				sn_log("port %s: rte_vhost_driver_unregister failed", name);
-				break;
-			}
-			usleep(10000);
-		}
-	}
+	if (p->type == SN_PORT_VHOST && p->registered)
+		unregister_driver(p);
 	sn_log("port %s: deleted", name);
+	sn_vqtx_free(p->vq);
 	rte_free(p);
 	return 0;
 }

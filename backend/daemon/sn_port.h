@@ -12,7 +12,9 @@
  *    under reg->lock and changes only port->vid and port->up/vring state.
  *    destroy_device clears `up` (release) and then waits synchronize_rcu(),
  *    so that when it returns to the vhost library no worker iteration can
- *    still be using the vid being destroyed.
+ *    still be using the vid being destroyed. For a deferred port it then
+ *    takes the TX ring back from the worker (sn_vqtx_stop: handshake, every
+ *    held descriptor completed, vring base set) before returning.
  *  - WORKER lcore: reads the snapshot between quiescent states, loads
  *    port->up with acquire (pairs with the release in new_device, which
  *    stored vid before) and only then uses port->vid. It is the only
@@ -30,6 +32,8 @@
 #include "sn_config.h"
 
 #define SN_PORT_MAX 64
+
+struct sn_vqtx;
 
 enum sn_port_type { SN_PORT_VHOST, SN_PORT_UPLINK };
 
@@ -64,6 +68,10 @@ struct sn_port {
 	uint16_t eth_port;    /* uplink: ethdev port id */
 	uint32_t gen;         /* unique per port object; MAC entries check it */
 	bool registered;      /* vhost driver registered (main only) */
+	struct sn_vqtx *vq;   /* "completion": "deferred": our own TX ring
+	                       * (sn_vqtx.h); NULL = immediate (builtin
+	                       * rte_vhost_dequeue_burst) */
+	uint32_t max_hold_us; /* deferred: as configured (reported only) */
 
 	/* Link state: written by the vhost thread under reg->lock (uplink: by
 	 * main before publication); read by the worker and main (atomics). */
@@ -91,12 +99,21 @@ struct sn_ports *sn_ports_create(void);
 /* Main thread: delete every port (uplink included), free the registry. */
 void sn_ports_destroy(struct sn_ports *reg);
 
+struct sn_vhost_opts {
+	bool client;          /* mode "client" */
+	bool deferred;        /* completion "deferred" */
+	uint32_t max_hold_us; /* deferred: hold limit, 0 = none */
+};
+
 /* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),
- * -EINVAL, or the vhost library's failure (-EIO) with a log line. */
-int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path, bool client);
+ * -EINVAL, -ENOMEM, or the vhost library's failure (-EIO) with a log line. */
+int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
+		       const struct sn_vhost_opts *opts);
 /* Main thread: the uplink is an already started ethdev. */
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port);
-/* Main thread: -ENOENT, -EBUSY for the uplink unless force. */
+/* Main thread: -ENOENT, -EBUSY for the uplink unless force. A deferred
+ * port's driver is unregistered while the port is still published, so its
+ * destroy_device finds it and drains the held descriptors with the worker. */
 int sn_ports_del(struct sn_ports *reg, const char *name, bool force);
 
 /* Main thread: the current snapshot (main is its only writer, so it may

@@ -34,6 +34,21 @@
  *
  * This is the issue-2 datapath (rte_vhost_dequeue/enqueue_burst); the
  * scheduled datapath of DESIGN.md replaces the VM TX side later.
+ *
+ * Deferred-completion ports (sn_vqtx.h, Carousel §5.2): their frames are
+ * guest buffers wrapped zero-copy in mbufs, and the guest gets a
+ * descriptor back only when the last reference is freed. That turns a full
+ * destination ring from a drop into backpressure: a frame from a deferred
+ * port that a vhost destination cannot take now waits in that
+ * destination's BACKLOG (FIFO, BACKLOG_MAX frames, drained before anything
+ * new goes to that destination, so a flow stays in order) until the
+ * destination takes it, goes down (port_down) or the frame's hold time
+ * passes its port's max_hold_us (dropped, counted as hold_timeouts). Its
+ * descriptor stays held meanwhile, so the guest's TX ring, not our
+ * mempool, absorbs the queue. Frames to the uplink are copied (a PMD may
+ * keep an mbuf past a device stop, and guest memory must not outlive it).
+ * Backlogs belong to the worker alone; a port being stopped has every one
+ * of its frames purged from them before sn_vqtx_stop_ack().
  */
 #define _LGPL_SOURCE
 /* rte_ipv4_udptcp_cksum_mbuf() (multi-segment TCP checksum) is still
@@ -41,6 +56,7 @@
 #define ALLOW_EXPERIMENTAL_API
 #include "sn_switch.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -60,6 +76,7 @@
 #include "sn_config.h"
 #include "sn_log.h"
 #include "sn_port.h"
+#include "sn_vqtx.h"
 
 #define MAC_WAYS   4
 #define MAC_VALID  (1ULL << 63)
@@ -72,6 +89,7 @@
 #define GSO_SEG_MAX 128  /* segments per GSO frame (64 KiB at mss >= 512) */
 #define GSO_FLAGS (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
 #define DIAG_LINES 16    /* frames logged per cause (diagnostics, bounded) */
+#define BACKLOG_MAX 1024u /* frames waiting per vhost destination (power of 2) */
 
 struct mac_entry {
 	uint64_t key;    /* MAC | MAC_VALID, 0 = empty */
@@ -79,6 +97,14 @@ struct mac_entry {
 	uint32_t gen;    /* port generation */
 	uint16_t slot;   /* port slot */
 	uint16_t pad;
+};
+
+/* Frames from deferred ports waiting for one vhost destination. */
+struct backlog {
+	uint32_t gen;          /* destination port generation */
+	uint32_t head, n;      /* ring of BACKLOG_MAX */
+	uint64_t next_check;   /* earliest hold deadline inside (TSC) */
+	struct rte_mbuf *m[BACKLOG_MAX];
 };
 
 struct stage {
@@ -110,6 +136,8 @@ struct sn_switch {
 	unsigned diag_malformed, diag_txfail; /* log lines left (DIAG_LINES) */
 	struct sn_mac_stats ms;      /* sole writer: worker */
 	struct stage stage[SN_PORT_MAX];
+	struct backlog *bl;          /* [SN_PORT_MAX], by destination slot */
+	uint64_t bl_busy;            /* bit i: bl[i] may be non-empty */
 };
 
 /* Sole-writer counter update; readers use relaxed atomic loads. */
@@ -208,19 +236,31 @@ static void mac_age_slice(struct sn_switch *sw, uint64_t now)
 	sw->scan_pos = end;
 }
 
-static inline void stage_add(struct sn_switch *sw, struct sn_port *p, struct rte_mbuf *m)
+static inline void stage_add(struct sn_switch *sw, struct sn_port *in, struct sn_port *p,
+			     struct rte_mbuf *m)
 {
 	struct stage *s = &sw->stage[p->slot];
 
+	if (p->type == SN_PORT_UPLINK) {
+		if (in->vq) {
+			/* Guest memory must not outlive a device stop in a PMD. */
+			m = rte_pktmbuf_copy(m, sw->mp, 0, UINT32_MAX);
+			if (!m) {
+				ctr_add(&in->st.drop[SN_DROP_NO_MBUF], 1);
+				return;
+			}
+		} else {
+			/* Every segment (fix O): rte_pktmbuf_free() frees each
+			 * segment by its own refcnt, so a head-only reference
+			 * let the PMD and the final free_bulk free a
+			 * multi-segment (TSO) frame's tail twice. */
+			rte_pktmbuf_refcnt_update(m, 1);
+		}
+	}
 	if (s->n == 0) {
 		s->port = p;
 		sw->touched[sw->n_touched++] = p->slot;
 	}
-	/* Every segment (fix O): rte_pktmbuf_free() frees each segment by its
-	 * own refcnt, so a head-only reference let the PMD and the final
-	 * free_bulk free a multi-segment (TSO) frame's tail twice. */
-	if (p->type == SN_PORT_UPLINK)
-		rte_pktmbuf_refcnt_update(m, 1);
 	s->pkts[s->n++] = m;
 }
 
@@ -363,11 +403,165 @@ static void flush_eth(struct sn_switch *sw, struct sn_port *p, struct stage *s)
 		ctr_add(&p->st.drop[SN_DROP_GSO_FAILED], gso_failed);
 }
 
+/* ---- Backlogs (deferred frames waiting for a vhost destination). ---- */
+
+static_assert(SN_PORT_MAX <= 64, "bl_busy is one 64-bit mask");
+
+static void bl_push(struct sn_switch *sw, struct backlog *b, const struct sn_port *dst,
+		    struct rte_mbuf *m, uint64_t deadline)
+{
+	sw->bl_busy |= 1ULL << dst->slot;
+	if (b->n == 0) {
+		b->gen = dst->gen;
+		b->head = 0;
+		b->next_check = UINT64_MAX;
+	}
+	rte_pktmbuf_refcnt_update(m, 1);   /* every segment, see stage_add() */
+	b->m[(b->head + b->n++) & (BACKLOG_MAX - 1)] = m;
+	if (deadline < b->next_check)
+		b->next_check = deadline;
+}
+
+/* Hand what the destination takes to its RX ring, oldest first. */
+static void bl_drain(struct backlog *b, struct sn_port *p)
+{
+	while (b->n) {
+		uint16_t cnt = (uint16_t)SN_MIN_U(SN_MIN_U(b->n, BACKLOG_MAX - b->head),
+						  SN_CONFIG_BURST_MAX);
+		struct rte_mbuf **a = &b->m[b->head];
+		uint64_t bytes = 0;
+		uint16_t k = rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, a, cnt);
+
+		for (uint16_t j = 0; j < k; j++)
+			bytes += a[j]->pkt_len;
+		ctr_add(&p->st.tx_packets, k);
+		ctr_add(&p->st.tx_bytes, bytes);
+		rte_pktmbuf_free_bulk(a, k);
+		b->head = (b->head + k) & (BACKLOG_MAX - 1);
+		b->n -= k;
+		if (k < cnt)
+			break;
+	}
+}
+
+/* Drop the frames for which drop(m) holds (freeing completes them); the
+ * rest keeps its order. Returns how many were dropped. */
+static unsigned bl_filter(struct backlog *b, bool (*drop)(struct rte_mbuf *, void *), void *arg)
+{
+	uint32_t keep = 0, n = b->n, dropped = 0;
+	uint64_t next = UINT64_MAX;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = b->m[(b->head + i) & (BACKLOG_MAX - 1)];
+		uint64_t pop;
+
+		if (drop(m, arg)) {
+			rte_pktmbuf_free(m);
+			dropped++;
+			continue;
+		}
+		if (sn_vqtx_of(m, &pop)) {
+			uint64_t d = sn_vqtx_deadline(sn_vqtx_of(m, &pop), pop);
+
+			next = d < next ? d : next;
+		}
+		b->m[(b->head + keep++) & (BACKLOG_MAX - 1)] = m;
+	}
+	b->n = keep;
+	b->next_check = next;
+	return dropped;
+}
+
+static bool drop_all(struct rte_mbuf *m, void *arg)
+{
+	(void)m, (void)arg;
+	return true;
+}
+
+static bool drop_expired(struct rte_mbuf *m, void *arg)
+{
+	uint64_t pop, now = *(const uint64_t *)arg;
+	struct sn_vqtx *q = sn_vqtx_of(m, &pop);
+
+	if (!q || sn_vqtx_deadline(q, pop) > now)
+		return false;
+	sn_vqtx_count_timeout(q);
+	return true;
+}
+
+static bool drop_of_queue(struct rte_mbuf *m, void *arg)
+{
+	uint64_t pop;
+
+	if (sn_vqtx_of(m, &pop) != arg)
+		return false;
+	sn_vqtx_count_forced(arg);
+	return true;
+}
+
+/* Every iteration: deliver, expire, or drop backlogs of vanished or down
+ * destinations. */
+static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
+{
+	for (uint64_t busy = sw->bl_busy; busy; busy &= busy - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(busy);
+		struct backlog *b = &sw->bl[i];
+		struct sn_port *p;
+
+		if (!b->n) {
+			sw->bl_busy &= ~(1ULL << i);
+			continue;
+		}
+		p = t->by_slot[i];
+		if (!p || p->gen != b->gen) {
+			bl_filter(b, drop_all, NULL);  /* port deleted: no counters left */
+			continue;
+		}
+		if (!sn_port_is_up(p)) {
+			ctr_add(&p->st.drop[SN_DROP_PORT_DOWN], bl_filter(b, drop_all, NULL));
+			continue;
+		}
+		bl_drain(b, p);
+		if (b->n && now >= b->next_check)
+			bl_filter(b, drop_expired, &now);
+	}
+}
+
+/* A deferred port is stopping: none of its frames may stay with us. */
+static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
+{
+	for (uint64_t busy = sw->bl_busy; busy; busy &= busy - 1) {
+		unsigned i = (unsigned)__builtin_ctzll(busy);
+
+		if (sw->bl[i].n)
+			bl_filter(&sw->bl[i], drop_of_queue, q);
+	}
+}
+
+/* Every iteration, after switching: deferred ports publish completions, or
+ * hand their ring back when a stop is pending. */
+static void vq_service(struct sn_switch *sw, const struct sn_port_table *t)
+{
+	for (unsigned i = 0; i < t->n; i++) {
+		struct sn_vqtx *q = t->list[i]->vq;
+
+		if (!q)
+			continue;
+		if (sn_vqtx_stop_pending(q)) {
+			bl_purge_queue(sw, q);
+			sn_vqtx_stop_ack(q);
+		} else {
+			sn_vqtx_service(q);
+		}
+	}
+}
+
 static void flush(struct sn_switch *sw)
 {
 	for (unsigned i = 0; i < sw->n_touched; i++) {
 		struct stage *s = &sw->stage[sw->touched[i]];
 		struct sn_port *p = s->port;
+		struct backlog *b;
 		uint64_t bytes = 0;
 		uint16_t k;
 
@@ -376,13 +570,31 @@ static void flush(struct sn_switch *sw)
 			s->n = 0;
 			continue;
 		}
-		k = rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, s->pkts, s->n);
+		b = &sw->bl[p->slot];
+		if (b->n)
+			bl_drain(b, p);
+		k = b->n ? 0 : rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, s->pkts, s->n);
+		/* Deferred frames the destination cannot take now wait; the
+		 * rest are dropped below. Keep the untaken ones at the end of
+		 * s->pkts for the drop count. */
+		for (uint16_t j = k; j < s->n; j++) {
+			struct rte_mbuf *m = s->pkts[j];
+			struct sn_vqtx *q;
+			uint64_t pop;
+
+			q = sn_vqtx_of(m, &pop);
+			if (q && b->n < BACKLOG_MAX) {
+				bl_push(sw, b, p, m, sn_vqtx_deadline(q, pop));
+				s->pkts[j] = NULL;
+			}
+		}
 		for (uint16_t j = 0; j < k; j++)
 			bytes += s->pkts[j]->pkt_len;
 		ctr_add(&p->st.tx_packets, k);
 		ctr_add(&p->st.tx_bytes, bytes);
-		if (k < s->n)
-			ctr_add(&p->st.drop[SN_DROP_RING_FULL], s->n - k);
+		for (uint16_t j = k; j < s->n; j++)
+			if (s->pkts[j])
+				ctr_add(&p->st.drop[SN_DROP_RING_FULL], 1);
 		s->n = 0;
 	}
 	sw->n_touched = 0;
@@ -427,13 +639,13 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 				rte_pktmbuf_free(m);
 				continue;
 			}
-			stage_add(sw, dp, m);
+			stage_add(sw, in, dp, m);
 		} else {
 			for (unsigned j = 0; j < t->n; j++) {
 				struct sn_port *p = t->list[j];
 
 				if (p != in && sn_port_is_up(p))
-					stage_add(sw, p, m);
+					stage_add(sw, in, p, m);
 			}
 		}
 		pkts[keep++] = m;
@@ -453,6 +665,7 @@ int sn_switch_worker(void *arg)
 	unsigned idle = 0;
 
 	rcu_register_thread();
+	sn_vqtx_worker_enter();
 	sw->next_scan = rte_rdtsc() + sw->scan_tsc;
 	/* Acquire pairs with the release store in sn_switch_stop(). */
 	while (!__atomic_load_n(&sw->stop, __ATOMIC_ACQUIRE)) {
@@ -466,7 +679,9 @@ int sn_switch_worker(void *arg)
 
 			if (!sn_port_is_up(p))
 				continue;
-			if (p->type == SN_PORT_VHOST)
+			if (p->vq)
+				n = sn_vqtx_recv(p->vq, sw->mp, pkts, burst, now);
+			else if (p->type == SN_PORT_VHOST)
 				n = rte_vhost_dequeue_burst(p->vid, VIRTIO_TXQ, sw->mp, pkts, burst);
 			else
 				n = rte_eth_rx_burst(p->eth_port, 0, pkts, burst);
@@ -474,6 +689,8 @@ int sn_switch_worker(void *arg)
 				switch_burst(sw, t, p, pkts, n, now);
 			got += n;
 		}
+		bl_service(sw, t, now);
+		vq_service(sw, t);
 		/* Ends the read-side use of t and of every port's vid: pairs
 		 * with synchronize_rcu() in sn_port.c (publish, destroy). */
 		rcu_quiescent_state();
@@ -491,6 +708,16 @@ int sn_switch_worker(void *arg)
 		else if (++idle > IDLE_SPINS)
 			rte_delay_us_sleep(IDLE_NAP_US);
 	}
+	/* Nothing of a guest stays held by a worker that is gone. */
+	{
+		struct sn_port_table *t = sn_ports_table_rcu(sw->reg);
+
+		for (unsigned i = 0; i < SN_PORT_MAX; i++)
+			if (sw->bl[i].n)
+				bl_filter(&sw->bl[i], drop_all, NULL);
+		vq_service(sw, t);
+	}
+	sn_vqtx_worker_exit();
 	rcu_unregister_thread();
 	return 0;
 }
@@ -512,7 +739,10 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 		return NULL;
 	}
 	sw->mac = rte_zmalloc("sn_mac", sizeof(*sw->mac) * cfg->mac_table_size, RTE_CACHE_LINE_SIZE);
-	if (!sw->mac) {
+	sw->bl = rte_zmalloc("sn_backlog", sizeof(*sw->bl) * SN_PORT_MAX, RTE_CACHE_LINE_SIZE);
+	if (!sw->mac || !sw->bl) {
+		rte_free(sw->mac);
+		rte_free(sw->bl);
 		rte_free(sw);
 		errno = ENOMEM;
 		return NULL;
@@ -545,6 +775,7 @@ void sn_switch_destroy(struct sn_switch *sw)
 	if (!sw)
 		return;
 	rte_free(sw->mac);
+	rte_free(sw->bl);
 	rte_free(sw);
 }
 

@@ -130,8 +130,13 @@ def rpc(sock_path, method, params=None, timeout=10.0):
 # Modes measured against the testpmd baseline: name -> config sections that
 # replace/extend schednicd's config for that mode (later issues add modes,
 # e.g. with scheduling on; they appear under "modes" in the output).
+# "_port" extends every vhost-user port entry. immediate = the builtin
+# rte_vhost_dequeue_burst path (same as "switch"); deferred = our own TX ring
+# processing with deferred, out-of-order completions (issue 5).
 MODES = {
     "switch": {},
+    "immediate": {"_port": {"completion": "immediate"}},
+    "deferred": {"_port": {"completion": "deferred"}},
 }
 
 
@@ -225,10 +230,13 @@ class Bench:
             "eal": {"memory_mb": 1024, "file_prefix": prefix, "main_cpu": 0, "worker_cpu": 1},
             "control": {"socket": ctl},
             "uplink": None,
-            "ports": [{"name": f"vm{i}", "type": "vhost-user", "path": s, "mode": "server"}
+            "ports": [{"name": f"vm{i}", "type": "vhost-user", "path": s, "mode": "server",
+                       **overlay.get("_port", {})}
                       for i, s in enumerate(socks)],
         }
         for k, v in overlay.items():
+            if k == "_port":
+                continue
             if isinstance(v, dict) and isinstance(cfg.get(k), dict):
                 cfg[k].update(v)
             else:

@@ -17,11 +17,12 @@ def sn_gen_bin(build_dir) -> Path:
 
 @pytest.fixture
 def sngen(spawn, sn_gen_bin, sn_tmpdir):
-    """Factory: sngen(socks, *args, mode="count") -> SnGen (stopped at teardown)."""
+    """Factory: sngen(socks, *args, mode="count", mac_base=0) -> SnGen (stopped
+    at teardown); port i gets peer_mac(mac_base + i)."""
     n = [0]
 
-    def make(socks, *args, mode="count"):
+    def make(socks, *args, mode="count", mac_base=0):
         n[0] += 1
-        return SnGen(spawn, sn_gen_bin, sn_tmpdir, mode, socks, args, n[0])
+        return SnGen(spawn, sn_gen_bin, sn_tmpdir, mode, socks, args, n[0], mac_base)
 
     return make

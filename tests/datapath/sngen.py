@@ -28,14 +28,14 @@ def peer_mac(i: int) -> str:
 class SnGen:
     """One sn-gen process in --sync mode."""
 
-    def __init__(self, spawn, binary, workdir: Path, mode, socks, args, tag):
+    def __init__(self, spawn, binary, workdir: Path, mode, socks, args, tag, mac_base=0):
         self.sync = workdir / f"sync-{tag}"
         self.sync.mkdir()
         self.prefix = f"sn-g-{os.getpid()}-{next(_seq)}"
         argv = [binary, mode, "--cpu", "0", "--file-prefix", self.prefix,
                 "--sync", self.sync, "--log-level", "warning", "--settle", "0"]
         for i, s in enumerate(socks):
-            argv += ["--port", f"{s},mac={peer_mac(i)}"]
+            argv += ["--port", f"{s},mac={peer_mac(mac_base + i)}"]
         argv += list(args)
         self.proc = spawn(argv, name=f"sn-gen-{tag}", dpdk_prefix=self.prefix,
                           stdout=subprocess.PIPE)

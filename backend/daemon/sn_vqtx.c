@@ -1,0 +1,506 @@
+/* sn_vqtx.c — deferred, out-of-order TX completions on top of rte_vhost
+ * (Carousel §5.2; the way SPDK's lib/vhost drives virtqueues itself).
+ *
+ * Design. A descriptor chain the guest posts on its TX ring (vring 1) is
+ * parsed by sn_vring (hardened: every malformed cause counted, bad chains
+ * completed with length 0). Each payload segment becomes one mbuf whose
+ * external buffer is the guest buffer itself; all segments of a chain share
+ * one rte_mbuf_ext_shared_info (refcnt = segments) that lives in a per-head
+ * slot, so the free callback fires exactly once, when the last segment of
+ * the frame is freed, whatever path the frame took (delivered by a copying
+ * vhost enqueue, sent by a PMD, dropped, timed out). The callback writes
+ * the used entry {head, 0} in whatever order frames finish; the worker
+ * publishes the used index once per loop iteration (sn_vqtx_service).
+ *
+ * Device stop (GET_VRING_BASE -> destroy_device, or port deletion through
+ * rte_vhost_driver_unregister): the worker frees every frame of the queue
+ * it still holds, drop-completes anything else still held, publishes and
+ * bumps the queue's epoch so that a later free of a stale frame writes
+ * nothing; then the stopping thread sets the vring base. Slots are freed
+ * only when no frame references them any more (otherwise leaked, logged).
+ */
+#include "sn_vqtx.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_vhost.h>
+
+#include "sn_config.h"
+#include "sn_log.h"
+
+#define VQ_TX 1                  /* vring index of the VM's TX queue 0 */
+#define STOP_WAIT_MS 10000
+
+/* Feature bit numbers (virtio 1.1 §5.1.3, §6; linux/virtio_*.h). */
+#define F_CSUM        0
+#define F_HOST_TSO4   11
+#define F_HOST_TSO6   12
+#define F_HOST_ECN    13
+#define F_HOST_UFO    14
+#define F_MRG_RXBUF   15
+#define F_MQ          22
+#define F_EVENT_IDX   29
+#define F_VERSION_1   32
+#define F_RING_PACKED 34
+#define F_IN_ORDER    35
+
+enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
+static uint32_t g_worker_state;     /* release by the worker, acquire in stop */
+static unsigned g_worker_lcore = LCORE_ID_ANY;
+
+struct slot {
+	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
+	struct sn_vqtx *q;
+	uint64_t pop_tsc;
+	uint32_t epoch;
+	uint16_t head;
+};
+
+struct sn_vqtx {
+	/* Read-mostly. */
+	uint64_t max_hold_tsc;        /* 0 = no limit */
+
+	/* Handshake VHOST <-> WORKER. */
+	uint32_t stop_req;            /* release by stop, acquire by worker */
+	uint32_t stop_ack;            /* release by worker, acquire by stop */
+	uint32_t live;                /* ring owned by the worker: release in start */
+
+	/* Ring state: written by start/stop while not live, else WORKER only. */
+	int vid;
+	struct sn_vring *vr;
+	struct slot *slots;
+	uint32_t size;
+	uint64_t used_bytes;          /* used ring size, for dirty logging */
+	uint32_t epoch;
+	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
+	bool dirty;
+	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
+
+	/* Exported counters: WORKER stores (relaxed), anyone loads. The ring's
+	 * own counters restart with each connection; acc keeps the sums of
+	 * the connections before (owner only). */
+	struct sn_vqtx_stats st;
+	struct sn_vqtx_stats acc;
+};
+
+uint64_t sn_vqtx_features_off(void)
+{
+	return (1ULL << F_CSUM) | (1ULL << F_HOST_TSO4) | (1ULL << F_HOST_TSO6) |
+	       (1ULL << F_HOST_ECN) | (1ULL << F_HOST_UFO) | (1ULL << F_MQ) |
+	       (1ULL << F_EVENT_IDX) | (1ULL << F_RING_PACKED) | (1ULL << F_IN_ORDER);
+}
+
+static inline void ctr_set(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, v, __ATOMIC_RELAXED);
+}
+
+static inline void ctr_inc(uint64_t *c)
+{
+	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us)
+{
+	struct sn_vqtx *q = rte_zmalloc("sn_vqtx", sizeof(*q), RTE_CACHE_LINE_SIZE);
+
+	if (!q)
+		goto err;
+	q->scratch = rte_zmalloc("sn_vqtx_scratch",
+				 sizeof(*q->scratch) * SN_CONFIG_BURST_MAX, RTE_CACHE_LINE_SIZE);
+	if (!q->scratch)
+		goto err_q;
+	q->max_hold_tsc = (uint64_t)max_hold_us * rte_get_tsc_hz() / 1000000u;
+	if (max_hold_us && !q->max_hold_tsc)
+		q->max_hold_tsc = 1;
+	q->vid = -1;
+	return q;
+
+err_q:
+	rte_free(q);
+err:
+	errno = ENOMEM;
+	return NULL;
+}
+
+void sn_vqtx_free(struct sn_vqtx *q)
+{
+	if (!q)
+		return;
+	if (q->vr || q->outstanding)
+		sn_log("vqtx: freed with %u frames outstanding (slots leaked)", q->outstanding);
+	else
+		free(q->slots);
+	sn_vring_free(q->vr);
+	rte_free(q->scratch);
+	rte_free(q);
+}
+
+int sn_vqtx_start(struct sn_vqtx *q, int vid)
+{
+	struct rte_vhost_vring vring;
+	struct rte_vhost_memory *mem = NULL;
+	struct sn_vring_config cfg = { 0 };
+	struct sn_vring_mem vm = { 0 };
+	uint64_t features = 0;
+	uint16_t avail_idx, used_idx;
+	int rc = -EINVAL;
+
+	if (q->vr)
+		sn_vqtx_stop(q);  /* new_device without destroy_device: be safe */
+	if (rte_vhost_get_negotiated_features(vid, &features) ||
+	    rte_vhost_get_vhost_vring(vid, VQ_TX, &vring) ||
+	    rte_vhost_get_vring_base(vid, VQ_TX, &avail_idx, &used_idx) ||
+	    rte_vhost_get_mem_table(vid, &mem))
+		goto out;
+	if (features & ((1ULL << F_IN_ORDER) | (1ULL << F_RING_PACKED) | (1ULL << F_EVENT_IDX))) {
+		sn_log("vqtx: vid %d negotiated features we did not offer (%#llx)",
+		       vid, (unsigned long long)features);
+		goto out;
+	}
+	if (mem->nregions > SN_VRING_MAX_REGIONS)
+		goto out;
+	vm.nregions = mem->nregions;
+	for (uint32_t i = 0; i < mem->nregions; i++) {
+		vm.regions[i].guest_phys_addr = mem->regions[i].guest_phys_addr;
+		vm.regions[i].size = mem->regions[i].size;
+		vm.regions[i].host_user_addr = mem->regions[i].host_user_addr;
+	}
+	cfg.desc = vring.desc;
+	cfg.avail = vring.avail;
+	cfg.used = vring.used;
+	cfg.size = vring.size;
+	cfg.last_avail_idx = avail_idx;
+	cfg.last_used_idx = used_idx;
+	cfg.hdr_len = (features & ((1ULL << F_VERSION_1) | (1ULL << F_MRG_RXBUF))) ? 12 : 10;
+	cfg.event_idx = false;
+	cfg.max_pkt_len = UINT16_MAX;   /* one segment must fit an mbuf's buf_len */
+	q->slots = calloc(vring.size ? vring.size : 1, sizeof(*q->slots));
+	if (!q->slots) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	q->vr = sn_vring_create(&cfg, &vm);
+	if (!q->vr) {
+		rc = -errno;
+		free(q->slots);
+		q->slots = NULL;
+		sn_log("vqtx: vid %d: ring rejected (size %u): %s", vid, vring.size, strerror(-rc));
+		goto out;
+	}
+	sn_vring_kick_enable(q->vr, false);  /* we poll */
+	q->vid = vid;
+	q->size = vring.size;
+	q->used_bytes = 4 + 8ULL * vring.size + 2;
+	q->dirty = true;
+	__atomic_store_n(&q->stop_ack, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
+	/* Release: the worker's acquire of live (or of port->up, stored later)
+	 * sees the ring state above. */
+	__atomic_store_n(&q->live, 1, __ATOMIC_RELEASE);
+	rc = 0;
+out:
+	free(mem);
+	return rc;
+}
+
+static void publish_stats(struct sn_vqtx *q)
+{
+	const struct sn_vring_stats *vs = sn_vring_stats(q->vr);
+
+	ctr_set(&q->st.completed, q->acc.completed + vs->completed);
+	ctr_set(&q->st.out_of_order, q->acc.out_of_order + vs->out_of_order);
+	ctr_set(&q->st.held_now, vs->held);
+	ctr_set(&q->st.held_max, RTE_MAX(q->acc.held_max, (uint64_t)vs->held_max));
+	for (unsigned i = 0; i < SN_VRING_E__MAX; i++)
+		ctr_set(&q->st.err[i], q->acc.err[i] + vs->err[i]);
+}
+
+/* Owner, ring retiring: fold its counters into acc. */
+static void accumulate(struct sn_vqtx *q)
+{
+	const struct sn_vring_stats *vs = sn_vring_stats(q->vr);
+
+	q->acc.completed += vs->completed;
+	q->acc.out_of_order += vs->out_of_order;
+	q->acc.held_max = RTE_MAX(q->acc.held_max, (uint64_t)vs->held_max);
+	for (unsigned i = 0; i < SN_VRING_E__MAX; i++)
+		q->acc.err[i] += vs->err[i];
+}
+
+/* Owner: publish used entries, notify (unless the device is stopping: the
+ * library may hold the vring locks then, and the driver resets the queue
+ * anyway), dirty-log the used ring. */
+static void flush(struct sn_vqtx *q, bool notify)
+{
+	uint16_t a, before, after;
+
+	sn_vring_get_base(q->vr, &a, &before);
+	if (sn_vring_used_flush(q->vr) && notify)
+		rte_vhost_vring_call(q->vid, VQ_TX);
+	sn_vring_get_base(q->vr, &a, &after);
+	/* No-op unless VHOST_F_LOG_ALL is negotiated (live migration). */
+	if (after != before)
+		rte_vhost_log_used_vring(q->vid, VQ_TX, 0, q->used_bytes);
+}
+
+/* Owner: drop-complete everything still held, publish, retire the epoch. */
+static void teardown(struct sn_vqtx *q)
+{
+	int id;
+
+	while ((id = sn_vring_oldest_held(q->vr)) >= 0) {
+		sn_vring_used_put(q->vr, (uint32_t)id, 0);
+		ctr_inc(&q->st.forced);
+	}
+	flush(q, false);
+	publish_stats(q);
+	accumulate(q);
+	q->epoch++;
+	q->dirty = false;
+	__atomic_store_n(&q->live, 0, __ATOMIC_RELAXED);
+}
+
+void sn_vqtx_stop(struct sn_vqtx *q)
+{
+	uint16_t a, u;
+	int waited = 0;
+
+	if (!q->vr)
+		return;
+	/* Release pairs with the worker's acquire in sn_vqtx_stop_pending(). */
+	__atomic_store_n(&q->stop_req, 1, __ATOMIC_RELEASE);
+	for (;;) {
+		/* Acquire pairs with the release in sn_vqtx_stop_ack(). */
+		if (__atomic_load_n(&q->stop_ack, __ATOMIC_ACQUIRE))
+			break;
+		/* Acquire pairs with the release in sn_vqtx_worker_exit(): a
+		 * worker that is gone touches nothing any more. */
+		if (__atomic_load_n(&g_worker_state, __ATOMIC_ACQUIRE) == WORKER_GONE ||
+		    (waited >= STOP_WAIT_MS &&
+		     __atomic_load_n(&g_worker_state, __ATOMIC_ACQUIRE) == WORKER_NONE)) {
+			teardown(q);
+			break;
+		}
+		if (waited >= STOP_WAIT_MS) {
+			sn_log("vqtx: vid %d: worker did not release the ring; leaving it", q->vid);
+			return;
+		}
+		rte_delay_us_sleep(1000);
+		waited++;
+	}
+	sn_vring_get_base(q->vr, &a, &u);
+	if (rte_vhost_set_vring_base(q->vid, VQ_TX, a, u))
+		sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
+	sn_vring_free(q->vr);
+	q->vr = NULL;
+	if (q->outstanding == 0)
+		free(q->slots);
+	else
+		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots leaked)",
+		       q->vid, q->outstanding);
+	q->slots = NULL;
+	q->vid = -1;
+	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
+}
+
+void sn_vqtx_worker_enter(void)
+{
+	g_worker_lcore = rte_lcore_id();
+	__atomic_store_n(&g_worker_state, WORKER_RUNNING, __ATOMIC_RELEASE);
+}
+
+void sn_vqtx_worker_exit(void)
+{
+	/* Release: everything the worker wrote is visible to sn_vqtx_stop(). */
+	__atomic_store_n(&g_worker_state, WORKER_GONE, __ATOMIC_RELEASE);
+}
+
+static void complete(struct sn_vqtx *q, uint16_t head)
+{
+	if (sn_vring_used_put(q->vr, head, 0) == 0)
+		q->dirty = true;
+}
+
+static void hold_record(struct sn_vqtx *q, uint64_t cycles)
+{
+	unsigned b = cycles ? 63u - (unsigned)__builtin_clzll(cycles) : 0;
+
+	if (b >= SN_VQTX_HOLD_BUCKETS)
+		b = SN_VQTX_HOLD_BUCKETS - 1;
+	ctr_inc(&q->st.hold_hist[b]);
+	if (cycles > q->st.hold_max)
+		ctr_set(&q->st.hold_max, cycles);
+}
+
+static void extbuf_free_cb(void *addr, void *opaque)
+{
+	struct slot *s = opaque;
+	struct sn_vqtx *q = s->q;
+
+	(void)addr;
+	if (rte_lcore_id() != g_worker_lcore) {
+		sn_log("vqtx: fatal: frame freed on lcore %u, owner is %u",
+		       rte_lcore_id(), g_worker_lcore);
+		abort();
+	}
+	q->outstanding--;
+	hold_record(q, rte_rdtsc() - s->pop_tsc);
+	if (s->epoch != q->epoch || !q->vr) {
+		ctr_inc(&q->st.late_free);
+		return;
+	}
+	complete(q, s->head);
+}
+
+uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
+		      struct rte_mbuf **pkts, uint16_t max, uint64_t now)
+{
+	struct sn_vring_pkt *vp = q->scratch;
+	uint32_t n;
+	uint16_t out = 0;
+
+	if (max > SN_CONFIG_BURST_MAX)
+		max = SN_CONFIG_BURST_MAX;
+	n = sn_vring_tx_pop(q->vr, vp, max);
+	if (n)
+		q->dirty = true;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rte_mbuf *segs[SN_VRING_MAX_SEGS];
+		struct sn_vring_pkt *p = &vp[i];
+		struct slot *s;
+
+		if (p->err) {  /* counted by sn_vring under its cause */
+			complete(q, p->head);
+			continue;
+		}
+		if (p->hdr.flags || p->hdr.gso_type) {
+			ctr_inc(&q->st.offload);
+			complete(q, p->head);
+			continue;
+		}
+		if (rte_pktmbuf_alloc_bulk(mp, segs, p->nseg)) {
+			ctr_inc(&q->st.no_mbuf);
+			complete(q, p->head);
+			continue;
+		}
+		s = &q->slots[p->head];
+		s->q = q;
+		s->head = p->head;
+		s->epoch = q->epoch;
+		s->pop_tsc = now;
+		s->shinfo.free_cb = extbuf_free_cb;
+		s->shinfo.fcb_opaque = s;
+		rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
+		for (uint16_t j = 0; j < p->nseg; j++) {
+			struct rte_mbuf *m = segs[j];
+			uint16_t len = (uint16_t)p->iov[j].iov_len;
+
+			rte_pktmbuf_attach_extbuf(m, p->iov[j].iov_base,
+						  (rte_iova_t)(uintptr_t)p->iov[j].iov_base,
+						  len, &s->shinfo);
+			m->data_len = len;
+			m->next = j + 1 < p->nseg ? segs[j + 1] : NULL;
+		}
+		segs[0]->nb_segs = p->nseg;
+		segs[0]->pkt_len = p->len;
+		q->outstanding++;
+		ctr_inc(&q->st.popped);
+		pkts[out++] = segs[0];
+	}
+	return out;
+}
+
+void sn_vqtx_service(struct sn_vqtx *q)
+{
+	/* Acquire pairs with the release in sn_vqtx_start(). */
+	if (!q->dirty || !__atomic_load_n(&q->live, __ATOMIC_ACQUIRE))
+		return;
+	q->dirty = false;
+	flush(q, true);
+	publish_stats(q);
+}
+
+bool sn_vqtx_stop_pending(const struct sn_vqtx *q)
+{
+	return __atomic_load_n(&q->stop_req, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&q->stop_ack, __ATOMIC_RELAXED);
+}
+
+void sn_vqtx_stop_ack(struct sn_vqtx *q)
+{
+	if (__atomic_load_n(&q->live, __ATOMIC_ACQUIRE))
+		teardown(q);
+	/* Release pairs with the acquire in sn_vqtx_stop(). */
+	__atomic_store_n(&q->stop_ack, 1, __ATOMIC_RELEASE);
+}
+
+struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc)
+{
+	const struct slot *s;
+
+	if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != extbuf_free_cb)
+		return NULL;
+	s = m->shinfo->fcb_opaque;
+	*pop_tsc = s->pop_tsc;
+	return s->q;
+}
+
+uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
+{
+	return q->max_hold_tsc ? pop_tsc + q->max_hold_tsc : UINT64_MAX;
+}
+
+void sn_vqtx_count_timeout(struct sn_vqtx *q)
+{
+	ctr_inc(&q->st.hold_timeouts);
+}
+
+void sn_vqtx_count_forced(struct sn_vqtx *q)
+{
+	ctr_inc(&q->st.forced);
+}
+
+void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out)
+{
+	const uint64_t *src = (const uint64_t *)&q->st;
+	uint64_t *dst = (uint64_t *)out;
+
+	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "sn_vqtx_stats: all u64");
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+double sn_vqtx_hold_pct_us(const struct sn_vqtx_stats *st, double pct)
+{
+	uint64_t total = 0, want, run = 0;
+
+	for (unsigned i = 0; i < SN_VQTX_HOLD_BUCKETS; i++)
+		total += st->hold_hist[i];
+	if (!total)
+		return 0;
+	want = (uint64_t)((double)total * pct / 100.0 + 0.999999);
+	if (want == 0)
+		want = 1;
+	for (unsigned i = 0; i < SN_VQTX_HOLD_BUCKETS; i++) {
+		run += st->hold_hist[i];
+		if (run >= want) {
+			double edge = (double)(i + 1 < 64 ? (1ULL << (i + 1)) : UINT64_MAX);
+
+			return RTE_MIN(edge, (double)st->hold_max) * 1e6 / (double)rte_get_tsc_hz();
+		}
+	}
+	return sn_vqtx_hold_max_us(st);
+}
+
+double sn_vqtx_hold_max_us(const struct sn_vqtx_stats *st)
+{
+	return (double)st->hold_max * 1e6 / (double)rte_get_tsc_hz();
+}

@@ -1,0 +1,135 @@
+/* sn_vqtx.h — our own VM TX virtqueue with deferred, out-of-order
+ * completions, for vhost-user ports in "completion": "deferred" mode.
+ *
+ * The builtin rte_vhost_dequeue_burst copies a guest frame and completes its
+ * descriptor at once. A deferred port instead walks its TX split ring with
+ * sn_vring (backend/virtio), wraps each guest buffer in mbufs with an
+ * external buffer (zero-copy) and writes the used-ring entry only when the
+ * last mbuf referencing that buffer is freed (Carousel §5.2 "Deferred
+ * Completions"). The VM RX direction stays on the builtin
+ * rte_vhost_enqueue_burst: features are trimmed with
+ * rte_vhost_driver_disable_features(), never replaced (ENVIRONMENT.md,
+ * "Traps in writing the used ring yourself").
+ *
+ * Threads and ownership (one struct sn_vqtx per deferred port, created and
+ * freed by MAIN, alive as long as the port):
+ *  - VHOST thread (new_device / destroy_device; or MAIN inside
+ *    rte_vhost_driver_unregister): sn_vqtx_start() builds the ring state
+ *    while the port is down, then the caller publishes port->up (release);
+ *    from then on the WORKER owns the ring. sn_vqtx_stop() is called after
+ *    port->up was cleared and a grace period passed; it hands the ring back
+ *    with a request/ack handshake (stop_req release -> worker acquire;
+ *    stop_ack release -> vhost thread acquire), then sets the vring base.
+ *    If the worker is not running (startup, shutdown), the caller tears
+ *    down itself: nobody else can touch the ring then.
+ *  - WORKER lcore (exactly one, the one that called
+ *    sn_vqtx_worker_enter()): sn_vqtx_recv(), sn_vqtx_service(),
+ *    sn_vqtx_stop_ack() and every free of an mbuf that came from
+ *    sn_vqtx_recv(). The extbuf free callback writes the used entry
+ *    directly (this worker owns the ring: the "completion list" of a ring
+ *    with one owner is the ring's own shadow used index); it verifies it
+ *    runs on the owner lcore and aborts otherwise. The used index is
+ *    published, and the guest notified, by sn_vqtx_service() once per loop
+ *    iteration.
+ *  - Any thread: sn_vqtx_stats_read() (relaxed atomic loads of counters
+ *    the worker stores with relaxed atomic stores).
+ *
+ * Notification: VIRTIO_RING_F_EVENT_IDX is not offered to deferred ports
+ * (rte_vhost_vring_call would judge our used index by the library's own
+ * last_used_idx). Without it the guest gets an interrupt for every flush
+ * with new completions unless it set VRING_AVAIL_F_NO_INTERRUPT: at most one
+ * per worker loop iteration per port, and the Linux driver keeps
+ * NO_INTERRUPT set while its TX napi polls.
+ */
+#ifndef SN_VQTX_H
+#define SN_VQTX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sn_vring.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+struct sn_vqtx;
+
+#define SN_VQTX_HOLD_BUCKETS 48
+
+struct sn_vqtx_stats {
+	uint64_t popped;         /* frames wrapped zero-copy in mbufs */
+	uint64_t completed;      /* used entries written (good + bad + dropped) */
+	uint64_t out_of_order;   /* completions not of the oldest held id */
+	uint64_t hold_timeouts;  /* held longer than max_hold_us: dropped */
+	uint64_t no_mbuf;        /* no mbuf to wrap the frame: drop-completed */
+	uint64_t offload;        /* header asks for csum/GSO (not offered): dropped */
+	uint64_t forced;         /* held at device stop: dropped and completed */
+	uint64_t late_free;      /* freed after its ring was torn down: ignored */
+	uint64_t held_now, held_max;
+	uint64_t err[SN_VRING_E__MAX]; /* sn_vring causes, one each */
+	/* Hold time (pop -> completion) of frames: bucket i counts holds of
+	 * [2^i, 2^(i+1)) TSC cycles; hold_max in cycles. */
+	uint64_t hold_hist[SN_VQTX_HOLD_BUCKETS];
+	uint64_t hold_max;
+};
+
+/* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
+ * packed rings, MQ (queue pair 0 only), and the TX offloads whose header
+ * requests we would have to resolve (CSUM, HOST_TSO4/6, HOST_ECN, HOST_UFO). */
+uint64_t sn_vqtx_features_off(void);
+
+/* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). */
+struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us);
+/* MAIN, after the port's driver is unregistered (sn_vqtx_stop done). */
+void sn_vqtx_free(struct sn_vqtx *q);
+
+/* VHOST thread, in new_device before the port goes up. 0 or -errno. */
+int sn_vqtx_start(struct sn_vqtx *q, int vid);
+/* VHOST thread (or MAIN in unregister), in destroy_device after the port
+ * went down and a grace period passed: every held descriptor is completed
+ * (by the worker or here), the used index published, and
+ * rte_vhost_set_vring_base() called; nothing is written to the ring
+ * afterwards. No-op if not started. */
+void sn_vqtx_stop(struct sn_vqtx *q);
+
+/* WORKER: mark the owner lcore running / gone (release; sn_vqtx_stop
+ * acquires it to decide who tears down). */
+void sn_vqtx_worker_enter(void);
+void sn_vqtx_worker_exit(void);
+
+/* WORKER, port up: take up to max frames as zero-copy mbuf chains into
+ * pkts (returns how many). Malformed chains, offload requests and frames
+ * without mbufs are completed with length 0 and counted here. now = TSC. */
+uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
+		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
+/* WORKER, every loop iteration, up or not: publish new used entries,
+ * notify the guest if sn_vring_used_flush() says so, log the used ring for
+ * live migration, refresh the exported counters. */
+void sn_vqtx_service(struct sn_vqtx *q);
+/* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
+ * worker then frees every mbuf of this queue it holds and calls
+ * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes and
+ * acknowledges (release). */
+bool sn_vqtx_stop_pending(const struct sn_vqtx *q);
+void sn_vqtx_stop_ack(struct sn_vqtx *q);
+
+/* WORKER: the deferred queue an mbuf came from (NULL for any other mbuf),
+ * and the TSC when its descriptor was taken. */
+struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc);
+/* WORKER: TSC at which a frame taken at pop_tsc exceeds max_hold_us
+ * (UINT64_MAX: no limit). */
+uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc);
+/* WORKER: count one frame dropped for exceeding max_hold_us (the caller
+ * frees it; the free completes it). */
+void sn_vqtx_count_timeout(struct sn_vqtx *q);
+/* WORKER: count one frame dropped because its port is stopping. */
+void sn_vqtx_count_forced(struct sn_vqtx *q);
+
+/* Any thread. */
+void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out);
+/* Any thread: hold time in microseconds at percentile pct (0 < pct <= 100)
+ * of a histogram read above (upper edge of its bucket, so within 2x; 0 if
+ * empty); sn_vqtx_hold_max_us() is exact. */
+double sn_vqtx_hold_pct_us(const struct sn_vqtx_stats *st, double pct);
+double sn_vqtx_hold_max_us(const struct sn_vqtx_stats *st);
+
+#endif /* SN_VQTX_H */
