@@ -38,6 +38,7 @@
 #include <urcu-qsbr.h>
 
 #include "sn_config.h"
+#include "sn_pipeline.h"
 #include "sn_port.h"
 
 #define MAC_WAYS   4
@@ -67,6 +68,7 @@ struct sn_switch {
 	/* Read-mostly, set at create. */
 	struct sn_ports *reg;
 	struct rte_mempool *mp;
+	struct sn_pipeline *pl;      /* NULL: no policy enforcement */
 	unsigned burst;
 	unsigned bucket_shift;       /* 64 - log2(buckets) */
 	uint64_t aging_tsc;
@@ -230,6 +232,8 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 {
 	uint64_t bytes = 0;
 	uint16_t keep = 0;
+	/* issue 6: frames of a port with a policy go through the shaper. */
+	const bool shaped = sw->pl && sn_pipeline_shaped(sw->pl, in);
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -262,7 +266,14 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 				rte_pktmbuf_free(m);
 				continue;
 			}
+			if (shaped) {
+				sn_pipeline_submit(sw->pl, in, m, dp);
+				continue;
+			}
 			stage_add(sw, dp, m);
+		} else if (shaped) {
+			sn_pipeline_submit(sw->pl, in, m, NULL);
+			continue;
 		} else {
 			for (unsigned j = 0; j < t->n; j++) {
 				struct sn_port *p = t->list[j];
@@ -295,6 +306,8 @@ int sn_switch_worker(void *arg)
 		uint64_t now = rte_rdtsc();
 		unsigned got = 0;
 
+		if (sw->pl)
+			sn_pipeline_run(sw->pl, t);   /* issue 6: due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {
 			struct sn_port *p = t->list[i];
 			uint16_t n;
@@ -354,6 +367,7 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	}
 	sw->reg = reg;
 	sw->mp = mp;
+	sw->pl = cfg->pipeline;
 	sw->burst = cfg->burst;
 	sw->mac_n = cfg->mac_table_size;
 	buckets = cfg->mac_table_size / MAC_WAYS;

@@ -1,0 +1,178 @@
+"""Policy enforcement on the uplink (issue 6, 1-core layout).
+
+Traffic: sn-gen virtio-user peers flood 1000-byte frames to an unknown MAC,
+so the switch sends them to the uplink, a net_null ethdev that accepts
+everything (no-rx=1: it injects nothing). Rates are measured from
+stats.get deltas over >= 2 s windows, timing each sample at the midpoint
+of its RPC round trip. Offered load always exceeds the limit, so the
+delivered rate is set by the shaper alone, even on a loaded machine.
+"""
+import json
+import subprocess
+import time
+
+import pytest
+
+FRAME = 1000                     # bytes, without FCS (sn-gen --size)
+SINK_MAC = "02:00:00:00:00:99"   # never learned: flooded to the uplink
+UPLINK = "net_null0,no-rx=1"
+
+
+def pstats(d):
+    t0 = time.monotonic()
+    st = d.stats()
+    t1 = time.monotonic()
+    return (t0 + t1) / 2, {p["name"]: p for p in st["ports"]}, st
+
+
+def measure(d, key, ports, window=3.0):
+    """bits/s of policy counter `key` per port over `window` seconds."""
+    ta, a, _ = pstats(d)
+    time.sleep(window)
+    tb, b, _ = pstats(d)
+    return {n: (b[n]["policy"][key] - a[n]["policy"][key]) * 8 / (tb - ta) for n in ports}
+
+
+def start(schednicd, sngen, names, policy, pps=8000, seconds=40):
+    """Every port offers pps frames/s (default 64 Mbit/s) from its own
+    sn-gen: --rate catches up after the process was descheduled (a loaded
+    machine), and one process per port keeps the offers independent."""
+    d = schednicd(ports=names, uplink=UPLINK, policy=policy,
+                  datapath={"mbufs": 16383})
+    gens = []
+    for i, n in enumerate(names):
+        g = sngen([d.vhost_path(n)], "--no-learn", "--size", str(FRAME), "--rate", str(pps),
+                  "--flow", f"src=0,dst={SINK_MAC},count={pps * seconds},"
+                            f"smac=02:53:47:00:01:{i + 1:02x}")
+        g.wait("ready")
+        gens.append(g)
+    for n in names:
+        d.wait_port_state(n, "up")
+    d.wait_port_state("uplink", "up")
+    for g in gens:
+        (g.sync / "go-0").touch()
+    return d, gens
+
+
+def wait_flowing(d, names, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _, t, _ = pstats(d)
+        if all(t[n].get("policy", {}).get("uplink_packets", 0) > 100 for n in names):
+            time.sleep(0.5)       # past the start transient (wheel filling)
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"no traffic through the shaper: {t}")
+
+
+def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
+    """20 Mbit/s port limit within 1 %; policy.set to 10 Mbit/s under
+    traffic; an invalid policy is rejected and 10 Mbit/s stays in force."""
+    pol = {"ports": {"vm0": {"rate_bps": 20_000_000}}}
+    d, g = start(schednicd, sngen, ["vm0"], pol)   # offers 64 Mbit/s
+    wait_flowing(d, ["vm0"])
+    r = measure(d, "uplink_bytes", ["vm0"])["vm0"]
+    assert abs(r - 20e6) / 20e6 < 0.01, r
+    _, t, st = pstats(d)
+    p = t["vm0"]["policy"]
+    assert p["rate_bps"] == 20_000_000
+    assert p["drops"]["horizon"] > 0, p          # offered > limit: the excess
+    assert p["offered_packets"] > p["sent_packets"]
+    assert t["uplink"]["tx_bytes"] >= p["uplink_bytes"]
+
+    gen = d.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": 10_000_000}}}})
+    time.sleep(0.3)
+    r = measure(d, "uplink_bytes", ["vm0"])["vm0"]
+    assert abs(r - 10e6) / 10e6 < 0.01, r
+
+    with d.client() as c:
+        resp = c.call_raw("policy.set", {"policy": {
+            "uplink": {"rate_bps": 5_000_000},
+            "ports": {"vm0": {"rate_bps": 1_000_000, "weight": 0}}}})
+    assert resp["error"]["code"] == -32602
+    assert "policy.ports.vm0.weight" in resp["error"]["message"]
+    cur = d.rpc("policy.get")
+    assert cur["generation"] == gen["generation"]
+    assert cur["ports"]["vm0"]["rate_bps"] == 10_000_000 and cur["uplink"]["rate_bps"] == 0
+    r = measure(d, "uplink_bytes", ["vm0"], window=2.0)["vm0"]
+    assert abs(r - 10e6) / 10e6 < 0.01, r
+    assert d.alive()
+
+
+def test_weighted_sharing_qfq(schednicd, sngen):
+    """Weights 1:3 on a 20 Mbit/s uplink: shares 25/75 % within 2 %."""
+    link = 20_000_000
+    pol = {"uplink": {"rate_bps": link, "algorithm": "qfq", "overhead_bytes": 24},
+           "ports": {"vm0": {"weight": 1}, "vm1": {"weight": 3}}}
+    d, g = start(schednicd, sngen, ["vm0", "vm1"], pol)  # 64 Mbit/s each
+    wait_flowing(d, ["vm0", "vm1"])
+    r = measure(d, "uplink_bytes", ["vm0", "vm1"])
+    _, t, st = pstats(d)
+    total = r["vm0"] + r["vm1"]
+    for name, w in (("vm0", 0.25), ("vm1", 0.75)):
+        assert abs(r[name] / total - w) / w < 0.02, (r, name)
+    # Link emulation: frames + 24 B overhead each fill the link.
+    assert abs(total * (FRAME + 24) / FRAME - link) / link < 0.02, (total, st["arbiter"])
+    assert st["arbiter"]["algorithm"] == "qfq" and st["arbiter"]["released"] > 0
+    assert t["vm0"]["policy"]["drops"]["qfq_full"] > 0     # offered > share
+
+    # Swap the weights under traffic.
+    d.rpc("policy.set", {"policy": {**pol, "ports": {"vm0": {"weight": 3},
+                                                     "vm1": {"weight": 1}}}})
+    time.sleep(0.5)
+    r = measure(d, "uplink_bytes", ["vm0", "vm1"], window=2.0)
+    total = r["vm0"] + r["vm1"]
+    assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, r
+
+
+INVALID = [
+    ({"bogus": 1}, "policy.bogus"),
+    ({"uplink": {"algorithm": "wfq"}}, "policy.uplink.algorithm"),
+    ({"uplink": {"rate_bps": 5}}, "policy.uplink.rate_bps"),
+    ({"uplink": {"overhead_bytes": 5000}}, "policy.uplink.overhead_bytes"),
+    ({"uplink": []}, "policy.uplink"),
+    ({"ports": {"vm0": {"rate_bps": -1}}}, "policy.ports.vm0.rate_bps"),
+    ({"ports": {"vm0": {"rate_bps": 10}}}, "policy.ports.vm0.rate_bps"),
+    ({"ports": {"vm0": {"burst_bytes": 1 << 31}}}, "policy.ports.vm0.burst_bytes"),
+    ({"ports": {"vm0": {"weight": 70000}}}, "policy.ports.vm0.weight"),
+    ({"ports": {"vm0": {"weight": 1.5}}}, "policy.ports.vm0.weight"),
+    ({"ports": {"vm0": {"colour": "red"}}}, "policy.ports.vm0.colour"),
+    ({"ports": {"bad name": {}}}, "policy.ports"),
+    ({"ports": {f"p{i}": {"weight": 65536} for i in range(17)}}, "sum of weights"),
+]
+
+
+def test_invalid_policy_rejected_as_a_whole(schednicd):
+    good = {"uplink": {"rate_bps": 1_000_000_000, "algorithm": "drr", "overhead_bytes": 20},
+            "ports": {"vm0": {"rate_bps": 5_000_000, "burst_bytes": 3000, "weight": 7}}}
+    d = schednicd(ports=["vm0"], policy=good)
+    before = d.rpc("policy.get")
+    assert before["uplink"] == good["uplink"] and before["ports"] == good["ports"]
+    for bad, field in INVALID:
+        # A valid part next to the invalid one must not be applied either.
+        body = {"ports": {"vm1": {"weight": 2}}, **bad} if "ports" not in bad else bad
+        with d.client() as c:
+            r = c.call_raw("policy.set", {"policy": body})
+        assert r["error"]["code"] == -32602 and field in r["error"]["message"], (bad, r)
+        assert d.rpc("policy.get") == before, bad
+    gen = d.rpc("policy.set", {"policy": {}})["generation"]
+    assert gen == before["generation"] + 1
+    empty = d.rpc("policy.get")
+    assert empty["ports"] == {} and empty["uplink"]["algorithm"] == "qfq"
+    with d.client() as c:
+        r = c.call_raw("policy.del", {"port": "vm0"})
+    assert r["error"]["code"] == -32001
+    d.rpc("policy.set", {"policy": good})
+    d.rpc("policy.del", {"port": "vm0"})
+    assert d.rpc("policy.get")["ports"] == {}
+    assert "policy" not in d.port_stats("vm0")
+
+
+@pytest.mark.parametrize("bad,field", INVALID[:4] + INVALID[6:8])
+def test_invalid_policy_in_config_file(schednicd_bin, sn_tmpdir, bad, field):
+    cfg = sn_tmpdir / "bad.json"
+    cfg.write_text(json.dumps({"uplink": None, "ports": [], "policy": bad}))
+    r = subprocess.run([str(schednicd_bin), "--config", str(cfg), "--check-config"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert f"config: {field}" in r.stderr, r.stderr
