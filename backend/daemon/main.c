@@ -134,11 +134,13 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	}
 	/* Wheel: 4 us slots, 65536 of them (262 ms horizon: the most queueing
 	 * delay a rate limit adds); one pool node per mbuf covers the worst
-	 * case of one frame per node. */
+	 * case of one frame per node. Link emulation may catch up after the
+	 * worker was descheduled for up to 100 ms (shared 2-core hosts); a
+	 * longer stall resets the link clock and is counted (link_resets). */
 	*pl = sn_pipeline_create(&(struct sn_pipeline_config){
 		.granularity_ns = 4000, .slots = 65536,
 		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
-		.slack_ns = 50000000 }, *store);
+		.slack_ns = 100000000 }, *store);
 	if (!*pl) {
 		sn_log("pipeline: %s", strerror(errno));
 		return 1;

@@ -170,9 +170,12 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			 "offered_packets", (json_int_t)ps.offered_packets,
 			 "offered_bytes", (json_int_t)ps.offered_bytes,
+			 "released_packets", (json_int_t)ps.released_packets,
+			 "released_bytes", (json_int_t)ps.released_bytes,
+			 "underruns", (json_int_t)ps.underruns,
 			 "sent_packets", (json_int_t)ps.sent_packets,
 			 "sent_bytes", (json_int_t)ps.sent_bytes,
 			 "uplink_packets", (json_int_t)ps.uplink_packets,

@@ -342,9 +342,13 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 	ctr_add(&ps->st.offered_packets, 1);
 	ctr_add(&ps->st.offered_bytes, m->pkt_len);
 	if (!ps->has_rate) {
+		ctr_add(&ps->st.released_packets, 1);
+		ctr_add(&ps->st.released_bytes, m->pkt_len);
 		dispatch(pl, m);
 		return;
 	}
+	if (ps->ts.lts < pl->now)
+		ctr_add(&ps->st.underruns, 1);
 	ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
 	rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
 	if (rc) {
@@ -366,6 +370,11 @@ bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
 		return false;
 	}
 	return ps->shaped;
+}
+
+void sn_pipeline_flush(struct sn_pipeline *pl)
+{
+	flush_vm(pl);
 }
 
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
@@ -551,7 +560,11 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		for (unsigned i = 0; i < got; i++) {
 			struct rte_mbuf *m = items[i];
 
-			ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
+			struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
+
+			ctr_add(&ps->st.wheel_depth, -1ull);
+			ctr_add(&ps->st.released_packets, 1);
+			ctr_add(&ps->st.released_bytes, m->pkt_len);
 			pl->held--;
 			dispatch(pl, m);
 		}

@@ -16,7 +16,7 @@
  * Threads:
  *  - create / destroy: MAIN thread, before the worker starts / after it
  *    returned (destroy frees every frame still held).
- *  - run / shaped / submit: the WORKER lcore only, between its own
+ *  - run / shaped / submit / flush: the WORKER lcore only, between its own
  *    quiescent states (the port table and the policy are RCU snapshots).
  *    All scheduling state (wheel, tstamps, arbiter, scheduler) is owned by
  *    the worker: no locks, no barriers inside.
@@ -54,6 +54,10 @@ extern const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX];
 
 struct sn_pipeline_port_stats {
 	uint64_t offered_packets, offered_bytes;   /* entered the shaper */
+	uint64_t released_packets, released_bytes; /* left the rate limit (wheel) */
+	uint64_t underruns;    /* a frame found the limit idle (LTS < now): the
+	                        * shaper was starved, by its input or by a stall
+	                        * of the worker longer than the wheel horizon */
 	uint64_t sent_packets, sent_bytes;         /* handed to a destination */
 	uint64_t uplink_packets, uplink_bytes;     /* of which: sent on the uplink */
 	uint64_t wheel_depth;                      /* frames in the timing wheel */
@@ -87,6 +91,10 @@ bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in);
  * (NULL = flood to every other up port). Never fails: drops are counted. */
 void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf *m,
 			struct sn_port *dst);
+/* Worker, after polling and before its quiescent state: deliver the VM
+ * copies submit() staged (staging holds port pointers of this iteration's
+ * snapshot, which must not outlive the quiescent state). */
+void sn_pipeline_flush(struct sn_pipeline *pl);
 /* Worker: frames held (wheel + arbiter); > 0 means run() has work later. */
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl);
 

@@ -322,6 +322,8 @@ int sn_switch_worker(void *arg)
 				switch_burst(sw, t, p, pkts, n, now);
 			got += n;
 		}
+		if (sw->pl)
+			sn_pipeline_flush(sw->pl);    /* issue 6: before t goes stale */
 		/* Ends the read-side use of t and of every port's vid: pairs
 		 * with synchronize_rcu() in sn_port.c (publish, destroy). */
 		rcu_quiescent_state();

@@ -3,13 +3,15 @@
 Traffic: sn-gen virtio-user peers flood 1000-byte frames to an unknown MAC,
 so the switch sends them to the uplink, a net_null ethdev that accepts
 everything (no-rx=1: it injects nothing). Rates are measured from
-stats.get deltas over >= 2 s windows, timing each sample at the midpoint
-of its RPC round trip. Offered load always exceeds the limit, so the
+stats.get deltas over >= 2 s windows, timed by the daemon's own uptime_s
+of each sample. Offered load always exceeds the limit, so the
 delivered rate is set by the shaper alone, even on a loaded machine.
 """
 import json
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,10 +21,11 @@ UPLINK = "net_null0,no-rx=1"
 
 
 def pstats(d):
-    t0 = time.monotonic()
+    """(daemon time of the sample, ports by name, raw stats): uptime_s is
+    taken right after the counters are read, so a slow RPC round trip on a
+    loaded machine does not blur the time base."""
     st = d.stats()
-    t1 = time.monotonic()
-    return (t0 + t1) / 2, {p["name"]: p for p in st["ports"]}, st
+    return st["uptime_s"], {p["name"]: p for p in st["ports"]}, st
 
 
 def measure(d, key, ports, window=3.0):
@@ -31,6 +34,23 @@ def measure(d, key, ports, window=3.0):
     time.sleep(window)
     tb, b, _ = pstats(d)
     return {n: (b[n]["policy"][key] - a[n]["policy"][key]) * 8 / (tb - ta) for n in ports}
+
+
+def measure_backlogged(d, key, port, window=2.0, tries=6):
+    """Rate of `key` over a window in which port's limit never went idle.
+
+    A rate limit is exact only while it has work: if the generator (or the
+    worker) is descheduled longer than the wheel horizon on this shared
+    machine, the limit idles and the daemon counts an underrun. Windows
+    with underruns are measured again; no clean window in `tries` fails."""
+    for _ in range(tries):
+        ta, a, _ = pstats(d)
+        time.sleep(window)
+        tb, b, _ = pstats(d)
+        if b[port]["policy"]["underruns"] == a[port]["policy"]["underruns"]:
+            return (b[port]["policy"][key] - a[port]["policy"][key]) * 8 / (tb - ta)
+    pytest.fail(f"{port}: no {window}s window without shaper underruns in {tries} tries "
+                "(machine too loaded to keep the limit backlogged)")
 
 
 def start(schednicd, sngen, names, policy, pps=8000, seconds=40):
@@ -71,7 +91,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
     pol = {"ports": {"vm0": {"rate_bps": 20_000_000}}}
     d, g = start(schednicd, sngen, ["vm0"], pol)   # offers 64 Mbit/s
     wait_flowing(d, ["vm0"])
-    r = measure(d, "uplink_bytes", ["vm0"])["vm0"]
+    r = measure_backlogged(d, "uplink_bytes", "vm0")
     assert abs(r - 20e6) / 20e6 < 0.01, r
     _, t, st = pstats(d)
     p = t["vm0"]["policy"]
@@ -82,7 +102,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
 
     gen = d.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": 10_000_000}}}})
     time.sleep(0.3)
-    r = measure(d, "uplink_bytes", ["vm0"])["vm0"]
+    r = measure_backlogged(d, "uplink_bytes", "vm0")
     assert abs(r - 10e6) / 10e6 < 0.01, r
 
     with d.client() as c:
@@ -94,7 +114,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
     cur = d.rpc("policy.get")
     assert cur["generation"] == gen["generation"]
     assert cur["ports"]["vm0"]["rate_bps"] == 10_000_000 and cur["uplink"]["rate_bps"] == 0
-    r = measure(d, "uplink_bytes", ["vm0"], window=2.0)["vm0"]
+    r = measure_backlogged(d, "uplink_bytes", "vm0")
     assert abs(r - 10e6) / 10e6 < 0.01, r
     assert d.alive()
 
@@ -106,13 +126,20 @@ def test_weighted_sharing_qfq(schednicd, sngen):
            "ports": {"vm0": {"weight": 1}, "vm1": {"weight": 3}}}
     d, g = start(schednicd, sngen, ["vm0", "vm1"], pol)  # 64 Mbit/s each
     wait_flowing(d, ["vm0", "vm1"])
+    _, _, st0 = pstats(d)
     r = measure(d, "uplink_bytes", ["vm0", "vm1"])
     _, t, st = pstats(d)
     total = r["vm0"] + r["vm1"]
     for name, w in (("vm0", 0.25), ("vm1", 0.75)):
         assert abs(r[name] / total - w) / w < 0.02, (r, name)
-    # Link emulation: frames + 24 B overhead each fill the link.
-    assert abs(total * (FRAME + 24) / FRAME - link) / link < 0.02, (total, st["arbiter"])
+    # Link emulation: frames + 24 B overhead each fill the link, never more.
+    # Less only if the worker was descheduled longer than the arbiter's
+    # catch-up slack (a loaded machine); the daemon counts that as a
+    # link reset, and only then is the lower bound not asserted.
+    wire = total * (FRAME + 24) / FRAME
+    assert wire < link * 1.02, total
+    if st["arbiter"]["link_resets"] == st0["arbiter"]["link_resets"]:
+        assert wire > link * 0.98, (total, st["arbiter"])
     assert st["arbiter"]["algorithm"] == "qfq" and st["arbiter"]["released"] > 0
     assert t["vm0"]["policy"]["drops"]["qfq_full"] > 0     # offered > share
 
@@ -123,6 +150,24 @@ def test_weighted_sharing_qfq(schednicd, sngen):
     r = measure(d, "uplink_bytes", ["vm0", "vm1"], window=2.0)
     total = r["vm0"] + r["vm1"]
     assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, r
+
+    # Switch the scheduler under traffic (the arbiter is rebuilt on the
+    # worker; frames it held are counted as policy_removed): DRR shares
+    # equal-size frames by weight too; FIFO ignores weights.
+    swapped = {**pol, "ports": {"vm0": {"weight": 3}, "vm1": {"weight": 1}}}
+    d.rpc("policy.set", {"policy": {**swapped, "uplink": {**pol["uplink"], "algorithm": "drr"}}})
+    time.sleep(0.5)
+    r = measure(d, "uplink_bytes", ["vm0", "vm1"], window=2.0)
+    total = r["vm0"] + r["vm1"]
+    assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, r
+    d.rpc("policy.set", {"policy": {**swapped, "uplink": {**pol["uplink"], "algorithm": "fifo"}}})
+    time.sleep(0.5)
+    r = measure(d, "uplink_bytes", ["vm0", "vm1"], window=2.0)
+    assert min(r.values()) > 0, r
+    _, t, st = pstats(d)
+    assert st["arbiter"]["algorithm"] == "fifo"
+    assert t["vm0"]["policy"]["drops"]["policy_removed"] > 0     # the old QFQ/DRR backlog
+    assert d.alive()
 
 
 INVALID = [
@@ -176,3 +221,69 @@ def test_invalid_policy_in_config_file(schednicd_bin, sn_tmpdir, bad, field):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert f"config: {field}" in r.stderr, r.stderr
+
+
+def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen):
+    """vm0 -> vm1 unicast limited to 20 Mbit/s while vm2 saturates a 5 Mbit/s
+    uplink: vm0 still gets exactly its rate, nothing of it queues at the
+    arbiter; vm2 gets the link."""
+    link = 5_000_000
+    pol = {"uplink": {"rate_bps": link},
+           "ports": {"vm0": {"rate_bps": 20_000_000}, "vm2": {"weight": 1}}}
+    d = schednicd(ports=["vm0", "vm1", "vm2"], uplink=UPLINK, policy=pol,
+                  datapath={"mbufs": 16383})
+    pair = sngen([d.vhost_path("vm0"), d.vhost_path("vm1")], "--size", str(FRAME),
+                 "--rate", "8000", "--flow", "src=0,dst=1,count=320000")
+    # 10 Mbit/s: twice the link; its flood copies also reach vm0 and vm1.
+    hog = sngen([d.vhost_path("vm2")], "--no-learn", "--size", str(FRAME), "--rate", "1250",
+                "--flow", f"src=0,dst={SINK_MAC},count=50000,smac=02:53:47:00:02:01")
+    pair.wait("ready")
+    hog.wait("ready")
+    for n in ("vm0", "vm1", "vm2", "uplink"):
+        d.wait_port_state(n, "up")
+    pair.go("learn")
+    (pair.sync / "go-0").touch()
+    (hog.sync / "go-0").touch()
+    wait_flowing(d, ["vm2"])
+    # The shaper's output: what vm1's ring then takes depends on how fast
+    # sn-gen drains it on this shared machine (ring_full counts the rest).
+    r = measure_backlogged(d, "released_bytes", "vm0")
+    _, t, st = pstats(d)
+    assert abs(r - 20e6) / 20e6 < 0.01, (r, t["vm0"]["policy"], t["vm1"]["drops"])
+    p0, p2 = t["vm0"]["policy"], t["vm2"]["policy"]
+    # Only the learning broadcast of vm0 went to the uplink.
+    assert p0["uplink_packets"] <= 1 and p0["qfq_backlog"] == 0, p0
+    assert p0["sent_packets"] + t["vm1"]["drops"]["ring_full"] >= p0["released_packets"] - 64
+    assert p2["qfq_backlog"] > 0 and p2["drops"]["qfq_full"] > 0, p2
+    assert st["mac_table"]["entries"] >= 2
+
+
+def test_cli_policy_commands(schednicd, sn_tmpdir):
+    ctl = [sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "schednicctl")]
+    d = schednicd(ports=["vm0"])
+
+    def run(*args, stdin=None):
+        return subprocess.run(ctl + ["-s", str(d.socket), *args], input=stdin,
+                              capture_output=True, text=True, timeout=30)
+
+    pol = {"uplink": {"rate_bps": 100_000_000}, "ports": {"vm0": {"rate_bps": 3_000_000,
+                                                                  "weight": 4}}}
+    r = run("policy-set", "-", stdin=json.dumps({"policy": pol}))
+    assert r.returncode == 0 and "generation 2" in r.stdout, r.stderr
+    r = run("policy-get")
+    assert r.returncode == 0 and "100000000" in r.stdout and "vm0" in r.stdout, r.stdout
+    r = run("--json", "policy-get")
+    assert json.loads(r.stdout)["ports"]["vm0"] == {"rate_bps": 3_000_000, "burst_bytes": 0,
+                                                    "weight": 4}
+    r = run("stats")
+    assert r.returncode == 0 and "vm0: rate=3000000 weight=4" in r.stdout, r.stdout
+    bad = sn_tmpdir / "bad.json"
+    bad.write_text(json.dumps({"ports": {"vm0": {"burst_bytes": -5}}}))
+    r = run("policy-set", str(bad))
+    assert r.returncode == 1 and "policy.ports.vm0.burst_bytes" in r.stderr, r.stderr
+    r = run("policy-set", str(sn_tmpdir / "missing.json"))
+    assert r.returncode == 2
+    r = run("policy-del", "vm0")
+    assert r.returncode == 0 and "generation 3" in r.stdout
+    r = run("policy-del", "vm0")
+    assert r.returncode == 1
