@@ -381,6 +381,11 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 			rc = fail(err, errlen, "%s", perr);
 			goto out;
 		}
+		if (cfg->uplink.enabled && sn_policy_port_find(&pol, cfg->uplink.name)) {
+			rc = fail(err, errlen, "policy.ports.%s: the uplink is shaped by "
+				  "policy.uplink, not by a port entry", cfg->uplink.name);
+			goto out;
+		}
 		cfg->policy_json = json_dumps(u, JSON_COMPACT);
 		if (!cfg->policy_json)
 			rc = fail(err, errlen, "policy: out of memory");

@@ -324,8 +324,15 @@ static json_t *h_policy_set(json_t *params, void *arg, struct sn_rpc_error *err)
 	struct sn_policy pol;
 	char msg[sizeof(err->message)];
 
+	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+
 	if (sn_policy_parse(json_object_get(params, "policy"), &pol, msg, sizeof(msg)))
 		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "%s", msg);
+	for (unsigned i = 0; i < t->n; i++)
+		if (t->list[i]->type == SN_PORT_UPLINK && sn_policy_port_find(&pol, t->list[i]->name))
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "policy.ports.%s: the uplink is "
+					   "shaped by policy.uplink, not by a port entry",
+					   t->list[i]->name);
 	return publish(ctl, &pol, err);
 }
 

@@ -260,7 +260,7 @@ def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen):
 
 def test_cli_policy_commands(schednicd, sn_tmpdir):
     ctl = [sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "schednicctl")]
-    d = schednicd(ports=["vm0"])
+    d = schednicd(ports=["vm0"], uplink=UPLINK)
 
     def run(*args, stdin=None):
         return subprocess.run(ctl + ["-s", str(d.socket), *args], input=stdin,
@@ -283,7 +283,18 @@ def test_cli_policy_commands(schednicd, sn_tmpdir):
     assert r.returncode == 1 and "policy.ports.vm0.burst_bytes" in r.stderr, r.stderr
     r = run("policy-set", str(sn_tmpdir / "missing.json"))
     assert r.returncode == 2
+    r = run("policy-set", "-", stdin=json.dumps({"ports": {"uplink": {"weight": 2}}}))
+    assert r.returncode == 1 and "policy.ports.uplink" in r.stderr, r.stderr
     r = run("policy-del", "vm0")
     assert r.returncode == 0 and "generation 3" in r.stdout
     r = run("policy-del", "vm0")
     assert r.returncode == 1
+
+
+def test_config_policy_entry_for_uplink_rejected(schednicd_bin, sn_tmpdir):
+    cfg = sn_tmpdir / "up.json"
+    cfg.write_text(json.dumps({"uplink": {"name": "wan", "devargs": UPLINK}, "ports": [],
+                               "policy": {"ports": {"wan": {"rate_bps": 10_000_000}}}}))
+    r = subprocess.run([str(schednicd_bin), "--config", str(cfg), "--check-config"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "config: policy.ports.wan:" in r.stderr, r.stderr
