@@ -28,6 +28,8 @@
 
 #include "sn_config.h"
 #include "sn_ctl.h"
+#include "sn_pipeline.h"
+#include "sn_policy.h"
 #include "sn_log.h"
 #include "sn_port.h"
 #include "sn_rpc.h"
@@ -103,12 +105,57 @@ static int build_eal_argv(const struct sn_config *cfg, char *argv[EAL_ARGV_MAX],
 	return n;
 }
 
+/* issue 6: the policy table (from the config's "policy") and the
+ * scheduled stage of the worker. 0, or 1 after a log line. */
+static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
+			struct sn_policy_store **store, struct sn_pipeline **pl)
+{
+	struct sn_policy pol;
+	char err[SN_CONFIG_ERR_MAX];
+	json_t *j = NULL;
+
+	if (cfg->policy_json) {
+		j = json_loads(cfg->policy_json, 0, NULL);
+		if (!j) {
+			sn_log("policy: out of memory");
+			return 1;
+		}
+	}
+	if (sn_policy_parse(j, &pol, err, sizeof(err))) {
+		json_decref(j);
+		sn_log("config: %s", err);
+		return 1;
+	}
+	json_decref(j);
+	*store = sn_policy_store_create(&pol);
+	if (!*store) {
+		sn_log("policy: %s", strerror(errno));
+		return 1;
+	}
+	/* Wheel: 4 us slots, 65536 of them (262 ms horizon: the most queueing
+	 * delay a rate limit adds); one pool node per mbuf covers the worst
+	 * case of one frame per node. Link emulation may catch up after the
+	 * worker was descheduled for up to 100 ms (shared 2-core hosts); a
+	 * longer stall resets the link clock and is counted (link_resets). */
+	*pl = sn_pipeline_create(&(struct sn_pipeline_config){
+		.granularity_ns = 4000, .slots = 65536,
+		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
+		.slack_ns = 100000000 }, *store);
+	if (!*pl) {
+		sn_log("pipeline: %s", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
 static int run(struct sn_config *cfg)
 {
 	char *eal_argv[EAL_ARGV_MAX + 1], mem[16], lcores[64], runtime_dir[PATH_MAX] = "";
 	struct rte_mempool *mp = NULL;
 	struct sn_ports *reg = NULL;
 	struct sn_switch *sw = NULL;
+	struct sn_policy_store *pol_store = NULL;
+	struct sn_pipeline *pl = NULL;
 	struct sn_rpc_server *srv = NULL;
 	struct sn_ctl ctl = { .stop = &g_stop };
 	unsigned worker = RTE_MAX_LCORE;
@@ -149,10 +196,13 @@ static int run(struct sn_config *cfg)
 		sn_log("port registry: %s", strerror(errno));
 		goto out_mp;
 	}
+	if (policy_setup(cfg, mp, &pol_store, &pl))
+		goto out_ports;
 	sw = sn_switch_create(&(struct sn_switch_config){
 		.burst = cfg->datapath.burst,
 		.mac_table_size = cfg->datapath.mac_table_size,
-		.mac_aging_s = cfg->datapath.mac_aging_s }, reg, mp);
+		.mac_aging_s = cfg->datapath.mac_aging_s,
+		.pipeline = pl }, reg, mp);
 	if (!sw) {
 		sn_log("switch: %s", strerror(errno));
 		goto out_ports;
@@ -160,6 +210,8 @@ static int run(struct sn_config *cfg)
 	ctl.reg = reg;
 	ctl.sw = sw;
 	ctl.mp = mp;
+	ctl.policy = pol_store;
+	ctl.pipeline = pl;
 	if (cfg->uplink.enabled) {
 		if (sn_uplink_open(cfg->uplink.devargs, mp, (uint16_t)cfg->uplink.rx_desc,
 				   (uint16_t)cfg->uplink.tx_desc, &uplink_port))
@@ -230,6 +282,9 @@ out_switch:
 	sn_switch_destroy(sw);
 out_ports:
 	sn_ports_destroy(reg);
+	/* Worker stopped: frees the frames the shaper still held. */
+	sn_pipeline_destroy(pl);
+	sn_policy_store_destroy(pol_store);
 out_mp:
 	rte_mempool_free(mp);
 out_eal:

@@ -19,6 +19,8 @@
 
 #include <jansson.h>
 
+#include "sn_policy.h"
+
 enum kind { K_UINT, K_STR };
 
 struct key_spec {
@@ -67,7 +69,8 @@ static const struct key_spec uplink_keys[] = {
 
 static const char *const port_keys[] = { "name", "type", "path", "mode", "completion",
 					 "max_hold_us", NULL };
-static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports", NULL };
+static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports",
+					  "policy", NULL };
 
 __attribute__((format(printf, 3, 4)))
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -390,6 +393,26 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 		goto out;
 	}
 	rc = check_rules(cfg, err, errlen);
+	u = json_object_get(user, "policy");
+	if (!rc && u && !json_is_null(u)) {
+		/* issue 6: validated here so a bad file fails at startup with
+		 * the field named; sn_policy_parse runs again at publication. */
+		struct sn_policy pol;
+		char perr[SN_CONFIG_ERR_MAX - 16];
+
+		if (sn_policy_parse(u, &pol, perr, sizeof(perr))) {
+			rc = fail(err, errlen, "%s", perr);
+			goto out;
+		}
+		if (cfg->uplink.enabled && sn_policy_port_find(&pol, cfg->uplink.name)) {
+			rc = fail(err, errlen, "policy.ports.%s: the uplink is shaped by "
+				  "policy.uplink, not by a port entry", cfg->uplink.name);
+			goto out;
+		}
+		cfg->policy_json = json_dumps(u, JSON_COMPACT);
+		if (!cfg->policy_json)
+			rc = fail(err, errlen, "policy: out of memory");
+	}
 out:
 	json_decref(user);
 	json_decref(def);
@@ -445,6 +468,8 @@ out:
 
 void sn_config_fini(struct sn_config *cfg)
 {
+	free(cfg->policy_json);
+	cfg->policy_json = NULL;
 	for (unsigned i = 0; i < cfg->eal.n_extra; i++) {
 		free(cfg->eal.extra_args[i]);
 		cfg->eal.extra_args[i] = NULL;

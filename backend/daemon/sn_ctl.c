@@ -17,6 +17,8 @@
 #include <rte_version.h>
 
 #include "sn_config.h"
+#include "sn_pipeline.h"
+#include "sn_policy.h"
 #include "sn_port.h"
 #include "sn_rpc.h"
 #include "sn_switch.h"
@@ -201,10 +203,71 @@ static json_t *completion_json(const struct sn_port *p)
 			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs));
 }
 
-static json_t *port_stats_json(const struct sn_port *p)
+/* issue 6: the "policy" member of a shaped port's stats, NULL if none. */
+static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
+{
+	struct sn_pipeline_port_stats ps;
+	json_t *drops;
+
+	if (!ctl->pipeline || sn_pipeline_port_stats(ctl->pipeline, p, &ps))
+		return NULL;
+	drops = json_object();
+	if (!drops)
+		return NULL;
+	for (unsigned i = 0; i < SN_PL_DROP_MAX; i++)
+		if (json_object_set_new(drops, sn_pipeline_drop_names[i],
+					json_integer((json_int_t)ps.drop[i]))) {
+			json_decref(drops);
+			return NULL;
+		}
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+			 "offered_packets", (json_int_t)ps.offered_packets,
+			 "offered_bytes", (json_int_t)ps.offered_bytes,
+			 "released_packets", (json_int_t)ps.released_packets,
+			 "released_bytes", (json_int_t)ps.released_bytes,
+			 "underruns", (json_int_t)ps.underruns,
+			 "sent_packets", (json_int_t)ps.sent_packets,
+			 "sent_bytes", (json_int_t)ps.sent_bytes,
+			 "uplink_packets", (json_int_t)ps.uplink_packets,
+			 "uplink_bytes", (json_int_t)ps.uplink_bytes,
+			 "wheel_depth", (json_int_t)ps.wheel_depth,
+			 "qfq_backlog", (json_int_t)ps.qfq_backlog,
+			 "rate_bps", (json_int_t)ps.rate_bps,
+			 "weight", (json_int_t)ps.weight,
+			 "drops", drops);
+}
+
+static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
+{
+	struct sn_arbiter_stats a;
+	uint64_t backlog;
+	json_t *drops;
+
+	sn_pipeline_arbiter_stats(ctl->pipeline, &a, &backlog);
+	drops = json_object();
+	if (!drops)
+		return NULL;
+	for (unsigned i = 0; i < SN_ARBITER_DROP_NCAUSES; i++)
+		if (json_object_set_new(drops, sn_arbiter_drop_name(i),
+					json_integer((json_int_t)a.dropped[i]))) {
+			json_decref(drops);
+			return NULL;
+		}
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
+			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
+			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
+			 "released", (json_int_t)a.released,
+			 "released_bytes", (json_int_t)a.released_bytes,
+			 "link_resets", (json_int_t)a.link_resets,
+			 "read_limit_hits", (json_int_t)a.read_limit_hits,
+			 "backlog", (json_int_t)backlog, "drops", drops);
+}
+
+static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_port_stats st;
-	json_t *drops, *o;
+	json_t *drops, *o, *pol;
 
 	sn_port_stats_read(p, &st);
 	if (p->type == SN_PORT_UPLINK) {
@@ -235,6 +298,11 @@ static json_t *port_stats_json(const struct sn_port *p)
 			return NULL;
 		}
 	}
+	pol = o ? policy_stats_json(ctl, p) : NULL;
+	if (pol && json_object_set_new(o, "policy", pol)) {
+		json_decref(o);
+		return NULL;
+	}
 	return o;
 }
 
@@ -253,7 +321,7 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 		if (only && strcmp(only, t->list[i]->name))
 			continue;
 		found = true;
-		o = port_stats_json(t->list[i]);
+		o = port_stats_json(ctl, t->list[i]);
 		if (!o || json_array_append_new(ports, o)) {
 			json_decref(ports);
 			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
@@ -264,7 +332,7 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no port named %s", only);
 	}
 	sn_switch_mac_stats(ctl->sw, &ms);
-	return json_pack("{s:o, s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:f}",
+	o = json_pack("{s:o, s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:f}",
 			 "ports", ports,
 			 "mempool", "size", (json_int_t)ctl->mp->size,
 			 "in_use", (json_int_t)rte_mempool_in_use_count(ctl->mp),
@@ -272,6 +340,71 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 			 "aged", (json_int_t)ms.aged, "moves", (json_int_t)ms.moves,
 			 "full", (json_int_t)ms.full,
 			 "uptime_s", (double)(sn_ctl_now_ns() - ctl->start_ns) / 1e9);
+	if (o && ctl->pipeline) {
+		json_t *a = arbiter_stats_json(ctl);
+
+		if (!a || json_object_set_new(o, "arbiter", a)) {
+			json_decref(o);
+			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+		}
+	}
+	return o;
+}
+
+/* ---- issue 6: policy.get / policy.set / policy.del ----------------------- */
+
+static json_t *h_policy_get(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const struct sn_policy *pol = sn_policy_main(ctl->policy);
+	json_t *r = sn_policy_to_json(pol);
+
+	(void)params;
+	if (!r || json_object_set_new(r, "generation", json_integer((json_int_t)pol->gen))) {
+		json_decref(r);
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+	}
+	return r;
+}
+
+static json_t *publish(struct sn_ctl *ctl, const struct sn_policy *pol, struct sn_rpc_error *err)
+{
+	int rc = sn_policy_publish(ctl->policy, pol);
+
+	if (rc)
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "policy: %s", strerror(-rc));
+	return json_pack("{s:I}", "generation", (json_int_t)sn_policy_main(ctl->policy)->gen);
+}
+
+static json_t *h_policy_set(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	struct sn_policy pol;
+	char msg[sizeof(err->message)];
+
+	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+
+	if (sn_policy_parse(json_object_get(params, "policy"), &pol, msg, sizeof(msg)))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "%s", msg);
+	for (unsigned i = 0; i < t->n; i++)
+		if (t->list[i]->type == SN_PORT_UPLINK && sn_policy_port_find(&pol, t->list[i]->name))
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "policy.ports.%s: the uplink is "
+					   "shaped by policy.uplink, not by a port entry",
+					   t->list[i]->name);
+	return publish(ctl, &pol, err);
+}
+
+static json_t *h_policy_del(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const char *name = param_str(params, "port", NULL);
+	struct sn_policy pol = *sn_policy_main(ctl->policy);
+
+	if (!name)
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "port: required");
+	if (sn_policy_port_del(&pol, name))
+		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "policy has no entry for port %s", name);
+	return publish(ctl, &pol, err);
 }
 
 static json_t *h_shutdown(json_t *params, void *arg, struct sn_rpc_error *err)
@@ -294,6 +427,9 @@ int sn_ctl_register(struct sn_rpc_server *srv, struct sn_ctl *ctl)
 		{ "port.del", h_port_del },
 		{ "port.list", h_port_list },
 		{ "stats.get", h_stats_get },
+		{ "policy.get", h_policy_get },
+		{ "policy.set", h_policy_set },
+		{ "policy.del", h_policy_del },
 		{ "shutdown", h_shutdown },
 	};
 

@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 struct rte_mempool;
+struct sn_pipeline;
+struct sn_policy_store;
 struct sn_ports;
 struct sn_rpc_server;
 struct sn_switch;
@@ -21,6 +23,8 @@ struct sn_ctl {
 	struct sn_ports *reg;
 	struct sn_switch *sw;
 	struct rte_mempool *mp;
+	struct sn_policy_store *policy;     /* issue 6 */
+	struct sn_pipeline *pipeline;       /* issue 6 */
 	uint64_t start_ns;          /* CLOCK_MONOTONIC at start */
 	volatile sig_atomic_t *stop;        /* set to 1 by "shutdown" */
 };

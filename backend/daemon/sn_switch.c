@@ -75,6 +75,7 @@
 
 #include "sn_config.h"
 #include "sn_log.h"
+#include "sn_pipeline.h"
 #include "sn_port.h"
 #include "sn_vqtx.h"
 
@@ -118,6 +119,7 @@ struct sn_switch {
 	struct sn_ports *reg;
 	struct rte_mempool *mp;
 	struct rte_gso_ctx gso;      /* gso_size set per frame (worker only) */
+	struct sn_pipeline *pl;      /* NULL: no policy enforcement */
 	unsigned burst;
 	unsigned bucket_shift;       /* 64 - log2(buckets) */
 	uint64_t aging_tsc;
@@ -605,6 +607,8 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 {
 	uint64_t bytes = 0;
 	uint16_t keep = 0;
+	/* issue 6: frames of a port with a policy go through the shaper. */
+	const bool shaped = sw->pl && sn_pipeline_shaped(sw->pl, in);
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -639,7 +643,14 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 				rte_pktmbuf_free(m);
 				continue;
 			}
+			if (shaped) {
+				sn_pipeline_submit(sw->pl, in, m, dp);
+				continue;
+			}
 			stage_add(sw, in, dp, m);
+		} else if (shaped) {
+			sn_pipeline_submit(sw->pl, in, m, NULL);
+			continue;
 		} else {
 			for (unsigned j = 0; j < t->n; j++) {
 				struct sn_port *p = t->list[j];
@@ -673,6 +684,8 @@ int sn_switch_worker(void *arg)
 		uint64_t now = rte_rdtsc();
 		unsigned got = 0;
 
+		if (sw->pl)
+			sn_pipeline_run(sw->pl, t);   /* issue 6: due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {
 			struct sn_port *p = t->list[i];
 			uint16_t n;
@@ -689,6 +702,8 @@ int sn_switch_worker(void *arg)
 				switch_burst(sw, t, p, pkts, n, now);
 			got += n;
 		}
+		if (sw->pl)
+			sn_pipeline_flush(sw->pl);    /* issue 6: before t goes stale */
 		bl_service(sw, t, now);
 		vq_service(sw, t);
 		/* Ends the read-side use of t and of every port's vid: pairs
@@ -755,6 +770,7 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	sw->gso.flag = 0;            /* incrementing IP ids, like a NIC's TSO */
 	sw->diag_malformed = DIAG_LINES;
 	sw->diag_txfail = DIAG_LINES;
+	sw->pl = cfg->pipeline;
 	sw->burst = cfg->burst;
 	sw->mac_n = cfg->mac_table_size;
 	buckets = cfg->mac_table_size / MAC_WAYS;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 struct rte_mempool;
+struct sn_pipeline;
 struct sn_ports;
 struct sn_switch;
 
@@ -29,6 +30,7 @@ struct sn_switch_config {
 	unsigned burst;            /* <= SN_CONFIG_BURST_MAX */
 	unsigned mac_table_size;   /* entries, power of two >= 16 */
 	unsigned mac_aging_s;
+	struct sn_pipeline *pipeline; /* policy enforcement (issue 6); NULL = none */
 };
 
 struct sn_mac_stats {
