@@ -45,6 +45,7 @@
 #include "sn_port.h"
 #include "sn_tstamp.h"
 #include "sn_twheel.h"
+#include "sn_vqtx.h"
 
 #define VIRTIO_RXQ     0
 #define DST_FLOOD      UINT16_MAX
@@ -52,6 +53,7 @@
 #define MAX_BATCHES    16         /* wheel batches per run(): bounds one iteration */
 #define CLASS_LMAX     SN_SCHED_MAX_LMAX
 #define STATS_EVERY_NS 1000000ull
+#define GSO_FLAGS      (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
 
 const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 	[SN_PL_DROP_HORIZON] = "horizon",
@@ -62,6 +64,9 @@ const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 	[SN_PL_DROP_BAD_LEN] = "bad_len",
 	[SN_PL_DROP_DST_GONE] = "dst_gone",
 	[SN_PL_DROP_POLICY] = "policy_removed",
+	[SN_PL_DROP_HOLD] = "hold_timeout",
+	[SN_PL_DROP_SRC_STOP] = "src_stopped",
+	[SN_PL_DROP_NO_MBUF] = "no_mbuf",
 };
 
 /* Per-frame metadata in an mbuf dynamic field, written at submit. */
@@ -103,6 +108,8 @@ struct sn_pipeline {
 	const struct sn_port_table *t_seen;
 	struct sn_port_table *t;  /* current iteration's snapshot */
 	struct sn_port *uplink;
+	sn_pipeline_gso_fn gso;   /* set before the worker starts */
+	void *gso_arg;
 	uint64_t now;
 	uint64_t next_stats;
 	uint64_t held;            /* frames in wheel + arbiter */
@@ -146,6 +153,29 @@ static void drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_dr
 	rte_pktmbuf_free(m);
 }
 
+/* A frame of a deferred-completion port (sn_vqtx) that must not go on:
+ * its device is stopping, or it was held past max_hold_us. Drops it
+ * (freeing completes it) and returns true; false for any other frame. */
+static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m)
+{
+	uint64_t pop;
+	struct sn_vqtx *q = sn_vqtx_of(m, &pop);
+
+	if (!q)
+		return false;
+	if (sn_vqtx_stop_pending(q)) {
+		sn_vqtx_count_forced(q);
+		drop(pl, m, SN_PL_DROP_SRC_STOP);
+		return true;
+	}
+	if (sn_vqtx_deadline(q, pop) <= rte_rdtsc()) {
+		sn_vqtx_count_timeout(q);
+		drop(pl, m, SN_PL_DROP_HOLD);
+		return true;
+	}
+	return false;
+}
+
 static void count_sent(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
@@ -154,19 +184,14 @@ static void count_sent(struct sn_pipeline *pl, struct rte_mbuf *m)
 	ctr_add(&ps->st.sent_bytes, m->pkt_len);
 }
 
-/* Transmit on the uplink now; takes ownership of every frame. */
-static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n)
+/* Frames without GSO to the uplink (up): one burst; takes ownership. */
+static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf **pkts,
+		     uint16_t n)
 {
-	struct sn_port *up = pl->uplink;
 	struct pstate *ps;
 	uint64_t bytes = 0;
 	uint16_t k;
 
-	if (!up || !sn_port_is_up(up)) {
-		for (uint16_t i = 0; i < n; i++)
-			drop(pl, pkts[i], SN_PL_DROP_DST_GONE);
-		return;
-	}
 	k = rte_eth_tx_prepare(up->eth_port, 0, pkts, n);
 	k = rte_eth_tx_burst(up->eth_port, 0, pkts, k);
 	for (uint16_t i = 0; i < k; i++) {
@@ -185,6 +210,76 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		ctr_add(&up->st.drop[SN_DROP_RING_FULL], n - k);
 	for (uint16_t i = k; i < n; i++)
 		rte_pktmbuf_free(pkts[i]);
+}
+
+/* One guest GSO frame to the uplink: segmented by the switch's hook.
+ * Counted as one frame (sent, or ring_full / gso_failed on the uplink, as
+ * the switch counts its own). Takes ownership. */
+static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *m)
+{
+	int rc = pl->gso ? pl->gso(pl->gso_arg, up, m) : -1;
+
+	if (rc == 1) {
+		struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
+
+		count_sent(pl, m);
+		ctr_add(&ps->st.uplink_packets, 1);
+		ctr_add(&ps->st.uplink_bytes, m->pkt_len);
+		ctr_add(&up->st.tx_packets, 1);
+		ctr_add(&up->st.tx_bytes, m->pkt_len);
+	} else {
+		ctr_add(&up->st.drop[rc == 0 ? SN_DROP_RING_FULL : SN_DROP_GSO_FAILED], 1);
+	}
+	rte_pktmbuf_free(m);
+}
+
+/* Transmit on the uplink now; takes ownership of every frame. */
+static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct sn_port *up = pl->uplink;
+	uint16_t kept;
+
+	if (!up || !sn_port_is_up(up)) {
+		for (uint16_t i = 0; i < n; i++)
+			drop(pl, pkts[i], SN_PL_DROP_DST_GONE);
+		return;
+	}
+	/* Frames of deferred ports: guest memory must not outlive a device
+	 * stop in the PMD, so the uplink gets a private copy; freeing the
+	 * original completes its descriptor (sent = completed). */
+	kept = 0;
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i], *c;
+		uint64_t pop;
+
+		if (!sn_vqtx_of(m, &pop)) {
+			pkts[kept++] = m;
+			continue;
+		}
+		if (deferred_drop(pl, m))
+			continue;
+		c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);   /* dynfields (meta) too */
+		if (!c) {
+			drop(pl, m, SN_PL_DROP_NO_MBUF);
+			continue;
+		}
+		rte_pktmbuf_free(m);
+		pkts[kept++] = c;
+	}
+	n = kept;
+	/* Plain frames in bursts; guest GSO frames are segmented by the
+	 * switch one at a time (main's fix O), in order. */
+	for (uint16_t i = 0, run = 0; i <= n; i++) {
+		struct rte_mbuf *m = i < n ? pkts[i] : NULL;
+
+		if (m && !(m->ol_flags & GSO_FLAGS))
+			continue;
+		if (i > run)
+			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run));
+		run = (uint16_t)(i + 1);
+		if (m)
+			tx_gso(pl, up, m);
+	}
 }
 
 static void arb_release(void *const *items, uint32_t n, void *arg)
@@ -299,6 +394,9 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 	const struct meta *md = meta_of(pl, m);
 	const struct sn_port_table *t = pl->t;
 
+	if (deferred_drop(pl, m))
+		return;
+
 	if (md->dst != DST_FLOOD) {
 		struct sn_port *p = t->by_slot[md->dst];
 
@@ -317,7 +415,8 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 
 		if (p->slot == md->src || !sn_port_is_up(p))
 			continue;
-		rte_mbuf_refcnt_update(m, 1);
+		/* Every segment: the PMD frees a chain segment by segment. */
+		rte_pktmbuf_refcnt_update(m, 1);
 		if (p->type == SN_PORT_UPLINK)
 			to_uplink(pl, m);
 		else
@@ -377,9 +476,30 @@ void sn_pipeline_flush(struct sn_pipeline *pl)
 	flush_vm(pl);
 }
 
+void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *arg)
+{
+	pl->gso = fn;
+	pl->gso_arg = arg;
+}
+
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
 {
 	return pl->held;
+}
+
+uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)
+{
+	const struct pstate *ps = &pl->ps[in->slot];
+
+	int64_t h;
+
+	if (ps->gen != in->gen)
+		return 0;
+	/* Signed: apply() zeroes the counters of a slot that got a new port
+	 * while frames of the old one were still held; those drive it below
+	 * zero as they leave, and are no frames of `in`. */
+	h = (int64_t)(ps->st.wheel_depth + ps->st.qfq_backlog);
+	return h > 0 ? (uint64_t)h : 0;
 }
 
 /* A new arbiter with one client per port slot (handles into cl[]). */
@@ -626,18 +746,29 @@ free_pl:
 	return NULL;
 }
 
-void sn_pipeline_destroy(struct sn_pipeline *pl)
+void sn_pipeline_drain(struct sn_pipeline *pl)
 {
 	void *items[BATCH];
 	unsigned got;
 
-	if (!pl)
-		return;
 	/* Far future: every held frame is due. */
 	while ((got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, items, BATCH)) > 0)
-		for (unsigned i = 0; i < got; i++)
-			rte_pktmbuf_free(items[i]);
-	arb_destroy(pl);
+		for (unsigned i = 0; i < got; i++) {
+			struct rte_mbuf *m = items[i];
+
+			ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
+			pl->held--;
+			drop(pl, m, SN_PL_DROP_SRC_STOP);
+		}
+	if (pl->arb)
+		arb_destroy(pl);
+}
+
+void sn_pipeline_destroy(struct sn_pipeline *pl)
+{
+	if (!pl)
+		return;
+	sn_pipeline_drain(pl);
 	sn_twheel_free(pl->wheel);
 	rte_free(pl);
 }

@@ -13,6 +13,17 @@
  * Ports without a policy entry never reach this module (unshaped, as the
  * issue-2 switch). Design and paper references: sn_pipeline.c.
  *
+ * Deferred-completion sources (issue 5, sn_vqtx.h): their frames are guest
+ * buffers whose descriptor completes when the mbuf is freed, so a shaped
+ * deferred port is backpressured by the shaper itself (Carousel §5.2). The
+ * pipeline frees each exactly once like any frame; in addition it copies
+ * one into a plain mbuf just before rte_eth_tx_burst (the original is
+ * freed, completing it: a PMD may keep an mbuf past a device stop), drops
+ * one that surfaces (from the wheel, or released by the arbiter) after its
+ * port's max_hold_us (hold_timeout) or while its device is stopping
+ * (src_stopped). The switch acknowledges a device stop only once
+ * sn_pipeline_src_held() of that port is 0.
+ *
  * Threads:
  *  - create / destroy: MAIN thread, before the worker starts / after it
  *    returned (destroy frees every frame still held).
@@ -47,6 +58,9 @@ enum sn_pipeline_drop {
 	SN_PL_DROP_BAD_LEN,       /* frame length refused by the scheduler */
 	SN_PL_DROP_DST_GONE,      /* destination deleted or down while held */
 	SN_PL_DROP_POLICY,        /* queued in a class the new policy removed */
+	SN_PL_DROP_HOLD,          /* deferred source: held past its max_hold_us */
+	SN_PL_DROP_SRC_STOP,      /* deferred source: its device is stopping */
+	SN_PL_DROP_NO_MBUF,       /* deferred source: no mbuf for the uplink copy */
 	SN_PL_DROP_MAX
 };
 
@@ -82,6 +96,15 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 /* Main thread, worker stopped: free every held frame, then everything. */
 void sn_pipeline_destroy(struct sn_pipeline *pl);
 
+/* Software segmentation of a guest GSO (TSO) frame for the uplink, done by
+ * the switch (sn_switch.c, "GSO frames"): returns 1 = every segment sent,
+ * 0 = not all sent (ring full), -1 = cannot segment. Never takes m's
+ * reference. Worker only. */
+typedef int (*sn_pipeline_gso_fn)(void *arg, const struct sn_port *eth, struct rte_mbuf *m);
+/* Main thread, before the worker starts. Without it a GSO frame for the
+ * uplink is dropped (gso_failed). */
+void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *arg);
+
 /* Worker, once per loop iteration before polling ports: apply policy
  * changes, release due frames, run one arbiter scan, transmit. */
 void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t);
@@ -97,6 +120,12 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 void sn_pipeline_flush(struct sn_pipeline *pl);
 /* Worker: frames held (wheel + arbiter); > 0 means run() has work later. */
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl);
+/* Worker: frames from port `in` held (wheel + mailbox + scheduler). */
+uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in);
+/* Worker, when its loop ends: free every held frame here, on the worker
+ * (frames of deferred-completion ports must be freed by the worker, see
+ * sn_vqtx.h). Only destroy() may follow. */
+void sn_pipeline_drain(struct sn_pipeline *pl);
 
 /* Any thread: counters of port p; -ENOENT if p has no policy applied. */
 int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p,

@@ -351,6 +351,12 @@ static int gso_tx(struct sn_switch *sw, const struct sn_port *p, struct rte_mbuf
 	return k == n ? 1 : 0;
 }
 
+/* sn_pipeline's GSO hook: shaped ports' TSO frames for the uplink. */
+static int pipeline_gso(void *arg, const struct sn_port *p, struct rte_mbuf *m)
+{
+	return gso_tx(arg, p, m);
+}
+
 /* An ethdev destination: plain frames in bursts, GSO frames segmented one
  * at a time. Counters are per switch frame (a GSO frame is one tx packet
  * when every segment went out, else one ring_full drop), so the stats.get
@@ -541,7 +547,11 @@ static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
 }
 
 /* Every iteration, after switching: deferred ports publish completions, or
- * hand their ring back when a stop is pending. */
+ * hand their ring back when a stop is pending. A shaped deferred port's
+ * frames still in the policy pipeline (wheel, mailbox, scheduler) cannot be
+ * picked out there: the pipeline drops each as it surfaces (src_stopped,
+ * at most a wheel horizon plus the arbiter's backlog later) and the stop
+ * is acknowledged once none is left; sn_vqtx_stop() waits for that. */
 static void vq_service(struct sn_switch *sw, const struct sn_port_table *t)
 {
 	for (unsigned i = 0; i < t->n; i++) {
@@ -551,6 +561,8 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t)
 			continue;
 		if (sn_vqtx_stop_pending(q)) {
 			bl_purge_queue(sw, q);
+			if (sw->pl && sn_pipeline_src_held(sw->pl, t->list[i]))
+				continue;
 			sn_vqtx_stop_ack(q);
 		} else {
 			sn_vqtx_service(q);
@@ -730,6 +742,8 @@ int sn_switch_worker(void *arg)
 		for (unsigned i = 0; i < SN_PORT_MAX; i++)
 			if (sw->bl[i].n)
 				bl_filter(&sw->bl[i], drop_all, NULL);
+		if (sw->pl)
+			sn_pipeline_drain(sw->pl);
 		vq_service(sw, t);
 	}
 	sn_vqtx_worker_exit();
@@ -771,6 +785,8 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	sw->diag_malformed = DIAG_LINES;
 	sw->diag_txfail = DIAG_LINES;
 	sw->pl = cfg->pipeline;
+	if (sw->pl)
+		sn_pipeline_set_gso(sw->pl, pipeline_gso, sw);
 	sw->burst = cfg->burst;
 	sw->mac_n = cfg->mac_table_size;
 	buckets = cfg->mac_table_size / MAC_WAYS;
