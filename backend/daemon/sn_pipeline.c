@@ -393,6 +393,7 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	const struct meta *md = meta_of(pl, m);
 	const struct sn_port_table *t = pl->t;
+	unsigned ndst = 0;
 
 	if (deferred_drop(pl, m))
 		return;
@@ -417,10 +418,19 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 			continue;
 		/* Every segment: the PMD frees a chain segment by segment. */
 		rte_pktmbuf_refcnt_update(m, 1);
+		ndst++;
 		if (p->type == SN_PORT_UPLINK)
 			to_uplink(pl, m);
 		else
 			stage_vm(pl, p, m);
+	}
+	if (ndst == 0) {
+		/* No port up to take the flood: unknown_dst on the ingress
+		 * port, as the switch counts it (sn_switch.c). */
+		struct sn_port *in = t->by_slot[md->src];
+
+		if (in && in->gen == md->src_gen)
+			ctr_add(&in->st.drop[SN_DROP_UNKNOWN_DST], 1);
 	}
 	rte_pktmbuf_free(m);
 }

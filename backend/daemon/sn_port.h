@@ -41,7 +41,7 @@ enum sn_drop {
 	SN_DROP_NO_MBUF,      /* ingress: mempool empty (uplink PMD; a guest's
 	                       * frames wait in its TX ring instead) */
 	SN_DROP_RING_FULL,    /* egress: destination ring full (partial enqueue/tx) */
-	SN_DROP_UNKNOWN_DST,  /* reserved: filtered unicast (not used while flooding) */
+	SN_DROP_UNKNOWN_DST,  /* ingress: flooded frame with no port up to take it */
 	SN_DROP_MALFORMED,    /* ingress: runt frame, multicast source MAC */
 	SN_DROP_PORT_DOWN,    /* egress: learned destination not ready */
 	SN_DROP_HAIRPIN,      /* ingress: destination is the ingress port */

@@ -664,12 +664,20 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			sn_pipeline_submit(sw->pl, in, m, NULL);
 			continue;
 		} else {
+			unsigned ndst = 0;
+
 			for (unsigned j = 0; j < t->n; j++) {
 				struct sn_port *p = t->list[j];
 
-				if (p != in && sn_port_is_up(p))
+				if (p != in && sn_port_is_up(p)) {
 					stage_add(sw, in, p, m);
+					ndst++;
+				}
 			}
+			/* A flood that no port can take is a drop too: counted on
+			 * the ingress port as unknown_dst (no destination). */
+			if (ndst == 0)
+				ctr_add(&in->st.drop[SN_DROP_UNKNOWN_DST], 1);
 		}
 		pkts[keep++] = m;
 	}
