@@ -220,7 +220,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			 "offered_packets", (json_int_t)ps.offered_packets,
 			 "offered_bytes", (json_int_t)ps.offered_bytes,
 			 "released_packets", (json_int_t)ps.released_packets,
@@ -232,6 +232,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			 "uplink_bytes", (json_int_t)ps.uplink_bytes,
 			 "wheel_depth", (json_int_t)ps.wheel_depth,
 			 "qfq_backlog", (json_int_t)ps.qfq_backlog,
+			 "qfq_idle", (json_int_t)ps.qfq_idle,
 			 "rate_bps", (json_int_t)ps.rate_bps,
 			 "weight", (json_int_t)ps.weight,
 			 "drops", drops);
@@ -253,7 +254,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
 			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
@@ -261,7 +262,9 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "released_bytes", (json_int_t)a.released_bytes,
 			 "link_resets", (json_int_t)a.link_resets,
 			 "read_limit_hits", (json_int_t)a.read_limit_hits,
-			 "backlog", (json_int_t)backlog, "drops", drops);
+			 "backlog", (json_int_t)backlog,
+			 "clock_ns", (json_int_t)sn_pipeline_clock_ns(ctl->pipeline),
+			 "drops", drops);
 }
 
 static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)

@@ -120,6 +120,7 @@ struct sn_pipeline {
 	/* Worker writes, anyone reads (relaxed). */
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
 	uint64_t arb_backlog;
+	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
 };
 
 static inline void ctr_add(uint64_t *c, uint64_t v)
@@ -285,14 +286,20 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 static void arb_release(void *const *items, uint32_t n, void *arg)
 {
 	struct sn_pipeline *pl = arg;
+	const struct sn_sched *sch = sn_arbiter_sched(pl->arb);
 	struct rte_mbuf *pkts[BATCH];
 
 	while (n) {
 		uint16_t k = (uint16_t)RTE_MIN(n, (uint32_t)BATCH);
 
 		for (uint16_t i = 0; i < k; i++) {
+			uint16_t src;
+
 			pkts[i] = items[i];
-			ctr_add(&pl->ps[meta_of(pl, pkts[i])->src].st.qfq_backlog, -1ull);
+			src = meta_of(pl, pkts[i])->src;
+			ctr_add(&pl->ps[src].st.qfq_backlog, -1ull);
+			if (sn_sched_class_backlog(sch, src) == 0)
+				ctr_add(&pl->ps[src].st.qfq_idle, 1);
 		}
 		pl->held -= k;
 		uplink_tx(pl, pkts, k);
@@ -682,6 +689,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	unsigned got, batches = 0;
 
 	pl->now = now_ns();
+	ctr_set(&pl->clock_ns, pl->now);
 	pl->t = t;
 	if (pol->gen != pl->pol_gen || t != pl->t_seen || pl->dirty)
 		apply(pl, pol, t);
@@ -810,4 +818,9 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 	*backlog = __atomic_load_n(&pl->arb_backlog, __ATOMIC_RELAXED);
+}
+
+uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
+{
+	return __atomic_load_n(&pl->clock_ns, __ATOMIC_RELAXED);
 }

@@ -74,6 +74,8 @@ struct sn_pipeline_port_stats {
 	                        * of the worker longer than the wheel horizon */
 	uint64_t sent_packets, sent_bytes;         /* handed to a destination */
 	uint64_t uplink_packets, uplink_bytes;     /* of which: sent on the uplink */
+	uint64_t qfq_idle;     /* its scheduler class ran empty on a release: the
+	                        * port was not backlogged at the arbiter */
 	uint64_t wheel_depth;                      /* frames in the timing wheel */
 	uint64_t qfq_backlog;                      /* frames in mailbox + scheduler */
 	uint64_t rate_bps;                         /* current limit, 0 = none */
@@ -133,5 +135,10 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 /* Any thread: the arbiter's counters (refreshed by the worker each ms). */
 void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_stats *out,
 			       uint64_t *backlog);
+/* Any thread: the worker's clock (CLOCK_MONOTONIC ns) at its latest loop
+ * iteration: the time base of the policy counters. A worker descheduled
+ * freezes both, so rates computed against it are what the shaper did,
+ * independent of when the control thread sampled them. */
+uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
 
 #endif /* SN_PIPELINE_H */
