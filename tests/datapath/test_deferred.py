@@ -261,8 +261,11 @@ def test_held_descriptors_completed_on_stop(schednicd, sngen, sn_tmpdir, how):
         c = comp(t, "vm0")
         assert c["completed"] == c["popped"], c
         if how == "kill-peer":
-            # everything it still held was dropped and completed at stop
-            assert c["forced"] == held, (c, held)
+            # What it still held at stop was drop-completed there. A last
+            # in-flight burst may complete normally between our snapshot of
+            # held_now and the kill, so forced is at most that snapshot;
+            # completed == popped above is the no-descriptor-lost proof.
+            assert 0 < c["forced"] <= held, (c, held)
         else:
             # the frames waiting for the deleted port were freed: completed
             assert c["forced"] == 0 and "vm1" not in t, c
