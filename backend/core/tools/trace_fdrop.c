@@ -56,6 +56,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_util.h"
+
 #include "sn_fdrop.h"
 
 #define MAX_TOK   24
@@ -96,46 +98,6 @@ struct sim {
 	uint64_t fair_seen;   /* fair drops already attributed to a flow */
 };
 
-static int split(char *line, char **tok)
-{
-	int n = 0;
-	char *p = line;
-
-	while (*p && n < MAX_TOK) {
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			*p++ = '\0';
-		if (!*p)
-			break;
-		tok[n++] = p;
-		while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-			p++;
-	}
-	return n;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_u32(const char *s, uint32_t *out)
-{
-	uint64_t v;
-
-	if (parse_u64(s, &v) || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
 
 /* RSS-like spread of small flow numbers over the table (murmur3 fmix). */
 static uint32_t flow_hash(uint32_t f)
@@ -169,41 +131,41 @@ static int parse_config(char **tok, int n, struct sim *s)
 			else if (strcmp(eq, "link"))
 				rc = -EINVAL;
 		} else if (!strcmp(k, "capacity")) {
-			rc = parse_u64(eq, &s->fcfg.capacity);
+			rc = trace_parse_u64(eq, &s->fcfg.capacity);
 		} else if (!strcmp(k, "theta")) {
-			rc = parse_u64(eq, &s->fcfg.theta);
+			rc = trace_parse_u64(eq, &s->fcfg.theta);
 		} else if (!strcmp(k, "theta_min")) {
-			rc = parse_u64(eq, &s->fcfg.theta_min);
+			rc = trace_parse_u64(eq, &s->fcfg.theta_min);
 		} else if (!strcmp(k, "theta_max")) {
-			rc = parse_u64(eq, &s->fcfg.theta_max);
+			rc = trace_parse_u64(eq, &s->fcfg.theta_max);
 		} else if (!strcmp(k, "alpha_ppm")) {
-			rc = parse_u32(eq, &s->fcfg.alpha_ppm);
+			rc = trace_parse_u32(eq, &s->fcfg.alpha_ppm);
 		} else if (!strcmp(k, "beta_ppm")) {
-			rc = parse_u32(eq, &s->fcfg.beta_ppm);
+			rc = trace_parse_u32(eq, &s->fcfg.beta_ppm);
 		} else if (!strcmp(k, "rows")) {
-			rc = parse_u32(eq, &s->fcfg.n_rows);
+			rc = trace_parse_u32(eq, &s->fcfg.n_rows);
 		} else if (!strcmp(k, "max_active")) {
-			rc = parse_u32(eq, &s->fcfg.max_active);
+			rc = trace_parse_u32(eq, &s->fcfg.max_active);
 		} else if (!strcmp(k, "fair")) {
-			rc = parse_u32(eq, &fair);
+			rc = trace_parse_u32(eq, &fair);
 			if (!rc && fair > 1)
 				rc = -EINVAL;
 		} else if (!strcmp(k, "buffer")) {
-			rc = parse_u32(eq, &s->buffer);
+			rc = trace_parse_u32(eq, &s->buffer);
 			have_buffer = 1;
 		} else if (!strcmp(k, "batch")) {
-			rc = parse_u32(eq, &s->batch);
+			rc = trace_parse_u32(eq, &s->batch);
 			have_batch = 1;
 			if (!rc && s->batch == 0)
 				rc = -EINVAL;
 		} else if (!strcmp(k, "drop_cost")) {
-			rc = parse_u64(eq, &s->drop_cost);
+			rc = trace_parse_u64(eq, &s->drop_cost);
 		} else if (!strcmp(k, "batch_cost")) {
-			rc = parse_u64(eq, &s->batch_cost);
+			rc = trace_parse_u64(eq, &s->batch_cost);
 		} else if (!strcmp(k, "charge")) {
-			rc = parse_u32(eq, &s->charge);
+			rc = trace_parse_u32(eq, &s->charge);
 		} else if (!strcmp(k, "account")) {
-			rc = parse_u32(eq, &account);
+			rc = trace_parse_u32(eq, &account);
 			if (!rc && account > 1)
 				rc = -EINVAL;
 		}
@@ -435,7 +397,7 @@ int sn_trace_fdrop_main(int argc, char **argv)
 			fprintf(stderr, "sn-trace fdrop: line %lu too long\n", lineno);
 			goto bad;
 		}
-		n = split(line, tok);
+		n = trace_split(line, tok, MAX_TOK);
 		if (n == 0 || tok[0][0] == '#')
 			continue;
 		if (!strcmp(tok[0], "config")) {
@@ -462,8 +424,8 @@ int sn_trace_fdrop_main(int argc, char **argv)
 			fprintf(stderr, "sn-trace fdrop: line %lu: config must come first\n", lineno);
 			goto bad;
 		}
-		if ((n != 3 && n != 4) || parse_u64(tok[0], &v[0]) || parse_u64(tok[1], &v[1]) ||
-		    parse_u64(tok[2], &v[2]) || (n == 4 && parse_u64(tok[3], &v[3])) ||
+		if ((n != 3 && n != 4) || trace_parse_u64(tok[0], &v[0]) || trace_parse_u64(tok[1], &v[1]) ||
+		    trace_parse_u64(tok[2], &v[2]) || (n == 4 && trace_parse_u64(tok[3], &v[3])) ||
 		    v[1] >= MAX_FLOW || v[2] > UINT32_MAX || v[3] > UINT32_MAX ||
 		    (have_pkt && v[0] < tlast)) {
 			fprintf(stderr, "sn-trace fdrop: line %lu: bad packet line "

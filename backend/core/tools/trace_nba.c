@@ -25,52 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace_util.h"
+
 #include "sn_nba.h"
 
 #define MAX_TOK 16
 
 int sn_trace_nba_main(int argc, char **argv);
 
-static int split(char *line, char **tok)
-{
-	int n = 0;
-	char *p = line;
-
-	while (*p && n < MAX_TOK) {
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			*p++ = '\0';
-		if (!*p)
-			break;
-		tok[n++] = p;
-		while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-			p++;
-	}
-	return n;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-
-	if (!s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-static int parse_u32(const char *s, uint32_t *out)
-{
-	uint64_t v;
-
-	if (parse_u64(s, &v) || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
 
 static int parse_config(char **tok, int n, struct sn_nba_cfg *cfg)
 {
@@ -83,15 +45,15 @@ static int parse_config(char **tok, int n, struct sn_nba_cfg *cfg)
 			return -EINVAL;
 		*eq++ = '\0';
 		if (!strcmp(tok[i], "cores"))
-			rc = parse_u32(eq, &cfg->n_cores);
+			rc = trace_parse_u32(eq, &cfg->n_cores);
 		else if (!strcmp(tok[i], "aggregate"))
-			rc = parse_u64(eq, &cfg->aggregate_bps);
+			rc = trace_parse_u64(eq, &cfg->aggregate_bps);
 		else if (!strcmp(tok[i], "period"))
-			rc = parse_u64(eq, &cfg->period_ns);
+			rc = trace_parse_u64(eq, &cfg->period_ns);
 		else if (!strcmp(tok[i], "stale"))
-			rc = parse_u64(eq, &cfg->stale_ns);
+			rc = trace_parse_u64(eq, &cfg->stale_ns);
 		else if (!strcmp(tok[i], "headroom_ppm")) {
-			rc = parse_u32(eq, &cfg->headroom_ppm);
+			rc = trace_parse_u32(eq, &cfg->headroom_ppm);
 			if (!rc && cfg->headroom_ppm == 0)
 				cfg->flags |= SN_NBA_F_NO_HEADROOM;
 		} else if (!strcmp(tok[i], "saturation_ppm")) {
@@ -99,10 +61,10 @@ static int parse_config(char **tok, int n, struct sn_nba_cfg *cfg)
 				cfg->saturation_ppm = SN_NBA_SAT_OFF;
 				rc = 0;
 			} else {
-				rc = parse_u32(eq, &cfg->saturation_ppm);
+				rc = trace_parse_u32(eq, &cfg->saturation_ppm);
 			}
 		} else if (!strcmp(tok[i], "growth_ppm"))
-			rc = parse_u32(eq, &cfg->growth_ppm);
+			rc = trace_parse_u32(eq, &cfg->growth_ppm);
 		else
 			rc = -EINVAL;
 		if (rc) {
@@ -158,7 +120,7 @@ int sn_trace_nba_main(int argc, char **argv)
 			fprintf(stderr, "sn-trace nba: line %lu too long\n", lineno);
 			goto bad;
 		}
-		n = split(line, tok);
+		n = trace_split(line, tok, MAX_TOK);
 		if (n == 0 || tok[0][0] == '#')
 			continue;
 		if (!strcmp(tok[0], "config")) {
@@ -176,12 +138,12 @@ int sn_trace_nba_main(int argc, char **argv)
 			fprintf(stderr, "sn-trace nba: line %lu: config must come first\n", lineno);
 			goto bad;
 		}
-		if (!strcmp(tok[0], "report") && n == 4 && !parse_u64(tok[1], &a) &&
-		    !parse_u64(tok[2], &b) && !parse_u64(tok[3], &c) && a < cfg.n_cores) {
+		if (!strcmp(tok[0], "report") && n == 4 && !trace_parse_u64(tok[1], &a) &&
+		    !trace_parse_u64(tok[2], &b) && !trace_parse_u64(tok[3], &c) && a < cfg.n_cores) {
 			sn_nba_report(nba, (uint32_t)a, b, c);
-		} else if (!strcmp(tok[0], "update") && n == 2 && !parse_u64(tok[1], &a)) {
+		} else if (!strcmp(tok[0], "update") && n == 2 && !trace_parse_u64(tok[1], &a)) {
 			print_update(nba, cfg.n_cores, a, sn_nba_update(nba, a));
-		} else if (!strcmp(tok[0], "aggregate") && n == 2 && !parse_u64(tok[1], &a) &&
+		} else if (!strcmp(tok[0], "aggregate") && n == 2 && !trace_parse_u64(tok[1], &a) &&
 			   !sn_nba_set_aggregate(nba, a)) {
 			continue;
 		} else {
