@@ -369,8 +369,18 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 
 	if (max > SN_CONFIG_BURST_MAX)
 		max = SN_CONFIG_BURST_MAX;
+	/* s9-C: a pop that returns nothing may still have counted (heads
+	 * skipped as head_oob/head_busy, or the ring broken by avail_jump):
+	 * mark dirty whenever the avail index moved or the ring broke, so
+	 * sn_vqtx_service() publishes those counters while the guest is
+	 * still connected (before, they showed only at device stop). */
+	uint16_t a0, a1, u;
+	bool was_broken = sn_vring_is_broken(q->vr);
+
+	sn_vring_get_base(q->vr, &a0, &u);
 	n = sn_vring_tx_pop(q->vr, vp, max);
-	if (n)
+	sn_vring_get_base(q->vr, &a1, &u);
+	if (n || a1 != a0 || sn_vring_is_broken(q->vr) != was_broken)
 		q->dirty = true;
 	for (uint32_t i = 0; i < n; i++) {
 		struct rte_mbuf *segs[SN_VRING_MAX_SEGS];

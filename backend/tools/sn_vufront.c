@@ -691,14 +691,20 @@ static void sc_head_busy(struct fe *f, uint32_t count)
 	wait_used(f);
 }
 
-/* avail->idx moved by more than the queue size: the ring cannot be read
- * any more. Nothing comes back. */
+/* A good frame first (the queue is running), then avail->idx moved by more
+ * than the queue size: the ring cannot be read any more. Nothing comes back
+ * for the jump. */
 static void sc_avail_jump(struct fe *f, uint32_t count)
 {
 	uint64_t one = 1;
 
 	(void)count;
-	f->avail_idx = (uint16_t)(f->q + 5);
+	add_head(f, chain_good(f), false, true);
+	publish(f);
+	wait_used(f);
+	if (f->timed_out)
+		return;
+	f->avail_idx = (uint16_t)(f->avail_idx + f->q + 5);
 	__atomic_store_n(&f->avail->idx, f->avail_idx, __ATOMIC_RELEASE);
 	if (write(f->kickfd[1], &one, sizeof(one)) != sizeof(one))
 		die("kick");
