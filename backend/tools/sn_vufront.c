@@ -711,8 +711,10 @@ static void sc_avail_jump(struct fe *f, uint32_t count)
 }
 
 /* The guest rewrites a posted descriptor while the device may be reading
- * it: length 0, address outside memory, a loop back to the head, and the
- * original again, round and round until the chain is completed. Whatever
+ * it: length 0, address outside memory, a loop back to the head, each
+ * undone again at once, round and round until the chain is completed
+ * (rounds start at different rewrites; which one the device copies is a
+ * race). Whatever
  * the device copied is either a good frame or one chain-level error
  * (zero_len, addr_oob, loop); each chain is completed exactly once. */
 static void sc_rewrite(struct fe *f, uint32_t count)
@@ -721,7 +723,7 @@ static void sc_rewrite(struct fe *f, uint32_t count)
 		struct sn_vring_desc orig;
 		double t0 = now_s(), deadline = t0 + f->timeout_s;
 		uint16_t h;
-		uint32_t m = 0;
+		uint32_t m = it;         /* rounds start at different rewrites */
 
 		f->nd = 0;
 		h = chain_good(f);
@@ -731,7 +733,8 @@ static void sc_rewrite(struct fe *f, uint32_t count)
 		for (;;) {
 			struct sn_vring_desc *d = &f->desc[h + 1];
 
-			switch (m++ & 3) {
+			/* odd steps rewrite, even steps restore the original */
+			switch ((m & 1) ? (m >> 1) % 3 : 3) {
 			case 0: __atomic_store_n(&d->len, 0, __ATOMIC_RELAXED); break;
 			case 1: __atomic_store_n(&d->addr, GPA_OOB, __ATOMIC_RELAXED); break;
 			case 2: __atomic_store_n(&d->next, h, __ATOMIC_RELAXED);
@@ -743,6 +746,7 @@ static void sc_rewrite(struct fe *f, uint32_t count)
 				__atomic_store_n(&d->len, orig.len, __ATOMIC_RELAXED);
 				break;
 			}
+			m++;
 			collect(f);
 			if (f->used_total >= f->expect)
 				break;
