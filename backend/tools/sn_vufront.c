@@ -197,9 +197,11 @@ static void read_full(struct fe *f, void *buf, size_t len, const char *what)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				fprintf(stderr, "sn-vufront: %s: no reply within %.1f s\n", what,
 					f->timeout_s);
+				exit(3);
+			}
 			die(what);
 		}
 		off += (size_t)n;
