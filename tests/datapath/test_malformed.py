@@ -109,10 +109,11 @@ def alive(d):
     assert d.rpc("version"), d.log_tail()     # raises if it does not answer
 
 
-def rig(schednicd, sngen, sn_tmpdir, nphases):
-    """Daemon with the writer's deferred port w and two normal ports whose
-    sn-gen forwards FWD frames vm1 -> vm2 per phase (0..nphases-1)."""
-    d = schednicd(ports=[dport(sn_tmpdir, "w", completion="deferred"),
+def rig(schednicd, sngen, sn_tmpdir, nphases, completion="deferred"):
+    """Daemon with the writer's port w (deferred unless told) and two normal
+    ports whose sn-gen forwards FWD frames vm1 -> vm2 per phase
+    (0..nphases-1)."""
+    d = schednicd(ports=[dport(sn_tmpdir, "w", completion=completion),
                          dport(sn_tmpdir, "vm1"), dport(sn_tmpdir, "vm2")])
     flows = []
     for k in range(nphases):
@@ -280,14 +281,7 @@ def test_immediate_port_survives_every_case(schednicd, sngen, sn_tmpdir, vufront
     a bad chain (for some causes it stops taking from that queue until the
     guest resets it). What schednicd must still guarantee: it survives
     every scenario, answers RPC, and the other ports keep forwarding."""
-    d = schednicd(ports=[dport(sn_tmpdir, "w"), dport(sn_tmpdir, "vm1"), dport(sn_tmpdir, "vm2")])
-    flows = ["--flow", f"src=0,dst=1,count={FWD},phase=0"]
-    g = sngen([d.vhost_path("vm1"), d.vhost_path("vm2")], *flows)
-    g.wait("ready")
-    for n in ("vm1", "vm2"):
-        d.wait_port_state(n, "up")
-    g.go("learn")
-    wait_settled(d, lambda t: t["vm1"]["rx_packets"] == 1 and t["vm2"]["rx_packets"] == 1)
+    d, g = rig(schednicd, sngen, sn_tmpdir, 1, completion="immediate")
     seen = {}
     for cause in [c[0] for c in CASES] + ["avail_jump", "rewrite", "good"]:
         r = subprocess.run([str(vufront_bin), "--socket", d.vhost_path("w"), "--scenario", cause,
