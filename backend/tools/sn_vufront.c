@@ -492,6 +492,7 @@ struct scenario {
 	const char *name;
 	uint32_t q;                  /* default queue size */
 	void (*run)(struct fe *f, uint32_t count);
+	void (*after_wait)(struct fe *f); /* after --wait-file, or NULL */
 };
 
 /* Bad chain(s) built by the caller, then one good chain on the same ring:
@@ -712,6 +713,28 @@ static void sc_avail_jump(struct fe *f, uint32_t count)
 		die("kick");
 }
 
+/* After the jump was seen (--wait-file): the guest "repents", puts
+ * avail->idx back one past the last good entry with a good chain there, and
+ * watches for 1 s. A device that stopped the queue takes nothing (expected:
+ * no new used entry, and GET_VRING_BASE still reports the pre-jump index). */
+static void avail_jump_repent(struct fe *f)
+{
+	uint64_t one = 1;
+	double deadline = now_s() + 1.0;
+	uint16_t idx = (uint16_t)(f->avail_idx - f->q - 5);
+
+	f->nd = 0;
+	f->avail->ring[idx & (f->q - 1)] = chain_good(f);
+	f->avail_idx = (uint16_t)(idx + 1);
+	__atomic_store_n(&f->avail->idx, f->avail_idx, __ATOMIC_RELEASE);
+	if (write(f->kickfd[1], &one, sizeof(one)) != sizeof(one))
+		die("kick");
+	while (now_s() < deadline) {
+		collect(f);
+		nap_us(1000);
+	}
+}
+
 /* The guest rewrites a posted descriptor while the device may be reading
  * it: length 0, address outside memory, a loop back to the head, each
  * undone again at once, round and round until the chain is completed
@@ -783,7 +806,7 @@ static const struct scenario scenarios[] = {
 	{ "write_only", 128, sc_write_only },
 	{ "head_oob", 128, sc_head_oob },
 	{ "head_busy", 128, sc_head_busy },
-	{ "avail_jump", 128, sc_avail_jump },
+	{ "avail_jump", 128, sc_avail_jump, avail_jump_repent },
 	{ "rewrite", 128, sc_rewrite },
 };
 
@@ -943,8 +966,11 @@ int main(int argc, char **argv)
 	connect_backend(&f, path);
 	negotiate(&f);
 	sc->run(&f, (uint32_t)count);
-	if (wfile)
+	if (wfile) {
 		wait_file(&f, wfile);
+		if (sc->after_wait)
+			sc->after_wait(&f);
+	}
 	collect(&f);
 	if (!no_stop) {
 		/* Device stop, as QEMU does it: the back-end must complete or

@@ -201,8 +201,12 @@ def test_avail_jump_stops_queue_until_reconnect(schednicd, sngen, sn_tmpdir, vuf
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 0, (out, d.log_tail())
     r = json.loads(out)
+    # after the file, the guest put avail->idx back (one more good chain) and
+    # watched 1 s: the stopped queue took nothing
     assert r["used_total"] == 1 and r["stop"]["used_idx"] == 1, r
     assert r["stop"]["tx_base"] == 1, r      # nothing taken past the jump
+    c = comp(d)
+    assert c["popped"] == c0["popped"] + 1 and c["vring_errors"]["avail_jump"] == 1, c
     # reconnect: fresh rings, the queue works again
     r = writer(vufront_bin, d, "good", "--count", 20)
     check_writer(r, 20, 0)
