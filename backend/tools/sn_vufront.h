@@ -1,0 +1,80 @@
+/* sn_vufront.h — sn-vufront, the test-only vhost-user front-end: guest
+ * memory layout, front-end state, and the vhost-user side
+ * (sn_vufront_vu.c) used by the scenarios (sn_vufront.c).
+ */
+#ifndef SN_VUFRONT_H
+#define SN_VUFRONT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sn_vring.h"
+
+/* Guest memory: two regions, contiguous in GPA, separate memfds/mappings. */
+#define REG_SIZE  (1u << 20)
+#define GPA0      0x100000ull
+#define GPA1      (GPA0 + REG_SIZE)
+#define GPA_OOB   0x40000000ull      /* in no region */
+/* Region 0 layout (offsets). Region 1 holds frames, 2 KiB each. */
+#define TX_DESC   0x0000u
+#define TX_AVAIL  0x1000u
+#define TX_USED   0x2000u
+#define RX_DESC   0x4000u
+#define RX_AVAIL  0x5000u
+#define RX_USED   0x6000u
+#define IND_OFF   0x8000u            /* indirect tables, 0x1000 apart */
+#define HDR_OFF   0x10000u           /* virtio-net headers, 16 B apart */
+#define FRAME_SZ  2048u
+#define BIG_OFF   0x80000u           /* region 1: the oversized buffer */
+#define BIG_LEN   70000u
+#define FRAME_LEN 60u
+#define MAX_Q     256u
+#define MAX_SEEN  4096u
+#define MAX_PRINT 64u
+
+/* One front-end: its connection, memory and TX ring, and what it saw.
+ * Single-threaded: the only concurrent party is the back-end (device). */
+struct sn_vufront {
+	int sock, kickfd[2], callfd[2], memfd[2];
+	unsigned char *base[2];
+	uint32_t q;
+	uint16_t hdr_len;
+	uint64_t features;
+	struct sn_vring_desc *desc;
+	struct sn_vring_avail *avail;
+	struct sn_vring_used *used;
+	uint16_t nd;                 /* next free descriptor of the batch */
+	uint16_t avail_idx, used_seen;
+	uint32_t nbuf;               /* frame buffers handed out (mod q) */
+	double timeout_s;
+	unsigned char dst[6], src[6];
+	/* What was posted and seen. */
+	uint32_t chains, skipped, expect;
+	uint32_t nbad;
+	uint16_t bad[MAX_Q * 2];
+	uint32_t nseen;
+	struct sn_vring_used_elem seen[MAX_SEEN];
+	uint32_t used_total;
+	bool timed_out;
+	double wait_ms;
+};
+
+/* Print "sn-vufront: what: strerror(errno)" and exit(3). */
+void sn_vufront_die(const char *what) __attribute__((noreturn));
+double sn_vufront_now(void);          /* CLOCK_MONOTONIC seconds */
+void sn_vufront_nap_us(long us);
+
+/* Create and map the two memfd regions, point desc/avail/used at the TX
+ * ring. Exits (3) on failure. */
+void sn_vufront_map(struct sn_vufront *f);
+/* Connect to the back-end's server socket, retrying while it does not
+ * exist yet, until f->timeout_s; every later reply waits at most that
+ * long. Exits (3) on failure. */
+void sn_vufront_connect(struct sn_vufront *f, const char *path);
+/* SET_OWNER, features (VERSION_1 only), SET_MEM_TABLE (both regions),
+ * then NUM/BASE/ADDR/KICK/CALL for vrings 0 (RX) and 1 (TX), size f->q. */
+void sn_vufront_negotiate(struct sn_vufront *f);
+/* GET_VRING_BASE (device stop): the back-end's next avail index. */
+uint32_t sn_vufront_get_base(struct sn_vufront *f, uint32_t index);
+
+#endif /* SN_VUFRONT_H */
