@@ -257,7 +257,10 @@ static int run(struct sn_config *cfg)
 	       cfg->control.socket, worker, cfg->eal.worker_cpu, cfg->datapath.mbufs);
 
 	while (!g_stop) {
-		int n = sn_rpc_poll(srv, 50);
+		/* 10 ms: the NBA periods (update_ms) are met within that. */
+		int n = sn_rpc_poll(srv, 10);
+
+		sn_policy_tick(pol_store, sn_ctl_now_ns());   /* issue 6: aggregates */
 
 		if (n < 0 && n != -EINTR) {
 			sn_log("control socket failed: %s", strerror(-n));
