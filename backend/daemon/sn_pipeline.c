@@ -40,6 +40,7 @@
 #include <rte_mbuf_dyn.h>
 #include <rte_vhost.h>
 
+#include "sn_classify.h"
 #include "sn_log.h"
 #include "sn_policy.h"
 #include "sn_port.h"
@@ -73,6 +74,7 @@ const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 struct meta {
 	uint32_t src_gen, dst_gen;
 	uint16_t src, dst;        /* port slots; dst DST_FLOOD = flood */
+	uint8_t cls;              /* flow class (sn_classify), or SN_CLASSIFY_NONE */
 };
 
 struct pstate {
@@ -101,6 +103,7 @@ struct sn_pipeline {
 	/* Worker only. */
 	struct sn_twheel *wheel;
 	struct sn_arbiter *arb;
+	struct sn_classify *cls;  /* issue 6: flow classes + aggregates */
 	struct sn_mbox *clist;
 	enum sn_sched_algo algo;
 	uint64_t pol_gen;         /* generation applied, 0 = none yet */
@@ -447,7 +450,8 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 {
 	struct pstate *ps = &pl->ps[in->slot];
 	struct meta *md = meta_of(pl, m);
-	struct sn_tstamp_next nx;
+	struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
+	struct sn_classify_res cr = { .n = 0 };
 	uint64_t ts;
 	int rc;
 
@@ -457,21 +461,33 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 	md->dst_gen = dst ? dst->gen : 0;
 	ctr_add(&ps->st.offered_packets, 1);
 	ctr_add(&ps->st.offered_bytes, m->pkt_len);
-	if (!ps->has_rate) {
+	/* The policies the frame crosses: port limit, then (issue 6 classes)
+	 * its class or flow pacing and its aggregate share; the release time
+	 * is the max of theirs (Carousel §5.1.1 consolidation). */
+	if (ps->has_rate) {
+		cr.pol[cr.n++] = &ps->ts;
+		if (ps->ts.lts < pl->now)
+			ctr_add(&ps->st.underruns, 1);
+	}
+	sn_classify_frame(pl->cls, in->slot, m, pl->now, &cr);
+	md->cls = cr.cls;
+	if (cr.n == 0) {
 		ctr_add(&ps->st.released_packets, 1);
 		ctr_add(&ps->st.released_bytes, m->pkt_len);
+		sn_classify_released(pl->cls, in->slot, cr.cls, m->pkt_len);
 		dispatch(pl, m);
 		return;
 	}
-	if (ps->ts.lts < pl->now)
-		ctr_add(&ps->st.underruns, 1);
-	ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
-	rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
+	ts = sn_tstamp_consolidate_peek(cr.pol, cr.n, pl->now, m->pkt_len, nx);
+	rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 	if (rc) {
+		sn_classify_dropped(pl->cls, &cr, m->pkt_len,
+				    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
 		drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
 		return;
 	}
-	sn_tstamp_commit(&ps->ts, &nx);
+	sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+	sn_classify_accepted(pl->cls, &cr, cr.clamp && ts >= pl->now + sn_twheel_horizon_ns(pl->wheel));
 	ctr_add(&ps->st.wheel_depth, 1);
 	pl->held++;
 }
@@ -619,6 +635,7 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 	SN_VERIFY(sn_arbiter_set_link(pl->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
 				      : SN_ARBITER_MAX_LINK_BPS, pol->uplink.overhead_bytes) == 0);
 	pl->uplink = NULL;
+	sn_classify_apply_aggs(pl->cls, pol, pl->now);   /* issue 6 */
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		struct sn_port *p = t->by_slot[s];
 		struct pstate *ps = &pl->ps[s];
@@ -626,6 +643,8 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 		if (p && p->type == SN_PORT_UPLINK)
 			pl->uplink = p;
 		want[s] = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		/* issue 6: the slot's flow classes (fresh if another port). */
+		sn_classify_apply_port(pl->cls, (uint16_t)s, want[s], !p || ps->gen != p->gen, pl->now);
 		if (!p || ps->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh state and
 			 * counters; its scheduler class, if any, carries on. */
@@ -703,6 +722,8 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			ctr_add(&ps->st.wheel_depth, -1ull);
 			ctr_add(&ps->st.released_packets, 1);
 			ctr_add(&ps->st.released_bytes, m->pkt_len);
+			sn_classify_released(pl->cls, meta_of(pl, m)->src, meta_of(pl, m)->cls,
+					     m->pkt_len);
 			pl->held--;
 			dispatch(pl, m);
 		}
@@ -712,6 +733,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		sn_arbiter_do_scan(pl->arb, pl->now);
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_arb_stats(pl);
+		sn_classify_tick(pl->cls, pl->now);   /* issue 6: NBA, flow ageing */
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
 }
@@ -749,13 +771,21 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		e = errno;
 		goto free_pl;
 	}
-	arb = arb_create(pl, SN_SCHED_QFQ, cl);
-	if (!arb) {
+	/* issue 6: worker 0 of the NBA (the 1-core layout has one worker). */
+	pl->cls = sn_classify_create(0, 0, SOCKET_ID_ANY);
+	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;
 	}
+	arb = arb_create(pl, SN_SCHED_QFQ, cl);
+	if (!arb) {
+		e = errno;
+		goto free_cls;
+	}
 	arb_install(pl, arb, SN_SCHED_QFQ, cl);
 	return pl;
+free_cls:
+	sn_classify_free(pl->cls);
 free_wheel:
 	sn_twheel_free(pl->wheel);
 free_pl:
@@ -787,6 +817,7 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 	if (!pl)
 		return;
 	sn_pipeline_drain(pl);
+	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
 	rte_free(pl);
 }
@@ -823,4 +854,9 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
 {
 	return __atomic_load_n(&pl->clock_ns, __ATOMIC_RELAXED);
+}
+
+const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl)
+{
+	return pl->cls;
 }

@@ -48,6 +48,7 @@ struct sn_policy_store;
 struct sn_port;
 struct sn_port_table;
 struct sn_pipeline;
+struct sn_classify;
 
 enum sn_pipeline_drop {
 	SN_PL_DROP_HORIZON = 0,   /* timestamp beyond the wheel horizon (rate exceeded) */
@@ -140,5 +141,8 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
  * freezes both, so rates computed against it are what the shaper did,
  * independent of when the control thread sampled them. */
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
+/* Any thread: the worker's flow classes and aggregate shares, for their
+ * *_stats readers (issue 6, sn_classify.h). */
+const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl);
 
 #endif /* SN_PIPELINE_H */
