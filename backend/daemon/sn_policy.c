@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <arpa/inet.h>
 #include <urcu-qsbr.h>
@@ -27,14 +26,6 @@
 #include "sn_arbiter.h"
 #include "sn_nba.h"
 #include "sn_tstamp.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct sn_policy_store {
 	struct sn_policy *cur;   /* RCU-protected; main is the only writer */
@@ -675,9 +666,8 @@ int sn_policy_publish(struct sn_policy_store *st, const struct sn_policy *p)
 	synchronize_rcu();
 	nba_detach(old, n);
 	free(old);
-	/* A changed aggregate rate is in force at once, not after a period. */
-	for (unsigned i = 0; i < n->n_aggs; i++)
-		sn_nba_update(n->aggs[i].nba, now_ns());
+	/* A changed aggregate rate marked its NBA dirty (set_aggregate): the
+	 * next sn_policy_tick recomputes it at once, not after a period. */
 	return 0;
 }
 

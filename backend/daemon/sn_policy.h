@@ -154,7 +154,8 @@ const struct sn_policy *sn_policy_main(const struct sn_policy_store *st);
 /* Main thread: publish a copy of `p` (gen assigned here), wait a grace
  * period, free the previous table. Aggregates: an entry whose name and
  * update_ms match the previous table's keeps its NBA instance (its rate is
- * updated in place: sn_nba_set_aggregate + an immediate recomputation),
+ * updated in place with sn_nba_set_aggregate: the next sn_policy_tick
+ * recomputes the split at once, whatever the period),
  * any other gets a new one over the store's workers; instances no longer
  * named are freed after the grace period. 0 or -ENOMEM / -EINVAL (nothing
  * changed then). */
