@@ -140,7 +140,7 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	*pl = sn_pipeline_create(&(struct sn_pipeline_config){
 		.granularity_ns = 4000, .slots = 65536,
 		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
-		.slack_ns = 100000000 }, *store);
+		.slack_ns = 100000000, .max_flows = cfg->datapath.max_flows }, *store);
 	if (!*pl) {
 		sn_log("pipeline: %s", strerror(errno));
 		return 1;

@@ -772,7 +772,7 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		goto free_pl;
 	}
 	/* issue 6: worker 0 of the NBA (the 1-core layout has one worker). */
-	pl->cls = sn_classify_create(0, 0, SOCKET_ID_ANY);
+	pl->cls = sn_classify_create(0, cfg->max_flows, SOCKET_ID_ANY);
 	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;

@@ -91,6 +91,7 @@ struct sn_pipeline_config {
 	uint32_t mbox_size;        /* per-port client mailbox (pow2) */
 	uint32_t queue_len;        /* per-class scheduler queue */
 	uint64_t slack_ns;         /* link emulation: lag allowed before a reset */
+	uint32_t max_flows;        /* flow states of the worker (sn_classify), 0 = default */
 };
 
 /* Main thread, after EAL init. NULL + errno. */

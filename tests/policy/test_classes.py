@@ -267,3 +267,24 @@ def test_aggregate_over_two_ports(schednicd, sngen):
     sb = agg_rate(60e6)
     assert sb["aggregates"]["agg"]["worker0_grant_bps"] == 60_000_000
     assert d.alive()
+
+
+def test_flow_table_full_falls_back_to_the_class_state(schednicd, sngen):
+    """datapath.max_flows = 8: of 12 flows of a per-flow class (1 Mbit/s
+    each, offered 4 Mbit/s each), at most 8 get their own state; the others
+    are counted (flow_table_full) and share the class's fallback state, so
+    the class carries (tracked + 1) x 1 Mbit/s."""
+    pol = {"ports": {"vm0": {"classes": [
+        {"name": "pf", "proto": "udp", "rate_bps": 1_000_000}]}}}
+    d = schednicd(ports=["vm0"], uplink=UPLINK, policy=pol,
+                  datapath={"mbufs": 16383, "max_flows": 8})
+    g = gen(sngen, d, "vm0", [f"10.0.0.{i + 1}:4000-10.2.0.1:53" for i in range(12)], pps=6000)
+    go(d, ["vm0"], [g])
+    wait_class(d, "vm0", ["pf"])
+    _, c, _ = cstats(d, "vm0")
+    tracked = c["pf"]["flows_active"]
+    assert 1 <= tracked <= 8 and c["pf"]["flow_table_full"] > 0, c
+    class_rate(d, "vm0", "pf", (tracked + 1) * 1e6)
+    _, c, _ = cstats(d, "vm0")
+    assert c["pf"]["flows_active"] == tracked, c
+    assert d.alive()
