@@ -295,6 +295,19 @@ static bool parse(const struct rte_mbuf *m, struct flow_key *k)
 	return true;
 }
 
+uint32_t sn_classify_flow_hash(const struct rte_mbuf *m)
+{
+	struct flow_key k;
+	uint8_t eth[2 * RTE_ETHER_ADDR_LEN];
+	const void *p;
+
+	memset(&k, 0, sizeof(k));
+	if (parse(m, &k))
+		return rte_jhash(&k, sizeof(k), 0);
+	p = rte_pktmbuf_read(m, 0, sizeof(eth), eth);
+	return p ? rte_jhash(p, sizeof(eth), 1) : 0;
+}
+
 static inline bool prefix_ok(uint32_t a, uint32_t want, uint8_t len)
 {
 	return len == 0 || ((a ^ want) >> (32 - len)) == 0;
@@ -412,6 +425,17 @@ void sn_classify_released(struct sn_classify *c, uint16_t slot, uint8_t cls, uin
 		ctr_add(&c->agg[kc->agg].st.sent_packets, 1);
 		ctr_add(&c->agg[kc->agg].st.sent_bytes, len);
 	}
+}
+
+void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len)
+{
+	struct cls *kc;
+
+	if (cls == SN_CLASSIFY_NONE || cls >= c->n_cls[slot])
+		return;
+	kc = &c->cls[slot][cls];
+	ctr_add(&kc->st.uplink_packets, 1);
+	ctr_add(&kc->st.uplink_bytes, len);
 }
 
 /* Free flow states idle for SN_CLASSIFY_AGE_NS with no pacing debt. */

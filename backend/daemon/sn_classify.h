@@ -51,6 +51,7 @@ enum sn_classify_drop {
 struct sn_classify_class_stats {
 	uint64_t offered_packets, offered_bytes;   /* matched this class */
 	uint64_t sent_packets, sent_bytes;         /* released by the shaper */
+	uint64_t uplink_packets, uplink_bytes;     /* of which sent on the uplink */
 	uint64_t clamped;          /* horizon "clamp": queued at the horizon */
 	uint64_t flows_active;     /* flow states held (scope "flow") */
 	uint64_t flows_created, flows_aged;
@@ -94,12 +95,18 @@ void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, 
  * there, e.g. the port limit). */
 void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mbuf *m,
 		       uint64_t now, struct sn_classify_res *r);
+/* Any thread (pure): a hash of m's flow: its IPv4 5-tuple, else its
+ * Ethernet addresses (fair dropping's flow id). */
+uint32_t sn_classify_flow_hash(const struct rte_mbuf *m);
+
 /* Worker: outcome of a classified frame of `len` bytes. */
 void sn_classify_accepted(struct sn_classify *c, const struct sn_classify_res *r,
 			  bool clamped);
 void sn_classify_dropped(struct sn_classify *c, const struct sn_classify_res *r, uint32_t len,
 			 enum sn_classify_drop cause);
 void sn_classify_released(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len);
+/* Worker: a frame of that class was handed to the uplink. */
+void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len);
 /* Worker, about once per ms: NBA reports and grants, flow ageing. */
 void sn_classify_tick(struct sn_classify *c, uint64_t now);
 

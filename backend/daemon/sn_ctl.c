@@ -227,12 +227,14 @@ static json_t *classes_stats_json(const struct sn_ctl *ctl, const struct sn_port
 		if (sn_classify_class_stats(c, p->slot, i, &cs))
 			break;     /* the worker has not applied this table yet */
 		if (json_array_append_new(a, json_pack(
-			"{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+			"{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			"name", pp->classes[i].name,
 			"offered_packets", (json_int_t)cs.offered_packets,
 			"offered_bytes", (json_int_t)cs.offered_bytes,
 			"sent_packets", (json_int_t)cs.sent_packets,
 			"sent_bytes", (json_int_t)cs.sent_bytes,
+			"uplink_packets", (json_int_t)cs.uplink_packets,
+			"uplink_bytes", (json_int_t)cs.uplink_bytes,
 			"clamped", (json_int_t)cs.clamped,
 			"flows_active", (json_int_t)cs.flows_active,
 			"flows_created", (json_int_t)cs.flows_created,
@@ -335,7 +337,10 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 	uint64_t backlog;
 	json_t *drops;
 
+	struct sn_pipeline_fair_stats fs;
+
 	sn_pipeline_arbiter_stats(ctl->pipeline, &a, &backlog);
+	sn_pipeline_fair_stats(ctl->pipeline, &fs);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -345,7 +350,8 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
+			 "s:{s:I, s:I, s:I, s:I, s:I}}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
 			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
@@ -355,7 +361,11 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "read_limit_hits", (json_int_t)a.read_limit_hits,
 			 "backlog", (json_int_t)backlog,
 			 "clock_ns", (json_int_t)sn_pipeline_clock_ns(ctl->pipeline),
-			 "drops", drops);
+			 "drops", drops,
+			 "overload", fs.on ? "fair" : "tail",
+			 "fair", "kept", (json_int_t)fs.kept, "dropped", (json_int_t)fs.dropped,
+			 "table_full", (json_int_t)fs.table_full, "active", (json_int_t)fs.active,
+			 "theta", (json_int_t)fs.theta);
 }
 
 static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)

@@ -41,6 +41,7 @@
 #include <rte_vhost.h>
 
 #include "sn_classify.h"
+#include "sn_fdrop.h"
 #include "sn_log.h"
 #include "sn_policy.h"
 #include "sn_port.h"
@@ -54,6 +55,11 @@
 #define MAX_BATCHES    16         /* wheel batches per run(): bounds one iteration */
 #define CLASS_LMAX     SN_SCHED_MAX_LMAX
 #define STATS_EVERY_NS 1000000ull
+/* Fair dropping threshold θ: 100 ms of the uplink rate (the lag the link
+ * emulation also tolerates: a sender or worker descheduled that long on a
+ * shared host catches up in one burst), at least 64 KiB. */
+#define FAIR_THETA_MIN 65536u
+#define FAIR_THETA_DIV 80u        /* rate_bps / 8 bits / 10 */
 #define GSO_FLAGS      (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
 
 const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
@@ -68,6 +74,7 @@ const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 	[SN_PL_DROP_HOLD] = "hold_timeout",
 	[SN_PL_DROP_SRC_STOP] = "src_stopped",
 	[SN_PL_DROP_NO_MBUF] = "no_mbuf",
+	[SN_PL_DROP_FAIR] = "fair",
 };
 
 /* Per-frame metadata in an mbuf dynamic field, written at submit. */
@@ -104,6 +111,9 @@ struct sn_pipeline {
 	struct sn_twheel *wheel;
 	struct sn_arbiter *arb;
 	struct sn_classify *cls;  /* issue 6: flow classes + aggregates */
+	struct sn_fdrop *fd;      /* issue 6: uplink.overload "fair", else NULL */
+	uint64_t fd_rate;         /* its capacity: uplink rate_bps */
+	uint32_t overhead;        /* uplink overhead_bytes per frame */
 	struct sn_mbox *clist;
 	enum sn_sched_algo algo;
 	uint64_t pol_gen;         /* generation applied, 0 = none yet */
@@ -124,6 +134,7 @@ struct sn_pipeline {
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
 	uint64_t arb_backlog;
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
+	struct sn_pipeline_fair_stats fair_st;
 };
 
 static inline void ctr_add(uint64_t *c, uint64_t v)
@@ -207,6 +218,8 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 		ps = &pl->ps[meta_of(pl, pkts[i])->src];
 		ctr_add(&ps->st.uplink_packets, 1);
 		ctr_add(&ps->st.uplink_bytes, pkts[i]->pkt_len);
+		sn_classify_uplinked(pl->cls, meta_of(pl, pkts[i])->src, meta_of(pl, pkts[i])->cls,
+				     pkts[i]->pkt_len);
 	}
 	ctr_add(&up->st.tx_packets, k);
 	ctr_add(&up->st.tx_bytes, bytes);
@@ -229,6 +242,7 @@ static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *
 		count_sent(pl, m);
 		ctr_add(&ps->st.uplink_packets, 1);
 		ctr_add(&ps->st.uplink_bytes, m->pkt_len);
+		sn_classify_uplinked(pl->cls, meta_of(pl, m)->src, meta_of(pl, m)->cls, m->pkt_len);
 		ctr_add(&up->st.tx_packets, 1);
 		ctr_add(&up->st.tx_bytes, m->pkt_len);
 	} else {
@@ -347,6 +361,14 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
 
+	/* Fair dropping (seed 003 Algorithm 1): the uplink is the overloaded
+	 * resource; a frame of a flow whose virtual queue is above θ is
+	 * dropped here instead of by arrival order at a full queue. */
+	if (pl->fd && sn_fdrop_decide(pl->fd, sn_classify_flow_hash(m), m->pkt_len + pl->overhead,
+				      pl->now) == SN_FDROP_DROP) {
+		drop(pl, m, SN_PL_DROP_FAIR);
+		return;
+	}
 	if (!ps->has_class) {
 		uplink_tx(pl, &m, 1);
 		return;
@@ -611,6 +633,46 @@ static void publish_arb_stats(struct sn_pipeline *pl)
 	for (size_t i = 0; i < sizeof(a) / sizeof(uint64_t); i++)
 		ctr_set(&dst[i], src[i]);
 	ctr_set(&pl->arb_backlog, sn_arbiter_backlog(pl->arb));
+	if (pl->fd) {
+		struct sn_fdrop_stats f;
+
+		sn_fdrop_stats(pl->fd, &f);
+		ctr_set(&pl->fair_st.kept, f.kept);
+		ctr_set(&pl->fair_st.dropped, f.dropped[SN_FDROP_C_FAIR]);
+		ctr_set(&pl->fair_st.table_full, f.dropped[SN_FDROP_C_TABLE_FULL] +
+			f.dropped[SN_FDROP_C_INVALID]);
+		ctr_set(&pl->fair_st.active, f.active);
+		ctr_set(&pl->fair_st.theta, f.theta);
+	}
+}
+
+/* Fair dropping on/off/re-rated by policy.uplink. A new instance starts
+ * with empty virtual queues; on ENOMEM the old one stays (logged). */
+static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
+{
+	struct sn_fdrop *n;
+
+	pl->overhead = pol->uplink.overhead_bytes;
+	if (!pol->uplink.fair_drop) {
+		sn_fdrop_free(pl->fd);
+		pl->fd = NULL;
+		ctr_set(&pl->fair_st.on, 0);
+		return;
+	}
+	if (pl->fd && pl->fd_rate == pol->uplink.rate_bps)
+		return;
+	n = sn_fdrop_create(&(struct sn_fdrop_cfg){
+		.capacity = pol->uplink.rate_bps / 8,
+		.theta = RTE_MIN(RTE_MAX(pol->uplink.rate_bps / FAIR_THETA_DIV, FAIR_THETA_MIN),
+				 SN_FDROP_MAX_THETA) });
+	if (!n) {
+		sn_log("policy: fair dropping: %s", strerror(errno));
+		return;
+	}
+	sn_fdrop_free(pl->fd);
+	pl->fd = n;
+	pl->fd_rate = pol->uplink.rate_bps;
+	ctr_set(&pl->fair_st.on, 1);
 }
 
 static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
@@ -636,6 +698,7 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 				      : SN_ARBITER_MAX_LINK_BPS, pol->uplink.overhead_bytes) == 0);
 	pl->uplink = NULL;
 	sn_classify_apply_aggs(pl->cls, pol, pl->now);   /* issue 6 */
+	apply_fair(pl, pol);
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		struct sn_port *p = t->by_slot[s];
 		struct pstate *ps = &pl->ps[s];
@@ -817,6 +880,7 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 	if (!pl)
 		return;
 	sn_pipeline_drain(pl);
+	sn_fdrop_free(pl->fd);
 	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
 	rte_free(pl);
@@ -859,4 +923,13 @@ uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
 const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl)
 {
 	return pl->cls;
+}
+
+void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out)
+{
+	const uint64_t *src = (const uint64_t *)&pl->fair_st;
+	uint64_t *dst = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }

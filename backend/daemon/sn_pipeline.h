@@ -62,6 +62,7 @@ enum sn_pipeline_drop {
 	SN_PL_DROP_HOLD,          /* deferred source: held past its max_hold_us */
 	SN_PL_DROP_SRC_STOP,      /* deferred source: its device is stopping */
 	SN_PL_DROP_NO_MBUF,       /* deferred source: no mbuf for the uplink copy */
+	SN_PL_DROP_FAIR,          /* uplink.overload "fair": flow above its fair share */
 	SN_PL_DROP_MAX
 };
 
@@ -137,6 +138,12 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 /* Any thread: the arbiter's counters (refreshed by the worker each ms). */
 void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_stats *out,
 			       uint64_t *backlog);
+/* Any thread: fair dropping in front of the arbiter (policy.uplink.overload
+ * "fair"), refreshed by the worker each ms; all 0 when off. */
+struct sn_pipeline_fair_stats {
+	uint64_t on, kept, dropped, table_full, active, theta;
+};
+void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out);
 /* Any thread: the worker's clock (CLOCK_MONOTONIC ns) at its latest loop
  * iteration: the time base of the policy counters. A worker descheduled
  * freezes both, so rates computed against it are what the shaper did,

@@ -86,7 +86,8 @@ static int check_keys(const json_t *obj, const char *const *keys, const char *pa
 
 static int parse_uplink(const json_t *u, struct sn_policy *out, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "rate_bps", "algorithm", "overhead_bytes", NULL };
+	static const char *const keys[] = { "rate_bps", "algorithm", "overhead_bytes", "overload",
+					    NULL };
 	const json_t *a;
 	uint64_t v;
 	int rc;
@@ -106,6 +107,17 @@ static int parse_uplink(const json_t *u, struct sn_policy *out, char *err, size_
 	a = json_object_get(u, "algorithm");
 	if (a && (!json_is_string(a) || sn_sched_algo_parse(json_string_value(a), &out->uplink.algo)))
 		return fail(err, errlen, "policy.uplink.algorithm: must be \"qfq\", \"drr\" or \"fifo\"");
+	a = json_object_get(u, "overload");
+	if (a) {
+		const char *s = json_is_string(a) ? json_string_value(a) : "";
+
+		if (strcmp(s, "tail") && strcmp(s, "fair"))
+			return fail(err, errlen, "policy.uplink.overload: must be \"tail\" or \"fair\"");
+		out->uplink.fair_drop = !strcmp(s, "fair");
+		if (out->uplink.fair_drop && !out->uplink.rate_bps)
+			return fail(err, errlen, "policy.uplink.overload: \"fair\" needs a "
+				    "rate_bps (the capacity shared max-min)");
+	}
 	return 0;
 }
 
@@ -516,6 +528,13 @@ json_t *sn_policy_to_json(const struct sn_policy *p)
 		      "algorithm", sn_sched_algo_name(p->uplink.algo),
 		      "overhead_bytes", (json_int_t)p->uplink.overhead_bytes,
 		      "ports", ports, "aggregates", aggs);
+	/* "overload" only when not the default: an uplink entry without it
+	 * reads back as it was written. */
+	if (r && p->uplink.fair_drop &&
+	    json_object_set_new(json_object_get(r, "uplink"), "overload", json_string("fair"))) {
+		json_decref(r);
+		return NULL;
+	}
 	return r;
 fail:
 	json_decref(ports);

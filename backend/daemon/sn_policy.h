@@ -28,6 +28,10 @@
  * horizon is dropped ("drop", the default: the rate is a hard limit) or
  * queued at the horizon ("clamp": no drop, the overrun is still charged
  * to the class so it is paid back once the offered load falls).
+ * uplink.overload: "tail" (default: a full mailbox / scheduler queue drops
+ * the arriving frame) or "fair" (seed 003 fair dropping in front of the
+ * arbiter: per-flow virtual queues served max-min at uplink.rate_bps, a
+ * frame whose flow's virtual queue exceeds θ is dropped; needs a rate).
  * uplink.rate_bps 0 = line rate (no link emulation limit); a port's
  * rate_bps 0 = no rate limit (the port still gets its weight on the
  * uplink). Ports without an entry are not shaped at all. Every key is
@@ -49,6 +53,7 @@
 #ifndef SN_POLICY_H
 #define SN_POLICY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -123,6 +128,7 @@ struct sn_policy {
 		uint64_t rate_bps;         /* 0 = line rate */
 		enum sn_sched_algo algo;
 		uint32_t overhead_bytes;
+		bool fair_drop;            /* "overload": "fair" (needs rate_bps > 0) */
 	} uplink;
 	unsigned n_ports;
 	struct sn_policy_port ports[SN_POLICY_PORTS_MAX];
