@@ -140,7 +140,7 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	*pl = sn_pipeline_create(&(struct sn_pipeline_config){
 		.granularity_ns = 4000, .slots = 65536,
 		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
-		.slack_ns = 100000000 }, *store);
+		.slack_ns = 100000000, .max_flows = cfg->datapath.max_flows }, *store);
 	if (!*pl) {
 		sn_log("pipeline: %s", strerror(errno));
 		return 1;
@@ -257,7 +257,10 @@ static int run(struct sn_config *cfg)
 	       cfg->control.socket, worker, cfg->eal.worker_cpu, cfg->datapath.mbufs);
 
 	while (!g_stop) {
-		int n = sn_rpc_poll(srv, 50);
+		/* 10 ms: the NBA periods (update_ms) are met within that. */
+		int n = sn_rpc_poll(srv, 10);
+
+		sn_policy_tick(pol_store, sn_ctl_now_ns());   /* issue 6: aggregates */
 
 		if (n < 0 && n != -EINTR) {
 			sn_log("control socket failed: %s", strerror(-n));

@@ -56,6 +56,7 @@ static const struct key_spec datapath_keys[] = {
 	U("burst", 1, SN_CONFIG_BURST_MAX, datapath.burst),
 	U("mac_table_size", 16, 1u << 22, datapath.mac_table_size),
 	U("mac_aging_s", 1, 86400, datapath.mac_aging_s),
+	U("max_flows", 8, 1u << 22, datapath.max_flows),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 

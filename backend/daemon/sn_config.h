@@ -54,6 +54,7 @@ struct sn_config {
 		unsigned mbufs, mbuf_cache, burst;
 		unsigned mac_table_size;       /* entries, power of two */
 		unsigned mac_aging_s;
+		unsigned max_flows;            /* issue 6: flow states per worker */
 	} datapath;
 	struct {
 		bool enabled;

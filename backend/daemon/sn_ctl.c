@@ -16,12 +16,14 @@
 #include <rte_mempool.h>
 #include <rte_version.h>
 
+#include "sn_classify.h"
 #include "sn_config.h"
 #include "sn_pipeline.h"
 #include "sn_policy.h"
 #include "sn_port.h"
 #include "sn_rpc.h"
 #include "sn_switch.h"
+#include "sn_nba.h"
 #include "sn_vqtx.h"
 
 #ifndef SN_VERSION
@@ -203,6 +205,97 @@ static json_t *completion_json(const struct sn_port *p)
 			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs));
 }
 
+/* issue 6: {horizon, wheel_pool} of a class or aggregate. */
+static json_t *cl_drops_json(const uint64_t *drop)
+{
+	return json_pack("{s:I, s:I}", "horizon", (json_int_t)drop[SN_CL_DROP_HORIZON],
+			 "wheel_pool", (json_int_t)drop[SN_CL_DROP_POOL]);
+}
+
+/* issue 6: per-class counters of port p (worker 0's view), NULL if none. */
+static json_t *classes_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
+{
+	const struct sn_policy_port *pp = sn_policy_port_find(sn_policy_main(ctl->policy), p->name);
+	const struct sn_classify *c = sn_pipeline_classify(ctl->pipeline);
+	json_t *a = json_array();
+
+	if (!a || !pp)
+		return a;
+	for (unsigned i = 0; i < pp->n_classes; i++) {
+		struct sn_classify_class_stats cs;
+
+		if (sn_classify_class_stats(c, p->slot, i, &cs))
+			break;     /* the worker has not applied this table yet */
+		if (json_array_append_new(a, json_pack(
+			"{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+			"name", pp->classes[i].name,
+			"offered_packets", (json_int_t)cs.offered_packets,
+			"offered_bytes", (json_int_t)cs.offered_bytes,
+			"sent_packets", (json_int_t)cs.sent_packets,
+			"sent_bytes", (json_int_t)cs.sent_bytes,
+			"uplink_packets", (json_int_t)cs.uplink_packets,
+			"uplink_bytes", (json_int_t)cs.uplink_bytes,
+			"clamped", (json_int_t)cs.clamped,
+			"flows_active", (json_int_t)cs.flows_active,
+			"flows_created", (json_int_t)cs.flows_created,
+			"flows_aged", (json_int_t)cs.flows_aged,
+			"flow_table_full", (json_int_t)cs.flow_table_full,
+			"drops", cl_drops_json(cs.drop)))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* issue 6: top-level "aggregates": name -> counters + NBA view per worker.
+ * The NBA's core stats are control-thread state: main runs sn_nba_update
+ * too (sn_policy_tick), so reading them here is single-threaded. */
+static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
+{
+	const struct sn_policy *pol = sn_policy_main(ctl->policy);
+	const struct sn_classify *c = sn_pipeline_classify(ctl->pipeline);
+	static const char *const state[] = { "idle", "active", "saturated" };
+	json_t *o = json_object();
+
+	for (unsigned i = 0; o && i < pol->n_aggs; i++) {
+		const struct sn_policy_aggregate *pa = &pol->aggs[i];
+		struct sn_classify_agg_stats as;
+		json_t *w = json_array();
+
+		if (sn_classify_agg_stats(c, i, &as))
+			memset(&as, 0, sizeof(as));
+		for (unsigned k = 0; w && k < sn_policy_store_workers(ctl->policy); k++) {
+			struct sn_nba_core_stats ns;
+
+			if (sn_nba_core_stats(pa->nba, k, &ns))
+				continue;
+			if (json_array_append_new(w, json_pack("{s:I, s:I, s:I, s:s}", "worker",
+					(json_int_t)k, "grant_bps", (json_int_t)(ns.grant_bps * 8),
+					"demand_bps", (json_int_t)(ns.demand_bps * 8),
+					"state", state[ns.state]))) {
+				json_decref(w);
+				w = NULL;
+			}
+		}
+		if (!w || json_object_set_new(o, pa->name, json_pack(
+			"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+			"rate_bps", (json_int_t)pa->rate_bps,
+			"update_ms", (json_int_t)pa->update_ms,
+			"offered_packets", (json_int_t)as.offered_packets,
+			"offered_bytes", (json_int_t)as.offered_bytes,
+			"sent_packets", (json_int_t)as.sent_packets,
+			"sent_bytes", (json_int_t)as.sent_bytes,
+			"worker0_grant_bps", (json_int_t)as.grant_bps,
+			"worker0_grant_updates", (json_int_t)as.grant_updates,
+			"drops", cl_drops_json(as.drop), "nba", w))) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
 /* issue 6: the "policy" member of a shaped port's stats, NULL if none. */
 static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
@@ -220,7 +313,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
 			 "offered_packets", (json_int_t)ps.offered_packets,
 			 "offered_bytes", (json_int_t)ps.offered_bytes,
 			 "released_packets", (json_int_t)ps.released_packets,
@@ -235,7 +328,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			 "qfq_idle", (json_int_t)ps.qfq_idle,
 			 "rate_bps", (json_int_t)ps.rate_bps,
 			 "weight", (json_int_t)ps.weight,
-			 "drops", drops);
+			 "drops", drops, "classes", classes_stats_json(ctl, p));
 }
 
 static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
@@ -244,7 +337,10 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 	uint64_t backlog;
 	json_t *drops;
 
+	struct sn_pipeline_fair_stats fs;
+
 	sn_pipeline_arbiter_stats(ctl->pipeline, &a, &backlog);
+	sn_pipeline_fair_stats(ctl->pipeline, &fs);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -254,7 +350,8 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
+			 "s:{s:I, s:I, s:I, s:I, s:I}}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
 			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
@@ -264,7 +361,11 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "read_limit_hits", (json_int_t)a.read_limit_hits,
 			 "backlog", (json_int_t)backlog,
 			 "clock_ns", (json_int_t)sn_pipeline_clock_ns(ctl->pipeline),
-			 "drops", drops);
+			 "drops", drops,
+			 "overload", fs.on ? "fair" : "tail",
+			 "fair", "kept", (json_int_t)fs.kept, "dropped", (json_int_t)fs.dropped,
+			 "table_full", (json_int_t)fs.table_full, "active", (json_int_t)fs.active,
+			 "theta", (json_int_t)fs.theta);
 }
 
 static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
@@ -347,6 +448,11 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 		json_t *a = arbiter_stats_json(ctl);
 
 		if (!a || json_object_set_new(o, "arbiter", a)) {
+			json_decref(o);
+			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+		}
+		a = aggregates_stats_json(ctl);
+		if (!a || json_object_set_new(o, "aggregates", a)) {
 			json_decref(o);
 			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
 		}

@@ -40,6 +40,8 @@
 #include <rte_mbuf_dyn.h>
 #include <rte_vhost.h>
 
+#include "sn_classify.h"
+#include "sn_fdrop.h"
 #include "sn_log.h"
 #include "sn_policy.h"
 #include "sn_port.h"
@@ -53,6 +55,11 @@
 #define MAX_BATCHES    16         /* wheel batches per run(): bounds one iteration */
 #define CLASS_LMAX     SN_SCHED_MAX_LMAX
 #define STATS_EVERY_NS 1000000ull
+/* Fair dropping threshold θ: 100 ms of the uplink rate (the lag the link
+ * emulation also tolerates: a sender or worker descheduled that long on a
+ * shared host catches up in one burst), at least 64 KiB. */
+#define FAIR_THETA_MIN 65536u
+#define FAIR_THETA_DIV 80u        /* rate_bps / 8 bits / 10 */
 #define GSO_FLAGS      (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
 
 const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
@@ -67,12 +74,14 @@ const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 	[SN_PL_DROP_HOLD] = "hold_timeout",
 	[SN_PL_DROP_SRC_STOP] = "src_stopped",
 	[SN_PL_DROP_NO_MBUF] = "no_mbuf",
+	[SN_PL_DROP_FAIR] = "fair",
 };
 
 /* Per-frame metadata in an mbuf dynamic field, written at submit. */
 struct meta {
 	uint32_t src_gen, dst_gen;
 	uint16_t src, dst;        /* port slots; dst DST_FLOOD = flood */
+	uint8_t cls;              /* flow class (sn_classify), or SN_CLASSIFY_NONE */
 };
 
 struct pstate {
@@ -101,6 +110,10 @@ struct sn_pipeline {
 	/* Worker only. */
 	struct sn_twheel *wheel;
 	struct sn_arbiter *arb;
+	struct sn_classify *cls;  /* issue 6: flow classes + aggregates */
+	struct sn_fdrop *fd;      /* issue 6: uplink.overload "fair", else NULL */
+	uint64_t fd_rate;         /* its capacity: uplink rate_bps */
+	uint32_t overhead;        /* uplink overhead_bytes per frame */
 	struct sn_mbox *clist;
 	enum sn_sched_algo algo;
 	uint64_t pol_gen;         /* generation applied, 0 = none yet */
@@ -121,6 +134,7 @@ struct sn_pipeline {
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
 	uint64_t arb_backlog;
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
+	struct sn_pipeline_fair_stats fair_st;
 };
 
 static inline void ctr_add(uint64_t *c, uint64_t v)
@@ -204,6 +218,8 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 		ps = &pl->ps[meta_of(pl, pkts[i])->src];
 		ctr_add(&ps->st.uplink_packets, 1);
 		ctr_add(&ps->st.uplink_bytes, pkts[i]->pkt_len);
+		sn_classify_uplinked(pl->cls, meta_of(pl, pkts[i])->src, meta_of(pl, pkts[i])->cls,
+				     pkts[i]->pkt_len);
 	}
 	ctr_add(&up->st.tx_packets, k);
 	ctr_add(&up->st.tx_bytes, bytes);
@@ -226,6 +242,7 @@ static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *
 		count_sent(pl, m);
 		ctr_add(&ps->st.uplink_packets, 1);
 		ctr_add(&ps->st.uplink_bytes, m->pkt_len);
+		sn_classify_uplinked(pl->cls, meta_of(pl, m)->src, meta_of(pl, m)->cls, m->pkt_len);
 		ctr_add(&up->st.tx_packets, 1);
 		ctr_add(&up->st.tx_bytes, m->pkt_len);
 	} else {
@@ -344,6 +361,14 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
 
+	/* Fair dropping (seed 003 Algorithm 1): the uplink is the overloaded
+	 * resource; a frame of a flow whose virtual queue is above θ is
+	 * dropped here instead of by arrival order at a full queue. */
+	if (pl->fd && sn_fdrop_decide(pl->fd, sn_classify_flow_hash(m), m->pkt_len + pl->overhead,
+				      pl->now) == SN_FDROP_DROP) {
+		drop(pl, m, SN_PL_DROP_FAIR);
+		return;
+	}
 	if (!ps->has_class) {
 		uplink_tx(pl, &m, 1);
 		return;
@@ -447,7 +472,8 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 {
 	struct pstate *ps = &pl->ps[in->slot];
 	struct meta *md = meta_of(pl, m);
-	struct sn_tstamp_next nx;
+	struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
+	struct sn_classify_res cr = { .n = 0 };
 	uint64_t ts;
 	int rc;
 
@@ -457,21 +483,33 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 	md->dst_gen = dst ? dst->gen : 0;
 	ctr_add(&ps->st.offered_packets, 1);
 	ctr_add(&ps->st.offered_bytes, m->pkt_len);
-	if (!ps->has_rate) {
+	/* The policies the frame crosses: port limit, then (issue 6 classes)
+	 * its class or flow pacing and its aggregate share; the release time
+	 * is the max of theirs (Carousel §5.1.1 consolidation). */
+	if (ps->has_rate) {
+		cr.pol[cr.n++] = &ps->ts;
+		if (ps->ts.lts < pl->now)
+			ctr_add(&ps->st.underruns, 1);
+	}
+	sn_classify_frame(pl->cls, in->slot, m, pl->now, &cr);
+	md->cls = cr.cls;
+	if (cr.n == 0) {
 		ctr_add(&ps->st.released_packets, 1);
 		ctr_add(&ps->st.released_bytes, m->pkt_len);
+		sn_classify_released(pl->cls, in->slot, cr.cls, m->pkt_len);
 		dispatch(pl, m);
 		return;
 	}
-	if (ps->ts.lts < pl->now)
-		ctr_add(&ps->st.underruns, 1);
-	ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
-	rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
+	ts = sn_tstamp_consolidate_peek(cr.pol, cr.n, pl->now, m->pkt_len, nx);
+	rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 	if (rc) {
+		sn_classify_dropped(pl->cls, &cr, m->pkt_len,
+				    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
 		drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
 		return;
 	}
-	sn_tstamp_commit(&ps->ts, &nx);
+	sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+	sn_classify_accepted(pl->cls, &cr, cr.clamp && ts >= pl->now + sn_twheel_horizon_ns(pl->wheel));
 	ctr_add(&ps->st.wheel_depth, 1);
 	pl->held++;
 }
@@ -595,6 +633,46 @@ static void publish_arb_stats(struct sn_pipeline *pl)
 	for (size_t i = 0; i < sizeof(a) / sizeof(uint64_t); i++)
 		ctr_set(&dst[i], src[i]);
 	ctr_set(&pl->arb_backlog, sn_arbiter_backlog(pl->arb));
+	if (pl->fd) {
+		struct sn_fdrop_stats f;
+
+		sn_fdrop_stats(pl->fd, &f);
+		ctr_set(&pl->fair_st.kept, f.kept);
+		ctr_set(&pl->fair_st.dropped, f.dropped[SN_FDROP_C_FAIR]);
+		ctr_set(&pl->fair_st.table_full, f.dropped[SN_FDROP_C_TABLE_FULL] +
+			f.dropped[SN_FDROP_C_INVALID]);
+		ctr_set(&pl->fair_st.active, f.active);
+		ctr_set(&pl->fair_st.theta, f.theta);
+	}
+}
+
+/* Fair dropping on/off/re-rated by policy.uplink. A new instance starts
+ * with empty virtual queues; on ENOMEM the old one stays (logged). */
+static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
+{
+	struct sn_fdrop *n;
+
+	pl->overhead = pol->uplink.overhead_bytes;
+	if (!pol->uplink.fair_drop) {
+		sn_fdrop_free(pl->fd);
+		pl->fd = NULL;
+		ctr_set(&pl->fair_st.on, 0);
+		return;
+	}
+	if (pl->fd && pl->fd_rate == pol->uplink.rate_bps)
+		return;
+	n = sn_fdrop_create(&(struct sn_fdrop_cfg){
+		.capacity = pol->uplink.rate_bps / 8,
+		.theta = RTE_MIN(RTE_MAX(pol->uplink.rate_bps / FAIR_THETA_DIV, FAIR_THETA_MIN),
+				 SN_FDROP_MAX_THETA) });
+	if (!n) {
+		sn_log("policy: fair dropping: %s", strerror(errno));
+		return;
+	}
+	sn_fdrop_free(pl->fd);
+	pl->fd = n;
+	pl->fd_rate = pol->uplink.rate_bps;
+	ctr_set(&pl->fair_st.on, 1);
 }
 
 static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
@@ -619,6 +697,8 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 	SN_VERIFY(sn_arbiter_set_link(pl->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
 				      : SN_ARBITER_MAX_LINK_BPS, pol->uplink.overhead_bytes) == 0);
 	pl->uplink = NULL;
+	sn_classify_apply_aggs(pl->cls, pol, pl->now);   /* issue 6 */
+	apply_fair(pl, pol);
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		struct sn_port *p = t->by_slot[s];
 		struct pstate *ps = &pl->ps[s];
@@ -626,6 +706,8 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 		if (p && p->type == SN_PORT_UPLINK)
 			pl->uplink = p;
 		want[s] = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		/* issue 6: the slot's flow classes (fresh if another port). */
+		sn_classify_apply_port(pl->cls, (uint16_t)s, want[s], !p || ps->gen != p->gen, pl->now);
 		if (!p || ps->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh state and
 			 * counters; its scheduler class, if any, carries on. */
@@ -703,6 +785,8 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			ctr_add(&ps->st.wheel_depth, -1ull);
 			ctr_add(&ps->st.released_packets, 1);
 			ctr_add(&ps->st.released_bytes, m->pkt_len);
+			sn_classify_released(pl->cls, meta_of(pl, m)->src, meta_of(pl, m)->cls,
+					     m->pkt_len);
 			pl->held--;
 			dispatch(pl, m);
 		}
@@ -712,6 +796,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		sn_arbiter_do_scan(pl->arb, pl->now);
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_arb_stats(pl);
+		sn_classify_tick(pl->cls, pl->now);   /* issue 6: NBA, flow ageing */
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
 }
@@ -749,13 +834,21 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		e = errno;
 		goto free_pl;
 	}
-	arb = arb_create(pl, SN_SCHED_QFQ, cl);
-	if (!arb) {
+	/* issue 6: worker 0 of the NBA (the 1-core layout has one worker). */
+	pl->cls = sn_classify_create(0, cfg->max_flows, SOCKET_ID_ANY);
+	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;
 	}
+	arb = arb_create(pl, SN_SCHED_QFQ, cl);
+	if (!arb) {
+		e = errno;
+		goto free_cls;
+	}
 	arb_install(pl, arb, SN_SCHED_QFQ, cl);
 	return pl;
+free_cls:
+	sn_classify_free(pl->cls);
 free_wheel:
 	sn_twheel_free(pl->wheel);
 free_pl:
@@ -787,6 +880,8 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 	if (!pl)
 		return;
 	sn_pipeline_drain(pl);
+	sn_fdrop_free(pl->fd);
+	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
 	rte_free(pl);
 }
@@ -823,4 +918,18 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
 {
 	return __atomic_load_n(&pl->clock_ns, __ATOMIC_RELAXED);
+}
+
+const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl)
+{
+	return pl->cls;
+}
+
+void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out)
+{
+	const uint64_t *src = (const uint64_t *)&pl->fair_st;
+	uint64_t *dst = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }

@@ -48,6 +48,7 @@ struct sn_policy_store;
 struct sn_port;
 struct sn_port_table;
 struct sn_pipeline;
+struct sn_classify;
 
 enum sn_pipeline_drop {
 	SN_PL_DROP_HORIZON = 0,   /* timestamp beyond the wheel horizon (rate exceeded) */
@@ -61,6 +62,7 @@ enum sn_pipeline_drop {
 	SN_PL_DROP_HOLD,          /* deferred source: held past its max_hold_us */
 	SN_PL_DROP_SRC_STOP,      /* deferred source: its device is stopping */
 	SN_PL_DROP_NO_MBUF,       /* deferred source: no mbuf for the uplink copy */
+	SN_PL_DROP_FAIR,          /* uplink.overload "fair": flow above its fair share */
 	SN_PL_DROP_MAX
 };
 
@@ -90,6 +92,7 @@ struct sn_pipeline_config {
 	uint32_t mbox_size;        /* per-port client mailbox (pow2) */
 	uint32_t queue_len;        /* per-class scheduler queue */
 	uint64_t slack_ns;         /* link emulation: lag allowed before a reset */
+	uint32_t max_flows;        /* flow states of the worker (sn_classify), 0 = default */
 };
 
 /* Main thread, after EAL init. NULL + errno. */
@@ -135,10 +138,19 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 /* Any thread: the arbiter's counters (refreshed by the worker each ms). */
 void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_stats *out,
 			       uint64_t *backlog);
+/* Any thread: fair dropping in front of the arbiter (policy.uplink.overload
+ * "fair"), refreshed by the worker each ms; all 0 when off. */
+struct sn_pipeline_fair_stats {
+	uint64_t on, kept, dropped, table_full, active, theta;
+};
+void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out);
 /* Any thread: the worker's clock (CLOCK_MONOTONIC ns) at its latest loop
  * iteration: the time base of the policy counters. A worker descheduled
  * freezes both, so rates computed against it are what the shaper did,
  * independent of when the control thread sampled them. */
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
+/* Any thread: the worker's flow classes and aggregate shares, for their
+ * *_stats readers (issue 6, sn_classify.h). */
+const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl);
 
 #endif /* SN_PIPELINE_H */

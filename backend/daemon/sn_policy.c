@@ -14,19 +14,23 @@
 #include "sn_policy.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
 #include <urcu-qsbr.h>
 
 #include "sn_arbiter.h"
+#include "sn_nba.h"
 #include "sn_tstamp.h"
 
 struct sn_policy_store {
 	struct sn_policy *cur;   /* RCU-protected; main is the only writer */
 	uint64_t next_gen;
+	unsigned n_workers;      /* the NBA splits aggregates over these */
 };
 
 __attribute__((format(printf, 3, 4)))
@@ -82,7 +86,8 @@ static int check_keys(const json_t *obj, const char *const *keys, const char *pa
 
 static int parse_uplink(const json_t *u, struct sn_policy *out, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "rate_bps", "algorithm", "overhead_bytes", NULL };
+	static const char *const keys[] = { "rate_bps", "algorithm", "overhead_bytes", "overload",
+					    NULL };
 	const json_t *a;
 	uint64_t v;
 	int rc;
@@ -102,13 +107,265 @@ static int parse_uplink(const json_t *u, struct sn_policy *out, char *err, size_
 	a = json_object_get(u, "algorithm");
 	if (a && (!json_is_string(a) || sn_sched_algo_parse(json_string_value(a), &out->uplink.algo)))
 		return fail(err, errlen, "policy.uplink.algorithm: must be \"qfq\", \"drr\" or \"fifo\"");
+	a = json_object_get(u, "overload");
+	if (a) {
+		const char *s = json_is_string(a) ? json_string_value(a) : "";
+
+		if (strcmp(s, "tail") && strcmp(s, "fair"))
+			return fail(err, errlen, "policy.uplink.overload: must be \"tail\" or \"fair\"");
+		out->uplink.fair_drop = !strcmp(s, "fair");
+		if (out->uplink.fair_drop && !out->uplink.rate_bps)
+			return fail(err, errlen, "policy.uplink.overload: \"fair\" needs a "
+				    "rate_bps (the capacity shared max-min)");
+	}
 	return 0;
 }
 
-static int parse_port(const char *name, const json_t *o, struct sn_policy_port *pp,
-		      char *err, size_t errlen)
+/* ---- flow classes ------------------------------------------------------ */
+
+/* "a.b.c.d" or "a.b.c.d/len" with no host bits set. */
+static int parse_prefix(const json_t *v, const char *path, const char *key, uint32_t *addr,
+			uint8_t *len, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "rate_bps", "burst_bytes", "weight", NULL };
+	char buf[INET_ADDRSTRLEN + 4], *slash, *end;
+	struct in_addr a;
+	unsigned long l = 32;
+	uint32_t h;
+
+	if (!json_is_string(v) || json_string_length(v) >= sizeof(buf))
+		return fail(err, errlen, "%s.%s: bad prefix (want \"a.b.c.d[/len]\")", path, key);
+	snprintf(buf, sizeof(buf), "%s", json_string_value(v));
+	slash = strchr(buf, '/');
+	if (slash) {
+		*slash = '\0';
+		if (slash[1] < '0' || slash[1] > '9')
+			return fail(err, errlen, "%s.%s: bad prefix length", path, key);
+		l = strtoul(slash + 1, &end, 10);
+		if (*end || l > 32)
+			return fail(err, errlen, "%s.%s: bad prefix length", path, key);
+	}
+	if (inet_pton(AF_INET, buf, &a) != 1)
+		return fail(err, errlen, "%s.%s: bad prefix (want \"a.b.c.d[/len]\")", path, key);
+	h = ntohl(a.s_addr);
+	if (l < 32 && (h & (UINT32_MAX >> l)))
+		return fail(err, errlen, "%s.%s: bad prefix (host bits set after /%lu)", path, key, l);
+	*addr = h;
+	*len = (uint8_t)l;
+	return 0;
+}
+
+/* N or [lo, hi], 0 <= lo <= hi <= 65535. */
+static int parse_port_range(const json_t *v, const char *path, const char *key, uint16_t *lo,
+			    uint16_t *hi, char *err, size_t errlen)
+{
+	json_int_t a, b;
+
+	if (json_is_integer(v)) {
+		a = b = json_integer_value(v);
+	} else if (json_is_array(v) && json_array_size(v) == 2 &&
+		   json_is_integer(json_array_get(v, 0)) && json_is_integer(json_array_get(v, 1))) {
+		a = json_integer_value(json_array_get(v, 0));
+		b = json_integer_value(json_array_get(v, 1));
+	} else {
+		return fail(err, errlen, "%s.%s: must be a port or [lo, hi]", path, key);
+	}
+	if (a < 0 || b > 65535 || a > b)
+		return fail(err, errlen, "%s.%s: must be 0..65535 with lo <= hi", path, key);
+	*lo = (uint16_t)a;
+	*hi = (uint16_t)b;
+	return 0;
+}
+
+static int parse_name(const json_t *v, const char *path, char *out, char *err, size_t errlen)
+{
+	const char *s;
+	size_t n;
+
+	if (!json_is_string(v))
+		return fail(err, errlen, "%s: must be a string", path);
+	s = json_string_value(v);
+	n = strlen(s);
+	if (n == 0 || n > SN_POLICY_NAME_MAX || strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		"abcdefghijklmnopqrstuvwxyz0123456789_.-") != n)
+		return fail(err, errlen, "%s: must match [A-Za-z0-9_.-]{1,%d}", path,
+			    SN_POLICY_NAME_MAX);
+	snprintf(out, SN_POLICY_NAME_MAX + 1, "%s", s);
+	return 0;
+}
+
+static int parse_class(const json_t *o, const char *path, const struct sn_policy *pol,
+		       struct sn_policy_class *c, unsigned idx, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "name", "proto", "src", "dst", "src_port",
+					    "dst_port", "rate_bps", "burst_bytes", "scope",
+					    "aggregate", "horizon", NULL };
+	char fpath[112];
+	const json_t *v;
+	uint64_t x;
+	int rc;
+
+	if (!json_is_object(o))
+		return fail(err, errlen, "%s: must be an object", path);
+	if ((rc = check_keys(o, keys, path, err, errlen)))
+		return rc;
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%u", idx);
+	c->m.sport_hi = c->m.dport_hi = 65535;
+	c->agg = -1;
+	if ((v = json_object_get(o, "name"))) {
+		snprintf(fpath, sizeof(fpath), "%s.name", path);
+		if ((rc = parse_name(v, fpath, c->name, err, errlen)))
+			return rc;
+	}
+	if ((v = json_object_get(o, "proto"))) {
+		const char *s = json_is_string(v) ? json_string_value(v) : "";
+
+		if (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= 255)
+			c->m.proto = (uint8_t)json_integer_value(v);
+		else if (!strcmp(s, "tcp"))
+			c->m.proto = 6;
+		else if (!strcmp(s, "udp"))
+			c->m.proto = 17;
+		else if (!strcmp(s, "icmp"))
+			c->m.proto = 1;
+		else
+			return fail(err, errlen, "%s.proto: must be \"tcp\", \"udp\", \"icmp\" "
+				    "or 0..255", path);
+	}
+	if ((v = json_object_get(o, "src")) &&
+	    (rc = parse_prefix(v, path, "src", &c->m.src, &c->m.src_len, err, errlen)))
+		return rc;
+	if ((v = json_object_get(o, "dst")) &&
+	    (rc = parse_prefix(v, path, "dst", &c->m.dst, &c->m.dst_len, err, errlen)))
+		return rc;
+	if ((v = json_object_get(o, "src_port")) &&
+	    (rc = parse_port_range(v, path, "src_port", &c->m.sport_lo, &c->m.sport_hi, err, errlen)))
+		return rc;
+	if ((v = json_object_get(o, "dst_port")) &&
+	    (rc = parse_port_range(v, path, "dst_port", &c->m.dport_lo, &c->m.dport_hi, err, errlen)))
+		return rc;
+	if ((c->m.sport_lo || c->m.sport_hi != 65535 || c->m.dport_lo || c->m.dport_hi != 65535) &&
+	    c->m.proto != 6 && c->m.proto != 17)
+		return fail(err, errlen, "%s: src_port/dst_port need \"proto\": \"tcp\" or \"udp\"",
+			    path);
+	if ((rc = get_uint(o, "rate_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1,
+			   &c->rate_bps, err, errlen)))
+		return rc;
+	x = 0;
+	if ((rc = get_uint(o, "burst_bytes", path, 0, SN_TSTAMP_BURST_MAX, 0, &x, err, errlen)))
+		return rc;
+	c->burst_bytes = (uint32_t)x;
+	if ((v = json_object_get(o, "scope"))) {
+		const char *s = json_is_string(v) ? json_string_value(v) : "";
+
+		if (!strcmp(s, "flow"))
+			c->scope = SN_POLICY_SCOPE_FLOW;
+		else if (!strcmp(s, "class"))
+			c->scope = SN_POLICY_SCOPE_CLASS;
+		else
+			return fail(err, errlen, "%s.scope: must be \"flow\" or \"class\"", path);
+	}
+	if ((v = json_object_get(o, "horizon"))) {
+		const char *s = json_is_string(v) ? json_string_value(v) : "";
+
+		if (!strcmp(s, "drop"))
+			c->horizon = SN_POLICY_HORIZON_DROP;
+		else if (!strcmp(s, "clamp"))
+			c->horizon = SN_POLICY_HORIZON_CLAMP;
+		else
+			return fail(err, errlen, "%s.horizon: must be \"drop\" or \"clamp\"", path);
+	}
+	if ((v = json_object_get(o, "aggregate"))) {
+		int a = json_is_string(v) ? sn_policy_agg_find(pol, json_string_value(v)) : -1;
+
+		if (a < 0)
+			return fail(err, errlen, "%s.aggregate: no such entry in policy.aggregates",
+				    path);
+		c->agg = (int16_t)a;
+	}
+	return 0;
+}
+
+static int parse_classes(const json_t *a, const char *path, const struct sn_policy *pol,
+			 struct sn_policy_port *pp, char *err, size_t errlen)
+{
+	char cpath[96];
+	size_t i;
+	json_t *o;
+	int rc;
+
+	if (!json_is_array(a))
+		return fail(err, errlen, "%s.classes: must be an array", path);
+	if (json_array_size(a) > SN_POLICY_CLASSES_MAX)
+		return fail(err, errlen, "%s.classes: at most %d classes", path,
+			    SN_POLICY_CLASSES_MAX);
+	json_array_foreach(a, i, o) {
+		snprintf(cpath, sizeof(cpath), "%s.classes[%zu]", path, i);
+		if ((rc = parse_class(o, cpath, pol, &pp->classes[i], (unsigned)i, err, errlen)))
+			return rc;
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(pp->classes[k].name, pp->classes[i].name))
+				return fail(err, errlen, "%s.name: \"%s\" used twice", cpath,
+					    pp->classes[i].name);
+		pp->n_classes = (unsigned)i + 1;
+	}
+	return 0;
+}
+
+static int parse_aggregates(const json_t *a, struct sn_policy *out, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "rate_bps", "burst_bytes", "update_ms", NULL };
+	char path[96];
+	const char *name;
+	json_t *o;
+	int rc;
+
+	if (!json_is_object(a))
+		return fail(err, errlen, "policy.aggregates: must be an object");
+	if (json_object_size(a) > SN_POLICY_AGGS_MAX)
+		return fail(err, errlen, "policy.aggregates: at most %d entries", SN_POLICY_AGGS_MAX);
+	json_object_foreach((json_t *)a, name, o) {
+		struct sn_policy_aggregate *ag = &out->aggs[out->n_aggs];
+		json_t *n = json_string(name);
+		uint64_t v;
+
+		if (!n)
+			return fail(err, errlen, "policy.aggregates: out of memory");
+		rc = parse_name(n, "policy.aggregates", ag->name, err, errlen);
+		json_decref(n);
+		if (rc)
+			return rc;
+		snprintf(path, sizeof(path), "policy.aggregates.%s", name);
+		if (!json_is_object(o))
+			return fail(err, errlen, "%s: must be an object", path);
+		if ((rc = check_keys(o, keys, path, err, errlen)))
+			return rc;
+		if (!json_object_get(o, "rate_bps"))
+			return fail(err, errlen, "%s.rate_bps: required", path);
+		if ((rc = get_uint(o, "rate_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 0,
+				   &ag->rate_bps, err, errlen)))
+			return rc;
+		v = 0;
+		if ((rc = get_uint(o, "burst_bytes", path, 0, SN_TSTAMP_BURST_MAX, 0, &v, err,
+				   errlen)))
+			return rc;
+		ag->burst_bytes = (uint32_t)v;
+		v = SN_POLICY_UPDATE_MS_DEF;
+		if ((rc = get_uint(o, "update_ms", path, 1, SN_POLICY_UPDATE_MS_MAX, 0, &v, err,
+				   errlen)))
+			return rc;
+		ag->update_ms = (uint32_t)v;
+		ag->nba = NULL;
+		out->n_aggs++;
+	}
+	return 0;
+}
+
+static int parse_port(const char *name, const json_t *o, const struct sn_policy *pol,
+		      struct sn_policy_port *pp, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "rate_bps", "burst_bytes", "weight", "classes",
+					    NULL };
 	char path[64];
 	uint64_t v;
 	int rc;
@@ -135,13 +392,15 @@ static int parse_port(const char *name, const json_t *o, struct sn_policy_port *
 	if ((rc = get_uint(o, "weight", path, 1, SN_SCHED_MAX_WEIGHT, 0, &v, err, errlen)))
 		return rc;
 	pp->weight = (uint32_t)v;
+	if (json_object_get(o, "classes"))
+		return parse_classes(json_object_get(o, "classes"), path, pol, pp, err, errlen);
 	return 0;
 }
 
 int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "uplink", "ports", NULL };
-	const json_t *u, *ports, *o;
+	static const char *const keys[] = { "uplink", "ports", "aggregates", NULL };
+	const json_t *u, *ports, *o, *aggs;
 	const char *name;
 	uint64_t wsum = 0;
 	int rc;
@@ -158,6 +417,9 @@ int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t er
 	u = json_object_get(j, "uplink");
 	if (u && (rc = parse_uplink(u, out, err, errlen)))
 		return rc;
+	aggs = json_object_get(j, "aggregates");
+	if (aggs && (rc = parse_aggregates(aggs, out, err, errlen)))
+		return rc;
 	ports = json_object_get(j, "ports");
 	if (!ports)
 		return 0;
@@ -168,7 +430,7 @@ int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t er
 	json_object_foreach((json_t *)ports, name, o) {
 		struct sn_policy_port *pp = &out->ports[out->n_ports];
 
-		if ((rc = parse_port(name, o, pp, err, errlen)))
+		if ((rc = parse_port(name, o, out, pp, err, errlen)))
 			return rc;
 		wsum += pp->weight;
 		out->n_ports++;
@@ -179,29 +441,113 @@ int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t er
 	return 0;
 }
 
+static int set_prefix(json_t *o, const char *key, uint32_t addr, uint8_t len)
+{
+	char buf[INET_ADDRSTRLEN + 4];
+	struct in_addr a = { .s_addr = htonl(addr) };
+	char ip[INET_ADDRSTRLEN];
+
+	if (!len)
+		return 0;
+	if (!inet_ntop(AF_INET, &a, ip, sizeof(ip)))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s/%u", ip, len);
+	return json_object_set_new(o, key, json_string(buf));
+}
+
+static int set_range(json_t *o, const char *key, uint16_t lo, uint16_t hi)
+{
+	if (lo == 0 && hi == 65535)
+		return 0;
+	return json_object_set_new(o, key, json_pack("[i, i]", lo, hi));
+}
+
+static json_t *class_to_json(const struct sn_policy *p, const struct sn_policy_class *c)
+{
+	json_t *o = json_pack("{s:s, s:I, s:I, s:s, s:s}", "name", c->name,
+			      "rate_bps", (json_int_t)c->rate_bps,
+			      "burst_bytes", (json_int_t)c->burst_bytes,
+			      "scope", c->scope == SN_POLICY_SCOPE_CLASS ? "class" : "flow",
+			      "horizon", c->horizon == SN_POLICY_HORIZON_CLAMP ? "clamp" : "drop");
+	int rc = 0;
+
+	if (!o)
+		return NULL;
+	if (c->m.proto == 6 || c->m.proto == 17 || c->m.proto == 1)
+		rc |= json_object_set_new(o, "proto", json_string(c->m.proto == 6 ? "tcp" :
+					  c->m.proto == 17 ? "udp" : "icmp"));
+	else if (c->m.proto)
+		rc |= json_object_set_new(o, "proto", json_integer(c->m.proto));
+	rc |= set_prefix(o, "src", c->m.src, c->m.src_len);
+	rc |= set_prefix(o, "dst", c->m.dst, c->m.dst_len);
+	rc |= set_range(o, "src_port", c->m.sport_lo, c->m.sport_hi);
+	rc |= set_range(o, "dst_port", c->m.dport_lo, c->m.dport_hi);
+	if (c->agg >= 0)
+		rc |= json_object_set_new(o, "aggregate", json_string(p->aggs[c->agg].name));
+	if (rc) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 json_t *sn_policy_to_json(const struct sn_policy *p)
 {
-	json_t *ports = json_object(), *r;
+	json_t *ports = json_object(), *aggs = json_object(), *r;
 
-	if (!ports)
-		return NULL;
+	if (!ports || !aggs)
+		goto fail;
 	for (unsigned i = 0; i < p->n_ports; i++) {
 		const struct sn_policy_port *pp = &p->ports[i];
+		json_t *cl = NULL;
 		json_t *o = json_pack("{s:I, s:I, s:I}", "rate_bps", (json_int_t)pp->rate_bps,
 				      "burst_bytes", (json_int_t)pp->burst_bytes,
 				      "weight", (json_int_t)pp->weight);
 
-		if (!o || json_object_set_new(ports, pp->name, o)) {
-			json_decref(ports);
-			return NULL;
-		}
+		if (!o || json_object_set_new(ports, pp->name, o))
+			goto fail;
+		/* "classes" only when there are some: a port entry without
+		 * classes reads back as it was written. */
+		if (pp->n_classes && json_object_set_new(o, "classes", cl = json_array()))
+			goto fail;
+		for (unsigned k = 0; k < pp->n_classes; k++)
+			if (json_array_append_new(cl, class_to_json(p, &pp->classes[k])))
+				goto fail;
 	}
-	r = json_pack("{s:{s:I, s:s, s:I}, s:o}", "uplink",
+	for (unsigned i = 0; i < p->n_aggs; i++) {
+		const struct sn_policy_aggregate *a = &p->aggs[i];
+
+		if (json_object_set_new(aggs, a->name, json_pack("{s:I, s:I, s:I}",
+					"rate_bps", (json_int_t)a->rate_bps,
+					"burst_bytes", (json_int_t)a->burst_bytes,
+					"update_ms", (json_int_t)a->update_ms)))
+			goto fail;
+	}
+	r = json_pack("{s:{s:I, s:s, s:I}, s:o, s:o}", "uplink",
 		      "rate_bps", (json_int_t)p->uplink.rate_bps,
 		      "algorithm", sn_sched_algo_name(p->uplink.algo),
 		      "overhead_bytes", (json_int_t)p->uplink.overhead_bytes,
-		      "ports", ports);
+		      "ports", ports, "aggregates", aggs);
+	/* "overload" only when not the default: an uplink entry without it
+	 * reads back as it was written. */
+	if (r && p->uplink.fair_drop &&
+	    json_object_set_new(json_object_get(r, "uplink"), "overload", json_string("fair"))) {
+		json_decref(r);
+		return NULL;
+	}
 	return r;
+fail:
+	json_decref(ports);
+	json_decref(aggs);
+	return NULL;
+}
+
+int sn_policy_agg_find(const struct sn_policy *p, const char *name)
+{
+	for (unsigned i = 0; i < p->n_aggs; i++)
+		if (!strcmp(p->aggs[i].name, name))
+			return (int)i;
+	return -1;
 }
 
 const struct sn_policy_port *sn_policy_port_find(const struct sn_policy *p, const char *name)
@@ -224,19 +570,80 @@ int sn_policy_port_del(struct sn_policy *p, const char *name)
 	return -ENOENT;
 }
 
+/* ---- publication ------------------------------------------------------- */
+
+static struct sn_nba *nba_new(const struct sn_policy_aggregate *a, unsigned n_workers)
+{
+	return sn_nba_create(&(struct sn_nba_cfg){
+		.n_cores = n_workers,
+		.aggregate_bps = a->rate_bps / 8,
+		.period_ns = (uint64_t)a->update_ms * 1000000ull });
+}
+
+/* Give every aggregate of n an NBA instance: the one of the same entry in
+ * `old` (same name and period; its rate updated in place), or a new one.
+ * On ENOMEM frees the new ones and returns -ENOMEM, n unchanged. */
+static int nba_attach(struct sn_policy_store *st, const struct sn_policy *old,
+		      struct sn_policy *n)
+{
+	bool reused[SN_POLICY_AGGS_MAX] = { false };
+
+	for (unsigned i = 0; i < n->n_aggs; i++) {
+		struct sn_policy_aggregate *a = &n->aggs[i];
+		int j = old ? sn_policy_agg_find(old, a->name) : -1;
+
+		if (j >= 0 && old->aggs[j].nba && old->aggs[j].update_ms == a->update_ms) {
+			a->nba = old->aggs[j].nba;
+			reused[i] = true;
+			continue;
+		}
+		a->nba = nba_new(a, st->n_workers);
+		if (!a->nba) {
+			for (unsigned k = 0; k < i; k++)
+				if (!reused[k])
+					sn_nba_free(n->aggs[k].nba);
+			for (unsigned k = 0; k < n->n_aggs; k++)
+				n->aggs[k].nba = NULL;
+			return -ENOMEM;
+		}
+	}
+	for (unsigned i = 0; i < n->n_aggs; i++)
+		if (reused[i])
+			SN_VERIFY(sn_nba_set_aggregate(n->aggs[i].nba, n->aggs[i].rate_bps / 8) == 0);
+	return 0;
+}
+
+/* Free the NBA instances of `old` that `n` does not carry on. */
+static void nba_detach(const struct sn_policy *old, const struct sn_policy *n)
+{
+	for (unsigned i = 0; i < old->n_aggs; i++) {
+		bool kept = false;
+
+		for (unsigned k = 0; n && k < n->n_aggs; k++)
+			kept |= n->aggs[k].nba == old->aggs[i].nba;
+		if (!kept)
+			sn_nba_free(old->aggs[i].nba);
+	}
+}
+
 struct sn_policy_store *sn_policy_store_create(const struct sn_policy *initial)
 {
 	struct sn_policy_store *st = calloc(1, sizeof(*st));
 
 	if (!st)
 		goto fail;
+	st->n_workers = 1;
 	st->cur = malloc(sizeof(*st->cur));
 	if (!st->cur)
 		goto free_store;
 	*st->cur = *initial;
+	if (nba_attach(st, NULL, st->cur))
+		goto free_cur;
 	st->cur->gen = 1;
 	st->next_gen = 2;
 	return st;
+free_cur:
+	free(st->cur);
 free_store:
 	free(st);
 fail:
@@ -248,6 +655,7 @@ void sn_policy_store_destroy(struct sn_policy_store *st)
 {
 	if (!st)
 		return;
+	nba_detach(st->cur, NULL);
 	free(st->cur);
 	free(st);
 }
@@ -264,15 +672,58 @@ int sn_policy_publish(struct sn_policy_store *st, const struct sn_policy *p)
 	if (!n)
 		return -ENOMEM;
 	*n = *p;
+	if (nba_attach(st, st->cur, n)) {
+		free(n);
+		return -ENOMEM;
+	}
 	n->gen = st->next_gen++;
 	/* Release (inside rcu_xchg_pointer) pairs with rcu_dereference() in
 	 * sn_policy_current(): the worker sees a fully written table. */
 	old = rcu_xchg_pointer(&st->cur, n);
 	/* Every datapath thread passes a quiescent state per loop iteration;
-	 * after this no one reads `old`. */
+	 * after this no one reads `old`, nor an NBA instance only it named. */
 	synchronize_rcu();
+	nba_detach(old, n);
 	free(old);
+	/* A changed aggregate rate marked its NBA dirty (set_aggregate): the
+	 * next sn_policy_tick recomputes it at once, not after a period. */
 	return 0;
+}
+
+int sn_policy_store_set_workers(struct sn_policy_store *st, unsigned n_workers)
+{
+	struct sn_policy *cur = st->cur;
+	struct sn_nba *prev[SN_POLICY_AGGS_MAX];
+
+	if (n_workers == 0 || n_workers > SN_NBA_MAX_CORES)
+		return -EINVAL;
+	for (unsigned i = 0; i < cur->n_aggs; i++) {
+		prev[i] = cur->aggs[i].nba;
+		cur->aggs[i].nba = NULL;
+	}
+	st->n_workers = n_workers;
+	if (nba_attach(st, NULL, cur)) {
+		for (unsigned i = 0; i < cur->n_aggs; i++)
+			cur->aggs[i].nba = prev[i];
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < cur->n_aggs; i++)
+		sn_nba_free(prev[i]);
+	return 0;
+}
+
+unsigned sn_policy_store_workers(const struct sn_policy_store *st)
+{
+	return st->n_workers;
+}
+
+int sn_policy_tick(struct sn_policy_store *st, uint64_t now_ns)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < st->cur->n_aggs; i++)
+		n += sn_nba_update(st->cur->aggs[i].nba, now_ns) == 1;
+	return n;
 }
 
 const struct sn_policy *sn_policy_current(struct sn_policy_store *st)

@@ -4,7 +4,34 @@
  * Model (config key "policy", RPC policy.get/set/del):
  *   {"uplink": {"rate_bps": N, "algorithm": "qfq"|"drr"|"fifo",
  *               "overhead_bytes": 24},
- *    "ports":  {"<port>": {"rate_bps": N, "burst_bytes": B, "weight": W}}}
+ *    "ports":  {"<port>": {"rate_bps": N, "burst_bytes": B, "weight": W,
+ *                          "classes": [CLASS, ...]}},
+ *    "aggregates": {"<name>": {"rate_bps": N, "burst_bytes": B,
+ *                              "update_ms": 100}}}
+ *   CLASS = {"name": "web", "proto": "tcp"|"udp"|"icmp"|0..255,
+ *            "src": "10.0.0.0/8", "dst": "192.0.2.1",
+ *            "src_port": 80 | [1024, 65535], "dst_port": ...,
+ *            "rate_bps": N, "burst_bytes": B, "scope": "flow"|"class",
+ *            "aggregate": "<name>", "horizon": "drop"|"clamp"}
+ * Flow classes (Carousel §4: per-flow pacing, aggregates): a port's
+ * frames are matched against its classes in order, first match wins; an
+ * absent match key matches anything; a frame that matches no class (or is
+ * not IPv4) is shaped by the port entry alone. A class's rate_bps (0 = no
+ * pacing of its own) applies to each distinct 5-tuple of the class
+ * ("scope": "flow", the default: every flow gets its own timestamp state)
+ * or to the class's traffic as a whole ("scope": "class"). "aggregate"
+ * makes the class's traffic also count against that aggregate, one rate
+ * shared by every class (of any port, on any worker) naming it, split per
+ * worker by the NBA every update_ms. A frame's release time is the max
+ * over every policy it crosses: port limit, class/flow pacing, aggregate
+ * share. "horizon": a frame whose release time lies beyond the wheel
+ * horizon is dropped ("drop", the default: the rate is a hard limit) or
+ * queued at the horizon ("clamp": no drop, the overrun is still charged
+ * to the class so it is paid back once the offered load falls).
+ * uplink.overload: "tail" (default: a full mailbox / scheduler queue drops
+ * the arriving frame) or "fair" (seed 003 fair dropping in front of the
+ * arbiter: per-flow virtual queues served max-min at uplink.rate_bps, a
+ * frame whose flow's virtual queue exceeds θ is dropped; needs a rate).
  * uplink.rate_bps 0 = line rate (no link emulation limit); a port's
  * rate_bps 0 = no rate limit (the port still gets its weight on the
  * uplink). Ports without an entry are not shaped at all. Every key is
@@ -26,6 +53,7 @@
 #ifndef SN_POLICY_H
 #define SN_POLICY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,12 +64,62 @@
 
 #define SN_POLICY_PORTS_MAX     64
 #define SN_POLICY_OVERHEAD_DEF  24u
+#define SN_POLICY_CLASSES_MAX   16    /* per port */
+#define SN_POLICY_AGGS_MAX      16
+#define SN_POLICY_NAME_MAX      31    /* class and aggregate names */
+#define SN_POLICY_UPDATE_MS_DEF 100u
+#define SN_POLICY_UPDATE_MS_MAX 10000u
+
+struct sn_nba;
+
+enum sn_policy_scope {
+	SN_POLICY_SCOPE_FLOW = 0,   /* rate per distinct 5-tuple of the class */
+	SN_POLICY_SCOPE_CLASS,      /* rate for the class's traffic as a whole */
+};
+
+enum sn_policy_horizon {
+	SN_POLICY_HORIZON_DROP = 0, /* beyond the wheel horizon: drop (hard limit) */
+	SN_POLICY_HORIZON_CLAMP,    /* beyond the wheel horizon: queue at the horizon */
+};
+
+/* A 5-tuple filter; addresses in host byte order, already masked. */
+struct sn_policy_match {
+	uint32_t src, dst;
+	uint8_t src_len, dst_len;   /* prefix lengths; 0 = any */
+	uint8_t proto;              /* IP protocol; 0 = any */
+	uint8_t pad_;
+	uint16_t sport_lo, sport_hi;  /* 0..65535 = any */
+	uint16_t dport_lo, dport_hi;
+};
+
+struct sn_policy_class {
+	char name[SN_POLICY_NAME_MAX + 1];   /* default: its index, "0", "1", ... */
+	struct sn_policy_match m;
+	uint64_t rate_bps;      /* 0 = no pacing of its own */
+	uint32_t burst_bytes;
+	uint8_t scope;          /* enum sn_policy_scope */
+	uint8_t horizon;        /* enum sn_policy_horizon */
+	int16_t agg;            /* index in sn_policy.aggs, -1 = none */
+};
 
 struct sn_policy_port {
 	char name[SN_CONFIG_NAME_MAX + 1];
 	uint64_t rate_bps;      /* 0 = unlimited, else SN_TSTAMP_RATE_MIN..MAX */
 	uint32_t burst_bytes;   /* 0..SN_TSTAMP_BURST_MAX */
 	uint32_t weight;        /* 1..SN_SCHED_MAX_WEIGHT */
+	unsigned n_classes;
+	struct sn_policy_class classes[SN_POLICY_CLASSES_MAX];
+};
+
+struct sn_policy_aggregate {
+	char name[SN_POLICY_NAME_MAX + 1];
+	uint64_t rate_bps;      /* SN_TSTAMP_RATE_MIN..MAX */
+	uint32_t burst_bytes;   /* per worker share */
+	uint32_t update_ms;     /* NBA period, 1..SN_POLICY_UPDATE_MS_MAX */
+	/* Set by sn_policy_publish (NULL in a parsed candidate): the NBA
+	 * instance splitting this aggregate over the workers. It lives as long
+	 * as a published table names it, plus one grace period. */
+	struct sn_nba *nba;
 };
 
 struct sn_policy {
@@ -50,9 +128,12 @@ struct sn_policy {
 		uint64_t rate_bps;         /* 0 = line rate */
 		enum sn_sched_algo algo;
 		uint32_t overhead_bytes;
+		bool fair_drop;            /* "overload": "fair" (needs rate_bps > 0) */
 	} uplink;
 	unsigned n_ports;
 	struct sn_policy_port ports[SN_POLICY_PORTS_MAX];
+	unsigned n_aggs;
+	struct sn_policy_aggregate aggs[SN_POLICY_AGGS_MAX];
 };
 
 /* Any thread (pure). Parse and validate `j` (NULL = empty policy) into
@@ -77,8 +158,26 @@ void sn_policy_store_destroy(struct sn_policy_store *st);
  * without a read-side section). */
 const struct sn_policy *sn_policy_main(const struct sn_policy_store *st);
 /* Main thread: publish a copy of `p` (gen assigned here), wait a grace
- * period, free the previous table. 0 or -ENOMEM (nothing changed then). */
+ * period, free the previous table. Aggregates: an entry whose name and
+ * update_ms match the previous table's keeps its NBA instance (its rate is
+ * updated in place with sn_nba_set_aggregate: the next sn_policy_tick
+ * recomputes the split at once, whatever the period),
+ * any other gets a new one over the store's workers; instances no longer
+ * named are freed after the grace period. 0 or -ENOMEM / -EINVAL (nothing
+ * changed then). */
 int sn_policy_publish(struct sn_policy_store *st, const struct sn_policy *p);
+/* Main thread, before the first publish and before the workers start:
+ * the number of datapath workers the NBA splits aggregates over
+ * (1..SN_NBA_MAX_CORES; default 1). Recreates the instances of the
+ * current table. 0 or -errno. */
+int sn_policy_store_set_workers(struct sn_policy_store *st, unsigned n_workers);
+unsigned sn_policy_store_workers(const struct sn_policy_store *st);
+/* Main thread, periodically (every few ms): run the NBA of every
+ * aggregate of the current table (each recomputes at most once per its
+ * update_ms). Returns how many recomputed. */
+int sn_policy_tick(struct sn_policy_store *st, uint64_t now_ns);
+/* Any thread (pure). Index of aggregate `name`, or -1. */
+int sn_policy_agg_find(const struct sn_policy *p, const char *name);
 /* Datapath thread (registered QSBR reader): valid until its next
  * quiescent state. */
 const struct sn_policy *sn_policy_current(struct sn_policy_store *st);

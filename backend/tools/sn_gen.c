@@ -61,6 +61,9 @@ static void usage(FILE *out)
 "                         default: connect to the switch's sockets\n"
 "  --queue-size N         virtqueue size (default 1024)\n"
 "  --flow SPEC            src=I,dst=J|MAC[,count=N][,smac=MAC][,phase=K]\n"
+"                         [,udp=SRCIP:SPORT-DSTIP:DPORT] (IPv4/UDP frames of\n"
+"                         that 5-tuple, count mode only; a sn-gen sink counts\n"
+"                         them as foreign)\n"
 "                         (repeat; default src=0,dst=1)\n"
 "  --count N              frames per flow without count= (default 1000)\n"
 "  --size B               frame size without FCS, 60..1514 (default 64)\n"
@@ -117,10 +120,43 @@ static int parse_secs(const char *s, double *out)
 	return 0;
 }
 
+/* "A:P" -> host-order address and port. */
+static int parse_ipport(const char *s, size_t n, uint32_t *ip, uint16_t *port)
+{
+	char buf[32], *colon;
+	struct in_addr a;
+	uint64_t p;
+
+	if (n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	colon = strchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	if (inet_pton(AF_INET, buf, &a) != 1 || parse_u64(colon + 1, 65535, &p) != 0)
+		return -EINVAL;
+	*ip = ntohl(a.s_addr);
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static int parse_udp(const char *v, struct sn_gen_flow *f)
+{
+	const char *dash = strchr(v, '-');
+
+	if (!dash || parse_ipport(v, (size_t)(dash - v), &f->ip_src, &f->udp_sport) ||
+	    parse_ipport(dash + 1, strlen(dash + 1), &f->ip_dst, &f->udp_dport))
+		return -EINVAL;
+	f->udp = 1;
+	return 0;
+}
+
 static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		      uint64_t default_count)
 {
-	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", NULL};
+	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", NULL};
 	struct rte_kvargs *kv = rte_kvargs_parse(text, keys);
 	const char *v;
 	uint64_t n;
@@ -167,6 +203,10 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 			goto out;
 		}
 		f->phase = (unsigned int)n;
+	}
+	if ((v = rte_kvargs_get(kv, "udp")) != NULL && parse_udp(v, f) != 0) {
+		fprintf(stderr, "sn-gen: --flow %s: udp must be SRCIP:SPORT-DSTIP:DPORT\n", text);
+		goto out;
 	}
 	rc = 0;
 out:

@@ -48,6 +48,12 @@ struct sn_gen_flow {
 	struct rte_ether_addr dst;
 	struct rte_ether_addr smac;  /* source MAC (default: src port's MAC) */
 	int has_smac;
+	/* udp=: IPv4/UDP frames with this 5-tuple (host order) instead of the
+	 * 0x88B5 test ethertype (for classifiers; a sn-gen sink sees them as
+	 * foreign) */
+	int udp;
+	uint32_t ip_src, ip_dst;
+	uint16_t udp_sport, udp_dport;
 	uint64_t count;
 	unsigned int phase;
 	/* progress and receive accounting */

@@ -21,6 +21,7 @@
 #include <rte_arp.h>
 #include <rte_icmp.h>
 #include <rte_ip.h>
+#include <rte_udp.h>
 
 static uint8_t pattern_byte(uint64_t seq, uint32_t i)
 {
@@ -52,6 +53,29 @@ int sn_genpkt_build(struct rte_mbuf *m, const struct rte_ether_addr *dst,
 	m->data_len = len;
 	m->pkt_len = len;
 	return 0;
+}
+
+void sn_genpkt_to_udp(struct rte_mbuf *m, uint32_t src, uint32_t dst, uint16_t sport,
+		      uint16_t dport)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+	uint16_t ip_len = (uint16_t)(m->pkt_len - sizeof(*eth));
+
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	memset(ip, 0, sizeof(*ip));
+	ip->version_ihl = RTE_IPV4_VHL_DEF;
+	ip->total_length = rte_cpu_to_be_16(ip_len);
+	ip->time_to_live = 64;
+	ip->next_proto_id = IPPROTO_UDP;
+	ip->src_addr = rte_cpu_to_be_32(src);
+	ip->dst_addr = rte_cpu_to_be_32(dst);
+	ip->hdr_checksum = rte_ipv4_cksum(ip);
+	udp->src_port = rte_cpu_to_be_16(sport);
+	udp->dst_port = rte_cpu_to_be_16(dport);
+	udp->dgram_len = rte_cpu_to_be_16((uint16_t)(ip_len - sizeof(*ip)));
+	udp->dgram_cksum = 0;   /* none: allowed for UDP over IPv4 */
 }
 
 enum sn_genpkt_kind sn_genpkt_classify(const struct rte_mbuf *m, uint32_t run,

@@ -51,6 +51,14 @@ int sn_genpkt_build(struct rte_mbuf *m, const struct rte_ether_addr *dst,
 		    const struct rte_ether_addr *src, uint32_t run, uint16_t flow,
 		    uint64_t seq, uint16_t len);
 
+/* Turn a frame built by sn_genpkt_build into an IPv4/UDP frame of the
+ * same length carrying the 5-tuple (addresses and ports in host order):
+ * the Ethernet type and the bytes after the Ethernet header become IPv4
+ * and UDP headers (the test header moves out of reach: such a frame
+ * classifies as SN_GENPKT_FOREIGN). For traffic classifiers under test. */
+void sn_genpkt_to_udp(struct rte_mbuf *m, uint32_t src, uint32_t dst, uint16_t sport,
+		      uint16_t dport);
+
 /* Classify a received frame; with verify != 0 the whole pattern is checked
  * (a mismatch gives SN_GENPKT_BAD). *flow and *seq are set for DATA/LEARN. */
 enum sn_genpkt_kind sn_genpkt_classify(const struct rte_mbuf *m, uint32_t run,

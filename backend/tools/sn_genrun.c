@@ -311,6 +311,8 @@ static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
 		if (sn_genpkt_build(m[i], &f->dst, f->has_smac ? &f->smac : &p->mac,
 				    g->run_id, (uint16_t)fi, f->built + i, g->size) != 0)
 			sn_die("frame size %u does not fit an mbuf", g->size);
+		if (f->udp)
+			sn_genpkt_to_udp(m[i], f->ip_src, f->ip_dst, f->udp_sport, f->udp_dport);
 		p->pend[i] = m[i];
 	}
 	p->npend = (uint16_t)n;
@@ -322,6 +324,7 @@ static int run_phase(struct sn_gen *g, unsigned int phase)
 {
 	uint64_t t0 = rte_rdtsc(), built = 0, next_fill = 0;
 	uint64_t gap = g->gap_us * g->hz / 1000000;
+	unsigned int rr = 0;
 
 	for (;;) {
 		unsigned int busy = 0;
@@ -336,7 +339,12 @@ static int run_phase(struct sn_gen *g, unsigned int phase)
 						      (double)g->rate_pps / (double)g->hz) + 1;
 			budget = allowed > built ? allowed - built : 0;
 		}
-		for (unsigned int fi = 0; fi < g->nflows; fi++) {
+		/* Rotate the first flow served: with --rate the budget of one
+		 * iteration is small, and a fixed order would give it all to the
+		 * first flows (issue 6: flows of one port must get equal shares). */
+		rr = (rr + 1) % g->nflows;
+		for (unsigned int k = 0; k < g->nflows; k++) {
+			unsigned int fi = (rr + k) % g->nflows;
 			struct sn_gen_flow *f = &g->flows[fi];
 			if (f->phase != phase)
 				continue;

@@ -117,7 +117,9 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
     assert p["rate_bps"] == 20_000_000
     assert p["drops"]["horizon"] > 0, p          # offered > limit: the excess
     assert p["offered_packets"] > p["sent_packets"]
-    assert t["uplink"]["tx_bytes"] >= p["uplink_bytes"]
+    # stats.get reads the ports one after the other while the worker sends:
+    # the port's counter may be ahead of the uplink's by one tx burst.
+    assert t["uplink"]["tx_bytes"] + 64 * FRAME >= p["uplink_bytes"]
 
     gen = d.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": 10_000_000}}}})
     time.sleep(0.3)

@@ -1,0 +1,523 @@
+/* sn_classify.c — flow classes and aggregates of one worker.
+ *
+ * Design (Carousel, seed 002, §4 "policies" and §5.3 "NBA").
+ *  - Classification: the frame's Ethernet (+ one 802.1Q tag) / IPv4 /
+ *    TCP|UDP headers are read with rte_pktmbuf_read (bounds-checked, any
+ *    segmentation): guest data is untrusted, a short or odd frame simply
+ *    matches no class. Non-first IPv4 fragments carry no ports (0, 0).
+ *    The port's classes are tried in order; the first match wins.
+ *  - Per-flow pacing ("scope": "flow"): every distinct 5-tuple of the class
+ *    has its own sn_tstamp in a per-worker flow table (rte_hash, position
+ *    = index into the state array). A state idle for SN_CLASSIFY_AGE_NS
+ *    whose LTS lies in the past (no pacing debt left) is freed by an
+ *    incremental sweep in tick(). A new flow finding the table full is
+ *    paced by the class's shared state and counted (flow_table_full).
+ *    Flow states carry the version of their class: a rate change reaches
+ *    each flow on its next frame (sn_tstamp_set keeps its LTS).
+ *  - "scope": "class": one sn_tstamp for the class's traffic as a whole.
+ *  - Aggregates: the worker keeps one sn_tstamp per aggregate at its NBA
+ *    grant (Carousel: "each core enforces its share of an aggregate as a
+ *    local rate limit"). tick() reports the bytes offered to the aggregate
+ *    (its demand, dropped frames included) to the aggregate's sn_nba and
+ *    adopts a new grant when the NBA epoch moved.
+ * All state is the worker's: no locks; counters are relaxed atomic stores.
+ */
+#include "sn_classify.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <rte_byteorder.h>
+#include <rte_ether.h>
+#include <rte_hash.h>
+#include <rte_ip.h>
+#include <rte_jhash.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+
+#include "sn_nba.h"
+#include "sn_port.h"
+
+#define SWEEP_PER_TICK 256
+
+struct flow_key {
+	uint32_t src, dst;
+	uint16_t sport, dport;
+	uint16_t slot;
+	uint8_t proto, cls;
+};
+static_assert(sizeof(struct flow_key) == 16, "hash key without padding");
+
+struct flow {
+	struct sn_tstamp ts;
+	uint64_t last_ns;          /* last frame */
+	uint32_t version;          /* class version its rate belongs to */
+	uint8_t used;
+};
+
+struct cls {
+	/* Per frame. */
+	struct sn_policy_match m;
+	struct sn_tstamp ts;       /* scope class, or the flow-table-full fallback */
+	uint64_t rate_bps;
+	uint32_t burst;
+	uint32_t version;
+	uint8_t scope, clamp;
+	int16_t agg;
+	bool has_ts;
+	char name[SN_POLICY_NAME_MAX + 1];
+	/* Counters: worker is the sole writer. */
+	struct sn_classify_class_stats st __rte_cache_aligned;
+};
+
+struct agg {
+	struct sn_tstamp ts;
+	struct sn_nba *nba;        /* NULL = slot unused */
+	uint64_t epoch;
+	uint64_t demand_bytes;     /* cumulative, reported to the NBA */
+	char name[SN_POLICY_NAME_MAX + 1];
+	struct sn_classify_agg_stats st __rte_cache_aligned;
+};
+
+struct sn_classify {
+	unsigned worker;
+	struct rte_hash *h;
+	struct flow *flows;        /* indexed by rte_hash position */
+	uint32_t sweep;            /* rte_hash_iterate cursor */
+	uint32_t next_version;
+	uint8_t n_cls[SN_PORT_MAX];
+	struct cls cls[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
+	struct agg agg[SN_POLICY_AGGS_MAX];
+};
+
+static inline void ctr_add(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, *c + v, __ATOMIC_RELAXED);
+}
+
+static inline void ctr_set(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, v, __ATOMIC_RELAXED);
+}
+
+static void zero_stats(void *st, size_t size)
+{
+	for (size_t i = 0; i < size / sizeof(uint64_t); i++)
+		ctr_set((uint64_t *)st + i, 0);
+}
+
+struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, int socket)
+{
+	char name[RTE_HASH_NAMESIZE];
+	struct sn_classify *c;
+	int32_t keys;
+
+	if (!max_flows)
+		max_flows = SN_CLASSIFY_FLOWS_DEF;
+	c = rte_zmalloc_socket("sn_classify", sizeof(*c), RTE_CACHE_LINE_SIZE, socket);
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	c->worker = worker;
+	snprintf(name, sizeof(name), "sn_flows_%u", worker);
+	c->h = rte_hash_create(&(struct rte_hash_parameters){
+		.name = name, .entries = max_flows, .key_len = sizeof(struct flow_key),
+		.hash_func = rte_jhash, .socket_id = socket });
+	if (!c->h)
+		goto free_c;
+	keys = rte_hash_max_key_id(c->h);
+	if (keys < 0)
+		goto free_h;
+	c->flows = rte_zmalloc_socket("sn_flows", ((size_t)keys + 1) * sizeof(struct flow),
+				      RTE_CACHE_LINE_SIZE, socket);
+	if (!c->flows)
+		goto free_h;
+	return c;
+free_h:
+	rte_hash_free(c->h);
+free_c:
+	rte_free(c);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void sn_classify_free(struct sn_classify *c)
+{
+	if (!c)
+		return;
+	rte_hash_free(c->h);
+	rte_free(c->flows);
+	rte_free(c);
+}
+
+static bool same_class(const struct cls *k, const struct sn_policy_class *pc)
+{
+	return !strcmp(k->name, pc->name);
+}
+
+void sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
+			    const struct sn_policy_port *pp, bool fresh, uint64_t now)
+{
+	struct cls old[SN_POLICY_CLASSES_MAX];
+	unsigned n_old = fresh ? 0 : c->n_cls[slot];
+	unsigned n = pp ? pp->n_classes : 0;
+
+	memcpy(old, c->cls[slot], sizeof(old));
+	for (unsigned i = 0; i < n; i++) {
+		const struct sn_policy_class *pc = &pp->classes[i];
+		struct cls *k = &c->cls[slot][i];
+		unsigned j;
+
+		for (j = 0; j < n_old && !same_class(&old[j], pc); j++)
+			;
+		if (j < n_old) {
+			*k = old[j];        /* carries its pacing state and counters */
+		} else {
+			memset(k, 0, sizeof(*k));
+			zero_stats(&k->st, sizeof(k->st));
+			k->version = ++c->next_version;
+		}
+		snprintf(k->name, sizeof(k->name), "%s", pc->name);
+		k->m = pc->m;
+		k->scope = pc->scope;
+		k->clamp = pc->horizon == SN_POLICY_HORIZON_CLAMP;
+		k->agg = pc->agg;
+		if (k->rate_bps != pc->rate_bps || k->burst != pc->burst_bytes)
+			k->version = ++c->next_version;
+		if (!pc->rate_bps)
+			k->has_ts = false;
+		else if (k->has_ts)
+			SN_VERIFY(sn_tstamp_set(&k->ts, pc->rate_bps, pc->burst_bytes) == 0);
+		else
+			SN_VERIFY(sn_tstamp_init(&k->ts, pc->rate_bps, pc->burst_bytes, now) == 0);
+		k->has_ts = pc->rate_bps != 0;
+		k->rate_bps = pc->rate_bps;
+		k->burst = pc->burst_bytes;
+	}
+	/* Flow entries are keyed by class index: a class that moved or went
+	 * away leaves entries that the version check re-rates or the sweep
+	 * ages out. */
+	__atomic_store_n(&c->n_cls[slot], (uint8_t)n, __ATOMIC_RELAXED);
+}
+
+static void agg_set_grant(struct agg *a, unsigned worker)
+{
+	uint64_t bps = sn_nba_grant(a->nba, worker) * 8;
+
+	bps = RTE_MAX(bps, SN_TSTAMP_RATE_MIN);
+	bps = RTE_MIN(bps, SN_TSTAMP_RATE_MAX);
+	SN_VERIFY(sn_tstamp_set(&a->ts, bps, a->ts.burst) == 0);
+	ctr_set(&a->st.grant_bps, bps);
+	ctr_add(&a->st.grant_updates, 1);
+}
+
+void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, uint64_t now)
+{
+	struct agg old[SN_POLICY_AGGS_MAX];
+
+	memcpy(old, c->agg, sizeof(old));
+	for (unsigned i = 0; i < SN_POLICY_AGGS_MAX; i++) {
+		const struct sn_policy_aggregate *pa = i < pol->n_aggs ? &pol->aggs[i] : NULL;
+		struct agg *a = &c->agg[i];
+		unsigned j;
+
+		if (!pa) {
+			a->nba = NULL;
+			continue;
+		}
+		for (j = 0; j < SN_POLICY_AGGS_MAX && !(old[j].nba && !strcmp(old[j].name, pa->name));
+		     j++)
+			;
+		if (j < SN_POLICY_AGGS_MAX && old[j].nba == pa->nba) {
+			*a = old[j];       /* same NBA instance: state and counters carry on */
+			SN_VERIFY(sn_tstamp_set(&a->ts, a->ts.rate, pa->burst_bytes) == 0);
+		} else {
+			memset(a, 0, sizeof(*a));
+			zero_stats(&a->st, sizeof(a->st));
+			snprintf(a->name, sizeof(a->name), "%s", pa->name);
+			SN_VERIFY(sn_tstamp_init(&a->ts, SN_TSTAMP_RATE_MIN, pa->burst_bytes, now) == 0);
+			a->nba = pa->nba;
+		}
+		a->epoch = sn_nba_epoch(a->nba);
+		agg_set_grant(a, c->worker);
+	}
+}
+
+/* The 5-tuple of an IPv4 frame; false if m is not one (or is truncated). */
+static bool parse(const struct rte_mbuf *m, struct flow_key *k)
+{
+	union {
+		struct rte_ether_hdr eth;
+		struct rte_vlan_hdr vlan;
+		struct rte_ipv4_hdr ip;
+		uint16_t ports[2];
+	} buf;
+	const struct rte_ether_hdr *eth;
+	const struct rte_vlan_hdr *vlan;
+	const struct rte_ipv4_hdr *ip;
+	const uint16_t *pt;
+	uint32_t off = sizeof(*eth);
+	uint16_t type;
+	unsigned ihl;
+
+	eth = rte_pktmbuf_read(m, 0, sizeof(*eth), &buf);
+	if (!eth)
+		return false;
+	type = eth->ether_type;
+	if (type == rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN)) {
+		vlan = rte_pktmbuf_read(m, off, sizeof(*vlan), &buf);
+		if (!vlan)
+			return false;
+		type = vlan->eth_proto;
+		off += sizeof(*vlan);
+	}
+	if (type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
+		return false;
+	ip = rte_pktmbuf_read(m, off, sizeof(*ip), &buf);
+	if (!ip || (ip->version_ihl >> 4) != 4)
+		return false;
+	ihl = (ip->version_ihl & 0xf) * 4u;
+	if (ihl < sizeof(*ip))
+		return false;
+	k->src = rte_be_to_cpu_32(ip->src_addr);
+	k->dst = rte_be_to_cpu_32(ip->dst_addr);
+	k->proto = ip->next_proto_id;
+	k->sport = k->dport = 0;
+	if ((k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP) &&
+	    !(rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK)) {
+		pt = rte_pktmbuf_read(m, off + ihl, 2 * sizeof(uint16_t), &buf);
+		if (pt) {
+			k->sport = rte_be_to_cpu_16(pt[0]);
+			k->dport = rte_be_to_cpu_16(pt[1]);
+		}
+	}
+	return true;
+}
+
+uint32_t sn_classify_flow_hash(const struct rte_mbuf *m)
+{
+	struct flow_key k;
+	uint8_t eth[2 * RTE_ETHER_ADDR_LEN];
+	const void *p;
+
+	memset(&k, 0, sizeof(k));
+	if (parse(m, &k))
+		return rte_jhash(&k, sizeof(k), 0);
+	p = rte_pktmbuf_read(m, 0, sizeof(eth), eth);
+	return p ? rte_jhash(p, sizeof(eth), 1) : 0;
+}
+
+static inline bool prefix_ok(uint32_t a, uint32_t want, uint8_t len)
+{
+	return len == 0 || ((a ^ want) >> (32 - len)) == 0;
+}
+
+static bool match(const struct sn_policy_match *m, const struct flow_key *k)
+{
+	return (m->proto == 0 || m->proto == k->proto) && prefix_ok(k->src, m->src, m->src_len) &&
+	       prefix_ok(k->dst, m->dst, m->dst_len) &&
+	       k->sport >= m->sport_lo && k->sport <= m->sport_hi &&
+	       k->dport >= m->dport_lo && k->dport <= m->dport_hi;
+}
+
+/* The flow state of k in class k->cls (created if new); NULL = table full. */
+static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
+				 const struct flow_key *key, uint64_t now)
+{
+	int32_t pos = rte_hash_lookup(c->h, key);
+	struct flow *f;
+
+	if (pos < 0) {
+		pos = rte_hash_add_key(c->h, key);
+		if (pos < 0) {
+			ctr_add(&kc->st.flow_table_full, 1);
+			return NULL;
+		}
+		f = &c->flows[pos];
+		SN_VERIFY(sn_tstamp_init(&f->ts, kc->rate_bps, kc->burst, now) == 0);
+		f->version = kc->version;
+		f->used = 1;
+		ctr_add(&kc->st.flows_created, 1);
+		ctr_add(&kc->st.flows_active, 1);
+	}
+	f = &c->flows[pos];
+	if (f->version != kc->version) {
+		SN_VERIFY(sn_tstamp_set(&f->ts, kc->rate_bps, kc->burst) == 0);
+		f->version = kc->version;
+	}
+	f->last_ns = now;
+	return &f->ts;
+}
+
+void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mbuf *m,
+		       uint64_t now, struct sn_classify_res *r)
+{
+	struct flow_key key;
+	struct cls *kc = NULL;
+	unsigned i, n = c->n_cls[slot];
+
+	r->slot = slot;
+	r->cls = SN_CLASSIFY_NONE;
+	r->clamp = false;
+	if (n == 0 || !parse(m, &key))
+		return;
+	for (i = 0; i < n; i++)
+		if (match(&c->cls[slot][i].m, &key))
+			break;
+	if (i == n)
+		return;
+	kc = &c->cls[slot][i];
+	r->cls = (uint8_t)i;
+	r->clamp = kc->clamp;
+	ctr_add(&kc->st.offered_packets, 1);
+	ctr_add(&kc->st.offered_bytes, m->pkt_len);
+	if (kc->has_ts) {
+		struct sn_tstamp *t = NULL;
+
+		if (kc->scope == SN_POLICY_SCOPE_FLOW) {
+			key.slot = slot;
+			key.cls = (uint8_t)i;
+			t = flow_ts(c, kc, &key, now);
+		}
+		r->pol[r->n++] = t ? t : &kc->ts;
+	}
+	if (kc->agg >= 0 && c->agg[kc->agg].nba) {
+		struct agg *a = &c->agg[kc->agg];
+
+		a->demand_bytes += m->pkt_len;
+		ctr_add(&a->st.offered_packets, 1);
+		ctr_add(&a->st.offered_bytes, m->pkt_len);
+		r->pol[r->n++] = &a->ts;
+	}
+}
+
+void sn_classify_accepted(struct sn_classify *c, const struct sn_classify_res *r, bool clamped)
+{
+	if (clamped && r->cls != SN_CLASSIFY_NONE)
+		ctr_add(&c->cls[r->slot][r->cls].st.clamped, 1);
+}
+
+void sn_classify_dropped(struct sn_classify *c, const struct sn_classify_res *r, uint32_t len,
+			 enum sn_classify_drop cause)
+{
+	struct cls *kc;
+
+	(void)len;
+	if (r->cls == SN_CLASSIFY_NONE)
+		return;
+	kc = &c->cls[r->slot][r->cls];
+	ctr_add(&kc->st.drop[cause], 1);
+	if (kc->agg >= 0 && c->agg[kc->agg].nba)
+		ctr_add(&c->agg[kc->agg].st.drop[cause], 1);
+}
+
+void sn_classify_released(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len)
+{
+	struct cls *kc;
+
+	if (cls == SN_CLASSIFY_NONE || cls >= c->n_cls[slot])
+		return;    /* no class, or its class went away meanwhile */
+	kc = &c->cls[slot][cls];
+	ctr_add(&kc->st.sent_packets, 1);
+	ctr_add(&kc->st.sent_bytes, len);
+	if (kc->agg >= 0 && c->agg[kc->agg].nba) {
+		ctr_add(&c->agg[kc->agg].st.sent_packets, 1);
+		ctr_add(&c->agg[kc->agg].st.sent_bytes, len);
+	}
+}
+
+void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len)
+{
+	struct cls *kc;
+
+	if (cls == SN_CLASSIFY_NONE || cls >= c->n_cls[slot])
+		return;
+	kc = &c->cls[slot][cls];
+	ctr_add(&kc->st.uplink_packets, 1);
+	ctr_add(&kc->st.uplink_bytes, len);
+}
+
+/* Free flow states idle for SN_CLASSIFY_AGE_NS with no pacing debt. */
+static void sweep(struct sn_classify *c, uint64_t now)
+{
+	const void *kp;
+	void *data;
+
+	for (unsigned i = 0; i < SWEEP_PER_TICK; i++) {
+		int32_t pos = rte_hash_iterate(c->h, &kp, &data, &c->sweep);
+		const struct flow_key *k = kp;
+		struct flow *f;
+
+		if (pos < 0) {
+			c->sweep = 0;
+			return;
+		}
+		/* The iterator's position is its own cursor space: the state
+		 * index is the key's lookup position. */
+		pos = rte_hash_lookup(c->h, k);
+		SN_VERIFY(pos >= 0);
+		f = &c->flows[pos];
+		if (now - f->last_ns < SN_CLASSIFY_AGE_NS || f->ts.lts >= now)
+			continue;
+		f->used = 0;
+		if (k->cls < c->n_cls[k->slot]) {
+			struct cls *kc = &c->cls[k->slot][k->cls];
+
+			ctr_add(&kc->st.flows_active, -1ull);
+			ctr_add(&kc->st.flows_aged, 1);
+		}
+		/* Single writer, no readers elsewhere: a deleted position may be
+		 * reused at once (no RTE_HASH_EXTRA_FLAGS_NO_FREE_ON_DEL). */
+		SN_VERIFY(rte_hash_del_key(c->h, k) == pos);
+	}
+}
+
+void sn_classify_tick(struct sn_classify *c, uint64_t now)
+{
+	for (unsigned i = 0; i < SN_POLICY_AGGS_MAX; i++) {
+		struct agg *a = &c->agg[i];
+		uint64_t e;
+
+		if (!a->nba)
+			continue;
+		SN_VERIFY(sn_nba_report(a->nba, c->worker, a->demand_bytes, now) == 0);
+		e = sn_nba_epoch(a->nba);
+		if (e != a->epoch) {
+			a->epoch = e;
+			agg_set_grant(a, c->worker);
+		}
+	}
+	if (rte_hash_count(c->h) > 0)
+		sweep(c, now);
+}
+
+int sn_classify_class_stats(const struct sn_classify *c, uint16_t slot, unsigned cls,
+			    struct sn_classify_class_stats *out)
+{
+	const uint64_t *src;
+	uint64_t *dst = (uint64_t *)out;
+
+	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "stats are u64 fields");
+	if (slot >= SN_PORT_MAX || cls >= __atomic_load_n(&c->n_cls[slot], __ATOMIC_RELAXED))
+		return -ENOENT;
+	src = (const uint64_t *)&c->cls[slot][cls].st;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	return 0;
+}
+
+int sn_classify_agg_stats(const struct sn_classify *c, unsigned agg,
+			  struct sn_classify_agg_stats *out)
+{
+	const uint64_t *src;
+	uint64_t *dst = (uint64_t *)out;
+
+	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "stats are u64 fields");
+	if (agg >= SN_POLICY_AGGS_MAX)
+		return -ENOENT;
+	src = (const uint64_t *)&c->agg[agg].st;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	return 0;
+}

@@ -1,0 +1,119 @@
+/* sn_classify.h — flow classes and aggregates of one worker (issue 6):
+ * 5-tuple classification, per-flow / per-class pacing state, the worker's
+ * share of every aggregate (Carousel §4, §5.3 NBA). Design: sn_classify.c.
+ *
+ * For each frame of a shaped port the pipeline asks sn_classify_frame()
+ * which timestamp policies (sn_tstamp) the frame crosses besides its
+ * port's limit: the matching class's pacing (one state per distinct
+ * 5-tuple, or one for the class) and the worker's share of the class's
+ * aggregate. The pipeline consolidates them (max, sn_tstamp.h) and reports
+ * the outcome back (accepted / dropped / released) for the counters.
+ *
+ * Threads:
+ *  - create / free: MAIN thread, worker not running.
+ *  - apply_port / frame / accepted / dropped / released / tick: the owning
+ *    WORKER only, between its quiescent states (apply copies what it needs
+ *    out of the RCU-published policy: nothing here points into it, except
+ *    the NBA instances, which live one grace period past the last table
+ *    naming them, sn_policy.h; tick() is the only user and runs right
+ *    after apply has seen the current table).
+ *  - NBA: the worker is the single writer of its report slot
+ *    (sn_nba_report) and reads its grant with sn_nba_grant (one atomic
+ *    load); the main thread runs sn_nba_update (sn_policy_tick). No other
+ *    synchronization.
+ *  - *_stats: any thread. Counters have the worker as sole writer (relaxed
+ *    atomic stores); readers use relaxed loads: a set may be torn between
+ *    fields, never a field.
+ */
+#ifndef SN_CLASSIFY_H
+#define SN_CLASSIFY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sn_policy.h"
+#include "sn_tstamp.h"
+
+struct rte_mbuf;
+struct sn_classify;
+
+#define SN_CLASSIFY_NONE      0xffu   /* class id of a frame that matched none */
+#define SN_CLASSIFY_MAX_POL   3       /* port + class/flow + aggregate */
+#define SN_CLASSIFY_FLOWS_DEF 16384u  /* flows tracked per worker */
+#define SN_CLASSIFY_AGE_NS    2000000000ull  /* idle flow state freed after 2 s */
+
+enum sn_classify_drop {
+	SN_CL_DROP_HORIZON = 0,   /* release time beyond the wheel horizon */
+	SN_CL_DROP_POOL,          /* wheel node pool exhausted */
+	SN_CL_DROP_MAX
+};
+
+struct sn_classify_class_stats {
+	uint64_t offered_packets, offered_bytes;   /* matched this class */
+	uint64_t sent_packets, sent_bytes;         /* released by the shaper */
+	uint64_t uplink_packets, uplink_bytes;     /* of which sent on the uplink */
+	uint64_t clamped;          /* horizon "clamp": queued at the horizon */
+	uint64_t flows_active;     /* flow states held (scope "flow") */
+	uint64_t flows_created, flows_aged;
+	uint64_t flow_table_full;  /* new flow, no free entry: paced by the class's
+	                            * shared state instead (documented fallback) */
+	uint64_t drop[SN_CL_DROP_MAX];
+};
+
+struct sn_classify_agg_stats {
+	uint64_t offered_packets, offered_bytes;   /* this worker, to the aggregate */
+	uint64_t sent_packets, sent_bytes;
+	uint64_t grant_bps;        /* this worker's NBA share, bit/s */
+	uint64_t grant_updates;    /* times the worker took a new grant */
+	uint64_t drop[SN_CL_DROP_MAX];
+};
+
+/* The policies one frame crosses, filled by sn_classify_frame. */
+struct sn_classify_res {
+	struct sn_tstamp *pol[SN_CLASSIFY_MAX_POL];
+	unsigned n;
+	uint16_t slot;
+	uint8_t cls;               /* SN_CLASSIFY_NONE = no class */
+	bool clamp;                /* the class says horizon "clamp" */
+};
+
+/* Main thread. max_flows 0 = SN_CLASSIFY_FLOWS_DEF. NULL + errno. */
+struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, int socket);
+void sn_classify_free(struct sn_classify *c);
+
+/* Worker: (re)configure the classes of port slot `slot` from its policy
+ * entry (NULL = none), and the aggregates from pol. A class whose name is
+ * unchanged keeps its pacing state (rate changes keep LTS); its flows
+ * adopt a new rate on their next frame. `fresh` = another port took the
+ * slot: all state and counters restart. */
+void sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
+			    const struct sn_policy_port *pp, bool fresh, uint64_t now);
+void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, uint64_t now);
+
+/* Worker: classify m (from port slot `slot`) and append the class/flow
+ * and aggregate policies it crosses to r->pol (r->n counts those already
+ * there, e.g. the port limit). */
+void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mbuf *m,
+		       uint64_t now, struct sn_classify_res *r);
+/* Any thread (pure): a hash of m's flow: its IPv4 5-tuple, else its
+ * Ethernet addresses (fair dropping's flow id). */
+uint32_t sn_classify_flow_hash(const struct rte_mbuf *m);
+
+/* Worker: outcome of a classified frame of `len` bytes. */
+void sn_classify_accepted(struct sn_classify *c, const struct sn_classify_res *r,
+			  bool clamped);
+void sn_classify_dropped(struct sn_classify *c, const struct sn_classify_res *r, uint32_t len,
+			 enum sn_classify_drop cause);
+void sn_classify_released(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len);
+/* Worker: a frame of that class was handed to the uplink. */
+void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len);
+/* Worker, about once per ms: NBA reports and grants, flow ageing. */
+void sn_classify_tick(struct sn_classify *c, uint64_t now);
+
+/* Any thread. -ENOENT if the slot has no such class / aggregate. */
+int sn_classify_class_stats(const struct sn_classify *c, uint16_t slot, unsigned cls,
+			    struct sn_classify_class_stats *out);
+int sn_classify_agg_stats(const struct sn_classify *c, unsigned agg,
+			  struct sn_classify_agg_stats *out);
+
+#endif /* SN_CLASSIFY_H */
