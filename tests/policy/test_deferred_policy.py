@@ -73,7 +73,9 @@ def test_shaped_deferred_port_completes_each_frame_once(schednicd, sngen, sn_tmp
     r = (b["vm0"]["policy"]["uplink_bytes"] - a["vm0"]["policy"]["uplink_bytes"]) * 8 / (tb - ta)
     assert rate * 0.5 < r < rate * 1.05, r          # the limit holds
     c = b["vm0"]["completion"]
-    assert c["mode"] == "deferred" and c["held_now"] > 0, c   # held in the shaper
+    # held in the shaper: held_max, not held_now — a sender descheduled on a
+    # loaded host can leave the shaper empty at the instant of the snapshot
+    assert c["mode"] == "deferred" and c["held_max"] > 0, c
     g.wait("sent-0", timeout=120)
     t = wait_for(lambda: (lambda t: t if t["vm0"]["rx_packets"] == n
                           and t["vm0"]["completion"]["held_now"] == 0
