@@ -188,8 +188,8 @@ static json_t *completion_json(const struct sn_port *p)
 			json_decref(errs);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-			 "s:{s:f, s:f, s:f}}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			 "s:o, s:{s:f, s:f, s:f}}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
 			 "held_now", (json_int_t)vs.held_now, "held_max", (json_int_t)vs.held_max,
@@ -197,6 +197,8 @@ static json_t *completion_json(const struct sn_port *p)
 			 "hold_timeouts", (json_int_t)vs.hold_timeouts,
 			 "popped", (json_int_t)vs.popped, "completed", (json_int_t)vs.completed,
 			 "no_mbuf", (json_int_t)vs.no_mbuf, "offload", (json_int_t)vs.offload,
+			 "csum_requests", (json_int_t)vs.csum_requests,
+			 "gso_requests", (json_int_t)vs.gso_requests,
 			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
 			 "vring_errors", errs,
 			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",

@@ -61,7 +61,9 @@ struct sn_vqtx_stats {
 	uint64_t out_of_order;   /* completions not of the oldest held id */
 	uint64_t hold_timeouts;  /* held longer than max_hold_us: dropped */
 	uint64_t no_mbuf;        /* no mbuf to wrap the frame: drop-completed */
-	uint64_t offload;        /* header asks for csum/GSO (not offered): dropped */
+	uint64_t offload;        /* invalid or unsupported csum/GSO request: dropped */
+	uint64_t csum_requests;  /* frames with a valid NEEDS_CSUM request (no GSO) */
+	uint64_t gso_requests;   /* frames with a valid GSO (TCPv4) request */
 	uint64_t forced;         /* held at device stop: dropped and completed */
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
 	uint64_t held_now, held_max;
@@ -73,8 +75,11 @@ struct sn_vqtx_stats {
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
- * packed rings, MQ (queue pair 0 only), and the TX offloads whose header
- * requests we would have to resolve (CSUM, HOST_TSO4/6, HOST_ECN, HOST_UFO). */
+ * packed rings, MQ (queue pair 0 only), and the TX offloads the switch
+ * cannot resolve for the uplink (HOST_TSO6, HOST_ECN, HOST_UFO: librte_gso
+ * segments TCP/IPv4 only, sn_switch.c). CSUM and HOST_TSO4 stay offered,
+ * as on immediate ports: sn_vqtx_recv() turns their header requests into
+ * mbuf offload flags. */
 uint64_t sn_vqtx_features_off(void);
 
 /* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). */
@@ -97,8 +102,11 @@ void sn_vqtx_worker_enter(void);
 void sn_vqtx_worker_exit(void);
 
 /* WORKER, port up: take up to max frames as zero-copy mbuf chains into
- * pkts (returns how many). Malformed chains, offload requests and frames
- * without mbufs are completed with length 0 and counted here. now = TSC. */
+ * pkts (returns how many). A valid checksum/TSO request in the virtio-net
+ * header becomes mbuf offload metadata (ol_flags, l2/l3/l4_len,
+ * tso_segsz), as rte_vhost_dequeue_burst sets it. Malformed chains, invalid
+ * offload requests and frames without mbufs are completed with length 0
+ * and counted here. now = TSC. */
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
 /* WORKER, every loop iteration, up or not: publish new used entries,
