@@ -319,6 +319,9 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 			rc = -ENOMEM;
 			goto err_free;
 		}
+		p->unmarked_max_hold_us = opts->unmarked_max_hold_us ?
+			opts->unmarked_max_hold_us : SN_VQTX_UNMARKED_HOLD_US_DEFAULT;
+		sn_vqtx_set_unmarked_hold(p->vq, p->unmarked_max_hold_us);
 	}
 
 	rc = sn_ports_mkdir_parents(path);

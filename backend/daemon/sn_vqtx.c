@@ -61,6 +61,9 @@
 #define VNET_GSO_NONE     0
 #define VNET_GSO_TCPV4    1
 
+static_assert(SN_VQTX_UNMARKED_HOLD_US_DEFAULT == SN_CONFIG_UNMARKED_HOLD_US_DEF,
+	      "one default for unmarked_max_hold_us");
+
 enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
 static uint32_t g_worker_state;     /* release by the worker, acquire in stop */
 static unsigned g_worker_lcore = LCORE_ID_ANY;
@@ -76,6 +79,7 @@ struct slot {
 struct sn_vqtx {
 	/* Read-mostly. */
 	uint64_t max_hold_tsc;        /* 0 = no limit */
+	uint64_t unmarked_hold_tsc;   /* > 0 */
 
 	/* Handshake VHOST <-> WORKER. */
 	uint32_t stop_req;            /* release by stop, acquire by worker */
@@ -91,6 +95,8 @@ struct sn_vqtx {
 	uint32_t epoch;
 	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
 	bool dirty;
+	bool opted_out;               /* an unmarked frame on this connection */
+	uint32_t marked_run;          /* marked frames since start (capped) */
 	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
 
 	/* Exported counters: WORKER stores (relaxed), anyone loads. The ring's
@@ -131,6 +137,7 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us)
 	if (max_hold_us && !q->max_hold_tsc)
 		q->max_hold_tsc = 1;
 	q->vid = -1;
+	sn_vqtx_set_unmarked_hold(q, SN_VQTX_UNMARKED_HOLD_US_DEFAULT);
 	return q;
 
 err_q:
@@ -138,6 +145,17 @@ err_q:
 err:
 	errno = ENOMEM;
 	return NULL;
+}
+
+void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us)
+{
+	uint64_t t = (uint64_t)unmarked_max_hold_us * rte_get_tsc_hz() / 1000000u;
+
+	if (t == 0)
+		t = 1;
+	if (q->max_hold_tsc && q->max_hold_tsc < t)
+		t = q->max_hold_tsc;
+	q->unmarked_hold_tsc = t;
 }
 
 void sn_vqtx_free(struct sn_vqtx *q)
@@ -210,6 +228,9 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	q->size = vring.size;
 	q->used_bytes = 4 + 8ULL * vring.size + 2;
 	q->dirty = true;
+	q->opted_out = false;         /* the opt-in is per connection */
+	q->marked_run = 0;
+	ctr_set(&q->st.opted_in, 0);
 	__atomic_store_n(&q->stop_ack, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
 	/* Release: the worker's acquire of live (or of port->up, stored later)
@@ -275,6 +296,7 @@ static void teardown(struct sn_vqtx *q)
 	accumulate(q);
 	q->epoch++;
 	q->dirty = false;
+	ctr_set(&q->st.opted_in, 0);
 	__atomic_store_n(&q->live, 0, __ATOMIC_RELAXED);
 }
 
@@ -464,6 +486,25 @@ static int offload_parse(const struct sn_vring_pkt *p, struct offl *o)
 	return 0;
 }
 
+/* Owner: account a frame's marker; true if it may be held long. */
+static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p)
+{
+	if (p->hdr.num_buffers != rte_cpu_to_le_16(SN_VQTX_OPTIN_MAGIC)) {
+		ctr_inc(&q->st.unmarked);
+		if (!q->opted_out) {
+			q->opted_out = true;
+			ctr_set(&q->st.opted_in, 0);
+		}
+		return false;
+	}
+	ctr_inc(&q->st.marked);
+	if (q->opted_out)
+		return false;
+	if (q->marked_run < SN_VQTX_OPTIN_AFTER && ++q->marked_run == SN_VQTX_OPTIN_AFTER)
+		ctr_set(&q->st.opted_in, 1);
+	return true;
+}
+
 static void extbuf_free_cb(void *addr, void *opaque)
 {
 	struct slot *s = opaque;
@@ -501,11 +542,13 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		struct sn_vring_pkt *p = &vp[i];
 		struct offl o;
 		struct slot *s;
+		bool hold_long;
 
 		if (p->err) {  /* counted by sn_vring under its cause */
 			complete(q, p->head);
 			continue;
 		}
+		hold_long = optin_frame(q, p);
 		if (offload_parse(p, &o)) {
 			ctr_inc(&q->st.offload);
 			complete(q, p->head);
@@ -520,7 +563,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		s->q = q;
 		s->head = p->head;
 		s->epoch = q->epoch;
-		s->pop_tsc = now;
+		s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
 		s->shinfo.free_cb = extbuf_free_cb;
 		s->shinfo.fcb_opaque = s;
 		rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
@@ -588,6 +631,8 @@ struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc)
 
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
 {
+	if (pop_tsc & 1)
+		return pop_tsc + q->unmarked_hold_tsc;
 	return q->max_hold_tsc ? pop_tsc + q->max_hold_tsc : UINT64_MAX;
 }
 

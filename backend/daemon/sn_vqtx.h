@@ -66,6 +66,9 @@ struct sn_vqtx_stats {
 	uint64_t gso_requests;   /* frames with a valid GSO (TCPv4) request */
 	uint64_t forced;         /* held at device stop: dropped and completed */
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
+	uint64_t marked;         /* frames whose header carried the opt-in marker */
+	uint64_t unmarked;       /* frames without it (held unmarked_max_hold_us at most) */
+	uint64_t opted_in;       /* 1: the guest opted in on this connection (below) */
 	uint64_t held_now, held_max;
 	uint64_t err[SN_VRING_E__MAX]; /* sn_vring causes, one each */
 	/* Hold time (pop -> completion) of frames: bucket i counts holds of
@@ -82,8 +85,28 @@ struct sn_vqtx_stats {
  * mbuf offload flags. */
 uint64_t sn_vqtx_features_off(void);
 
-/* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). */
+/* Guest opt-in (issue 7; contract in guest-driver-patch/README.md): the
+ * patched guest driver writes num_buffers = SN_VQTX_OPTIN_MAGIC in every TX
+ * virtio-net header (12-byte header). A connection is opted in after
+ * SN_VQTX_OPTIN_AFTER marked frames with no unmarked frame before them; one
+ * unmarked frame opts it out until the next device start (the reported
+ * state, stats opted_in). A frame may be held up to max_hold_us only if it
+ * carries the marker and no unmarked frame came before it on this
+ * connection (so the first frames of a patched guest are not dropped
+ * while the opt-in is being confirmed); every other frame (stock guests)
+ * is held at most unmarked_max_hold_us and then dropped and completed
+ * (hold_timeouts), so a driver that cannot take long holds never sees
+ * one. */
+#define SN_VQTX_OPTIN_MAGIC 0x5344
+#define SN_VQTX_OPTIN_AFTER 8
+#define SN_VQTX_UNMARKED_HOLD_US_DEFAULT 1000
+
+/* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). The unmarked hold
+ * limit starts at SN_VQTX_UNMARKED_HOLD_US_DEFAULT. */
 struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us);
+/* MAIN, before the port is published: hold limit of frames without the
+ * opt-in (1..; capped by a non-zero max_hold_us). */
+void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us);
 /* MAIN, after the port's driver is unregistered (sn_vqtx_stop done). */
 void sn_vqtx_free(struct sn_vqtx *q);
 
@@ -121,10 +144,12 @@ bool sn_vqtx_stop_pending(const struct sn_vqtx *q);
 void sn_vqtx_stop_ack(struct sn_vqtx *q);
 
 /* WORKER: the deferred queue an mbuf came from (NULL for any other mbuf),
- * and the TSC when its descriptor was taken. */
+ * and the frame's stamp: the TSC when its descriptor was taken, whose
+ * lowest bit encodes its hold class (1 = not opted in: short limit). */
 struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc);
-/* WORKER: TSC at which a frame taken at pop_tsc exceeds max_hold_us
- * (UINT64_MAX: no limit). */
+/* WORKER: TSC at which a frame with stamp pop_tsc exceeds its hold limit
+ * (max_hold_us, or unmarked_max_hold_us for its class; UINT64_MAX: no
+ * limit). */
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */
