@@ -101,3 +101,32 @@ def test_hold_depends_on_opt_in(schednicd, sngen, sn_tmpdir, marked):
     assert listed_mode(d, "vm0") == "immediate"
     sink.finish()
 
+
+
+def test_unmarked_hold_setting_validated(schednicd, sn_tmpdir):
+    d = schednicd(ports=[dport(sn_tmpdir, "vm0", completion="deferred", max_hold_us=500,
+                               unmarked_max_hold_us=2000)])
+    for params, ok in [({"completion": "deferred", "unmarked_max_hold_us": 0}, False),
+                       ({"completion": "deferred", "unmarked_max_hold_us": -1}, False),
+                       ({"completion": "deferred", "unmarked_max_hold_us": 10_000_001}, False),
+                       ({"completion": "deferred", "unmarked_max_hold_us": "1"}, False),
+                       ({"completion": "immediate", "unmarked_max_hold_us": 5}, False),
+                       ({"completion": "deferred", "unmarked_max_hold_us": 300}, True)]:
+        with d.client() as c:
+            r = c.call_raw("port.add", {"name": "x1", "path": str(sn_tmpdir / "x1.sock"),
+                                        **params})
+        if ok:
+            assert "result" in r, r
+        else:
+            assert r["error"]["code"] == -32602 and \
+                "unmarked_max_hold_us" in r["error"]["message"], r
+    t = port_table(d.stats())
+    assert t["x1"]["completion"]["unmarked_max_hold_us"] == 300
+    assert t["vm0"]["completion"]["unmarked_max_hold_us"] == 2000
+    assert t["x1"]["completion_mode"] == t["vm0"]["completion_mode"] == "immediate"
+    bad = schednicd(ports=[dport(sn_tmpdir, "b0", completion="immediate",
+                                 unmarked_max_hold_us=5)], start=False)
+    with pytest.raises(Exception) as e:
+        bad.start(timeout=20)
+    assert "unmarked_max_hold_us" in str(e.value) or \
+        "unmarked_max_hold_us" in bad.log_tail(), bad.log_tail()
