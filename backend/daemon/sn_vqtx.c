@@ -28,17 +28,14 @@
 
 #include <rte_byteorder.h>
 #include <rte_cycles.h>
-#include <rte_ether.h>
-#include <rte_ip.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
-#include <rte_tcp.h>
-#include <rte_udp.h>
 #include <rte_vhost.h>
 
 #include "sn_config.h"
 #include "sn_log.h"
+#include "sn_vnethdr.h"
 
 #define VQ_TX 1                  /* vring index of the VM's TX queue 0 */
 #define STOP_WAIT_MS 10000
@@ -54,12 +51,6 @@
 #define F_VERSION_1   32
 #define F_RING_PACKED 34
 #define F_IN_ORDER    35
-
-/* virtio-net header values (virtio 1.1 §5.1.6). */
-#define VNET_F_NEEDS_CSUM 1
-#define VNET_F_DATA_VALID 2
-#define VNET_GSO_NONE     0
-#define VNET_GSO_TCPV4    1
 
 static_assert(SN_VQTX_UNMARKED_HOLD_US_DEFAULT == SN_CONFIG_UNMARKED_HOLD_US_DEF,
 	      "one default for unmarked_max_hold_us");
@@ -372,120 +363,6 @@ static void hold_record(struct sn_vqtx *q, uint64_t cycles)
 		ctr_set(&q->st.hold_max, cycles);
 }
 
-/* Copy len bytes at offset off of a frame's payload (guest memory, read
- * once: what we validate is what we use) into dst. */
-static bool pkt_read(const struct sn_vring_pkt *p, uint32_t off, void *dst, uint32_t len)
-{
-	uint8_t *d = dst;
-
-	if (off > p->len || len > p->len - off)
-		return false;
-	for (uint16_t j = 0; j < p->nseg && len; j++) {
-		size_t sl = p->iov[j].iov_len, n;
-
-		if (off >= sl) {
-			off -= (uint32_t)sl;
-			continue;
-		}
-		n = RTE_MIN(sl - off, (size_t)len);
-		memcpy(d, (const uint8_t *)p->iov[j].iov_base + off, n);
-		d += n;
-		len -= (uint32_t)n;
-		off = 0;
-	}
-	return len == 0;
-}
-
-struct offl {
-	uint64_t ol_flags;
-	uint16_t l2, l3, l4, segsz;
-};
-
-/* Translate a TX virtio-net header into mbuf offload metadata the way
- * rte_vhost_dequeue_burst does for immediate ports (DPDK 22.11
- * vhost_dequeue_offload_legacy: TX_IPV4/6 + TX_TCP/UDP_CKSUM for
- * NEEDS_CSUM, + TX_TCP_SEG/tso_segsz for GSO), but strictly: the request
- * must match the headers parsed from the frame (csum_start = l2 + l3,
- * csum_offset = the L4 checksum field, headers inside the frame, GSO only
- * TCP/IPv4 with NEEDS_CSUM and a gso_size that fits 64 KiB), anything else
- * is refused (-1: the caller drops and counts it as "offload"). DATA_VALID
- * is an RX flag the driver must not set on TX (virtio 1.1 §5.1.6.2): it is
- * ignored, as the stock backends do. ECN, TSO6 and UFO are not offered. */
-static int offload_parse(const struct sn_vring_pkt *p, struct offl *o)
-{
-	const struct sn_virtio_net_hdr *h = &p->hdr;
-	const uint8_t flags = h->flags & ~VNET_F_DATA_VALID;
-	struct rte_ether_hdr eth;
-	uint16_t et;
-	uint8_t proto;
-
-	memset(o, 0, sizeof(*o));
-	if (flags == 0 && h->gso_type == VNET_GSO_NONE)
-		return 0;
-	if (flags != VNET_F_NEEDS_CSUM || !pkt_read(p, 0, &eth, sizeof(eth)))
-		return -1;
-	o->l2 = sizeof(eth);
-	et = eth.ether_type;
-	if (et == rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN)) {
-		struct rte_vlan_hdr v;
-
-		if (!pkt_read(p, o->l2, &v, sizeof(v)))
-			return -1;
-		et = v.eth_proto;
-		o->l2 += sizeof(v);
-	}
-	if (et == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4)) {
-		struct rte_ipv4_hdr ip;
-
-		if (!pkt_read(p, o->l2, &ip, sizeof(ip)) || (ip.version_ihl >> 4) != 4 ||
-		    rte_ipv4_hdr_len(&ip) < sizeof(ip))
-			return -1;
-		o->l3 = (uint16_t)rte_ipv4_hdr_len(&ip);
-		proto = ip.next_proto_id;
-		o->ol_flags = RTE_MBUF_F_TX_IPV4;
-	} else if (et == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6)) {
-		struct rte_ipv6_hdr ip6;
-
-		if (!pkt_read(p, o->l2, &ip6, sizeof(ip6)))
-			return -1;
-		o->l3 = sizeof(ip6);
-		proto = ip6.proto;
-		o->ol_flags = RTE_MBUF_F_TX_IPV6;
-	} else {
-		return -1;
-	}
-	if (h->csum_start != o->l2 + o->l3)
-		return -1;
-	if (proto == IPPROTO_TCP) {
-		struct rte_tcp_hdr tcp;
-
-		if (h->csum_offset != offsetof(struct rte_tcp_hdr, cksum) ||
-		    !pkt_read(p, h->csum_start, &tcp, sizeof(tcp)))
-			return -1;
-		o->l4 = (uint16_t)((tcp.data_off & 0xf0) >> 2);
-		o->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
-	} else if (proto == IPPROTO_UDP) {
-		if (h->csum_offset != offsetof(struct rte_udp_hdr, dgram_cksum))
-			return -1;
-		o->l4 = sizeof(struct rte_udp_hdr);
-		o->ol_flags |= RTE_MBUF_F_TX_UDP_CKSUM;
-	} else {
-		return -1;
-	}
-	if (o->l4 < (proto == IPPROTO_TCP ? sizeof(struct rte_tcp_hdr) : sizeof(struct rte_udp_hdr)) ||
-	    (uint32_t)o->l2 + o->l3 + o->l4 > p->len)
-		return -1;
-	if (h->gso_type == VNET_GSO_NONE)
-		return 0;
-	if (h->gso_type != VNET_GSO_TCPV4 || proto != IPPROTO_TCP ||
-	    !(o->ol_flags & RTE_MBUF_F_TX_IPV4) || h->gso_size == 0 ||
-	    (uint32_t)o->l2 + o->l3 + o->l4 + h->gso_size > UINT16_MAX)
-		return -1;
-	o->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
-	o->segsz = h->gso_size;
-	return 0;
-}
-
 /* Owner: account a frame's marker; true if it may be held long. */
 static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p)
 {
@@ -540,7 +417,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	for (uint32_t i = 0; i < n; i++) {
 		struct rte_mbuf *segs[SN_VRING_MAX_SEGS];
 		struct sn_vring_pkt *p = &vp[i];
-		struct offl o;
+		struct sn_vnethdr_offl o;
 		struct slot *s;
 		bool hold_long;
 
@@ -549,7 +426,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 			continue;
 		}
 		hold_long = optin_frame(q, p);
-		if (offload_parse(p, &o)) {
+		if (sn_vnethdr_parse(p, &o)) {
 			ctr_inc(&q->st.offload);
 			complete(q, p->head);
 			continue;
