@@ -63,6 +63,7 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	const char *type = param_str(params, "type", "vhost-user");
 	const char *completion = param_str(params, "completion", "immediate");
 	json_t *hold = json_object_get(params, "max_hold_us");
+	json_t *uhold = json_object_get(params, "unmarked_max_hold_us");
 	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
 	struct sn_vhost_opts opts = { 0 };
 	int rc;
@@ -96,6 +97,19 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
 					   "max_hold_us: only with completion \"deferred\"");
 		opts.max_hold_us = (uint32_t)json_integer_value(hold);
+	}
+	if (uhold) {
+		if (!json_is_integer(uhold) || json_integer_value(uhold) < 1 ||
+		    json_integer_value(uhold) > SN_CONFIG_MAX_HOLD_US_MAX)
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+					   "unmarked_max_hold_us: must be an integer 1..%u",
+					   SN_CONFIG_MAX_HOLD_US_MAX);
+		/* The schema default is accepted (and ignored) on immediate
+		 * ports, as max_hold_us 0 is. */
+		if (!opts.deferred && json_integer_value(uhold) != SN_CONFIG_UNMARKED_HOLD_US_DEF)
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+					   "unmarked_max_hold_us: only with completion \"deferred\"");
+		opts.unmarked_max_hold_us = (uint32_t)json_integer_value(uhold);
 	}
 	for (unsigned i = 0; i < t->n; i++) {
 		if (!strcmp(t->list[i]->name, name))
@@ -146,6 +160,18 @@ static const char *state_str(const struct sn_port *p)
 	return sn_port_is_up(p) ? "up" : "down";
 }
 
+/* The completion mode in force on a vhost-user port's connection:
+ * "deferred" only once its guest opted in (sn_vqtx.h), else "immediate". */
+static const char *completion_mode_str(const struct sn_port *p)
+{
+	struct sn_vqtx_stats vs;
+
+	if (!p->vq)
+		return "immediate";
+	sn_vqtx_stats_read(p->vq, &vs);
+	return vs.opted_in ? "deferred" : "immediate";
+}
+
 static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 {
 	struct sn_ctl *ctl = arg;
@@ -160,9 +186,10 @@ static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 		json_t *o;
 
 		if (p->type == SN_PORT_VHOST)
-			o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
-				      "path", p->path, "mode", p->client ? "client" : "server",
-				      "state", state_str(p));
+			o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", p->name,
+				      "type", type_str(p), "path", p->path,
+				      "mode", p->client ? "client" : "server", "state", state_str(p),
+				      "completion_mode", completion_mode_str(p));
 		else
 			o = json_pack("{s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
 				      "mode", "ethdev", "state", state_str(p));
@@ -190,15 +217,19 @@ static json_t *completion_json(const struct sn_port *p)
 			json_decref(errs);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-			 "s:{s:f, s:f, s:f}}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			 "s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
+			 "unmarked_max_hold_us", (json_int_t)p->unmarked_max_hold_us,
+			 "marked", (json_int_t)vs.marked, "unmarked", (json_int_t)vs.unmarked,
 			 "held_now", (json_int_t)vs.held_now, "held_max", (json_int_t)vs.held_max,
 			 "out_of_order", (json_int_t)vs.out_of_order,
 			 "hold_timeouts", (json_int_t)vs.hold_timeouts,
 			 "popped", (json_int_t)vs.popped, "completed", (json_int_t)vs.completed,
 			 "no_mbuf", (json_int_t)vs.no_mbuf, "offload", (json_int_t)vs.offload,
+			 "csum_requests", (json_int_t)vs.csum_requests,
+			 "gso_requests", (json_int_t)vs.gso_requests,
 			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
 			 "vring_errors", errs,
 			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
@@ -397,7 +428,8 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 	if (o && p->type == SN_PORT_VHOST) {
 		json_t *c = completion_json(p);
 
-		if (!c || json_object_set_new(o, "completion", c)) {
+		if (!c || json_object_set_new(o, "completion", c) ||
+		    json_object_set_new(o, "completion_mode", json_string(completion_mode_str(p)))) {
 			json_decref(o);
 			return NULL;
 		}

@@ -319,6 +319,9 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 			rc = -ENOMEM;
 			goto err_free;
 		}
+		p->unmarked_max_hold_us = opts->unmarked_max_hold_us ?
+			opts->unmarked_max_hold_us : SN_VQTX_UNMARKED_HOLD_US_DEFAULT;
+		sn_vqtx_set_unmarked_hold(p->vq, p->unmarked_max_hold_us);
 	}
 
 	rc = sn_ports_mkdir_parents(path);
@@ -339,8 +342,8 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	 * Immediate ports: guest GSO the switch can segment for the uplink is
 	 * TCP/IPv4 only (librte_gso, see sn_switch.c): don't offer TSO over
 	 * IPv6 or UFO, so guests segment those themselves; TSO4 stays (VM<->VM
-	 * keeps 64 KiB frames). Deferred ports trim every TX offload
-	 * (sn_vqtx_features_off(), a superset). */
+	 * keeps 64 KiB frames). Deferred ports: sn_vqtx_features_off(), the
+	 * same offloads plus the ring features sn_vqtx cannot honour. */
 	if (rte_vhost_driver_disable_features(path, p->vq ? sn_vqtx_features_off() :
 					      (1ULL << VIRTIO_NET_F_HOST_TSO6) |
 					      (1ULL << VIRTIO_NET_F_HOST_UFO))) {

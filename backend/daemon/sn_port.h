@@ -72,6 +72,7 @@ struct sn_port {
 	                       * (sn_vqtx.h); NULL = immediate (builtin
 	                       * rte_vhost_dequeue_burst) */
 	uint32_t max_hold_us; /* deferred: as configured (reported only) */
+	uint32_t unmarked_max_hold_us; /* deferred: as in force (reported only) */
 
 	/* Link state: written by the vhost thread under reg->lock (uplink: by
 	 * main before publication); read by the worker and main (atomics). */
@@ -103,6 +104,8 @@ struct sn_vhost_opts {
 	bool client;          /* mode "client" */
 	bool deferred;        /* completion "deferred" */
 	uint32_t max_hold_us; /* deferred: hold limit, 0 = none */
+	uint32_t unmarked_max_hold_us; /* deferred: limit without the guest's
+	                       * opt-in (sn_vqtx.h); 0 = the default */
 };
 
 /* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <rte_byteorder.h>
 #include <rte_cycles.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
@@ -34,12 +35,12 @@
 
 #include "sn_config.h"
 #include "sn_log.h"
+#include "sn_vnethdr.h"
 
 #define VQ_TX 1                  /* vring index of the VM's TX queue 0 */
 #define STOP_WAIT_MS 10000
 
 /* Feature bit numbers (virtio 1.1 §5.1.3, §6; linux/virtio_*.h). */
-#define F_CSUM        0
 #define F_HOST_TSO4   11
 #define F_HOST_TSO6   12
 #define F_HOST_ECN    13
@@ -50,6 +51,9 @@
 #define F_VERSION_1   32
 #define F_RING_PACKED 34
 #define F_IN_ORDER    35
+
+static_assert(SN_VQTX_UNMARKED_HOLD_US_DEFAULT == SN_CONFIG_UNMARKED_HOLD_US_DEF,
+	      "one default for unmarked_max_hold_us");
 
 enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
 static uint32_t g_worker_state;     /* release by the worker, acquire in stop */
@@ -66,6 +70,7 @@ struct slot {
 struct sn_vqtx {
 	/* Read-mostly. */
 	uint64_t max_hold_tsc;        /* 0 = no limit */
+	uint64_t unmarked_hold_tsc;   /* > 0 */
 
 	/* Handshake VHOST <-> WORKER. */
 	uint32_t stop_req;            /* release by stop, acquire by worker */
@@ -81,6 +86,8 @@ struct sn_vqtx {
 	uint32_t epoch;
 	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
 	bool dirty;
+	bool opted_out;               /* an unmarked frame on this connection */
+	uint32_t marked_run;          /* marked frames since start (capped) */
 	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
 
 	/* Exported counters: WORKER stores (relaxed), anyone loads. The ring's
@@ -92,7 +99,7 @@ struct sn_vqtx {
 
 uint64_t sn_vqtx_features_off(void)
 {
-	return (1ULL << F_CSUM) | (1ULL << F_HOST_TSO4) | (1ULL << F_HOST_TSO6) |
+	return (1ULL << F_HOST_TSO6) |
 	       (1ULL << F_HOST_ECN) | (1ULL << F_HOST_UFO) | (1ULL << F_MQ) |
 	       (1ULL << F_EVENT_IDX) | (1ULL << F_RING_PACKED) | (1ULL << F_IN_ORDER);
 }
@@ -121,6 +128,7 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us)
 	if (max_hold_us && !q->max_hold_tsc)
 		q->max_hold_tsc = 1;
 	q->vid = -1;
+	sn_vqtx_set_unmarked_hold(q, SN_VQTX_UNMARKED_HOLD_US_DEFAULT);
 	return q;
 
 err_q:
@@ -128,6 +136,17 @@ err_q:
 err:
 	errno = ENOMEM;
 	return NULL;
+}
+
+void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us)
+{
+	uint64_t t = (uint64_t)unmarked_max_hold_us * rte_get_tsc_hz() / 1000000u;
+
+	if (t == 0)
+		t = 1;
+	if (q->max_hold_tsc && q->max_hold_tsc < t)
+		t = q->max_hold_tsc;
+	q->unmarked_hold_tsc = t;
 }
 
 void sn_vqtx_free(struct sn_vqtx *q)
@@ -200,6 +219,9 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	q->size = vring.size;
 	q->used_bytes = 4 + 8ULL * vring.size + 2;
 	q->dirty = true;
+	q->opted_out = false;         /* the opt-in is per connection */
+	q->marked_run = 0;
+	ctr_set(&q->st.opted_in, 0);
 	__atomic_store_n(&q->stop_ack, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
 	/* Release: the worker's acquire of live (or of port->up, stored later)
@@ -265,6 +287,7 @@ static void teardown(struct sn_vqtx *q)
 	accumulate(q);
 	q->epoch++;
 	q->dirty = false;
+	ctr_set(&q->st.opted_in, 0);
 	__atomic_store_n(&q->live, 0, __ATOMIC_RELAXED);
 }
 
@@ -340,6 +363,25 @@ static void hold_record(struct sn_vqtx *q, uint64_t cycles)
 		ctr_set(&q->st.hold_max, cycles);
 }
 
+/* Owner: account a frame's marker; true if it may be held long. */
+static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p)
+{
+	if (p->hdr.num_buffers != rte_cpu_to_le_16(SN_VQTX_OPTIN_MAGIC)) {
+		ctr_inc(&q->st.unmarked);
+		if (!q->opted_out) {
+			q->opted_out = true;
+			ctr_set(&q->st.opted_in, 0);
+		}
+		return false;
+	}
+	ctr_inc(&q->st.marked);
+	if (q->opted_out)
+		return false;
+	if (q->marked_run < SN_VQTX_OPTIN_AFTER && ++q->marked_run == SN_VQTX_OPTIN_AFTER)
+		ctr_set(&q->st.opted_in, 1);
+	return true;
+}
+
 static void extbuf_free_cb(void *addr, void *opaque)
 {
 	struct slot *s = opaque;
@@ -385,13 +427,16 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	for (uint32_t i = 0; i < n; i++) {
 		struct rte_mbuf *segs[SN_VRING_MAX_SEGS];
 		struct sn_vring_pkt *p = &vp[i];
+		struct sn_vnethdr_offl o;
 		struct slot *s;
+		bool hold_long;
 
 		if (p->err) {  /* counted by sn_vring under its cause */
 			complete(q, p->head);
 			continue;
 		}
-		if (p->hdr.flags || p->hdr.gso_type) {
+		hold_long = optin_frame(q, p);
+		if (sn_vnethdr_parse(p, &o)) {
 			ctr_inc(&q->st.offload);
 			complete(q, p->head);
 			continue;
@@ -405,7 +450,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		s->q = q;
 		s->head = p->head;
 		s->epoch = q->epoch;
-		s->pop_tsc = now;
+		s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
 		s->shinfo.free_cb = extbuf_free_cb;
 		s->shinfo.fcb_opaque = s;
 		rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
@@ -421,6 +466,14 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		}
 		segs[0]->nb_segs = p->nseg;
 		segs[0]->pkt_len = p->len;
+		if (o.ol_flags) {
+			segs[0]->ol_flags |= o.ol_flags;
+			segs[0]->l2_len = o.l2;
+			segs[0]->l3_len = o.l3;
+			segs[0]->l4_len = o.l4;
+			segs[0]->tso_segsz = o.segsz;
+			ctr_inc(o.segsz ? &q->st.gso_requests : &q->st.csum_requests);
+		}
 		q->outstanding++;
 		ctr_inc(&q->st.popped);
 		pkts[out++] = segs[0];
@@ -465,6 +518,8 @@ struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc)
 
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
 {
+	if (pop_tsc & 1)
+		return pop_tsc + q->unmarked_hold_tsc;
 	return q->max_hold_tsc ? pop_tsc + q->max_hold_tsc : UINT64_MAX;
 }
 

@@ -61,9 +61,14 @@ struct sn_vqtx_stats {
 	uint64_t out_of_order;   /* completions not of the oldest held id */
 	uint64_t hold_timeouts;  /* held longer than max_hold_us: dropped */
 	uint64_t no_mbuf;        /* no mbuf to wrap the frame: drop-completed */
-	uint64_t offload;        /* header asks for csum/GSO (not offered): dropped */
+	uint64_t offload;        /* invalid or unsupported csum/GSO request: dropped */
+	uint64_t csum_requests;  /* frames with a valid NEEDS_CSUM request (no GSO) */
+	uint64_t gso_requests;   /* frames with a valid GSO (TCPv4) request */
 	uint64_t forced;         /* held at device stop: dropped and completed */
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
+	uint64_t marked;         /* frames whose header carried the opt-in marker */
+	uint64_t unmarked;       /* frames without it (held unmarked_max_hold_us at most) */
+	uint64_t opted_in;       /* 1: the guest opted in on this connection (below) */
 	uint64_t held_now, held_max;
 	uint64_t err[SN_VRING_E__MAX]; /* sn_vring causes, one each */
 	/* Hold time (pop -> completion) of frames: bucket i counts holds of
@@ -73,12 +78,35 @@ struct sn_vqtx_stats {
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
- * packed rings, MQ (queue pair 0 only), and the TX offloads whose header
- * requests we would have to resolve (CSUM, HOST_TSO4/6, HOST_ECN, HOST_UFO). */
+ * packed rings, MQ (queue pair 0 only), and the TX offloads the switch
+ * cannot resolve for the uplink (HOST_TSO6, HOST_ECN, HOST_UFO: librte_gso
+ * segments TCP/IPv4 only, sn_switch.c). CSUM and HOST_TSO4 stay offered,
+ * as on immediate ports: sn_vqtx_recv() turns their header requests into
+ * mbuf offload flags. */
 uint64_t sn_vqtx_features_off(void);
 
-/* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). */
+/* Guest opt-in (issue 7; contract in guest-driver-patch/README.md): the
+ * patched guest driver writes num_buffers = SN_VQTX_OPTIN_MAGIC in every TX
+ * virtio-net header (12-byte header). A connection is opted in after
+ * SN_VQTX_OPTIN_AFTER marked frames with no unmarked frame before them; one
+ * unmarked frame opts it out until the next device start (the reported
+ * state, stats opted_in). A frame may be held up to max_hold_us only if it
+ * carries the marker and no unmarked frame came before it on this
+ * connection (so the first frames of a patched guest are not dropped
+ * while the opt-in is being confirmed); every other frame (stock guests)
+ * is held at most unmarked_max_hold_us and then dropped and completed
+ * (hold_timeouts), so a driver that cannot take long holds never sees
+ * one. */
+#define SN_VQTX_OPTIN_MAGIC 0x5344
+#define SN_VQTX_OPTIN_AFTER 8
+#define SN_VQTX_UNMARKED_HOLD_US_DEFAULT 1000
+
+/* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). The unmarked hold
+ * limit starts at SN_VQTX_UNMARKED_HOLD_US_DEFAULT. */
 struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us);
+/* MAIN, before the port is published: hold limit of frames without the
+ * opt-in (1..; capped by a non-zero max_hold_us). */
+void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us);
 /* MAIN, after the port's driver is unregistered (sn_vqtx_stop done). */
 void sn_vqtx_free(struct sn_vqtx *q);
 
@@ -97,8 +125,11 @@ void sn_vqtx_worker_enter(void);
 void sn_vqtx_worker_exit(void);
 
 /* WORKER, port up: take up to max frames as zero-copy mbuf chains into
- * pkts (returns how many). Malformed chains, offload requests and frames
- * without mbufs are completed with length 0 and counted here. now = TSC. */
+ * pkts (returns how many). A valid checksum/TSO request in the virtio-net
+ * header becomes mbuf offload metadata (ol_flags, l2/l3/l4_len,
+ * tso_segsz), as rte_vhost_dequeue_burst sets it. Malformed chains, invalid
+ * offload requests and frames without mbufs are completed with length 0
+ * and counted here. now = TSC. */
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
 /* WORKER, every loop iteration, up or not: publish new used entries,
@@ -113,10 +144,12 @@ bool sn_vqtx_stop_pending(const struct sn_vqtx *q);
 void sn_vqtx_stop_ack(struct sn_vqtx *q);
 
 /* WORKER: the deferred queue an mbuf came from (NULL for any other mbuf),
- * and the TSC when its descriptor was taken. */
+ * and the frame's stamp: the TSC when its descriptor was taken, whose
+ * lowest bit encodes its hold class (1 = not opted in: short limit). */
 struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc);
-/* WORKER: TSC at which a frame taken at pop_tsc exceeds max_hold_us
- * (UINT64_MAX: no limit). */
+/* WORKER: TSC at which a frame with stamp pop_tsc exceeds its hold limit
+ * (max_hold_us, or unmarked_max_hold_us for its class; UINT64_MAX: no
+ * limit). */
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */

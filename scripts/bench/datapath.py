@@ -132,11 +132,13 @@ def rpc(sock_path, method, params=None, timeout=10.0):
 # e.g. with scheduling on; they appear under "modes" in the output).
 # "_port" extends every vhost-user port entry. immediate = the builtin
 # rte_vhost_dequeue_burst path (same as "switch"); deferred = our own TX ring
-# processing with deferred, out-of-order completions (issue 5).
+# processing with deferred, out-of-order completions (issue 5), the generator
+# marking its TX headers like the patched guest driver (opt-in, issue 7).
+# "_gen" adds sn-gen arguments.
 MODES = {
     "switch": {},
     "immediate": {"_port": {"completion": "immediate"}},
-    "deferred": {"_port": {"completion": "deferred"}},
+    "deferred": {"_port": {"completion": "deferred"}, "_gen": ["--marker"]},
 }
 
 
@@ -179,12 +181,12 @@ class Bench:
         self.procs.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def run_gen(self, socks):
+    def run_gen(self, socks, extra=()):
         a = self.args
         prefix = self.prefix("gen")
         argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
-                "--log-level", "warning"]
+                "--log-level", "warning", *extra]
         for s in socks:
             argv += ["--port", s]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
@@ -235,7 +237,7 @@ class Bench:
                       for i, s in enumerate(socks)],
         }
         for k, v in overlay.items():
-            if k == "_port":
+            if k in ("_port", "_gen"):
                 continue
             if isinstance(v, dict) and isinstance(cfg.get(k), dict):
                 cfg[k].update(v)
@@ -254,7 +256,7 @@ class Bench:
                 return False
         try:
             wait_for(answers, 60, "schednicd control socket", d, d.logfile)
-            res = self.run_gen(socks)
+            res = self.run_gen(socks, overlay.get("_gen", ()))
             stats = rpc(ctl, "stats.get")
             try:
                 rpc(ctl, "shutdown")

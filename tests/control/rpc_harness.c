@@ -107,9 +107,9 @@ static json_t *h_port_del(json_t *params, void *arg, struct sn_rpc_error *err)
 
 static json_t *port_json(const struct port *p, int with_stats)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", p->name,
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", p->name,
 			      "type", "vhost-user", "path", p->path, "mode", p->mode,
-			      "state", "down");
+			      "state", "down", "completion_mode", "immediate");
 
 	if (o && with_stats) {
 		json_object_del(o, "path");

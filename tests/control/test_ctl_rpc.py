@@ -37,7 +37,7 @@ def test_port_add_list_del(ctl, sn_tmpdir):
     ports = {p["name"]: p for p in ctl.rpc("port.list")["ports"]}
     assert set(ports) >= {"va", "vb"}
     assert ports["va"] == {"name": "va", "type": "vhost-user", "path": a, "mode": "server",
-                           "state": "down"}
+                           "state": "down", "completion_mode": "immediate"}
     if ctl.kind == "daemon":
         assert stat.S_ISSOCK(os.stat(a).st_mode), "server-mode port has no socket"
     assert rpc_error(ctl, "port.add", {"name": "va", "path": str(sn_tmpdir / "o.sock")}).code == -32000

@@ -100,7 +100,7 @@ def test_config_rejects_bad_completion_settings(schednicd, sn_tmpdir):
 def test_unicast_counters_exact(schednicd, sngen, sn_tmpdir, modes):
     names = ["vm0", "vm1"]
     d = schednicd(ports=[dport(sn_tmpdir, n, completion=m) for n, m in zip(names, modes)])
-    g = sngen([d.vhost_path(n) for n in names],
+    g = sngen([d.vhost_path(n) for n in names], "--marker",  # opted in (issue 7)
               "--flow", f"src=0,dst=1,count={N}", "--flow", f"src=1,dst=0,count={N}")
     g.wait("ready")
     for n in names:
@@ -160,7 +160,7 @@ def paused_sink_setup(schednicd, sngen, sn_tmpdir, n_slow, n_fast, max_hold_us=0
                          dport(sn_tmpdir, "vm2")])
     sink = sngen([d.vhost_path("vm1")], "--flow", "src=0,dst=02:99:00:00:00:09,count=0",
                  mac_base=SINK_MAC_BASE)
-    gen = sngen([d.vhost_path("vm0"), d.vhost_path("vm2")],
+    gen = sngen([d.vhost_path("vm0"), d.vhost_path("vm2")], "--marker",
                 "--flow", f"src=0,dst={peer_mac(SINK_MAC_BASE)},count={n_slow},phase=0",
                 "--flow", f"src=0,dst=1,count={n_fast},phase=1")
     sink.wait("ready")
@@ -273,7 +273,7 @@ def test_held_descriptors_completed_on_stop(schednicd, sngen, sn_tmpdir, how):
     wait_for(lambda: d.stats()["mempool"]["in_use"] <= base, "mempool back at baseline", d=d)
     if how == "kill-peer":
         # A new driver on the same port: everything flows, nothing held.
-        g2 = sngen([d.vhost_path("vm0"), d.vhost_path("vm2")],
+        g2 = sngen([d.vhost_path("vm0"), d.vhost_path("vm2")], "--marker",
                    "--flow", f"src=0,dst=1,count={N}")
         g2.wait("ready")
         d.wait_port_state("vm0", "up")

@@ -40,7 +40,7 @@ def setup(schednicd, sngen, sn_tmpdir, rate_bps, n):
                           "path": str(sn_tmpdir / "vm0.sock"), "completion": "deferred"}],
                   uplink=UPLINK, policy={"ports": {"vm0": {"rate_bps": rate_bps}}},
                   datapath={"mbufs": 16383})
-    g = sngen([d.vhost_path("vm0")], "--no-learn", "--size", str(FRAME),
+    g = sngen([d.vhost_path("vm0")], "--marker", "--no-learn", "--size", str(FRAME),
               "--queue-size", str(QSIZE), "--flow", f"src=0,dst={SINK_MAC},count={n}")
     g.wait("ready")
     d.wait_port_state("vm0", "up")
@@ -135,7 +135,7 @@ def test_stop_of_shaped_deferred_port_with_frames_in_the_pipeline(schednicd, sng
         return
     # A new driver on the same port: frames flow through the shaper again
     # (100 frames exceed the horizon at 1 Mbit/s: the excess is dropped).
-    g2 = sngen([d.vhost_path("vm0")], "--no-learn", "--size", str(FRAME),
+    g2 = sngen([d.vhost_path("vm0")], "--marker", "--no-learn", "--size", str(FRAME),
                "--flow", f"src=0,dst={SINK_MAC},count=100")
     g2.wait("ready")
     d.wait_port_state("vm0", "up")

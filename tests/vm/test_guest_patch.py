@@ -10,9 +10,10 @@
   module unloads/reloads while idle (also with deferred=0, which must stop
   marking TX headers).
 
-schednicd does not yet hold TX buffers (deferred completions and the opt-in
-detection are issues 5/6/7 part 2), so completion latencies measured here
-are those of immediate completion; the hold-related experiments are not here.
+The traffic tests run on immediate ports, so completion latencies measured
+there are those of immediate completion; test_opt_in_visible_in_schednicd
+checks schednicd's opt-in detection (issue 7 part 2) on deferred ports; the
+hold-related experiments are not here.
 """
 import os
 import re
@@ -253,15 +254,15 @@ def test_patched_guest_traffic_stats_reload(schednicd, guests, guest_image, patc
     assert d.alive()
 
 
-def test_opt_in_visible_in_schednicd(schednicd, guests, guest_image, patched_image):
-    """The marker on the wire, seen by the backend: a patched guest's port
-    reports completion mode "deferred", a stock guest's port "immediate"."""
-    d = schednicd(ports=["vm0", "vm1"])
+def test_opt_in_visible_in_schednicd(schednicd, guests, guest_image, patched_image,
+                                     sn_tmpdir):
+    """The marker on the wire, seen by the backend: on two deferred ports, a
+    patched guest's port reports completion mode "deferred", a stock
+    guest's port "immediate" (its frames are held only briefly)."""
+    d = schednicd(ports=[{"name": n, "type": "vhost-user", "path": str(sn_tmpdir / f"{n}.sock"),
+                          "mode": "server", "completion": "deferred"} for n in ("vm0", "vm1")])
     ports = {p["name"]: p for p in d.rpc("port.list")["ports"]}
-    if "completion_mode" not in ports["vm0"]:
-        pytest.skip("schednicd does not report the per-port opt-in yet (port.list has no "
-                    "'completion_mode'; backend part of issue 7): the TX header marker "
-                    "itself is checked on the wire by test_marker_on_the_wire)")
+    assert ports["vm0"]["completion_mode"] == "immediate"   # no guest yet
     a = guests("patched0", d.vhost_path("vm0"), patched_image, 10, "client")
     b = guests("stock1", d.vhost_path("vm1"), guest_image, 11, "server")
     a.wait_ready(timeout=180)
@@ -273,6 +274,13 @@ def test_opt_in_visible_in_schednicd(schednicd, guests, guest_image, patched_ima
     ports = {p["name"]: p for p in d.rpc("port.list")["ports"]}
     assert ports["vm0"]["completion_mode"] == "deferred"
     assert ports["vm1"]["completion_mode"] == "immediate"
+    st = {p["name"]: p for p in d.stats()["ports"]}
+    a_c, b_c = st["vm0"]["completion"], st["vm1"]["completion"]
+    print("vm0:", a_c, "\nvm1:", b_c)
+    assert st["vm0"]["completion_mode"] == "deferred"
+    assert st["vm1"]["completion_mode"] == "immediate"
+    assert a_c["marked"] >= 8 and a_c["unmarked"] == 0, a_c
+    assert b_c["unmarked"] > 0 and b_c["marked"] == 0, b_c
 
 
 # ------------------------------------------------------- marker on the wire
