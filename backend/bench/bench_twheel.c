@@ -108,7 +108,7 @@ static uint64_t packets(void)
 static double run_wheel(uint64_t npkts, uint32_t outstanding)
 {
 	struct sn_twheel_params p = { .granularity_ns = 1000, .slots = 4096,
-				      .pool_nodes = outstanding / 7 * 2 + 8192 };
+				      .pool_nodes = outstanding / SN_TWHEEL_NODE_ITEMS * 2 + 8192 };
 	struct sn_twheel *w = sn_twheel_create(&p);
 	const uint64_t delay = 2ull * outstanding;   /* mean delay = outstanding ns */
 	void *out[MAX_OUT];
@@ -220,7 +220,8 @@ static double run_sparse(int linear, uint64_t ops, uint64_t *check)
 static void sparse_setup(void)
 {
 	struct sn_twheel_params p = { .granularity_ns = 1000, .slots = SPARSE_SLOTS,
-				      .pool_nodes = SPARSE_SLOTS / 100 + 64 };
+				      .pool_nodes = SPARSE_SLOTS / 100 + 64,
+				      .node_items = SN_TWHEEL_NODE_ITEMS_MIN };
 	uint32_t placed = 0;
 
 	sparse_wheel = sn_twheel_create(&p);
