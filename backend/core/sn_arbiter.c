@@ -278,25 +278,29 @@ static enum sn_arbiter_drop drop_cause(int r)
 static uint32_t drain_client(struct sn_arbiter *arb, struct sn_arbiter_client *c)
 {
 	void *buf[DRAIN_CHUNK];
+	uint32_t lens[DRAIN_CHUNK];
 	uint32_t total = 0, enq = 0, class_id = c->class_id, off = arb->len_offset;
 
 	while (total < arb->read_limit) {
 		uint32_t want = SN_MIN(arb->read_limit - total, DRAIN_CHUNK);
 		uint32_t k = sn_mbox_extract_burst(c->mb, buf, want), i;
 
-		for (i = 0; i < k; i++) {
-			uint32_t len;
-			int r;
+		if (arb->item_len) {
+			for (i = 0; i < k; i++)
+				lens[i] = arb->item_len(buf[i], arb->cb_arg);
+		} else {
+			for (i = 0; i < k; i++)
+				memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
+		}
+		for (i = 0; i < k;) {
+			int r = 0;
+			uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
+							      lens + i, k - i, &r);
 
-			if (arb->item_len)
-				len = arb->item_len(buf[i], arb->cb_arg);
-			else
-				memcpy(&len, (const char *)buf[i] + off, sizeof(len));
-			r = sn_sched_enqueue(arb->sched, class_id, buf[i], len);
-			if (sn_likely(r == 0))
-				enq++;
-			else
-				drop_item(arb, c, buf[i], drop_cause(r));
+			enq += got;
+			i += got;
+			if (i < k)
+				drop_item(arb, c, buf[i++], drop_cause(r));
 		}
 		total += k;
 		if (k < want)
