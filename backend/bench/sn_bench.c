@@ -1,7 +1,7 @@
 /* sn-bench — micro-benchmarks of the scheduling core against baselines
  * measured in the same run (binary heap, DRR, rte_ring, linear scan).
  *
- *   sn-bench [--json] [--reps N] [--quick] [--filter SUBSTR]
+ *   sn-bench [--json] [--reps N] [--quick] [--filter SUBSTR | --filter NAME$]
  *
  * Prints a table, or with --json one object:
  *   {"machine": {...}, "command": "...", "results": [{"name", "ns_per_op", "mops", ...}]}
@@ -36,7 +36,14 @@ void sn_bench_sink(uint64_t v) { sink_v += v; }
 
 int sn_bench_selected(const char *name)
 {
-	return !filter || strstr(name, filter) != NULL;
+	size_t n;
+
+	if (!filter)
+		return 1;
+	n = strlen(filter);
+	if (n && filter[n - 1] == '$')   /* "NAME$": exactly this case */
+		return strlen(name) == n - 1 && !strncmp(name, filter, n - 1);
+	return strstr(name, filter) != NULL;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -106,7 +113,9 @@ static void json_str(const char *s)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sn-bench [--json] [--reps N] [--quick] [--filter SUBSTR]\n");
+	fprintf(f, "usage: sn-bench [--json] [--reps N] [--quick] [--filter SUBSTR]\n"
+		   "  --filter SUBSTR  run the cases whose name contains SUBSTR;\n"
+		   "                   a trailing '$' (NAME$) selects exactly NAME\n");
 }
 
 int main(int argc, char **argv)

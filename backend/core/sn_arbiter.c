@@ -267,39 +267,46 @@ static inline struct sn_arbiter_client *mbox_client(struct sn_mbox *mb)
 	return (struct sn_arbiter_client *)sn_mbox_udata(mb);
 }
 
+static enum sn_arbiter_drop drop_cause(int r)
+{
+	return r == -ENOBUFS ? SN_ARBITER_DROP_QFULL :
+	       r == -EMSGSIZE ? SN_ARBITER_DROP_BADLEN : SN_ARBITER_DROP_NOCLASS;
+}
+
 /* Read up to read_limit items of one client into the scheduler; returns
  * how many were read. */
 static uint32_t drain_client(struct sn_arbiter *arb, struct sn_arbiter_client *c)
 {
 	void *buf[DRAIN_CHUNK];
-	uint32_t total = 0;
+	uint32_t lens[DRAIN_CHUNK];
+	uint32_t total = 0, enq = 0, class_id = c->class_id, off = arb->len_offset;
 
 	while (total < arb->read_limit) {
 		uint32_t want = SN_MIN(arb->read_limit - total, DRAIN_CHUNK);
 		uint32_t k = sn_mbox_extract_burst(c->mb, buf, want), i;
 
-		for (i = 0; i < k; i++) {
-			uint32_t len;
-			int r;
+		if (arb->item_len) {
+			for (i = 0; i < k; i++)
+				lens[i] = arb->item_len(buf[i], arb->cb_arg);
+		} else {
+			for (i = 0; i < k; i++)
+				memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
+		}
+		for (i = 0; i < k;) {
+			int r = 0;
+			uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
+							      lens + i, k - i, &r);
 
-			if (arb->item_len)
-				len = arb->item_len(buf[i], arb->cb_arg);
-			else
-				memcpy(&len, (const char *)buf[i] + arb->len_offset, sizeof(len));
-			r = sn_sched_enqueue(arb->sched, c->class_id, buf[i], len);
-			if (sn_likely(r == 0)) {
-				arb->st.enqueued++;
-				continue;
-			}
-			drop_item(arb, c, buf[i],
-				  r == -ENOBUFS ? SN_ARBITER_DROP_QFULL :
-				  r == -EMSGSIZE ? SN_ARBITER_DROP_BADLEN :
-				  SN_ARBITER_DROP_NOCLASS);
+			enq += got;
+			i += got;
+			if (i < k)
+				drop_item(arb, c, buf[i++], drop_cause(r));
 		}
 		total += k;
 		if (k < want)
 			break;
 	}
+	arb->st.enqueued += enq;
 	return total;
 }
 
@@ -332,10 +339,18 @@ static void scan_inputs(struct sn_arbiter *arb)
 		if (m != NULL)
 			activate(arb, mbox_client(m));
 	}
+	/* The slots a producer just wrote miss in our cache: start loading the
+	 * next client's line while draining this one (its cons_head is ours,
+	 * so the prefetch reads only arbiter-private state). */
+	if (arb->n_active)
+		sn_mbox_prefetch_consumer(arb->clients[arb->active[0]].mb);
 	for (i = 0; i < arb->n_active;) {
 		struct sn_arbiter_client *c = &arb->clients[arb->active[i]];
-		uint32_t k = drain_client(arb, c);
+		uint32_t k;
 
+		if (i + 1 < arb->n_active)
+			sn_mbox_prefetch_consumer(arb->clients[arb->active[i + 1]].mb);
+		k = drain_client(arb, c);
 		in += k;
 		if (k == arb->read_limit) {
 			arb->st.read_limit_hits++;
@@ -349,9 +364,11 @@ static void scan_inputs(struct sn_arbiter *arb)
 	arb->last_in = in;
 }
 
-/* link_idle += (len + overhead) * 8e9 / link_bps, exactly. num < 2^50, so
+/* link_idle += (len + overhead) * 8e9 / link_bps, exactly, on the
+ * caller's copies (*idle, *rem) of link_idle / link_rem. num < 2^50, so
  * the reciprocal estimate is at most 2 below the true quotient. */
-static inline void link_advance(struct sn_arbiter *arb, uint32_t len)
+static inline void link_advance(const struct sn_arbiter *arb, uint64_t *idle, uint64_t *rem,
+				uint32_t len)
 {
 	uint64_t num = ((uint64_t)len + arb->overhead) * 8000000000ull;
 	uint64_t q = (uint64_t)(((unsigned __int128)num * arb->inv_bps) >> 64);
@@ -361,17 +378,18 @@ static inline void link_advance(struct sn_arbiter *arb, uint32_t len)
 		q++;
 		r -= arb->link_bps;
 	}
-	arb->link_idle += q;
-	arb->link_rem += r;
-	if (arb->link_rem >= arb->link_bps) {
-		arb->link_rem -= arb->link_bps;
-		arb->link_idle++;
+	*idle += q;
+	*rem += r;
+	if (*rem >= arb->link_bps) {
+		*rem -= arb->link_bps;
+		(*idle)++;
 	}
 }
 
 uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 {
-	uint64_t released = 0;
+	uint64_t released = 0, bytes = 0, idle, rem;
+	uint32_t n_rel, burst = arb->release_burst;
 
 	arb->st.scans++;
 	scan_inputs(arb);
@@ -391,7 +409,12 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 		arb->link_idle = now;
 		arb->link_rem = 0;
 	}
-	while (!sn_time_after(arb->link_idle, now)) {
+	/* The link state and the release batch live in locals for the loop:
+	 * the callbacks cannot see them before flush_release(). */
+	idle = arb->link_idle;
+	rem = arb->link_rem;
+	n_rel = arb->n_rel;
+	while (!sn_time_after(idle, now)) {
 		uint32_t len;
 		void *item = sn_sched_dequeue(arb->sched, &len, NULL);
 
@@ -399,15 +422,22 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 			arb->link_was_idle = 1;
 			break;
 		}
-		link_advance(arb, len);
-		arb->st.released_bytes += len;
+		link_advance(arb, &idle, &rem, len);
+		bytes += len;
 		released++;
-		arb->rel[arb->n_rel++] = item;
-		if (arb->n_rel == arb->release_burst)
+		arb->rel[n_rel++] = item;
+		if (n_rel == burst) {
+			arb->n_rel = n_rel;
 			flush_release(arb);
+			n_rel = 0;
+		}
 	}
+	arb->link_idle = idle;
+	arb->link_rem = rem;
+	arb->n_rel = n_rel;
 	flush_release(arb);
 	arb->st.released += released;
+	arb->st.released_bytes += bytes;
 	arb->last_released = released;
 	return (uint32_t)released;
 }

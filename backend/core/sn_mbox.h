@@ -205,24 +205,47 @@ static inline void *sn_mbox_extract(struct sn_mbox *mb)
 	return (void *)v;
 }
 
-/* Extract up to n items into out[]; returns how many. Consumer only. */
+/* Extract up to n items into out[]; returns how many. Consumer only.
+ * Walks a cache line at a time: within a line the lap parity and the slot
+ * base are fixed (size is a multiple of the line), and the line is
+ * released once, when the walk leaves it. */
 static inline uint32_t sn_mbox_extract_burst(struct sn_mbox *mb, void **out, uint32_t n)
 {
 	uint64_t h = mb->cons_head;
-	uint32_t i;
+	uint32_t i = 0;
 
-	for (i = 0; i < n; i++) {
-		uintptr_t v = sn_mbox__read(mb, h);
+	while (i < n) {
+		uint32_t off = (uint32_t)h & (SN_MBOX_LINE_SLOTS - 1);
+		uint32_t m = SN_MIN(n - i, SN_MBOX_LINE_SLOTS - off), j;
+		const _Atomic uintptr_t *sl = &mb->slots[h & mb->mask];
+		uintptr_t lap = (h >> mb->shift) & 1u;
 
-		if (v == 0)
+		for (j = 0; j < m; j++) {
+			/* Acquire pairs with the producer's release store in
+			 * sn_mbox_insert*. */
+			uintptr_t v = atomic_load_explicit(&sl[j], memory_order_acquire);
+
+			if (v == 0 || ((v ^ lap) & 1u))
+				break;
+			out[i + j] = (void *)(v & ~(uintptr_t)1);
+		}
+		i += j;
+		h += j;
+		if (j < m)
 			break;
-		out[i] = (void *)v;
-		h++;
 		if ((h & (SN_MBOX_LINE_SLOTS - 1)) == 0)
 			sn_mbox__release_line(mb, h);
 	}
 	mb->cons_head = h;
 	return i;
+}
+
+/* Consumer: start loading the slot line the next extract will read (a
+ * hint; no effect on the contents). For a consumer that polls many
+ * mailboxes: overlap the miss on the next one with work on this one. */
+static inline void sn_mbox_prefetch_consumer(const struct sn_mbox *mb)
+{
+	__builtin_prefetch((const void *)&mb->slots[mb->cons_head & mb->mask]);
 }
 
 /* ---- client lists (PSPAT §3.1) ---------------------------------------- */

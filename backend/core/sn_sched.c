@@ -119,6 +119,30 @@ int sn_sched_enqueue(struct sn_sched *s, uint32_t class_id, void *item, uint32_t
 	return -EINVAL;
 }
 
+#define ENQ_LOOP(fn, q)                                                  \
+	for (i = 0; i < n; i++) {                                        \
+		r = fn(q, class_id, items[i], lens[i]);                  \
+		if (sn_unlikely(r != 0))                                 \
+			break;                                           \
+	}
+
+uint32_t sn_sched_enqueue_burst(struct sn_sched *s, uint32_t class_id, void *const *items,
+				const uint32_t *lens, uint32_t n, int *err)
+{
+	uint32_t i = 0;
+	int r = 0;
+
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  ENQ_LOOP(sn_qfq_enqueue, s->u.qfq); break;
+	case SN_SCHED_DRR:  ENQ_LOOP(sn_drr_enqueue, s->u.drr); break;
+	case SN_SCHED_FIFO: ENQ_LOOP(sn_fifo_enqueue, s->u.fifo); break;
+	default:            r = -EINVAL; break;
+	}
+	if (r)
+		*err = r;
+	return i;
+}
+
 void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id)
 {
 	switch (s->algo) {

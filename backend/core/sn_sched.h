@@ -57,6 +57,14 @@ int sn_sched_class_del(struct sn_sched *s, uint32_t class_id,
  * (the caller keeps the item and counts the drop). */
 int sn_sched_enqueue(struct sn_sched *s, uint32_t class_id, void *item, uint32_t len);
 
+/* Enqueue items[0..n) of lengths lens[] into one class, in order, as n
+ * sn_sched_enqueue calls would (one dispatch instead of n). Stops at the
+ * first refusal: returns how many went in; if that is < n, *err gets the
+ * refusal's -errno for items[return value], which stays the caller's, as
+ * do the items after it. */
+uint32_t sn_sched_enqueue_burst(struct sn_sched *s, uint32_t class_id, void *const *items,
+				const uint32_t *lens, uint32_t n, int *err);
+
 /* Dequeue the next item per the algorithm; NULL when empty. *len and
  * *class_id (either may be NULL) receive its length and class. */
 void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id);

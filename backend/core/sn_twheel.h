@@ -39,8 +39,12 @@
 #include "sn_cffs.h"
 #include "sn_common.h"
 
-/* Item references per pool node: 7 pointers + link + cursors = 64 bytes. */
-#define SN_TWHEEL_NODE_ITEMS 7
+/* Item references per pool node: node_items in the params; the node is
+ * (node_items + 1) pointers wide (a link word, then the items), a power of
+ * two from 64 B to 8 KiB. */
+#define SN_TWHEEL_NODE_ITEMS     63     /* default: 512 B nodes */
+#define SN_TWHEEL_NODE_ITEMS_MIN 7      /* 64 B: one cache line */
+#define SN_TWHEEL_NODE_ITEMS_MAX 1023   /* 8 KiB */
 #define SN_TWHEEL_MAX_SLOTS  SN_CFFS_MAX_BITS
 #define SN_TWHEEL_NIL        UINT32_MAX
 
@@ -55,8 +59,14 @@ struct sn_twheel_params {
 	uint64_t granularity_ns;  /* slot width, >= 1 */
 	uint32_t slots;           /* pow2, 2 .. SN_TWHEEL_MAX_SLOTS; horizon = slots * g */
 	uint32_t pool_nodes;      /* global pool size, 1 .. 2^31; each node holds
-				   * SN_TWHEEL_NODE_ITEMS items of one slot */
+				   * node_items items of one slot */
 	uint64_t start_ns;        /* initial "now" */
+	uint32_t node_items;      /* items per pool node: 0 = SN_TWHEEL_NODE_ITEMS,
+				   * else 2^k - 1 in [NODE_ITEMS_MIN, NODE_ITEMS_MAX].
+				   * Dense wheels (many items per slot) want big nodes:
+				   * one pointer chase per node on extract. Sparse ones
+				   * (about one item per slot) want small ones: every
+				   * non-empty slot holds at least one node. */
 };
 
 struct sn_twheel_stats {
@@ -69,16 +79,26 @@ struct sn_twheel_stats {
 };
 
 /* ---- private layout (public only for the inline hot path) ---- */
+
+/* A pool node: link + node_items item references (flexible array; nodes
+ * are node_bytes apart in the pool). Only the slot knows how much of its
+ * head and tail nodes is in use, so an insert writes just the item's line
+ * and extract reads just the item lines and the link. */
 struct sn_twheel_node {
 	uint32_t next;            /* pool index of the next node of the slot / free list */
-	uint16_t rd, wr;          /* items[rd..wr) are queued */
-	void *items[SN_TWHEEL_NODE_ITEMS];
-} SN_CACHE_ALIGNED;
-static_assert(sizeof(struct sn_twheel_node) == SN_CACHE_LINE, "node is one cache line");
+	uint32_t pad_;
+	void *items[];
+};
 
+/* Empty slot: head = tail = NIL, rd = 0, wr = node_items ("tail full"), so
+ * the insert fast path is one compare: wr < node_items. */
 struct sn_twheel_slot {
 	uint32_t head, tail;      /* pool indices, SN_TWHEEL_NIL when empty */
+	uint16_t rd;              /* next item to read in the head node */
+	uint16_t wr;              /* next free item in the tail node */
+	uint32_t pad_;
 };
+static_assert(sizeof(struct sn_twheel_slot) == 16, "slot is 16 bytes");
 
 struct sn_twheel {
 	/* First cache line: read on every insert / extract. */
@@ -90,11 +110,13 @@ struct sn_twheel {
 	uint32_t free_head;       /* pool free list (LIFO: hot nodes reused first) */
 	uint64_t count;           /* items queued */
 	struct sn_twheel_slot *slot;
-	struct sn_twheel_node *node;
+	char *node;               /* pool base; node i at node + (i << node_shift) */
 	struct sn_cffs *occ;      /* bit per non-empty slot */
 	/* Second cache line: counters. */
 	struct sn_twheel_stats st SN_CACHE_ALIGNED;
-	/* Read mostly. */
+	/* Node geometry (read on every insert / extract) and pool use. */
+	uint32_t node_items;
+	uint32_t node_shift;      /* log2(node bytes) */
 	uint32_t pool_nodes;
 	uint32_t pool_free;
 };
@@ -124,18 +146,38 @@ static inline uint64_t sn_twheel_slot_of(const struct sn_twheel *w, uint64_t t)
 	return q;
 }
 
+/* ceil(t / gran), the same way: one multiply for the quotient, one for
+ * the remainder that both corrects it and rounds it up. */
+static inline uint64_t sn_twheel_slot_ceil_(const struct sn_twheel *w, uint64_t t)
+{
+	uint64_t q = (uint64_t)(((unsigned __int128)t * w->recip) >> 64);
+	uint64_t r = t - q * w->gran;
+
+	if (r >= w->gran) {
+		q++;
+		r -= w->gran;
+	}
+	return q + (r != 0);
+}
+
+static inline struct sn_twheel_node *sn_twheel_node_(const struct sn_twheel *w, uint32_t idx)
+{
+	return (struct sn_twheel_node *)(w->node + ((size_t)idx << w->node_shift));
+}
+
 /* Insert `item` (any value, never dereferenced) due at `ts`; mode is one
- * of enum sn_twheel_horizon. O(1): one slot, at most one pool node and the
- * cFFS levels whose words turn non-zero. 0, -ERANGE or -ENOBUFS. */
+ * of enum sn_twheel_horizon. O(1): the slot, one item line of its tail
+ * node, and only when the tail node is full a pool node and (slot turning
+ * non-empty) the cFFS levels whose words turn non-zero. 0, -ERANGE or
+ * -ENOBUFS. */
 static inline __attribute__((always_inline))
 int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 {
-	uint64_t s = sn_twheel_slot_of(w, ts);
+	uint64_t s = sn_twheel_slot_ceil_(w, ts);   /* never release early */
 	struct sn_twheel_slot *sl;
 	struct sn_twheel_node *n;
 	uint32_t pos, idx;
 
-	s += (s * w->gran != ts);                  /* ceil: never release early */
 	if (s <= w->front) {
 		s = w->front;
 		w->st.past++;
@@ -149,36 +191,44 @@ int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 	}
 	pos = (uint32_t)s & w->mask;
 	sl = &w->slot[pos];
-	if (sl->tail != SN_TWHEEL_NIL) {
-		n = &w->node[sl->tail];
-		if (n->wr < SN_TWHEEL_NODE_ITEMS) {
-			n->items[n->wr++] = item;
-			goto done;
-		}
+	if (sn_likely(sl->wr < w->node_items)) {
+		sn_twheel_node_(w, sl->tail)->items[sl->wr++] = item;
+		goto done;
 	}
 	idx = w->free_head;
 	if (sn_unlikely(idx == SN_TWHEEL_NIL)) {
 		w->st.drop_nobufs++;
 		return -ENOBUFS;
 	}
-	n = &w->node[idx];
+	n = sn_twheel_node_(w, idx);
 	w->free_head = n->next;
 	w->pool_free--;
 	n->next = SN_TWHEEL_NIL;
-	n->rd = 0;
-	n->wr = 1;
 	n->items[0] = item;
 	if (sl->tail == SN_TWHEEL_NIL) {
 		sl->head = idx;
+		sl->rd = 0;
 		sn_cffs_set(w->occ, pos);
 	} else {
-		w->node[sl->tail].next = idx;
+		sn_twheel_node_(w, sl->tail)->next = idx;
 	}
 	sl->tail = idx;
+	sl->wr = 1;
 done:
 	w->count++;
 	w->st.inserted++;
 	return 0;
+}
+
+/* Start loading a whole node (all its lines): nodes are reached by
+ * pointer chasing through a pool far larger than the caches. */
+static inline void sn_twheel_prefetch_node_(const struct sn_twheel *w, uint32_t idx)
+{
+	const char *p = (const char *)sn_twheel_node_(w, idx);
+	size_t bytes = (size_t)1 << w->node_shift;
+
+	for (size_t off = 0; off < bytes && off < 1024; off += SN_CACHE_LINE)
+		__builtin_prefetch(p + off);
 }
 
 /* Move up to max items of slot array index pos into out[]; frees drained
@@ -191,27 +241,30 @@ static inline unsigned sn_twheel_drain_slot_(struct sn_twheel *w, uint32_t pos,
 
 	while (got < max) {
 		uint32_t idx = sl->head;
-		struct sn_twheel_node *n = &w->node[idx];
-		unsigned k = SN_MIN((unsigned)(n->wr - n->rd), max - got);
+		struct sn_twheel_node *n = sn_twheel_node_(w, idx);
+		unsigned end = idx == sl->tail ? sl->wr : w->node_items;
+		unsigned k = SN_MIN(end - sl->rd, max - got);
+		uint32_t next = n->next;
 
-		/* Slot lists are pointer chains through a pool far larger than
-		 * the caches: start the next node's miss before copying. */
-		if (n->next != SN_TWHEEL_NIL)
-			__builtin_prefetch(&w->node[n->next]);
-		memcpy(out + got, &n->items[n->rd], k * sizeof(void *));
+		/* Start the next node's misses before copying this one. */
+		if (next != SN_TWHEEL_NIL)
+			sn_twheel_prefetch_node_(w, next);
+		memcpy(out + got, &n->items[sl->rd], k * sizeof(void *));
 		got += k;
-		n->rd = (uint16_t)(n->rd + k);
-		if (n->rd < n->wr)
+		sl->rd = (uint16_t)(sl->rd + k);
+		if (sl->rd < end)
 			break;
-		sl->head = n->next;
 		n->next = w->free_head;
 		w->free_head = idx;
 		w->pool_free++;
-		if (sl->head == SN_TWHEEL_NIL) {
-			sl->tail = SN_TWHEEL_NIL;
+		sl->rd = 0;
+		if (idx == sl->tail) {
+			sl->head = sl->tail = SN_TWHEEL_NIL;
+			sl->wr = (uint16_t)w->node_items;
 			sn_cffs_clear(w->occ, pos);
 			break;
 		}
+		sl->head = next;
 	}
 	w->count -= got;
 	w->st.extracted += got;
@@ -248,6 +301,13 @@ static inline unsigned sn_twheel_extract(struct sn_twheel *w, uint64_t now,
 			break;
 		w->front = s;
 		got += sn_twheel_drain_slot_(w, pos, out + got, max - got);
+		/* The next slot is usually the next one due: warm its head. */
+		{
+			const struct sn_twheel_slot *nx = &w->slot[(pos + 1) & w->mask];
+
+			if (nx->head != SN_TWHEEL_NIL)
+				sn_twheel_prefetch_node_(w, nx->head);
+		}
 	}
 	/* Stopped by max: later due slots may remain, so the front stays. */
 	if (got < max)

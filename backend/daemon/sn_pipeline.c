@@ -829,7 +829,10 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 	pl->now = now_ns();
 	pl->wheel = sn_twheel_create(&(struct sn_twheel_params){
 		.granularity_ns = cfg->granularity_ns, .slots = cfg->slots,
-		.pool_nodes = cfg->pool_nodes, .start_ns = pl->now });
+		.pool_nodes = cfg->pool_nodes, .start_ns = pl->now,
+		/* Sparse wheel (65536 x 4 us slots): 64 B nodes, so a pool of
+		 * one node per mbuf still covers one frame per slot. */
+		.node_items = SN_TWHEEL_NODE_ITEMS_MIN });
 	if (!pl->wheel) {
 		e = errno;
 		goto free_pl;

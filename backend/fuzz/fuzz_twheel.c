@@ -5,7 +5,8 @@
  *         backend/fuzz/fuzz_twheel.c backend/core/ *.c
  *
  * Input: 4 header bytes choose the wheel (granularity 1..256 ns, 2..1024
- * slots, 1..64 pool nodes, start time) and the cFFS size (1..4096 bits);
+ * slots, 1..64 pool nodes of 7/15/31/63 items, start time) and the cFFS
+ * size (1..4096 bits);
  * then each op byte picks insert / extract / next_due / cffs set / clear /
  * find, with operands from the following bytes. The wheel model is the
  * release rule of sn_twheel.h (slot = ceil(ts/g), past -> front, clamp or
@@ -20,7 +21,7 @@
 #include "sn_cffs.h"
 #include "sn_twheel.h"
 
-#define MAX_PEND (64 * SN_TWHEEL_NODE_ITEMS)
+#define MAX_PEND (64 * SN_TWHEEL_NODE_ITEMS)   /* 64 nodes of the largest size used */
 
 struct in {
 	const uint8_t *p;
@@ -55,11 +56,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct in in = { data, size };
 	uint64_t g = 1 + take(&in, 1);
 	uint32_t slots = 2u << (take(&in, 1) % 10);
-	uint32_t nodes = 1 + (uint32_t)(take(&in, 1) % 64);
+	uint32_t nb = (uint32_t)take(&in, 1);
+	uint32_t nodes = 1 + nb % 64;
+	uint32_t items = 8u << (nb >> 6);   /* 7, 15, 31 or 63 per node */
 	uint64_t now = take(&in, 1) * 997;
 	uint32_t nbits = 1 + (uint32_t)(take(&in, 2) % 4096);
 	struct sn_twheel_params p = { .granularity_ns = g, .slots = slots, .pool_nodes = nodes,
-				      .start_ns = now };
+				      .start_ns = now, .node_items = items - 1 };
 	struct sn_twheel *w = sn_twheel_create(&p);
 	struct sn_cffs *c = sn_cffs_create(nbits);
 	uint8_t *cm = calloc(nbits, 1);

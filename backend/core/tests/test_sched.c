@@ -460,6 +460,45 @@ static void test_fifo_grow(void)
 	sn_sched_free(s);
 }
 
+/* enqueue_burst = n single enqueues, stopping at the first refusal. */
+static void test_enqueue_burst(void)
+{
+	for (size_t a = 0; a < SN_ARRAY_SIZE(algos); a++) {
+		struct sn_sched *s = mk(algos[a], 4, 4, 0);
+		void *items[6];
+		uint32_t lens[6] = { 100, 200, 300, 400, 500, 600 }, len, cid, i, got;
+		int err = 0;
+
+		OK(sn_sched_class_add(s, 1, 1, 1514) == 0, "%s add", sn_sched_algo_name(algos[a]));
+		for (i = 0; i < 6; i++)
+			items[i] = (void *)(uintptr_t)(0x1000 + 16 * i);
+		got = sn_sched_enqueue_burst(s, 1, items, lens, 6, &err);
+		OK(got == 4 && err == -ENOBUFS && sn_sched_backlog(s) == 4,
+		   "%s burst stops at queue full: got %u err %d", sn_sched_algo_name(algos[a]),
+		   got, err);
+		for (i = 0; i < 4; i++) {
+			void *it = sn_sched_dequeue(s, &len, &cid);
+
+			OK(it == items[i] && len == lens[i] && cid == 1, "%s burst order %u",
+			   sn_sched_algo_name(algos[a]), i);
+		}
+		err = 0;
+		lens[1] = 2000;
+		got = sn_sched_enqueue_burst(s, 1, items, lens, 3, &err);
+		OK(got == 1 && err == -EMSGSIZE, "%s burst stops at bad length: got %u err %d",
+		   sn_sched_algo_name(algos[a]), got, err);
+		err = 0;
+		got = sn_sched_enqueue_burst(s, 3, items, lens, 2, &err);
+		OK(got == 0 && err == -ENOENT, "%s burst to a missing class: err %d",
+		   sn_sched_algo_name(algos[a]), err);
+		err = 1;
+		got = sn_sched_enqueue_burst(s, 1, items, lens, 0, &err);
+		OK(got == 0 && err == 1, "%s empty burst leaves err alone",
+		   sn_sched_algo_name(algos[a]));
+		sn_sched_free(s);
+	}
+}
+
 int main(void)
 {
 	test_errors();
@@ -468,6 +507,7 @@ int main(void)
 	test_qfq_wrap();
 	test_fifo_grow();
 	test_soak();
+	test_enqueue_burst();
 	printf("1..%d\n", n_test);
 	if (n_fail)
 		fprintf(stderr, "%d of %d failed\n", n_fail, n_test);

@@ -40,10 +40,13 @@ static uint64_t rnd(void)
 	return z ^ (z >> 31);
 }
 
+static uint32_t mk_node_items;   /* 0 = the default node size */
+
 static struct sn_twheel *mk(uint64_t g, uint32_t slots, uint32_t nodes, uint64_t start)
 {
 	struct sn_twheel_params p = { .granularity_ns = g, .slots = slots,
-				      .pool_nodes = nodes, .start_ns = start };
+				      .pool_nodes = nodes, .start_ns = start,
+				      .node_items = mk_node_items };
 	struct sn_twheel *w = sn_twheel_create(&p);
 
 	CHECK(w, "create g=%lu slots=%u", (unsigned long)g, slots);
@@ -65,6 +68,13 @@ static void test_params(void)
 	p.pool_nodes = 0;
 	CHECK(!sn_twheel_create(&p) && errno == EINVAL, "empty pool");
 	p.pool_nodes = 16;
+	p.node_items = 8;
+	CHECK(!sn_twheel_create(&p) && errno == EINVAL, "node_items not 2^k-1");
+	p.node_items = 3;
+	CHECK(!sn_twheel_create(&p) && errno == EINVAL, "node_items below a line");
+	p.node_items = 2047;
+	CHECK(!sn_twheel_create(&p) && errno == EINVAL, "node_items above 8 KiB");
+	p.node_items = 0;
 	w = sn_twheel_create(&p);
 	CHECK(w && sn_twheel_horizon_ns(w) == 1024000, "horizon");
 	CHECK(sn_twheel_next_due(w) == UINT64_MAX, "empty next_due");
@@ -145,7 +155,9 @@ static void test_past_and_horizon(void)
 
 static void test_pool(void)
 {
-	struct sn_twheel *w = mk(10, 64, 3, 0);
+	struct sn_twheel_params p = { .granularity_ns = 10, .slots = 64, .pool_nodes = 3,
+				      .node_items = 7 };
+	struct sn_twheel *w = sn_twheel_create(&p);
 	struct sn_twheel_stats st;
 	void *out[64];
 	int i;
@@ -318,8 +330,9 @@ static void run_model(uint64_t g, uint32_t slots, uint32_t nodes, uint64_t steps
 	sn_twheel_free(w);
 	free(pend);
 	free(due);
-	printf("ok %d - model g=%lu slots=%u nodes=%u steps=%lu on_time=%d: %lu released, "
-	       "%lu revolutions\n", ++n_test, (unsigned long)g, slots, nodes,
+	printf("ok %d - model g=%lu slots=%u nodes=%u x %u items steps=%lu on_time=%d: "
+	       "%lu released, %lu revolutions\n", ++n_test, (unsigned long)g, slots, nodes,
+	       mk_node_items ? mk_node_items : SN_TWHEEL_NODE_ITEMS,
 	       (unsigned long)steps, on_time, (unsigned long)released, (unsigned long)revs);
 	CHECK(revs >= 5 || slots > 4096, "too few revolutions to exercise wrap");
 }
@@ -338,6 +351,16 @@ int main(void)
 	run_model(2000, 4096, 1 << 12, 200000, 1);
 	run_model(2000, 4096, 1 << 12, 200000, 0);
 	run_model(7, 1u << 16, 1 << 12, 100000, 0);
+	/* Other node sizes: 64 B (one line), 128 B, 8 KiB. */
+	mk_node_items = 7;
+	run_model(1000, 64, 1 << 12, 200000, 0);
+	run_model(3, 16, 8, 100000, 0);
+	mk_node_items = 15;
+	run_model(2000, 4096, 1 << 12, 200000, 1);
+	run_model(3, 16, 8, 100000, 0);
+	mk_node_items = SN_TWHEEL_NODE_ITEMS_MAX;
+	run_model(1, 2, 64, 50000, 1);
+	run_model(3, 16, 4, 100000, 0);
 	printf("1..%d\n", n_test);
 	return 0;
 }

@@ -5,7 +5,8 @@
  * Config: one directive per line, '#' starts a comment.
  *   granularity_ns N          slot width (required)
  *   slots N                   pow2 slot count (required); horizon = N * g
- *   pool_nodes N              global pool size in nodes of 7 (default 65536)
+ *   pool_nodes N              global pool size in nodes (default 65536)
+ *   node_items N              items per node, 2^k-1 in 7..1023 (default 7)
  *   horizon clamp|reject      beyond-horizon policy (default clamp)
  *   start_ns N                wheel and policy start time (default 0)
  *   policy ID RATE_BPS [BURST_BYTES]       ID 0..65535, rate 1e3..4e11
@@ -120,6 +121,7 @@ static int read_config(struct ctx *c, const char *path)
 		return -1;
 	}
 	c->wp.pool_nodes = 1u << 16;
+	c->wp.node_items = SN_TWHEEL_NODE_ITEMS_MIN;
 	while (rc == 0 && fgets(buf, sizeof(buf), f)) {
 		const char *s = buf;
 
@@ -139,6 +141,11 @@ static int read_config(struct ctx *c, const char *path)
 			if (parse_u64(&s, &v) || !at_end(s) || v == 0 || v > (1u << 31))
 				rc = bad(path, ln, "pool_nodes wants 1..2^31");
 			c->wp.pool_nodes = (uint32_t)v;
+		} else if (word(&s, "node_items")) {
+			if (parse_u64(&s, &v) || !at_end(s) || v < SN_TWHEEL_NODE_ITEMS_MIN ||
+			    v > SN_TWHEEL_NODE_ITEMS_MAX || !sn_is_pow2(v + 1))
+				rc = bad(path, ln, "node_items wants 2^k-1 in 7..1023");
+			c->wp.node_items = (uint32_t)v;
 		} else if (word(&s, "start_ns")) {
 			if (parse_u64(&s, &v) || !at_end(s) || v >= (1ull << 62))
 				rc = bad(path, ln, "start_ns wants N < 2^62");
