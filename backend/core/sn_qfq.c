@@ -248,7 +248,11 @@ QFQ_INLINE void qfq_update_eligible(struct sn_qfq *q, uint32_t *bm, uint64_t *V,
 			if (sn_time_after(g->S, *V))
 				*V = g->S;
 		}
-		qfq_make_eligible(bm, *V, old_V);
+		/* nothing moves unless V crossed a multiple of the smallest
+		 * slot size among the ineligible groups: a cheap, mostly
+		 * not-taken test in front of the mask arithmetic */
+		if ((*V ^ old_V) >> (MIN_SLOT_SHIFT + __builtin_ctz(ineligible)))
+			qfq_make_eligible(bm, *V, old_V);
 	}
 }
 
