@@ -236,13 +236,14 @@ QFQ_INLINE void qfq_make_eligible(uint32_t *bm, uint64_t V, uint64_t old_V)
 	qfq_move_groups2(bm, mask, IR, ER, IB, EB);
 }
 
+/* er_known: the caller knows ER is not empty (V cannot jump). */
 QFQ_INLINE void qfq_update_eligible(struct sn_qfq *q, uint32_t *bm, uint64_t *V,
-				    uint64_t old_V)
+				    uint64_t old_V, int er_known)
 {
 	uint32_t ineligible = bm[IR] | bm[IB];
 
 	if (ineligible) {
-		if (!bm[ER]) {
+		if (!er_known && !bm[ER]) {
 			struct qfq_group *g = qfq_first_group(q, ineligible);
 
 			if (sn_time_after(g->S, *V))
@@ -627,14 +628,14 @@ void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 		cl->F = cl->S + (uint64_t)sn_sched_q_head_len(&cl->q) * cl->inv_w;
 		roundedS = qfq_round_down(cl->S, g->slot_shift);
 		if (roundedS == g->S)
-			goto eligible;   /* still in the front slot: group unchanged */
+			goto unchanged;  /* still in the front slot */
 		qfq_front_slot_remove(g);
 		qfq_slot_insert(q, g, cl, roundedS);
 	} else {
 		qfq_front_slot_remove(g);
 	}
 	if (g->full_slots & 1)
-		goto eligible;   /* front slot still occupied: same S, same F */
+		goto unchanged;  /* front slot still occupied */
 
 	old_F = g->F;
 	bit = 1u << g->index;
@@ -643,15 +644,19 @@ void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 	} else {
 		roundedS = qfq_round_down(g->slots[g->front]->S, g->slot_shift);
 		if (g->S == roundedS)
-			goto eligible;
+			goto unchanged;
 		g->S = roundedS;
 		g->F = roundedS + (2ULL << g->slot_shift);
 		bm[ER] &= ~bit;
 		bm[qfq_calc_state(q, bm, V, g)] |= bit;
 	}
 	qfq_unblock_groups(q, bm, g->index, old_F);
-eligible:
-	qfq_update_eligible(q, bm, &V, old_V);
+	qfq_update_eligible(q, bm, &V, old_V, 0);
+	q->V = V;
+	return item;
+unchanged:
+	/* the group keeps its S, F and set: ER is not empty */
+	qfq_update_eligible(q, bm, &V, old_V, 1);
 	q->V = V;
 	return item;
 }
