@@ -44,8 +44,11 @@
  * and the slot emptied, its group. Everything on that path is forced
  * inline into sn_qfq_enqueue / sn_qfq_dequeue; no division (inv_w and
  * 1/wsum are precomputed reciprocals); eligibility updates are branch-free
- * bit operations; group headers are one cache line each, bucket heads
- * apart; a class caches its own id. sn_qfq_check() is never called here.
+ * bit operations, skipped behind one test when V did not cross a slot
+ * boundary of the smallest ineligible group (nothing can move then); a
+ * dequeue that leaves its group in place skips the V-jump test (ER cannot
+ * be empty); group headers are one cache line each, bucket heads apart; a
+ * class caches its own id. sn_qfq_check() is never called here.
  */
 #include "sn_qfq.h"
 
