@@ -716,15 +716,13 @@ int sn_qfq_check(const struct sn_qfq *q)
 
 		CHECK(in_set == !!g->full_slots, "group %u set membership", i);
 		if (g->full_slots) {
+			int eligible = !!((q->bitmaps[ER] | q->bitmaps[EB]) & (1u << i));
+
 			CHECK(g->full_slots & 1, "group %u front slot empty", i);
 			CHECK(g->F == g->S + (2ULL << g->slot_shift), "group %u F", i);
 			CHECK(g->S == qfq_round_down(g->S, g->slot_shift), "group %u S unaligned", i);
-		}
-		if (g->full_slots) {
 			/* QFQ's eligibility: E sets hold exactly the groups with
 			 * S <= V (guards the make_eligible shortcut) */
-			int eligible = !!((q->bitmaps[ER] | q->bitmaps[EB]) & (1u << i));
-
 			CHECK(eligible == !sn_time_after(g->S, q->V),
 			      "group %u in an %s set with S %s V", i, eligible ? "eligible" : "ineligible",
 			      eligible ? ">" : "<=");
