@@ -44,8 +44,11 @@
  * and the slot emptied, its group. Everything on that path is forced
  * inline into sn_qfq_enqueue / sn_qfq_dequeue; no division (inv_w and
  * 1/wsum are precomputed reciprocals); eligibility updates are branch-free
- * bit operations; group headers are one cache line each, bucket heads
- * apart; a class caches its own id. sn_qfq_check() is never called here.
+ * bit operations, skipped behind one test when V did not cross a slot
+ * boundary of the smallest ineligible group (nothing can move then); a
+ * dequeue that leaves its group in place skips the V-jump test (ER cannot
+ * be empty); group headers are one cache line each, bucket heads apart; a
+ * class caches its own id. sn_qfq_check() is never called here.
  */
 #include "sn_qfq.h"
 
@@ -236,19 +239,24 @@ QFQ_INLINE void qfq_make_eligible(uint32_t *bm, uint64_t V, uint64_t old_V)
 	qfq_move_groups2(bm, mask, IR, ER, IB, EB);
 }
 
+/* er_known: the caller knows ER is not empty (V cannot jump). */
 QFQ_INLINE void qfq_update_eligible(struct sn_qfq *q, uint32_t *bm, uint64_t *V,
-				    uint64_t old_V)
+				    uint64_t old_V, int er_known)
 {
 	uint32_t ineligible = bm[IR] | bm[IB];
 
 	if (ineligible) {
-		if (!bm[ER]) {
+		if (!er_known && !bm[ER]) {
 			struct qfq_group *g = qfq_first_group(q, ineligible);
 
 			if (sn_time_after(g->S, *V))
 				*V = g->S;
 		}
-		qfq_make_eligible(bm, *V, old_V);
+		/* nothing moves unless V crossed a multiple of the smallest
+		 * slot size among the ineligible groups: a cheap, mostly
+		 * not-taken test in front of the mask arithmetic */
+		if ((*V ^ old_V) >> (MIN_SLOT_SHIFT + __builtin_ctz(ineligible)))
+			qfq_make_eligible(bm, *V, old_V);
 	}
 }
 
@@ -623,14 +631,14 @@ void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 		cl->F = cl->S + (uint64_t)sn_sched_q_head_len(&cl->q) * cl->inv_w;
 		roundedS = qfq_round_down(cl->S, g->slot_shift);
 		if (roundedS == g->S)
-			goto eligible;   /* still in the front slot: group unchanged */
+			goto unchanged;  /* still in the front slot */
 		qfq_front_slot_remove(g);
 		qfq_slot_insert(q, g, cl, roundedS);
 	} else {
 		qfq_front_slot_remove(g);
 	}
 	if (g->full_slots & 1)
-		goto eligible;   /* front slot still occupied: same S, same F */
+		goto unchanged;  /* front slot still occupied */
 
 	old_F = g->F;
 	bit = 1u << g->index;
@@ -639,15 +647,19 @@ void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 	} else {
 		roundedS = qfq_round_down(g->slots[g->front]->S, g->slot_shift);
 		if (g->S == roundedS)
-			goto eligible;
+			goto unchanged;
 		g->S = roundedS;
 		g->F = roundedS + (2ULL << g->slot_shift);
 		bm[ER] &= ~bit;
 		bm[qfq_calc_state(q, bm, V, g)] |= bit;
 	}
 	qfq_unblock_groups(q, bm, g->index, old_F);
-eligible:
-	qfq_update_eligible(q, bm, &V, old_V);
+	qfq_update_eligible(q, bm, &V, old_V, 0);
+	q->V = V;
+	return item;
+unchanged:
+	/* the group keeps its S, F and set: ER is not empty */
+	qfq_update_eligible(q, bm, &V, old_V, 1);
 	q->V = V;
 	return item;
 }
@@ -704,9 +716,16 @@ int sn_qfq_check(const struct sn_qfq *q)
 
 		CHECK(in_set == !!g->full_slots, "group %u set membership", i);
 		if (g->full_slots) {
+			int eligible = !!((q->bitmaps[ER] | q->bitmaps[EB]) & (1u << i));
+
 			CHECK(g->full_slots & 1, "group %u front slot empty", i);
 			CHECK(g->F == g->S + (2ULL << g->slot_shift), "group %u F", i);
 			CHECK(g->S == qfq_round_down(g->S, g->slot_shift), "group %u S unaligned", i);
+			/* QFQ's eligibility: E sets hold exactly the groups with
+			 * S <= V (guards the make_eligible shortcut) */
+			CHECK(eligible == !sn_time_after(g->S, q->V),
+			      "group %u in an %s set with S %s V", i, eligible ? "eligible" : "ineligible",
+			      eligible ? ">" : "<=");
 		}
 		if (q->bitmaps[ER] & (1u << i)) {
 			uint32_t higher = qfq_mask_from(q->bitmaps[ER], i + 1);

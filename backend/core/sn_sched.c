@@ -1,8 +1,14 @@
 /* sn_sched.c — the sn_sched.h interface: validates the parameters every
  * algorithm shares and dispatches to QFQ (sn_qfq.c), DRR (sn_drr.c) or
- * FIFO (sn_fifo.c). A switch on the algorithm rather than a table of
- * function pointers: three cases, predictable branch, no indirect call on
- * the per-packet path. Single-threaded, like the algorithms (sn_sched.h).
+ * FIFO (sn_fifo.c). The per-packet calls (enqueue, dequeue, peek_len) go
+ * through function pointers set at create time: one indirect tail jump,
+ * the same cost for every algorithm and perfectly predicted (an instance
+ * never changes algorithm), where a switch made the algorithm tested last
+ * pay two more compares per call (measured with callgrind: 9 vs 5
+ * instructions per call). The control path keeps a switch. The pointers
+ * go to thin wrappers of the algorithms' typed functions, so no call
+ * casts a function pointer. Single-threaded, like the algorithms
+ * (sn_sched.h).
  */
 #include "sn_sched.h"
 
@@ -16,14 +22,43 @@
 #include "sn_qfq.h"
 
 struct sn_sched {
-	enum sn_sched_algo algo;
+	/* Per-packet: one line, read only after create. */
+	int (*enqueue)(void *impl, uint32_t class_id, void *item, uint32_t len);
+	void *(*dequeue)(void *impl, uint32_t *len, uint32_t *class_id);
+	int (*peek_len)(void *impl, uint32_t *len);
 	union {
 		struct sn_qfq *qfq;
 		struct sn_drr *drr;
 		struct sn_fifo *fifo;
 		void *any;
 	} u;
+	enum sn_sched_algo algo;
 };
+
+/* Typed -> void * adapters; each compiles to one jump. */
+#define SCHED_OPS(algo, type)                                                  \
+static int algo##_enqueue(void *impl, uint32_t id, void *item, uint32_t len)  \
+{                                                                              \
+	return sn_##algo##_enqueue((type *)impl, id, item, len);              \
+}                                                                              \
+static void *algo##_dequeue(void *impl, uint32_t *len, uint32_t *id)           \
+{                                                                              \
+	return sn_##algo##_dequeue((type *)impl, len, id);                    \
+}                                                                              \
+static int algo##_peek_len(void *impl, uint32_t *len)                          \
+{                                                                              \
+	return sn_##algo##_peek_len((type *)impl, len);                       \
+}
+
+SCHED_OPS(qfq, struct sn_qfq)
+SCHED_OPS(drr, struct sn_drr)
+SCHED_OPS(fifo, struct sn_fifo)
+
+#define SET_OPS(s, algo) do {                                                  \
+	(s)->enqueue = algo##_enqueue;                                         \
+	(s)->dequeue = algo##_dequeue;                                         \
+	(s)->peek_len = algo##_peek_len;                                       \
+} while (0)
 
 static const char *const algo_names[] = {
 	[SN_SCHED_QFQ] = "qfq",
@@ -49,12 +84,15 @@ struct sn_sched *sn_sched_create(const struct sn_sched_params *p)
 	switch (p->algo) {
 	case SN_SCHED_QFQ:
 		s->u.qfq = sn_qfq_create(p->max_classes, p->queue_len);
+		SET_OPS(s, qfq);
 		break;
 	case SN_SCHED_DRR:
 		s->u.drr = sn_drr_create(p->max_classes, p->queue_len, p->drr_quantum);
+		SET_OPS(s, drr);
 		break;
 	case SN_SCHED_FIFO:
 		s->u.fifo = sn_fifo_create(p->max_classes, p->queue_len);
+		SET_OPS(s, fifo);
 		break;
 	}
 	if (!s->u.any) {
@@ -111,12 +149,7 @@ int sn_sched_class_del(struct sn_sched *s, uint32_t class_id,
 
 int sn_sched_enqueue(struct sn_sched *s, uint32_t class_id, void *item, uint32_t len)
 {
-	switch (s->algo) {
-	case SN_SCHED_QFQ:  return sn_qfq_enqueue(s->u.qfq, class_id, item, len);
-	case SN_SCHED_DRR:  return sn_drr_enqueue(s->u.drr, class_id, item, len);
-	case SN_SCHED_FIFO: return sn_fifo_enqueue(s->u.fifo, class_id, item, len);
-	}
-	return -EINVAL;
+	return s->enqueue(s->u.any, class_id, item, len);
 }
 
 #define ENQ_LOOP(fn, q)                                                  \
@@ -145,22 +178,12 @@ uint32_t sn_sched_enqueue_burst(struct sn_sched *s, uint32_t class_id, void *con
 
 void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id)
 {
-	switch (s->algo) {
-	case SN_SCHED_QFQ:  return sn_qfq_dequeue(s->u.qfq, len, class_id);
-	case SN_SCHED_DRR:  return sn_drr_dequeue(s->u.drr, len, class_id);
-	case SN_SCHED_FIFO: return sn_fifo_dequeue(s->u.fifo, len, class_id);
-	}
-	return NULL;
+	return s->dequeue(s->u.any, len, class_id);
 }
 
 int sn_sched_peek_len(struct sn_sched *s, uint32_t *len)
 {
-	switch (s->algo) {
-	case SN_SCHED_QFQ:  return sn_qfq_peek_len(s->u.qfq, len);
-	case SN_SCHED_DRR:  return sn_drr_peek_len(s->u.drr, len);
-	case SN_SCHED_FIFO: return sn_fifo_peek_len(s->u.fifo, len);
-	}
-	return -EINVAL;
+	return s->peek_len(s->u.any, len);
 }
 
 uint64_t sn_sched_backlog(const struct sn_sched *s)
