@@ -18,14 +18,7 @@
 
 #include "sn_arbiter.h"
 
-static int failures;
-
-#define CHECK(cond) do {                                                   \
-	if (!(cond)) {                                                     \
-		fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		failures++;                                                \
-	}                                                                  \
-} while (0)
+#include "sn_check.h"
 
 struct pkt {
 	uint32_t len;
@@ -730,10 +723,5 @@ int main(void)
 	test_idle_policy();
 	test_concurrent(16);
 	test_concurrent(8192);
-	if (failures) {
-		fprintf(stderr, "test_arbiter: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_arbiter: ok\n");
-	return 0;
+	return sn_check_exit("test_arbiter");
 }

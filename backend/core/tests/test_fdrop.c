@@ -11,14 +11,7 @@
 
 #include "sn_fdrop.h"
 
-static int failures;
-
-#define CHECK(cond) do {                                                   \
-	if (!(cond)) {                                                     \
-		fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		failures++;                                                \
-	}                                                                  \
-} while (0)
+#include "sn_check.h"
 
 #define CHECK_EQ(a, b) do {                                                \
 	unsigned long long _a = (a), _b = (b);                             \
@@ -341,10 +334,5 @@ int main(void)
 	test_adaptive_theta();
 	test_algorithm2();
 	test_wrap();
-	if (failures) {
-		fprintf(stderr, "test_fdrop: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_fdrop: all passed\n");
-	return 0;
+	return sn_check_exit("test_fdrop");
 }

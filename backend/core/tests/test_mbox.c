@@ -8,14 +8,7 @@
 
 #include "sn_mbox.h"
 
-static int failures;
-
-#define CHECK(cond) do {                                                   \
-	if (!(cond)) {                                                     \
-		fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		failures++;                                                \
-	}                                                                  \
-} while (0)
+#include "sn_check.h"
 
 /* Fake items: distinct, even, never dereferenced. */
 static void *item(uint64_t i) { return (void *)(uintptr_t)((i + 1) << 1); }
@@ -277,10 +270,5 @@ int main(void)
 	test_burst_edges();
 	test_client_list();
 	test_backpressure();
-	if (failures) {
-		fprintf(stderr, "test_mbox: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_mbox: ok\n");
-	return 0;
+	return sn_check_exit("test_mbox");
 }

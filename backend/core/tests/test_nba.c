@@ -14,14 +14,7 @@
 
 #include "sn_nba.h"
 
-static int failures;
-
-#define CHECK(cond) do {                                                   \
-	if (!(cond)) {                                                     \
-		fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		failures++;                                                \
-	}                                                                  \
-} while (0)
+#include "sn_check.h"
 
 #define CHECK_NEAR(a, b, tol) do {                                         \
 	double _a = (double)(a), _b = (double)(b);                          \
@@ -343,10 +336,5 @@ int main(void)
 	test_lazy_and_stale();
 	test_random_invariants();
 	test_two_threads();
-	if (failures) {
-		fprintf(stderr, "test_nba: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test_nba: all passed\n");
-	return 0;
+	return sn_check_exit("test_nba");
 }

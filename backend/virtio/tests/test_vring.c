@@ -14,14 +14,7 @@
 
 #include "sn_vring.h"
 
-static int failures;
-
-#define CHECK(cond) do {                                                   \
-	if (!(cond)) {                                                     \
-		fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		failures++;                                                \
-	}                                                                  \
-} while (0)
+#include "sn_check.h"
 
 #define NREG     3
 #define REG_SIZE 0x10000u
@@ -913,10 +906,5 @@ int main(void)
 	test_avail_jump();
 	test_rewrite_between_pops();
 	test_rewrite_concurrent();
-	if (failures) {
-		fprintf(stderr, "test_vring: %d failures\n", failures);
-		return 1;
-	}
-	printf("test_vring: all passed\n");
-	return 0;
+	return sn_check_exit("test_vring");
 }
