@@ -24,14 +24,7 @@
 #include "sn_nba.h"
 #include "sn_policy.h"
 
-static int failures;
-
-#define CHECK(cond) do {                                                   \
-	if (!(cond)) {                                                     \
-		fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-		failures++;                                                \
-	}                                                                  \
-} while (0)
+#include "sn_check.h"
 
 #define MS 1000000ull
 
@@ -191,10 +184,5 @@ int main(void)
 {
 	part1();
 	part2();
-	if (failures) {
-		fprintf(stderr, "%d failure(s)\n", failures);
-		return 1;
-	}
-	printf("policy_nba: ok\n");
-	return 0;
+	return sn_check_exit("test_policy_nba");
 }
