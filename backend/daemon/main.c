@@ -241,7 +241,7 @@ static int run(struct sn_config *cfg)
 		const struct sn_config_port *p = &cfg->ports[i];
 		int err = sn_ports_add_vhost(reg, p->name, p->path, &(struct sn_vhost_opts){
 			.client = p->client, .deferred = p->deferred,
-			.max_hold_us = p->max_hold_us });
+			.max_hold_us = p->max_hold_us, .queues = (uint16_t)p->queues });
 
 		if (err) {
 			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));

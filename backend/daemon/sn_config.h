@@ -33,9 +33,11 @@ struct sn_config_port {
 	bool client;                       /* mode "client" */
 	bool deferred;                     /* completion "deferred" */
 	uint32_t max_hold_us;              /* deferred: 0 = no limit */
+	unsigned queues;                   /* queue pairs (VIRTIO_NET_F_MQ), 1..8 */
 };
 
 #define SN_CONFIG_MAX_HOLD_US_MAX 10000000u /* 10 s */
+#define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
 
 struct sn_config {
 	struct {

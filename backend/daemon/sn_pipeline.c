@@ -365,7 +365,7 @@ static void flush_vm(struct sn_pipeline *pl)
 		uint16_t k = 0;
 
 		if (sn_port_is_up(p))
-			k = rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, s->pkts, s->n);
+			k = sn_port_vhost_enqueue(p, s->pkts, s->n); /* MQ: flow hash */
 		for (uint16_t j = 0; j < k; j++) {
 			bytes += s->pkts[j]->pkt_len;
 			count_sent(pl, s->pkts[j]);
@@ -374,6 +374,8 @@ static void flush_vm(struct sn_pipeline *pl)
 		ctr_add(&p->st.tx_bytes, bytes);
 		if (k < s->n)
 			ctr_add(&p->st.drop[SN_DROP_RING_FULL], s->n - k);
+		for (uint16_t j = k; j < s->n; j++)
+			sn_port_count_rxq_full(p, s->pkts[j]);
 		/* vhost enqueue copies: every staged reference is ours. */
 		rte_pktmbuf_free_bulk(s->pkts, s->n);
 		s->n = 0;

@@ -11,8 +11,10 @@
  * rte_vhost_driver_disable_features(), never replaced (ENVIRONMENT.md,
  * "Traps in writing the used ring yourself").
  *
- * Threads and ownership (one struct sn_vqtx per deferred port, created and
- * freed by MAIN, alive as long as the port):
+ * Threads and ownership (one struct sn_vqtx per TX queue of a deferred port
+ * (multiqueue: queue i is vring 2i+1; each queue is its own unit with its
+ * own held descriptors, counters and stop handshake), created and freed by
+ * MAIN, alive as long as the port):
  *  - VHOST thread (new_device / destroy_device; or MAIN inside
  *    rte_vhost_driver_unregister): sn_vqtx_start() builds the ring state
  *    while the port is down, then the caller publishes port->up (release);
@@ -73,12 +75,13 @@ struct sn_vqtx_stats {
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
- * packed rings, MQ (queue pair 0 only), and the TX offloads whose header
+ * packed rings, and the TX offloads whose header
  * requests we would have to resolve (CSUM, HOST_TSO4/6, HOST_ECN, HOST_UFO). */
 uint64_t sn_vqtx_features_off(void);
 
-/* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). */
-struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us);
+/* MAIN: the ring state of TX queue txq (vring 2 * txq + 1). max_hold_us 0 =
+ * no limit. NULL + errno (ENOMEM). */
+struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq);
 /* MAIN, after the port's driver is unregistered (sn_vqtx_stop done). */
 void sn_vqtx_free(struct sn_vqtx *q);
 
