@@ -56,3 +56,37 @@ def test_vm_two_queue_pairs(schednicd, vm, sn_tmpdir, mode):
             c = p["completion"]
             assert c["held_now"] == 0 and c["completed"] == c["popped"] > 0, c
             assert all(q["completion"]["popped"] > 0 for q in qs), qs
+    # Back to one channel: queue pair 1 disabled by the driver, traffic on 0.
+    for g in (a, b):
+        g.check(f"ethtool -L {g.ifname} combined 1")
+    t = {p["name"]: p for p in d.stats()["ports"]}
+    for n in names:
+        assert [q["tx_enabled"] for q in t[n]["queues"]] == [True, False], t[n]["queues"]
+    before = {n: [q["rx_packets"] for q in t[n]["queues"]] for n in names}
+    iperf_streams(b, a.addr)
+    s = quiet_stats(d)
+    for p in s["ports"]:
+        qs = p["queues"]
+        assert qs[0]["rx_packets"] > before[p["name"]][0], qs
+        assert qs[1]["rx_packets"] == before[p["name"]][1], qs
+        if mode == "deferred":
+            assert p["completion"]["held_now"] == 0, p["completion"]
+
+
+def test_vm_two_queue_driver_on_single_queue_port(schednicd, vm, sn_tmpdir):
+    """queues=1: MQ is not offered, so QEMU queues=2 (mq=on) runs on one
+    pair: the guest sees one channel and forwards."""
+    names = ["vm0", "vm1"]
+    d = schednicd(ports=[{"name": n, "path": str(sn_tmpdir / f"{n}.sock"), "mode": "server",
+                          "queues": 1} for n in names])
+    a, b = vm.boot([d.vhost_path(n) for n in names], queues=2)
+    for g in (a, b):
+        d.wait_port_state(g.name, "up")
+        out = g.check(f"ethtool -l {g.ifname}").out
+        assert "Combined:\t2" not in out, out      # no MQ: one channel at most
+    b.check(f"ping -c 3 -W 5 {a.addr}", timeout=60)
+    iperf_streams(b, a.addr)
+    s = quiet_stats(d)
+    for p in s["ports"]:
+        assert len(p["queues"]) == 1 and p["queues"][0]["rx_packets"] == p["rx_packets"] > 0, p
+        assert p["drops"]["malformed"] == 0 and p["drops"]["no_mbuf"] == 0, p
