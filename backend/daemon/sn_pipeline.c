@@ -47,7 +47,6 @@
 #include "sn_twheel.h"
 #include "sn_vqtx.h"
 
-#define VIRTIO_RXQ     0
 #define DST_FLOOD      UINT16_MAX
 #define BATCH          64
 #define MAX_BATCHES    16         /* wheel batches per run(): bounds one iteration */

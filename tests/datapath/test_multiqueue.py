@@ -18,11 +18,14 @@ i mod N, and every RX queue is drained. The tests check, exactly:
 """
 import os
 import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from sngen import drops_total, peer_mac, port_table, wait_settled
 
+CTL = Path(__file__).resolve().parents[2] / "scripts" / "schednicctl"
 N = 1500                       # frames per flow
 SINK_MAC_BASE = 8
 # Source MACs for the flows: several flows per direction, so that the RX
@@ -63,6 +66,11 @@ def test_queues_validated(schednicd, sn_tmpdir):
     t = port_table(d.stats())
     assert len(t["x2"]["queues"]) == 8
     assert len(t["vm0"]["queues"]) == 3
+    # schednicctl shows one line per queue of a multiqueue port
+    out = subprocess.run([str(CTL), "-s", str(d.socket), "stats"], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    assert sum(line.strip().startswith("x2 q") for line in out.splitlines()) == 8, out
+    assert "vm0 q2: owner=0" in out, out
     d.rpc("port.del", {"name": "x2"})
     assert d.alive()
     for bad in (0, 9, "two"):
