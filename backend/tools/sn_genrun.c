@@ -99,6 +99,8 @@ static unsigned int poll_links(struct sn_gen *g)
 	return up;
 }
 
+#define COUNT_RX_ROUNDS 8
+
 /* Drain every port once. In bench mode frames are only counted. */
 static void poll_rx(struct sn_gen *g)
 {
@@ -108,6 +110,12 @@ static void poll_rx(struct sn_gen *g)
 	if (g->mode != SN_GEN_BENCH && rte_rdtsc() >= g->next_link_check)
 		poll_links(g);
 
+	/* Count mode drains up to COUNT_RX_ROUNDS full bursts per queue per
+	 * call: several flows (each sent a burst per loop) may converge on one
+	 * RX queue, and a sink that takes less than it is sent per loop would
+	 * make the switch drop at that ring. */
+	unsigned int rounds = 0;
+
 	for (unsigned int pq = 0; pq < g->nports * SN_GEN_MAX_QUEUES; pq++) {
 		unsigned int pi = pq / SN_GEN_MAX_QUEUES, q = pq % SN_GEN_MAX_QUEUES;
 		struct sn_gen_port *p = &g->ports[pi];
@@ -116,6 +124,11 @@ static void poll_rx(struct sn_gen *g)
 		if (q >= p->nq)
 			continue;
 		n = rte_eth_rx_burst(p->id, (uint16_t)q, bufs, SN_GEN_BURST_MAX);
+		if (n == SN_GEN_BURST_MAX && g->mode == SN_GEN_COUNT &&
+		    ++rounds < COUNT_RX_ROUNDS)
+			pq--;           /* this queue again after this burst */
+		else
+			rounds = 0;
 		if (n == 0)
 			continue;
 		p->rx_q[q] += n;

@@ -51,6 +51,24 @@ def qsum(p, key):
     return sum(q[key] for q in p["queues"])
 
 
+def delivered(p):
+    """Frames that reached the port's driver or were dropped at its RX
+    rings (the only drop an immediate source can suffer here)."""
+    return p["tx_packets"] + p["drops"]["ring_full"]
+
+
+def check_drops(p, src_deferred, total):
+    """Deferred sources: none (backpressure). Immediate sources: a full RX
+    ring is a counted drop (no backpressure); on this shared 2-core machine
+    a descheduled sink can lose a few, so allow < 2%, each counted on the
+    RX queue it was meant for. No other cause ever."""
+    assert drops_total(p) == p["drops"]["ring_full"] == qsum(p, "ring_full"), p
+    if src_deferred:
+        assert p["drops"]["ring_full"] == 0, p
+    else:
+        assert p["drops"]["ring_full"] < 0.02 * total, p
+
+
 def test_queues_validated(schednicd, sn_tmpdir):
     d = schednicd(ports=[mqport(sn_tmpdir, "vm0", queues=3)])
     t = port_table(d.stats())
@@ -93,21 +111,21 @@ def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode):
     g.wait("ready")
     for n in names:
         d.wait_port_state(n, "up")
-    t = port_table(d.stats())
-    for n in names:
-        assert [(q["tx_enabled"], q["rx_enabled"]) for q in t[n]["queues"]] == \
-            [(True, True), (True, True)], t[n]["queues"]
+    # pair 1 is enabled by the driver after pair 0 brought the port up
+    wait_settled(d, lambda t: all([(q["tx_enabled"], q["rx_enabled"]) for q in t[n]["queues"]]
+                                  == [(True, True), (True, True)] for n in names))
     g.go("learn")
     wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in names))
     g.go(0)
     total = 1 + 4 * N
-    t = wait_settled(d, lambda t: all(t[n]["rx_packets"] == total for n in names))
+    t = wait_settled(d, lambda t: all(t[n]["rx_packets"] == total == delivered(t[n])
+                                      for n in names))
     r = g.finish()
     t = port_table(d.stats())
     for i, n in enumerate(names):
         p, gp = t[n], r["ports"][i]
         assert gp["queues"] == 2, gp
-        assert drops_total(p) == 0, (n, p["drops"], p["queues"], gp, r["flows"])
+        check_drops(p, mode == "deferred", total)
         # TX side (guest -> us): both queues polled, exactly what was sent.
         assert [q["rx_packets"] for q in p["queues"]] == gp["tx_by_queue"], (p["queues"], gp)
         assert all(q["rx_packets"] > 0 for q in p["queues"]), p["queues"]
@@ -118,7 +136,6 @@ def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode):
         assert all(q["tx_packets"] > 0 for q in p["queues"]), p["queues"]
         assert qsum(p, "tx_packets") == p["tx_packets"] == gp["rx_packets"]
         assert qsum(p, "tx_bytes") == p["tx_bytes"] == gp["rx_bytes"]
-        assert qsum(p, "ring_full") == 0
         c = p["completion"]
         assert c["mode"] == mode
         qc = [q["completion"] for q in p["queues"]]
@@ -131,9 +148,12 @@ def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode):
             assert c["held_now"] == 0 and not any(c["vring_errors"].values()), c
         else:
             assert c["popped"] == 0 and all(x["popped"] == 0 for x in qc), c
+    lost = sum(t[n]["drops"]["ring_full"] for n in names)
+    assert sum(f["rx"] for f in r["flows"]) + lost == 8 * N
     for f in r["flows"]:
         # one flow, one RX queue: still in order after the switch
-        assert f["tx"] == f["count"] == f["rx"], f
+        assert f["tx"] == f["count"], f
+        assert f["rx"] == f["count"] or mode == "immediate", f
         assert f["rx_ooo"] == 0 and f["rx_bad"] == 0, f
 
 
@@ -201,13 +221,47 @@ def test_single_queue_port_does_not_offer_mq(schednicd, sngen, sn_tmpdir, mode):
     g.go("learn")
     wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in ("vm0", "vm1")))
     g.go(0)
-    t = wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 + 2 * N for n in ("vm0", "vm1")))
+    t = wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 + 2 * N == delivered(t[n])
+                                      for n in ("vm0", "vm1")))
     r = g.finish()
     assert len(t["vm0"]["queues"]) == 1 and t["vm0"]["queues"][0]["rx_packets"] == 1 + 2 * N
     # vm1 (queues=2) with a one-queue driver: only pair 0 enabled and used
     assert [q["tx_enabled"] for q in t["vm1"]["queues"]] == [True, False], t["vm1"]["queues"]
     assert t["vm1"]["queues"][0]["rx_packets"] == 1 + 2 * N
-    for n in ("vm0", "vm1"):
-        assert drops_total(t[n]) == 0, (n, t[n]["drops"], t[n]["queues"])
+    # vm1 -> vm0 frames come from an immediate port (vm1); vm0 -> vm1 from vm0
+    check_drops(t["vm0"], False, 2 * N)
+    check_drops(t["vm1"], mode == "deferred", 2 * N)
+    lost = sum(t[n]["drops"]["ring_full"] for n in ("vm0", "vm1"))
+    assert sum(f["rx"] for f in r["flows"]) + lost == 4 * N
     for f in r["flows"]:
-        assert f["tx"] == f["count"] == f["rx"] and f["rx_ooo"] == 0, f
+        assert f["tx"] == f["count"] and f["rx_ooo"] == 0, f
+
+
+def test_driver_with_more_queues_than_configured(schednicd, sngen, sn_tmpdir):
+    """DPDK 22.11 cannot announce fewer than its own maximum of queue pairs,
+    so a driver may enable more pairs than "queues": the port serves pairs
+    [0, queues) only and logs the others; flows on served queues go through."""
+    names = ["vm0", "vm1"]
+    d = schednicd(ports=[mqport(sn_tmpdir, n, queues=2) for n in names])
+    # 4 pairs per driver; flows 0 and 1 (vm0 -> vm1) leave on TX queues 0, 1
+    g = sngen([d.vhost_path(n) for n in names], "--queues", "4", "--rate", "40000",
+              *flows(0, 1, SMACS[:2]))
+    g.wait("ready")
+    for n in names:
+        d.wait_port_state(n, "up")
+    assert "beyond queues=2: not served" in d.log_tail(100000), d.log_tail(60)
+    g.go("learn")
+    wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in names))
+    g.go(0)
+    t = wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + 2 * N == delivered(t["vm1"]))
+    r = g.finish()
+    assert r["ports"][0]["queues"] == 4
+    assert len(t["vm0"]["queues"]) == 2
+    assert [q["rx_packets"] for q in t["vm0"]["queues"]] == r["ports"][0]["tx_by_queue"][:2]
+    # delivered to vm1 only on the RX queues it serves
+    assert r["ports"][1]["rx_by_queue"][2:] == [0, 0], r["ports"][1]
+    check_drops(t["vm1"], False, 2 * N)
+    assert sum(f["rx"] for f in r["flows"]) + t["vm1"]["drops"]["ring_full"] == 2 * N
+    for f in r["flows"]:
+        assert f["tx"] == f["count"] and f["rx_ooo"] == 0, f
+    assert d.alive()
