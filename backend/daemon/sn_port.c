@@ -53,6 +53,8 @@ const char *const sn_drop_names[SN_DROP_MAX] = {
  * the read-mostly and vhost-thread-written fields above them). */
 static_assert(offsetof(struct sn_port, st) % RTE_CACHE_LINE_SIZE == 0, "sn_port.st not cache aligned");
 static_assert(sizeof(struct sn_port) % RTE_CACHE_LINE_SIZE == 0, "sn_port size");
+static_assert(SN_PORT_QMAX == SN_CONFIG_QUEUES_MAX, "config \"queues\" range");
+static_assert(2 * SN_PORT_QMAX <= 32, "vring_on is a 32-bit mask");
 
 struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */

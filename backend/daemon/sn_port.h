@@ -86,7 +86,7 @@ struct sn_port_stats {
 struct sn_portq_stats {
 	uint64_t rx_packets, rx_bytes;   /* TX queue: frames taken from the guest */
 	uint64_t tx_packets, tx_bytes;   /* RX queue: frames delivered to the guest */
-	uint64_t ring_full;              /* RX queue: frames its ring could not take */
+	uint64_t ring_full;              /* RX queue: dropped, its ring was full */
 };
 
 struct sn_portq {
