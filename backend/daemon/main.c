@@ -242,7 +242,8 @@ static int run(struct sn_config *cfg)
 		int err = sn_ports_add_vhost(reg, p->name, p->path, &(struct sn_vhost_opts){
 			.client = p->client, .deferred = p->deferred,
 			.max_hold_us = p->max_hold_us,
-			.unmarked_max_hold_us = p->unmarked_max_hold_us });
+			.unmarked_max_hold_us = p->unmarked_max_hold_us,
+			.queues = (uint16_t)p->queues });
 
 		if (err) {
 			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));

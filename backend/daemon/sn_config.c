@@ -69,7 +69,7 @@ static const struct key_spec uplink_keys[] = {
 };
 
 static const char *const port_keys[] = { "name", "type", "path", "mode", "completion",
-					 "max_hold_us", "unmarked_max_hold_us", NULL };
+					 "max_hold_us", "unmarked_max_hold_us", "queues", NULL };
 static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports",
 					  "policy", NULL };
 
@@ -289,6 +289,15 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 			return fail(err, errlen, "ports[%zu].unmarked_max_hold_us: only with "
 				    "\"completion\": \"deferred\"", i);
 		p->unmarked_max_hold_us = (uint32_t)json_integer_value(v);
+	}
+	v = json_object_get(o, "queues");
+	p->queues = 1;
+	if (v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > SN_CONFIG_QUEUES_MAX)
+			return fail(err, errlen, "ports[%zu].queues: must be an integer 1..%u",
+				    i, SN_CONFIG_QUEUES_MAX);
+		p->queues = (unsigned)json_integer_value(v);
 	}
 	return 0;
 }

@@ -34,6 +34,7 @@ struct sn_config_port {
 	bool deferred;                     /* completion "deferred" */
 	uint32_t max_hold_us;              /* deferred: 0 = no limit */
 	uint32_t unmarked_max_hold_us;     /* deferred: limit without opt-in, 1.. */
+	unsigned queues;                   /* queue pairs (VIRTIO_NET_F_MQ), 1..8 */
 };
 
 #define SN_CONFIG_MAX_HOLD_US_MAX 10000000u /* 10 s */
@@ -42,6 +43,7 @@ struct sn_config_port {
  * stock driver whose queue waits for completions, yet absorbs a burst:
  * a full 256-entry ring of 1500 B frames drains in 0.3 ms at 10 Gbit/s. */
 #define SN_CONFIG_UNMARKED_HOLD_US_DEF 1000u
+#define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
 
 struct sn_config {
 	struct {

@@ -49,7 +49,6 @@
 #include "sn_twheel.h"
 #include "sn_vqtx.h"
 
-#define VIRTIO_RXQ     0
 #define DST_FLOOD      UINT16_MAX
 #define BATCH          64
 #define MAX_BATCHES    16         /* wheel batches per run(): bounds one iteration */
@@ -390,7 +389,7 @@ static void flush_vm(struct sn_pipeline *pl)
 		uint16_t k = 0;
 
 		if (sn_port_is_up(p))
-			k = rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, s->pkts, s->n);
+			k = sn_port_vhost_enqueue(p, s->pkts, s->n); /* MQ: flow hash */
 		for (uint16_t j = 0; j < k; j++) {
 			bytes += s->pkts[j]->pkt_len;
 			count_sent(pl, s->pkts[j]);
@@ -399,6 +398,8 @@ static void flush_vm(struct sn_pipeline *pl)
 		ctr_add(&p->st.tx_bytes, bytes);
 		if (k < s->n)
 			ctr_add(&p->st.drop[SN_DROP_RING_FULL], s->n - k);
+		for (uint16_t j = k; j < s->n; j++)
+			sn_port_count_rxq_full(p, s->pkts[j]);
 		/* vhost enqueue copies: every staged reference is ours. */
 		rte_pktmbuf_free_bulk(s->pkts, s->n);
 		s->n = 0;

@@ -21,6 +21,7 @@
 #define SN_GEN_MAX_PORTS 8
 #define SN_GEN_MAX_FLOWS 32
 #define SN_GEN_BURST_MAX 64
+#define SN_GEN_MAX_QUEUES 8
 
 enum sn_gen_mode { SN_GEN_BENCH, SN_GEN_COUNT, SN_GEN_ECHO };
 
@@ -28,6 +29,8 @@ struct sn_gen_port {
 	char path[256];
 	char extra[256];           /* extra net_virtio_user devargs */
 	uint16_t id;               /* ethdev port id */
+	uint16_t nq;               /* queue pairs in use (--queues, or fewer if
+	                            * the backend does not offer MQ) */
 	struct rte_ether_addr mac;
 	/* Transmit side: frames built but not yet accepted by the driver, all
 	 * of one flow (pend_flow, or -1 for learn frames), kept in order. */
@@ -40,6 +43,7 @@ struct sn_gen_port {
 	uint64_t echo_arp, echo_icmp, echo_tx_fail;
 	int link_up;
 	uint64_t link_downs;         /* up -> down transitions seen */
+	uint64_t rx_q[SN_GEN_MAX_QUEUES], tx_q[SN_GEN_MAX_QUEUES]; /* per queue */
 };
 
 struct sn_gen_flow {
@@ -70,6 +74,7 @@ struct sn_gen {
 	struct sn_gen_port ports[SN_GEN_MAX_PORTS];
 	struct sn_gen_flow flows[SN_GEN_MAX_FLOWS];
 	uint16_t size, burst;
+	uint16_t queues;             /* --queues: queue pairs asked per port */
 	uint64_t rate_pps;           /* 0 = unlimited, all flows of a phase together */
 	uint64_t gap_us;             /* count mode: pause between bursts (0 = none) */
 	int learn;

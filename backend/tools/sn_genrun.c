@@ -99,6 +99,8 @@ static unsigned int poll_links(struct sn_gen *g)
 	return up;
 }
 
+#define COUNT_RX_ROUNDS 8
+
 /* Drain every port once. In bench mode frames are only counted. */
 static void poll_rx(struct sn_gen *g)
 {
@@ -108,13 +110,28 @@ static void poll_rx(struct sn_gen *g)
 	if (g->mode != SN_GEN_BENCH && rte_rdtsc() >= g->next_link_check)
 		poll_links(g);
 
-	for (unsigned int pi = 0; pi < g->nports; pi++) {
-		struct sn_gen_port *p = &g->ports[pi];
-		uint16_t n = rte_eth_rx_burst(p->id, 0, bufs, SN_GEN_BURST_MAX);
-		uint16_t nrep = 0;
+	/* Count mode drains up to COUNT_RX_ROUNDS full bursts per queue per
+	 * call: several flows (each sent a burst per loop) may converge on one
+	 * RX queue, and a sink that takes less than it is sent per loop would
+	 * make the switch drop at that ring. */
+	unsigned int rounds = 0;
 
+	for (unsigned int pq = 0; pq < g->nports * SN_GEN_MAX_QUEUES; pq++) {
+		unsigned int pi = pq / SN_GEN_MAX_QUEUES, q = pq % SN_GEN_MAX_QUEUES;
+		struct sn_gen_port *p = &g->ports[pi];
+		uint16_t n, nrep = 0;
+
+		if (q >= p->nq)
+			continue;
+		n = rte_eth_rx_burst(p->id, (uint16_t)q, bufs, SN_GEN_BURST_MAX);
+		if (n == SN_GEN_BURST_MAX && g->mode == SN_GEN_COUNT &&
+		    ++rounds < COUNT_RX_ROUNDS)
+			pq--;           /* this queue again after this burst */
+		else
+			rounds = 0;
 		if (n == 0)
 			continue;
+		p->rx_q[q] += n;
 		if (g->mode == SN_GEN_BENCH) {
 			p->rx_packets += n;
 			for (uint16_t i = 0; i < n; i++)
@@ -145,7 +162,7 @@ static void poll_rx(struct sn_gen *g)
 			uint32_t bytes = 0;
 			for (uint16_t i = 0; i < nrep; i++)
 				bytes += replies[i]->pkt_len;
-			uint16_t s = rte_eth_tx_burst(p->id, 0, replies, nrep);
+			uint16_t s = rte_eth_tx_burst(p->id, (uint16_t)q, replies, nrep);
 			for (uint16_t i = s; i < nrep; i++)
 				bytes -= replies[i]->pkt_len;
 			p->tx_packets += s;
@@ -163,9 +180,12 @@ static void flush_port(struct sn_gen *g, struct sn_gen_port *p)
 {
 	if (p->npend == 0)
 		return;
-	uint16_t s = rte_eth_tx_burst(p->id, 0, p->pend, p->npend);
+	/* Multiqueue: flow i on TX queue i mod nq (learn frames on 0). */
+	uint16_t q = p->pend_flow < 0 ? 0 : (uint16_t)((unsigned int)p->pend_flow % p->nq);
+	uint16_t s = rte_eth_tx_burst(p->id, q, p->pend, p->npend);
 	if (s == 0)
 		return;
+	p->tx_q[q] += s;
 	p->tx_packets += s;
 	p->tx_bytes += (uint64_t)s * g->size;
 	if (p->pend_flow < 0)

@@ -253,7 +253,11 @@ def test_aggregate_over_two_ports(schednicd, sngen):
     sb = agg_rate(100e6)
     ag = sb["aggregates"]["agg"]
     by = {p["name"]: p["policy"]["classes"][0] for p in sb["ports"] if "policy" in p}
-    assert ag["sent_bytes"] == by["vm0"]["sent_bytes"] + by["vm1"]["sent_bytes"], (ag, by)
+    # One stats.get reads the aggregate and the two classes one after the
+    # other while the worker keeps sending: they may differ by the frames
+    # released in between (a few; seen: 1 frame of 1400 B on a loaded host).
+    assert abs(ag["sent_bytes"] - by["vm0"]["sent_bytes"] - by["vm1"]["sent_bytes"]) \
+        <= 32 * 1400, (ag, by)
     assert by["vm0"]["sent_bytes"] > by["vm1"]["sent_bytes"] > 0, by
     # Water-filling over one worker: the whole aggregate, worker saturated.
     assert ag["nba"] == [{"worker": 0, "grant_bps": 100_000_000,
