@@ -707,9 +707,14 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			dispatch(pl, m);
 		}
 		flush_vm(pl);
+		/* issue 6 (conformance): scan after every batch, not once per
+		 * iteration. After a worker stall the wheel releases up to
+		 * MAX_BATCHES * BATCH due frames at once; one scan at the end
+		 * let them overflow the client mailbox (mbox_size 512) and
+		 * they were lost as mailbox_full although the link had room. */
+		if (pl->held)
+			sn_arbiter_do_scan(pl->arb, pl->now);
 	} while (got == BATCH && ++batches < MAX_BATCHES);
-	if (pl->held)
-		sn_arbiter_do_scan(pl->arb, pl->now);
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_arb_stats(pl);
 		pl->next_stats = pl->now + STATS_EVERY_NS;

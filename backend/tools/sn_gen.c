@@ -68,6 +68,11 @@ static void usage(FILE *out)
 "  --rate PPS             count mode pacing, all flows of a phase (default 0 =\n"
 "                         unlimited)\n"
 "  --gap-us N             count mode: pause N us after each burst (default 0)\n"
+"  --sample-ms N          sampling sink: every N ms (1..10000) append one JSON\n"
+"                         line {\"t_ns\", \"rx_bytes\": [per port], \"flow_rx_bytes\":\n"
+"                         [per flow]} to --sample-file; t_ns = TSC time of the\n"
+"                         sample since start (rates: delta bytes / delta t_ns)\n"
+"  --sample-file PATH     where the samples go (default: stderr)\n"
 "  --no-learn             no initial broadcast from each port's MAC\n"
 "Timing:\n"
 "  --duration S           bench window / echo run time / count cap (0 = none)\n"
@@ -178,7 +183,7 @@ enum {
 	OPT_PORT = 256, OPT_SERVER, OPT_QSIZE, OPT_FLOW, OPT_COUNT, OPT_SIZE, OPT_BURST,
 	OPT_RATE, OPT_NOLEARN, OPT_DURATION, OPT_WARMUP, OPT_GRACE, OPT_PHASEGAP,
 	OPT_SETTLE, OPT_CONNECT, OPT_SYNC, OPT_ECHOIP, OPT_ECHOPORT, OPT_CPU, OPT_MEM,
-	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP,
+	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_SAMPLEMS, OPT_SAMPLEFILE,
 };
 
 struct cli {
@@ -216,6 +221,8 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		{"file-prefix", required_argument, NULL, OPT_PREFIX},
 		{"log-level", required_argument, NULL, OPT_LOGLEVEL},
 		{"gap-us", required_argument, NULL, OPT_GAP},
+		{"sample-ms", required_argument, NULL, OPT_SAMPLEMS},
+		{"sample-file", required_argument, NULL, OPT_SAMPLEFILE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -281,6 +288,10 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		case OPT_PREFIX: c->prefix = optarg; break;
 		case OPT_LOGLEVEL: c->loglevel = optarg; break;
 		case OPT_GAP: bad |= parse_u64(optarg, 10000000, &g->gap_us) != 0; break;
+		case OPT_SAMPLEMS:
+			bad |= parse_u64(optarg, 10000, &g->sample_ms) != 0 || g->sample_ms == 0;
+			break;
+		case OPT_SAMPLEFILE: g->sample_path = optarg; break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return 2;
 		}
