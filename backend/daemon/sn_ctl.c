@@ -207,10 +207,23 @@ static json_t *completion_json(const struct sn_port *p)
 static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_pipeline_port_stats ps;
-	json_t *drops;
+	uint64_t c0, s0;
+	bool s1;
+	json_t *drops, *o;
 
-	if (!ctl->pipeline || sn_pipeline_port_stats(ctl->pipeline, p, &ps))
+	if (!ctl->pipeline)
 		return NULL;
+	/* issue 6 (measurement): clock_ns with the counters, and whether the
+	 * pair is consistent: no run() of the worker began or was in progress
+	 * while they were read (sn_pipeline_run_seq(); the acquire fence pairs
+	 * with the worker's release fence after its odd store). */
+	s0 = sn_pipeline_run_seq(ctl->pipeline);
+	c0 = sn_pipeline_clock_ns(ctl->pipeline);
+	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
+		return NULL;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s1 = __atomic_load_n(&s0, __ATOMIC_RELAXED) == sn_pipeline_run_seq(ctl->pipeline) &&
+	     !(s0 & 1);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -220,7 +233,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
+	o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			 "offered_packets", (json_int_t)ps.offered_packets,
 			 "offered_bytes", (json_int_t)ps.offered_bytes,
 			 "released_packets", (json_int_t)ps.released_packets,
@@ -236,6 +249,12 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			 "rate_bps", (json_int_t)ps.rate_bps,
 			 "weight", (json_int_t)ps.weight,
 			 "drops", drops);
+	if (o && (json_object_set_new(o, "clock_ns", json_integer((json_int_t)c0)) ||
+		  json_object_set_new(o, "clock_consistent", json_boolean(s1)))) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
 }
 
 static json_t *arbiter_stats_json(const struct sn_ctl *ctl)

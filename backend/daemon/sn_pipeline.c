@@ -121,6 +121,12 @@ struct sn_pipeline {
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
 	uint64_t arb_backlog;
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
+	/* issue 6 (measurement): odd while run() releases frames, even between
+	 * runs. Worker: odd store + release fence at run() start (pairs with
+	 * the reader's acquire fence before its second load), release store
+	 * of the even value at the end (pairs with the reader's acquire load
+	 * of its first value). See sn_pipeline_run_seq(). */
+	uint64_t run_seq;
 };
 
 static inline void ctr_add(uint64_t *c, uint64_t v)
@@ -688,6 +694,10 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	void *items[BATCH];
 	unsigned got, batches = 0;
 
+	uint64_t seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	pl->now = now_ns();
 	ctr_set(&pl->clock_ns, pl->now);
 	pl->t = t;
@@ -719,6 +729,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		publish_arb_stats(pl);
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
+	__atomic_store_n(&pl->run_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
@@ -828,4 +839,9 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
 {
 	return __atomic_load_n(&pl->clock_ns, __ATOMIC_RELAXED);
+}
+
+uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl)
+{
+	return __atomic_load_n(&pl->run_seq, __ATOMIC_ACQUIRE);
 }

@@ -81,7 +81,7 @@ struct sn_gen {
 	uint64_t alloc_fail;
 	uint64_t next_link_check;    /* TSC of the next link poll */
 	FILE *sample_out;            /* sampling sink output (sample_ms != 0) */
-	uint64_t sample_t0, next_sample; /* TSC: start, next sample due */
+	uint64_t next_sample;        /* TSC: next sample due */
 	int completed;               /* all frames sent (count) / window done (bench) */
 	double elapsed_s;
 	/* bench results */

@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -100,8 +101,8 @@ static unsigned int poll_links(struct sn_gen *g)
 	return up;
 }
 
-/* Sampling sink (--sample-ms): one JSON line per period with the TSC time
- * the counters were read at, so that a consumer computes rates from the
+/* Sampling sink (--sample-ms): one JSON line per period with the time
+ * (CLOCK_MONOTONIC, the daemon's clock_ns base) the counters were read at, so that a consumer computes rates from the
  * actual sample spacing: on a loaded machine this loop can be descheduled
  * across a boundary, and the lines then come late, never wrong. Counters
  * are cumulative (bytes as received, without FCS; flow bytes count data
@@ -110,8 +111,11 @@ static void sample_emit(struct sn_gen *g, uint64_t now)
 {
 	FILE *out = g->sample_out;
 
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	fprintf(out, "{\"t_ns\": %" PRIu64 ", \"rx_bytes\": [",
-		(uint64_t)((double)(now - g->sample_t0) * 1e9 / (double)g->hz));
+		(uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec);
 	for (unsigned int i = 0; i < g->nports; i++)
 		fprintf(out, "%s%" PRIu64, i ? ", " : "", g->ports[i].rx_bytes);
 	fputs("], \"flow_rx_bytes\": [", out);
@@ -517,7 +521,7 @@ int sn_gen_run(struct sn_gen *g)
 		g->sample_out = g->sample_path ? fopen(g->sample_path, "we") : stderr;
 		if (g->sample_out == NULL)
 			return -errno;
-		g->sample_t0 = g->next_sample = t0;
+		g->next_sample = t0;
 	}
 	rc = wait_links(g);
 
