@@ -231,8 +231,9 @@ class Schednic:
         for i, p in enumerate(self.ports):
             argv += ["--port", f"{self.dir / (p + '.sock')},mac=02:53:47:00:00:{i + 1:02x}"]
         argv += ["--port", f"{up_sock},mac=02:53:47:00:00:99"]
-        for i in self.flows:
-            argv += ["--flow", f"src={i},dst={up_idx},count={10**10},phase=0"]
+        for f in self.flows:             # port index, or (port index, frames)
+            i, count = f if isinstance(f, tuple) else (f, 10**10)
+            argv += ["--flow", f"src={i},dst={up_idx},count={count},phase=0"]
         glog = open(self.dir / "sn-gen.log", "wb")
         self.gen = subprocess.Popen(argv, stdout=glog, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
