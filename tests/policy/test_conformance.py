@@ -56,3 +56,35 @@ def test_rate_conformance(build_dir, rate):
         if m["daemon_wait_ms"] < quiet_ms and m["sngen_wait_ms"] < quiet_ms:
             assert m["sink_dev_pct"] <= 1.0, m
         assert s.daemon.poll() is None
+
+
+def test_top_shows_the_shaped_rate(build_dir):
+    """schednicctl top under traffic: vm0 limited to 10 Mbit/s, offered 12:
+    SENT_MBPS ~ 10, OFFERED_MBPS ~ 12, arbiter decisions/s ~ the frame rate,
+    horizon drops/s shown (rates over the worker's clock)."""
+    import subprocess
+    rate = 10_000_000
+    ctl = Path(__file__).resolve().parents[2] / "scripts" / "schednicctl"
+    with conf.conformance_port(build_dir, rate) as s:
+        s.wait_flowing()
+        time.sleep(0.5)
+        for _ in range(5):
+            p0 = s.port_policy()["vm0"]
+            r = subprocess.run([sys.executable, str(ctl), "-s", s.ctl, "top", "--once", "-d", "2"],
+                               capture_output=True, text=True, timeout=30)
+            p1 = s.port_policy()["vm0"]
+            if p1["underruns"] == p0["underruns"]:
+                break
+        assert r.returncode == 0, r.stderr
+    print(r.stdout)
+    lines = r.stdout.splitlines()
+    head = next(ln for ln in lines if ln.startswith("PORT")).split()
+    row = dict(zip(head, next(ln for ln in lines if ln.startswith("vm0")).split()))
+    assert abs(float(row["SENT_MBPS"]) - 10) / 10 < 0.02, row
+    assert float(row["OFFERED_MBPS"]) > 10.5, row
+    pps = rate / 8 / s.size
+    assert abs(float(row["SENT_PPS"]) - pps) / pps < 0.02, row
+    arb = next(ln for ln in lines if ln.startswith("arbiter:"))
+    dec = float(arb.split("decisions/s=")[1].split()[0])
+    assert abs(dec - pps) / pps < 0.05, arb
+    assert "policy.horizon=" in r.stdout

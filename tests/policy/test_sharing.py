@@ -5,9 +5,8 @@ their share of an uplink emulated at L = 20 Mbit/s (+24 B per frame); the
 arbiter (DRR, and QFQ: see the xfail) shares it. The frames leave through a net_vhost uplink whose
 peer is sn-gen's sampling sink (per-flow bytes every 10 ms, CLOCK_MONOTONIC
 timestamps; scripts/bench/conformance.py). Shares are byte ratios at the
-daemon's uplink bytes per port between two exact snapshots (every port's
-counters read at one worker clock, clock_consistent), which is the
-arbiter's own order (sink shares are printed beside: their window edges
+daemon's uplink rate per port between two exact (worker clock, counter)
+pairs (clock_consistent), which is the arbiter's own order (sink shares are printed beside: their window edges
 depend on when the often descheduled sink ran).
 
 Handover: vm0 sends a finite number of frames; once its backlog in the
@@ -59,26 +58,27 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
         time.sleep(0.5)
         # --- shares over 2 s windows while all three are backlogged
         for _ in range(8):
-            st0 = snapshot(s)
+            r0 = s.stats()["arbiter"]["link_resets"]
+            a0 = snapshot(s)
             t0 = time.monotonic()
             time.sleep(2.0)
             t1 = time.monotonic()
-            st1 = snapshot(s)
-            a0, a1 = s.port_policy(st0), s.port_policy(st1)
+            a1 = snapshot(s)
+            r1 = s.stats()["arbiter"]["link_resets"]
             # a class that ran empty more than a few times (the generator
             # was descheduled) was not backlogged: shares undefined
-            idle = any(a1[n]["qfq_idle"] - a0[n]["qfq_idle"] > 3 or
-                       a1[n]["uplink_packets"] == a0[n]["uplink_packets"] for n in W)
-            if not idle and st1["arbiter"]["link_resets"] == st0["arbiter"]["link_resets"]:
+            idle = any(a1[n][2]["qfq_idle"] - a0[n][2]["qfq_idle"] > 3 or
+                       a1[n][1] == a0[n][1] for n in W)
+            if not idle and r1 == r0:
                 break
         else:
             pytest.fail("no 2 s window with all three ports backlogged")
         # shares: the daemon's uplink bytes per port between two exact
         # snapshots (the arbiter's order, in the worker's time base)
-        got = {n: a1[n]["uplink_bytes"] - a0[n]["uplink_bytes"] for n in W}
-        total = sum(got.values())
-        shares = {n: got[n] / total for n in W}
-        dt = (a1["vm0"]["clock_ns"] - a0["vm0"]["clock_ns"]) / 1e9
+        rates = {n: (a1[n][1] - a0[n][1]) * 8 / (a1[n][0] - a0[n][0]) for n in W}
+        total = sum(rates.values())
+        shares = {n: rates[n] / total for n in W}
+        dt = a1["vm0"][0] - a0["vm0"][0]
         time.sleep(0.1)
         smp = conf.window([(d[0], d[1]) for d in sink_flows(s)], t0, t1)
         sgot = [smp[-1][1][i] - smp[0][1][i] for i in range(3)]
@@ -88,7 +88,7 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
         for n, w in W.items():
             assert abs(shares[n] - w / 8) / (w / 8) < 0.02, shares
         # the link is full: payload rate x wire overhead = L
-        assert abs(wire_bps(total * 8 / dt) - LINK) / LINK < 0.02, (total, dt)
+        assert abs(wire_bps(total) - LINK) / LINK < 0.02, (rates, dt)
 
         # --- vm0 stops: wait until its last frame reached the sink
         deadline = time.monotonic() + 30
@@ -137,16 +137,18 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
     assert pp["vm0"]["drops"]["mailbox_full"] == 0 and pp["vm1"]["drops"]["mailbox_full"] == 0
 
 
-def snapshot(s, tries=50):
-    """stats.get whose policy counters of all ports are one exact state:
-    every port's pair consistent and read at the same worker clock."""
+def snapshot(s, tries=100):
+    """{port: (worker clock s, uplink bytes, policy stats)}: for each shaped
+    port an exact pair (clock_consistent), possibly from different reads."""
+    out = {}
     for _ in range(tries):
-        st = s.stats()
-        pol = [p["policy"] for p in st["ports"] if "policy" in p]
-        if all(p["clock_consistent"] for p in pol) and \
-                len({p["clock_ns"] for p in pol}) == 1:
-            return st
-    pytest.fail("no consistent stats snapshot")
+        for p in s.stats()["ports"]:
+            q = p.get("policy")
+            if q and q["clock_consistent"] and p["name"] not in out:
+                out[p["name"]] = (q["clock_ns"] / 1e9, q["uplink_bytes"], q)
+        if set(W) <= set(out):
+            return out
+    pytest.fail(f"no consistent stats pair for every port: {sorted(out)}")
 
 
 def sink_flows(s):
