@@ -30,6 +30,7 @@
 #include "sn_pipeline.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,6 +74,7 @@ const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 struct meta {
 	uint32_t src_gen, dst_gen;
 	uint16_t src, dst;        /* port slots; dst DST_FLOOD = flood */
+	uint64_t ts;              /* release time in the wheel (restamp_wheel) */
 };
 
 struct pstate {
@@ -113,6 +115,7 @@ struct sn_pipeline {
 	uint64_t now;
 	uint64_t next_stats;
 	uint64_t held;            /* frames in wheel + arbiter */
+	void **restamp_buf;       /* restamp_wheel(): room for cfg.pool_nodes frames */
 	unsigned n_touched;
 	uint16_t touched[SN_PORT_MAX];
 	struct stage stage[SN_PORT_MAX];
@@ -472,6 +475,7 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 	if (ps->ts.lts < pl->now)
 		ctr_add(&ps->st.underruns, 1);
 	ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
+	md->ts = ts;
 	rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
 	if (rc) {
 		drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
@@ -603,8 +607,59 @@ static void publish_arb_stats(struct sn_pipeline *pl)
 	ctr_set(&pl->arb_backlog, sn_arbiter_backlog(pl->arb));
 }
 
+/* issue 6 (live change <= 100 ms): a port whose rate changed gets every
+ * frame it has in the wheel stamped again at the new rate, from now on
+ * (Carousel §5.1.1: a frame's release time is a function of the rate; the
+ * old stamps would keep the old rate for up to the 262 ms horizon). The
+ * wheel has no per-port removal, so all its frames are taken out in
+ * release order (the far-future extract keeps each port's order), the
+ * empty wheel is rewound to now, and every frame goes back: changed ports'
+ * frames on a fresh timestamp chain starting now, the others at their own
+ * stamp (meta.ts; same slot order, so FIFO within a slot is kept). New
+ * arrivals chain after the restamped backlog. A restamped frame that lands
+ * beyond the horizon (a big rate cut with a full wheel) is what the
+ * shaper drops at the new rate anyway: counted as "horizon". O(frames in
+ * the wheel), once per rate change, on the worker. */
+static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
+{
+	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
+	unsigned got;
+
+	if (n == 0 || n > pl->cfg.pool_nodes) {
+		if (n)
+			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
+		return;
+	}
+	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
+						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
+		k += got;
+	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
+	for (uint64_t i = 0; i < k; i++) {
+		struct rte_mbuf *m = pl->restamp_buf[i];
+		struct meta *md = meta_of(pl, m);
+		struct pstate *ps = &pl->ps[md->src];
+		struct sn_tstamp_next nx;
+		uint64_t ts = md->ts;
+		int rc;
+
+		if (changed[md->src])
+			ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
+		rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
+		if (rc) {
+			ctr_add(&ps->st.wheel_depth, -1ull);
+			pl->held--;
+			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+			continue;
+		}
+		md->ts = ts;
+		if (changed[md->src])
+			sn_tstamp_commit(&ps->ts, &nx);
+	}
+}
+
 static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
 {
+	bool changed[SN_PORT_MAX] = { false }, any_change = false;
 	const struct sn_policy_port *want[SN_PORT_MAX];
 	struct sn_sched *sch;
 
@@ -677,12 +732,19 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 		}
 		if (!w->rate_bps)
 			ps->has_rate = false;
-		else if (ps->has_rate)
+		else if (ps->has_rate && ps->ts.rate != w->rate_bps) {
+			/* fresh chain from now: restamp_wheel() lays the queued
+			 * frames on it */
+			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
+			changed[s] = any_change = true;
+		} else if (ps->has_rate)
 			SN_VERIFY(sn_tstamp_set(&ps->ts, w->rate_bps, w->burst_bytes) == 0);
 		else
 			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
 		ps->has_rate = w->rate_bps != 0;
 	}
+	if (any_change)
+		restamp_wheel(pl, changed);
 	pl->pol_gen = pol->gen;
 	pl->t_seen = t;
 	pl->dirty = false;
@@ -758,6 +820,12 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		goto free_pl;
 	}
 	pl->now = now_ns();
+	pl->restamp_buf = rte_malloc("sn_pipeline_restamp",
+				     (size_t)cfg->pool_nodes * sizeof(void *), 0);
+	if (!pl->restamp_buf) {
+		e = ENOMEM;
+		goto free_pl;
+	}
 	pl->wheel = sn_twheel_create(&(struct sn_twheel_params){
 		.granularity_ns = cfg->granularity_ns, .slots = cfg->slots,
 		.pool_nodes = cfg->pool_nodes, .start_ns = pl->now });
@@ -775,6 +843,7 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 free_wheel:
 	sn_twheel_free(pl->wheel);
 free_pl:
+	rte_free(pl->restamp_buf);
 	rte_free(pl);
 	errno = e;
 	return NULL;
@@ -804,6 +873,7 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 		return;
 	sn_pipeline_drain(pl);
 	sn_twheel_free(pl->wheel);
+	rte_free(pl->restamp_buf);
 	rte_free(pl);
 }
 

@@ -172,12 +172,14 @@ class Schednic:
     so unicast: no flood copies)."""
 
     def __init__(self, build_dir, ports, policy, size, pps, sample_ms=100,
-                 flows=None, workdir=None):
+                 flows=None, workdir=None, port_extra=None, queue_size=4096):
         self.build = Path(build_dir)
         self.dir = Path(workdir or tempfile.mkdtemp(prefix=f"sn-conf{TAG}-", dir="/tmp"))
         self.own_dir = workdir is None
         self.ports, self.policy, self.size, self.pps = ports, policy, size, pps
         self.sample_ms = sample_ms
+        self.port_extra = port_extra or {}      # name -> extra port config
+        self.queue_size = queue_size            # sn-gen's virtqueues
         self.flows = flows if flows is not None else list(range(len(ports)))
         self.daemon = self.gen = None
         n = f"{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
@@ -208,7 +210,7 @@ class Schednic:
             "datapath": {"mbufs": 32767},
             "uplink": {"name": "uplink", "devargs": f"net_vhost0,iface={up_sock},queues=1"},
             "ports": [{"name": p, "type": "vhost-user", "path": str(self.dir / f"{p}.sock"),
-                       "mode": "server"} for p in self.ports],
+                       "mode": "server", **self.port_extra.get(p, {})} for p in self.ports],
             "policy": self.policy,
         }
         (self.dir / "schednicd.json").write_text(json.dumps(cfg))
@@ -226,7 +228,7 @@ class Schednic:
         argv = [str(self.build / "backend" / "sn-gen"), "count", "--cpu", "0",
                 "--file-prefix", self.gprefix, "--sync", str(sync), "--log-level", "warning",
                 "--settle", "0", "--size", str(self.size), "--rate", str(self.pps),
-                "--queue-size", "4096", "--mem", "512",
+                "--queue-size", str(self.queue_size), "--mem", "512",
                 "--sample-ms", str(self.sample_ms), "--sample-file", str(self.samples)]
         for i, p in enumerate(self.ports):
             argv += ["--port", f"{self.dir / (p + '.sock')},mac=02:53:47:00:00:{i + 1:02x}"]
