@@ -208,7 +208,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 {
 	struct sn_pipeline_port_stats ps;
 	uint64_t c0, s0;
-	bool s1;
+	bool s1;                  /* consistent */
 	json_t *drops, *o;
 
 	if (!ctl->pipeline)
@@ -222,8 +222,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
 		return NULL;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	s1 = __atomic_load_n(&s0, __ATOMIC_RELAXED) == sn_pipeline_run_seq(ctl->pipeline) &&
-	     !(s0 & 1);
+	s1 = s0 == sn_pipeline_run_seq(ctl->pipeline) && !(s0 & 1);
 	drops = json_object();
 	if (!drops)
 		return NULL;

@@ -124,11 +124,13 @@ struct sn_pipeline {
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
 	uint64_t arb_backlog;
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
-	/* issue 6 (measurement): odd while run() releases frames, even between
-	 * runs. Worker: odd store + release fence at run() start (pairs with
-	 * the reader's acquire fence before its second load), release store
-	 * of the even value at the end (pairs with the reader's acquire load
-	 * of its first value). See sn_pipeline_run_seq(). */
+	/* issue 6 (measurement): odd while run() releases frames or while it
+	 * lags (an iteration ended by MAX_BATCHES left due frames in the
+	 * wheel), even between runs that released everything due. Worker: odd
+	 * store + release fence at run() start (pairs with the reader's
+	 * acquire fence before its second load), release store of the even
+	 * value at the end (pairs with the reader's acquire load of its first
+	 * value). See sn_pipeline_run_seq(). */
 	uint64_t run_seq;
 };
 
@@ -755,10 +757,11 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	const struct sn_policy *pol = sn_policy_current(pl->store);
 	void *items[BATCH];
 	unsigned got, batches = 0;
-
+	bool caught_up;
 	uint64_t seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
 
-	__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELAXED);
+	seq += (seq & 1) ? 2 : 1;     /* odd: stays odd while run() lags */
+	__atomic_store_n(&pl->run_seq, seq, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	pl->now = now_ns();
 	ctr_set(&pl->clock_ns, pl->now);
@@ -787,11 +790,13 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		if (pl->held)
 			sn_arbiter_do_scan(pl->arb, pl->now);
 	} while (got == BATCH && ++batches < MAX_BATCHES);
+	caught_up = got < BATCH;
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_arb_stats(pl);
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
-	__atomic_store_n(&pl->run_seq, seq + 2, __ATOMIC_RELEASE);
+	if (caught_up)
+		__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELEASE);
 }
 
 struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,

@@ -141,7 +141,9 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
  * independent of when the control thread sampled them. */
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
 /* Any thread (issue 6, measurement): a sequence that is odd while the
- * worker is inside run() (releasing frames) and even between runs (acquire
+ * worker is inside run() (releasing frames) or lags (its last run() hit
+ * the per-iteration bound with frames still due, e.g. after a stall), and
+ * even between runs that released everything due at clock_ns (acquire
  * load). Counters read between two equal even values, with an acquire
  * fence before the second load, are exactly the state at clock_ns: a
  * worker preempted in the middle of a release batch cannot tear them. */

@@ -275,7 +275,7 @@ class Schednic:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def shaper_samples(s, port, seconds, period=0.1):
+def shaper_samples(s, port, seconds, period=0.1, key="uplink_bytes"):
     """[(worker clock s, uplink bytes of port)] read through stats.get every
     `period` s for `seconds`: the shaper's output in the worker's own time
     base (policy.clock_ns, the worker's clock at the start of the loop
@@ -294,11 +294,18 @@ def shaper_samples(s, port, seconds, period=0.1):
                 break
         t = pol["clock_ns"] / 1e9
         ok = pol["clock_consistent"]
-        if ok and (not out or t > out[-1][0]):
-            out.append((t, pol["uplink_bytes"]))
+        # samples at least 0.9 period apart in the worker's time: a short
+        # interval (a late read followed by an on-time one) would weigh a
+        # one-frame quantisation error as much as a whole sample
+        if ok and (not out or t >= out[-1][0] + 0.9 * period):
+            out.append((t, pol[key]))
+            nxt = time.monotonic() + period
+        elif ok:
+            nxt = time.monotonic() + max(0.001, out[-1][0] + period - t)
+        else:
+            nxt = time.monotonic()
         if time.monotonic() >= end:
             return out
-        nxt += period
         time.sleep(max(0.0, nxt - time.monotonic()))
 
 
