@@ -275,9 +275,12 @@ class Schednic:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def shaper_samples(s, port, seconds, period=0.1, key="uplink_bytes"):
-    """[(worker clock s, uplink bytes of port)] read through stats.get every
-    `period` s for `seconds`: the shaper's output in the worker's own time
+def shaper_samples(s, port, seconds, period=0.1, key="released_bytes"):
+    """[(worker clock s, `key` bytes of port)] read through stats.get every
+    `period` s for `seconds`. Default released_bytes: what left the rate
+    limiter (the timing wheel), i.e. the Carousel shaper's output (the
+    line-rate arbiter after it may hold a release batch for a few scans
+    after a stall), in the worker's own time
     base (policy.clock_ns, the worker's clock at the start of the loop
     iteration whose releases the counters include; a descheduled worker
     freezes both). A read taken while the worker was inside a release
@@ -319,7 +322,7 @@ def measure(s, port, index, rate, seconds):
     shaped output in 100 ms samples, two ways:
       sink_dev_pct:   at the receiver, sn-gen's sampling sink (flow `index`,
                       its own timestamps): the issue's metric;
-      worker_dev_pct: at the shaper's output (policy uplink_bytes), in the
+      worker_dev_pct: at the shaper's output (policy released_bytes), in the
                       worker's time base (clock_ns), read every 100 ms.
     plus what can spoil a window on a shared machine: underruns (the
     generator starved the limit), link resets, frames the sink's ring
@@ -360,8 +363,9 @@ def measure(s, port, index, rate, seconds):
 def clean(m):
     """A window in which the machine let every stage keep up: the limit
     stayed backlogged, the link clock never reset, the sink took every
-    frame."""
-    return m["underruns"] == 0 and m["link_resets"] == 0 and m["sink_ring_full"] == 0
+    frame, and the worker ran enough to give exact samples all along."""
+    return m["underruns"] == 0 and m["link_resets"] == 0 and m["sink_ring_full"] == 0 and \
+        m["worker_samples"] >= 0.6 * m["window_s"] * 10     # the worker ran (exact pairs)
 
 
 def conformance_port(build_dir, rate):
@@ -480,7 +484,8 @@ def main():
                   "(Carousel 7.1.1); each sample's rate = delta bytes / delta of its own "
                   "timestamp; frames without FCS; schednic: vm0 limited to R, 1.2 R offered "
                   "by sn-gen, measured by sn-gen's sampling sink on the uplink's "
-                  "(net_vhost) peer; HTB: veth between two netns, class rate=ceil=R, "
+                  "(net_vhost) peer; schednic_worker_dev_pct: the same metric on the rate "
+                  "limiter's output (policy.released_bytes) in the worker's clock (exact pairs); HTB: veth between two netns, class rate=ceil=R, "
                   "iperf3 -u -b 0 sender, rx_bytes of the receiving veth",
         "seconds_per_rate": a.seconds,
         "schednic": ours, "htb": htb,

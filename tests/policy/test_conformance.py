@@ -14,9 +14,10 @@ window). A stalled worker releases the frames that fell due during the
 stall at once, and a stalled sink reads late, so receiver-side 100 ms
 samples wobble by the OS time slice (several %) whatever the shaper does.
 The shaper's own conformance is therefore asserted on its output counter
-(uplink_bytes) sampled every 100 ms against the worker's clock (clock_ns):
-<= 1 % at every rate, in a window where the machine let every stage keep
-up (no underrun, no link reset, sink ring never full; up to 5 windows).
+(released_bytes: what left the rate limiter) sampled every 100 ms against
+the worker's clock (clock_ns, exact pairs only): <= 1 % at every rate, in
+a window where the machine let every stage keep up (no underrun, no link
+reset, sink ring never full, exact pairs all along; up to 5 windows).
 The receiver-side deviation is asserted too when the window was quiet
 (no thread of the daemon or sn-gen waited more than 1 % of the window),
 and printed otherwise.
