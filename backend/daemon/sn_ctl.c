@@ -409,10 +409,22 @@ static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
 static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_pipeline_port_stats ps;
-	json_t *drops;
+	uint64_t c0, s0;
+	bool s1;                  /* consistent */
+	json_t *drops, *o;
 
-	if (!ctl->pipeline || sn_pipeline_port_stats(ctl->pipeline, p, &ps))
+	if (!ctl->pipeline)
 		return NULL;
+	/* issue 6 (measurement): clock_ns with the counters, and whether the
+	 * pair is consistent: no run() of the worker began or was in progress
+	 * while they were read (sn_pipeline_run_seq(); the acquire fence pairs
+	 * with the worker's release fence after its odd store). */
+	s0 = sn_pipeline_run_seq(ctl->pipeline);
+	c0 = sn_pipeline_clock_ns(ctl->pipeline);
+	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
+		return NULL;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s1 = s0 == sn_pipeline_run_seq(ctl->pipeline) && !(s0 & 1);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -422,7 +434,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
 			 "offered_packets", (json_int_t)ps.offered_packets,
 			 "offered_bytes", (json_int_t)ps.offered_bytes,
 			 "released_packets", (json_int_t)ps.released_packets,
@@ -438,6 +450,12 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			 "rate_bps", (json_int_t)ps.rate_bps,
 			 "weight", (json_int_t)ps.weight,
 			 "drops", drops, "classes", classes_stats_json(ctl, p));
+	if (o && (json_object_set_new(o, "clock_ns", json_integer((json_int_t)c0)) ||
+		  json_object_set_new(o, "clock_consistent", json_boolean(s1)))) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
 }
 
 static json_t *arbiter_stats_json(const struct sn_ctl *ctl)

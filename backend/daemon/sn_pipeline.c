@@ -30,6 +30,7 @@
 #include "sn_pipeline.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -81,6 +82,7 @@ struct meta {
 	uint32_t src_gen, dst_gen;
 	uint16_t src, dst;        /* port slots; dst DST_FLOOD = flood */
 	uint8_t cls;              /* flow class (sn_classify), or SN_CLASSIFY_NONE */
+	uint64_t ts;              /* release time in the wheel (restamp_wheel) */
 };
 
 struct pstate {
@@ -125,6 +127,7 @@ struct sn_pipeline {
 	uint64_t now;
 	uint64_t next_stats;
 	uint64_t held;            /* frames in wheel + arbiter */
+	void **restamp_buf;       /* restamp_wheel(): room for cfg.pool_nodes frames */
 	unsigned n_touched;
 	uint16_t touched[SN_PORT_MAX];
 	struct stage stage[SN_PORT_MAX];
@@ -134,6 +137,14 @@ struct sn_pipeline {
 	uint64_t arb_backlog;
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
 	struct sn_pipeline_fair_stats fair_st;
+	/* issue 6 (measurement): odd while run() releases frames or while it
+	 * lags (an iteration ended by MAX_BATCHES left due frames in the
+	 * wheel), even between runs that released everything due. Worker: odd
+	 * store + release fence at run() start (pairs with the reader's
+	 * acquire fence before its second load), release store of the even
+	 * value at the end (pairs with the reader's acquire load of its first
+	 * value). See sn_pipeline_run_seq(). */
+	uint64_t run_seq;
 };
 
 static inline void ctr_add(uint64_t *c, uint64_t v)
@@ -502,6 +513,7 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 		return;
 	}
 	ts = sn_tstamp_consolidate_peek(cr.pol, cr.n, pl->now, m->pkt_len, nx);
+	md->ts = ts;
 	rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 	if (rc) {
 		sn_classify_dropped(pl->cls, &cr, m->pkt_len,
@@ -676,8 +688,59 @@ static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
 	ctr_set(&pl->fair_st.on, 1);
 }
 
+/* issue 6 (live change <= 100 ms): a port whose rate changed gets every
+ * frame it has in the wheel stamped again at the new rate, from now on
+ * (Carousel §5.1.1: a frame's release time is a function of the rate; the
+ * old stamps would keep the old rate for up to the 262 ms horizon). The
+ * wheel has no per-port removal, so all its frames are taken out in
+ * release order (the far-future extract keeps each port's order), the
+ * empty wheel is rewound to now, and every frame goes back: changed ports'
+ * frames on a fresh timestamp chain starting now, the others at their own
+ * stamp (meta.ts; same slot order, so FIFO within a slot is kept). New
+ * arrivals chain after the restamped backlog. A restamped frame that lands
+ * beyond the horizon (a big rate cut with a full wheel) is what the
+ * shaper drops at the new rate anyway: counted as "horizon". O(frames in
+ * the wheel), once per rate change, on the worker. */
+static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
+{
+	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
+	unsigned got;
+
+	if (n == 0 || n > pl->cfg.pool_nodes) {
+		if (n)
+			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
+		return;
+	}
+	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
+						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
+		k += got;
+	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
+	for (uint64_t i = 0; i < k; i++) {
+		struct rte_mbuf *m = pl->restamp_buf[i];
+		struct meta *md = meta_of(pl, m);
+		struct pstate *ps = &pl->ps[md->src];
+		struct sn_tstamp_next nx;
+		uint64_t ts = md->ts;
+		int rc;
+
+		if (changed[md->src])
+			ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
+		rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
+		if (rc) {
+			ctr_add(&ps->st.wheel_depth, -1ull);
+			pl->held--;
+			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+			continue;
+		}
+		md->ts = ts;
+		if (changed[md->src])
+			sn_tstamp_commit(&ps->ts, &nx);
+	}
+}
+
 static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
 {
+	bool changed[SN_PORT_MAX] = { false }, any_change = false;
 	const struct sn_policy_port *want[SN_PORT_MAX];
 	struct sn_sched *sch;
 
@@ -754,12 +817,19 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 		}
 		if (!w->rate_bps)
 			ps->has_rate = false;
-		else if (ps->has_rate)
+		else if (ps->has_rate && ps->ts.rate != w->rate_bps) {
+			/* fresh chain from now: restamp_wheel() lays the queued
+			 * frames on it */
+			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
+			changed[s] = any_change = true;
+		} else if (ps->has_rate)
 			SN_VERIFY(sn_tstamp_set(&ps->ts, w->rate_bps, w->burst_bytes) == 0);
 		else
 			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
 		ps->has_rate = w->rate_bps != 0;
 	}
+	if (any_change)
+		restamp_wheel(pl, changed);
 	pl->pol_gen = pol->gen;
 	pl->t_seen = t;
 	pl->dirty = false;
@@ -770,7 +840,12 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	const struct sn_policy *pol = sn_policy_current(pl->store);
 	void *items[BATCH];
 	unsigned got, batches = 0;
+	bool caught_up;
+	uint64_t seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
 
+	seq += (seq & 1) ? 2 : 1;     /* odd: stays odd while run() lags */
+	__atomic_store_n(&pl->run_seq, seq, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	pl->now = now_ns();
 	ctr_set(&pl->clock_ns, pl->now);
 	pl->t = t;
@@ -792,14 +867,22 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			dispatch(pl, m);
 		}
 		flush_vm(pl);
+		/* issue 6 (conformance): scan after every batch, not once per
+		 * iteration. After a worker stall the wheel releases up to
+		 * MAX_BATCHES * BATCH due frames at once; one scan at the end
+		 * let them overflow the client mailbox (mbox_size 512) and
+		 * they were lost as mailbox_full although the link had room. */
+		if (pl->held)
+			sn_arbiter_do_scan(pl->arb, pl->now);
 	} while (got == BATCH && ++batches < MAX_BATCHES);
-	if (pl->held)
-		sn_arbiter_do_scan(pl->arb, pl->now);
+	caught_up = got < BATCH;
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_arb_stats(pl);
 		sn_classify_tick(pl->cls, pl->now);   /* issue 6: NBA, flow ageing */
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
+	if (caught_up)
+		__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELEASE);
 }
 
 struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
@@ -828,6 +911,12 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		goto free_pl;
 	}
 	pl->now = now_ns();
+	pl->restamp_buf = rte_malloc("sn_pipeline_restamp",
+				     (size_t)cfg->pool_nodes * sizeof(void *), 0);
+	if (!pl->restamp_buf) {
+		e = ENOMEM;
+		goto free_pl;
+	}
 	pl->wheel = sn_twheel_create(&(struct sn_twheel_params){
 		.granularity_ns = cfg->granularity_ns, .slots = cfg->slots,
 		.pool_nodes = cfg->pool_nodes, .start_ns = pl->now });
@@ -853,6 +942,7 @@ free_cls:
 free_wheel:
 	sn_twheel_free(pl->wheel);
 free_pl:
+	rte_free(pl->restamp_buf);
 	rte_free(pl);
 	errno = e;
 	return NULL;
@@ -884,6 +974,7 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 	sn_fdrop_free(pl->fd);
 	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
+	rte_free(pl->restamp_buf);
 	rte_free(pl);
 }
 
@@ -933,4 +1024,9 @@ void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fai
 
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl)
+{
+	return __atomic_load_n(&pl->run_seq, __ATOMIC_ACQUIRE);
 }

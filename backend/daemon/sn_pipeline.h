@@ -152,5 +152,13 @@ uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
 /* Any thread: the worker's flow classes and aggregate shares, for their
  * *_stats readers (issue 6, sn_classify.h). */
 const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl);
+/* Any thread (issue 6, measurement): a sequence that is odd while the
+ * worker is inside run() (releasing frames) or lags (its last run() hit
+ * the per-iteration bound with frames still due, e.g. after a stall), and
+ * even between runs that released everything due at clock_ns (acquire
+ * load). Counters read between two equal even values, with an acquire
+ * fence before the second load, are exactly the state at clock_ns: a
+ * worker preempted in the middle of a release batch cannot tear them. */
+uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl);
 
 #endif /* SN_PIPELINE_H */

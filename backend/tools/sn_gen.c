@@ -75,6 +75,11 @@ static void usage(FILE *out)
 "  --rate PPS             count mode pacing, all flows of a phase (default 0 =\n"
 "                         unlimited)\n"
 "  --gap-us N             count mode: pause N us after each burst (default 0)\n"
+"  --sample-ms N          sampling sink: every N ms (1..10000) append one JSON\n"
+"                         line {\"t_ns\", \"rx_bytes\": [per port], \"flow_rx_bytes\":\n"
+"                         [per flow]} to --sample-file; t_ns = CLOCK_MONOTONIC\n"
+"                         of the sample (rates: delta bytes / delta t_ns)\n"
+"  --sample-file PATH     where the samples go (default: stderr)\n"
 "  --no-learn             no initial broadcast from each port's MAC\n"
 "  --marker               write the deferred-completion opt-in marker\n"
 "                         (num_buffers = 0x5344) in every TX virtio-net header,\n"
@@ -225,7 +230,8 @@ enum {
 	OPT_PORT = 256, OPT_SERVER, OPT_QSIZE, OPT_FLOW, OPT_COUNT, OPT_SIZE, OPT_BURST,
 	OPT_RATE, OPT_NOLEARN, OPT_DURATION, OPT_WARMUP, OPT_GRACE, OPT_PHASEGAP,
 	OPT_SETTLE, OPT_CONNECT, OPT_SYNC, OPT_ECHOIP, OPT_ECHOPORT, OPT_CPU, OPT_MEM,
-	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_MARKER, OPT_QUEUES,
+	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_MARKER, OPT_QUEUES, OPT_SAMPLEMS,
+	OPT_SAMPLEFILE,
 };
 
 struct cli {
@@ -265,6 +271,8 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		{"gap-us", required_argument, NULL, OPT_GAP},
 		{"marker", no_argument, NULL, OPT_MARKER},
 		{"queues", required_argument, NULL, OPT_QUEUES},
+		{"sample-ms", required_argument, NULL, OPT_SAMPLEMS},
+		{"sample-file", required_argument, NULL, OPT_SAMPLEFILE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -335,6 +343,10 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 			bad |= parse_u64(optarg, SN_GEN_MAX_QUEUES, &n) != 0 || n == 0;
 			g->queues = (uint16_t)n;
 			break;
+		case OPT_SAMPLEMS:
+			bad |= parse_u64(optarg, 10000, &g->sample_ms) != 0 || g->sample_ms == 0;
+			break;
+		case OPT_SAMPLEFILE: g->sample_path = optarg; break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return 2;
 		}

@@ -12,6 +12,7 @@
 #define SN_GEN_H
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <rte_ether.h>
@@ -82,12 +83,16 @@ struct sn_gen {
 	const char *sync_dir;        /* NULL = timing instead of sync files */
 	int echo_port;
 	rte_be32_t echo_ip;
+	uint64_t sample_ms;          /* sampling sink period, 0 = off */
+	const char *sample_path;     /* NULL = stderr */
 	/* runtime */
 	uint32_t run_id;
 	uint64_t hz;
 	struct rte_mempool *mp;
 	uint64_t alloc_fail;
 	uint64_t next_link_check;    /* TSC of the next link poll */
+	FILE *sample_out;            /* sampling sink output (sample_ms != 0) */
+	uint64_t next_sample;        /* TSC: next sample due */
 	int completed;               /* all frames sent (count) / window done (bench) */
 	double elapsed_s;
 	/* bench results */

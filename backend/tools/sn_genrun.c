@@ -21,9 +21,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -101,9 +103,40 @@ static unsigned int poll_links(struct sn_gen *g)
 
 #define COUNT_RX_ROUNDS 8
 
-/* Drain every port once. In bench mode frames are only counted. */
-static void poll_rx(struct sn_gen *g)
+/* Sampling sink (--sample-ms): one JSON line per period with the time
+ * (CLOCK_MONOTONIC, the daemon's clock_ns base) the counters were read at, so that a consumer computes rates from the
+ * actual sample spacing: on a loaded machine this loop can be descheduled
+ * across a boundary, and the lines then come late, never wrong. Counters
+ * are cumulative (bytes as received, without FCS; flow bytes count data
+ * frames of that flow at any port). One fflush per line. */
+static void sample_emit(struct sn_gen *g, uint64_t now)
 {
+	FILE *out = g->sample_out;
+
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fprintf(out, "{\"t_ns\": %" PRIu64 ", \"rx_bytes\": [",
+		(uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec);
+	for (unsigned int i = 0; i < g->nports; i++)
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", g->ports[i].rx_bytes);
+	fputs("], \"flow_rx_bytes\": [", out);
+	for (unsigned int i = 0; i < g->nflows; i++)
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", g->flows[i].rx * g->size);
+	fputs("]}\n", out);
+	fflush(out);
+	uint64_t period = g->sample_ms * g->hz / 1000;
+	g->next_sample += period;
+	if (g->next_sample <= now)          /* descheduled: skip, do not burst */
+		g->next_sample = now + period;
+}
+
+/* Drain every port once. In bench mode frames are only counted. Returns
+ * the number of frames received. */
+static unsigned int poll_rx_once(struct sn_gen *g)
+{
+	unsigned int got = 0;
+
 	struct rte_mbuf *bufs[SN_GEN_BURST_MAX];
 	struct rte_mbuf *replies[SN_GEN_BURST_MAX];
 
@@ -132,6 +165,7 @@ static void poll_rx(struct sn_gen *g)
 		if (n == 0)
 			continue;
 		p->rx_q[q] += n;
+		got += n;
 		if (g->mode == SN_GEN_BENCH) {
 			p->rx_packets += n;
 			for (uint16_t i = 0; i < n; i++)
@@ -172,6 +206,19 @@ static void poll_rx(struct sn_gen *g)
 				rte_pktmbuf_free_bulk(replies + s, nrep - s);
 			}
 		}
+	}
+	return got;
+}
+
+/* Drain every port once; when a sample is due, first drain what queued up
+ * in the rings (e.g. while we were descheduled: it arrived before now). */
+static void poll_rx(struct sn_gen *g)
+{
+	poll_rx_once(g);
+	if (g->sample_out != NULL && rte_rdtsc() >= g->next_sample) {
+		for (int pass = 0; pass < 256 && poll_rx_once(g) != 0; pass++)
+			;
+		sample_emit(g, rte_rdtsc());
 	}
 }
 
@@ -496,7 +543,15 @@ static int run_echo(struct sn_gen *g)
 int sn_gen_run(struct sn_gen *g)
 {
 	uint64_t t0 = rte_rdtsc();
-	int rc = wait_links(g);
+	int rc;
+
+	if (g->sample_ms != 0) {
+		g->sample_out = g->sample_path ? fopen(g->sample_path, "we") : stderr;
+		if (g->sample_out == NULL)
+			return -errno;
+		g->next_sample = t0;
+	}
+	rc = wait_links(g);
 
 	if (rc == 0) {
 		drain_for(g, g->settle_s);
@@ -510,5 +565,8 @@ int sn_gen_run(struct sn_gen *g)
 			rc = 0;
 	}
 	g->elapsed_s = (double)(rte_rdtsc() - t0) / (double)g->hz;
+	if (g->sample_out != NULL && g->sample_out != stderr)
+		fclose(g->sample_out);
+	g->sample_out = NULL;
 	return rc;
 }
