@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+LAYOUTS = ["1core", "2core"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000                     # bytes, without FCS (sn-gen --size)
 SINK_MAC = "02:00:00:00:00:99"   # never learned: flooded to the uplink
@@ -104,7 +105,8 @@ def wait_flowing(d, names, timeout=20.0):
     raise TimeoutError(f"no traffic through the shaper: {t}")
 
 
-def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     """20 Mbit/s port limit within 1 %; policy.set to 10 Mbit/s under
     traffic; an invalid policy is rejected and 10 Mbit/s stays in force."""
     pol = {"ports": {"vm0": {"rate_bps": 20_000_000}}}
@@ -138,7 +140,8 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
     assert d.alive()
 
 
-def test_weighted_sharing_qfq(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_weighted_sharing_qfq(schednicd, sngen, layout):
     """Weights 1:3 on a 20 Mbit/s uplink: shares 25/75 % within 2 %."""
     link = 20_000_000
     pol = {"uplink": {"rate_bps": link, "algorithm": "qfq", "overhead_bytes": 24},
@@ -236,7 +239,8 @@ def test_invalid_policy_in_config_file(schednicd_bin, sn_tmpdir, bad, field):
     assert f"config: {field}" in r.stderr, r.stderr
 
 
-def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen, layout):
     """vm0 -> vm1 unicast limited to 20 Mbit/s while vm2 saturates a 5 Mbit/s
     uplink: vm0 still gets exactly its rate, nothing of it queues at the
     arbiter; vm2 gets the link."""
@@ -317,7 +321,8 @@ def test_config_policy_entry_for_uplink_rejected(schednicd_bin, sn_tmpdir):
     assert r.returncode == 1 and "config: policy.ports.wan:" in r.stderr, r.stderr
 
 
-def test_destination_deleted_while_frames_held_no_leak(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_destination_deleted_while_frames_held_no_leak(schednicd, sngen, layout):
     """Frames held in the wheel for a port that is then deleted are dropped
     as dst_gone; every frame is accounted for and no mbuf leaks."""
     d = schednicd(ports=["vm0", "vm1"],
