@@ -256,7 +256,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
 			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
@@ -266,6 +266,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "read_limit_hits", (json_int_t)a.read_limit_hits,
 			 "backlog", (json_int_t)backlog,
 			 "clock_ns", (json_int_t)sn_pipeline_clock_ns(ctl->pipeline),
+			 "arbiter_clock_ns", (json_int_t)sn_pipeline_arbiter_clock_ns(ctl->pipeline),
 			 "drops", drops,
 			 "worker_thread", "loops", (json_int_t)wt.loops, "sleeps", (json_int_t)wt.sleeps,
 			 "sleep_ns", (json_int_t)wt.sleep_ns,

@@ -117,7 +117,8 @@ struct meta {
 enum { RET_SENT = 0, RET_DROP, RET_GSO };
 
 #define RET_MBOX_SIZE 8192u       /* return mailbox (pow2) */
-#define ARB_IDLE_SPINS 20000u     /* empty arbiter loops before napping */
+#define ARB_SPIN_NS      1000000ull  /* arbiter: idle spin before napping */
+#define ARB_MIN_SLEEP_NS 100000ull   /* arbiter: shorter link waits are spun */
 
 struct pstate {
 	/* Worker only: shaping state of the port in this slot. */
@@ -185,6 +186,7 @@ struct sn_pipeline {
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
 	uint64_t arb_backlog;
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
+	uint64_t arb_clock_ns;    /* arbiter half's now at its latest round */
 	/* Worker -> arbiter: the set the worker uses (release/acquire). */
 	struct arbset *w_ack __rte_cache_aligned;
 	/* Arbiter half only. */
@@ -973,6 +975,7 @@ static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
 	uint32_t rel = 0;
 
 	pl->a_now = now;
+	ctr_set(&pl->arb_clock_ns, now);
 	if (pol->gen != pl->a_pol_gen || t != pl->a_t_seen || (pl->a_algo_retry && !pl->aset_old))
 		apply_arb(pl, pol, t);
 	if (pl->aset_old &&
@@ -1036,41 +1039,55 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		}
 		flush_vm(pl);
 	} while (got == BATCH && ++batches < MAX_BATCHES);
-	if (!pl->split && pl->held)
+	if (!pl->split && pl->held) {
 		arb_round(pl, pol, t, pl->now);
-	else if (!pl->split && (int64_t)(pl->now - pl->a_next_stats) >= 0) {
-		publish_arb_stats(pl);
-		pl->a_next_stats = pl->now + STATS_EVERY_NS;
+	} else if (!pl->split) {
+		ctr_set(&pl->arb_clock_ns, pl->now);
+		if ((int64_t)(pl->now - pl->a_next_stats) >= 0) {
+			publish_arb_stats(pl);
+			pl->a_next_stats = pl->now + STATS_EVERY_NS;
+		}
 	}
 }
 
 int sn_pipeline_arbiter_main(void *arg)
 {
 	struct sn_pipeline *pl = arg;
-	unsigned idle = 0;
+	/* Spin-then-sleep (PSPAT §3.5, sn_arbiter_idle_ns): with a backlog
+	 * waiting for the link, sleep until the link is free when that is
+	 * at least ARB_MIN_SLEEP_NS away (case (i): the wake-up time is
+	 * known); idle, spin ARB_SPIN_NS and then nap idle_sleep_us at a
+	 * time. Sleeping instead of spinning also matters when the arbiter
+	 * shares its CPU with the worker: a thread that slept is scheduled
+	 * again promptly, a spinning one waits its turn. */
+	struct sn_arbiter_idle ip = {
+		.spin_ns = ARB_SPIN_NS,
+		.min_sleep_ns = ARB_MIN_SLEEP_NS,
+		.max_sleep_ns = (uint64_t)pl->idle_sleep_us * 1000,
+	};
 
 	rcu_register_thread();
 	/* Acquire pairs with the release store in sn_pipeline_arbiter_stop(). */
 	while (!__atomic_load_n(&pl->stop, __ATOMIC_ACQUIRE)) {
 		const struct sn_policy *pol = sn_policy_current(pl->store);
 		const struct sn_port_table *t = sn_ports_table_rcu(pl->reg);
-		uint32_t rel = arb_round(pl, pol, t, now_ns());
+		uint64_t now = now_ns(), ns = 0;
 
+		arb_round(pl, pol, t, now);
 		ctr_add(&pl->ats.loops, 1);
 		/* Ends the read-side use of pol, t and the uplink port: pairs
 		 * with synchronize_rcu() in sn_policy.c / sn_port.c. */
 		rcu_quiescent_state();
-		/* Spin-then-sleep (PSPAT §3.5): nothing released, nothing
-		 * queued, nothing parked for ARB_IDLE_SPINS rounds -> nap
-		 * idle_sleep_us between rounds (offline: no grace period
-		 * waits for a sleeping arbiter). */
-		if (rel || sn_arbiter_backlog(pl->aset->arb) || pl->n_pend || pl->aset_old)
-			idle = 0;
-		else if (pl->idle_sleep_us && ++idle > ARB_IDLE_SPINS) {
+		if (pl->idle_sleep_us && !pl->n_pend && !pl->aset_old)
+			ns = sn_arbiter_idle_ns(pl->aset->arb, &ip, now);
+		if (ns) {
+			struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+					       .tv_nsec = (long)(ns % 1000000000ull) };
 			uint64_t t0 = now_ns();
 
+			/* Offline: no grace period waits for a sleeping arbiter. */
 			rcu_thread_offline();
-			rte_delay_us_sleep(pl->idle_sleep_us);
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
 			rcu_thread_online();
 			ctr_add(&pl->ats.sleeps, 1);
 			ctr_add(&pl->ats.sleep_ns, now_ns() - t0);
@@ -1255,4 +1272,9 @@ void sn_pipeline_uplink_tx(const struct sn_pipeline *pl, struct sn_pipeline_upli
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
 {
 	return __atomic_load_n(&pl->clock_ns, __ATOMIC_RELAXED);
+}
+
+uint64_t sn_pipeline_arbiter_clock_ns(const struct sn_pipeline *pl)
+{
+	return __atomic_load_n(&pl->arb_clock_ns, __ATOMIC_RELAXED);
 }

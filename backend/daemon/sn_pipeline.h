@@ -178,6 +178,10 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
  * freezes both, so rates computed against it are what the shaper did,
  * independent of when the control thread sampled them. */
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
+/* Any thread: the same for the arbiter half (its latest round; in the
+ * 1-core layout the worker's clock): the time base of the counters the
+ * arbiter keeps (uplink_*, qfq_*, the arbiter's). */
+uint64_t sn_pipeline_arbiter_clock_ns(const struct sn_pipeline *pl);
 
 /* Split layout: lcore_function_t of the arbiter lcore (registered QSBR
  * reader of the policy and the port table, one quiescent state per

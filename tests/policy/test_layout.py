@@ -25,9 +25,9 @@ def threads(d):
     return a["worker_thread"], a["arbiter_thread"]
 
 
+@pytest.mark.parametrize("nap_us", [50, 1000])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_idle_daemon_naps_and_reports_wakeup_delay(schednicd, layout):
-    nap_us = 1000
+def test_idle_daemon_naps_and_reports_wakeup_delay(schednicd, layout, nap_us):
     d = schednicd(ports=["vm0"], datapath={"idle_sleep_us": nap_us})
     time.sleep(1.0)                      # past the 20000 spins
     w0, a0 = threads(d)

@@ -21,20 +21,23 @@ SINK_MAC = "02:00:00:00:00:99"   # never learned: flooded to the uplink
 UPLINK = "net_null0,no-rx=1"
 
 
-def pstats(d):
+def pstats(d, key=""):
     """(shaper time of the sample, ports by name, raw stats). The time base
-    is the worker's own clock at its latest iteration (arbiter.clock_ns):
-    neither a slow RPC round trip nor a descheduled worker at a window's
+    is the own clock of the lcore that counts `key` at its latest iteration
+    (arbiter.clock_ns: the worker; arbiter.arbiter_clock_ns for the uplink_*
+    and qfq_* counters, which the arbiter lcore keeps in layout 2core):
+    neither a slow RPC round trip nor a descheduled lcore at a window's
     edge on this loaded machine blurs it."""
     st = d.stats()
-    return st["arbiter"]["clock_ns"] / 1e9, {p["name"]: p for p in st["ports"]}, st
+    clock = "arbiter_clock_ns" if key.startswith(("uplink", "qfq")) else "clock_ns"
+    return st["arbiter"][clock] / 1e9, {p["name"]: p for p in st["ports"]}, st
 
 
 def measure(d, key, ports, window=3.0):
     """bits/s of policy counter `key` per port over `window` seconds."""
-    ta, a, _ = pstats(d)
+    ta, a, _ = pstats(d, key)
     time.sleep(window)
-    tb, b, _ = pstats(d)
+    tb, b, _ = pstats(d, key)
     return {n: (b[n]["policy"][key] - a[n]["policy"][key]) * 8 / (tb - ta) for n in ports}
 
 
@@ -46,9 +49,9 @@ def measure_backlogged(d, key, port, window=2.0, tries=10):
     machine, the limit idles and the daemon counts an underrun. Windows
     with underruns are measured again; no clean window in `tries` fails."""
     for _ in range(tries):
-        ta, a, _ = pstats(d)
+        ta, a, _ = pstats(d, key)
         time.sleep(window)
-        tb, b, _ = pstats(d)
+        tb, b, _ = pstats(d, key)
         if b[port]["policy"]["underruns"] == a[port]["policy"]["underruns"]:
             return (b[port]["policy"][key] - a[port]["policy"][key]) * 8 / (tb - ta)
     pytest.fail(f"{port}: no {window}s window without shaper underruns in {tries} tries "
@@ -61,16 +64,19 @@ def measure_shares(d, ports, window=2.0, tries=10):
     the only windows where weighted shares and link rate are defined. A
     starved generator on this shared machine makes the window be measured
     again; no clean window in `tries` fails."""
+    seen = []
     for _ in range(tries):
-        ta, a, sa = pstats(d)
+        ta, a, sa = pstats(d, "uplink_bytes")
         time.sleep(window)
-        tb, b, sb = pstats(d)
+        tb, b, sb = pstats(d, "uplink_bytes")
         if all(b[n]["policy"]["qfq_idle"] == a[n]["policy"]["qfq_idle"] for n in ports) and \
                 sb["arbiter"]["link_resets"] == sa["arbiter"]["link_resets"]:
             return {n: (b[n]["policy"]["uplink_bytes"] - a[n]["policy"]["uplink_bytes"]) * 8 /
                     (tb - ta) for n in ports}
+        seen.append(({n: b[n]["policy"]["qfq_idle"] - a[n]["policy"]["qfq_idle"] for n in ports},
+                     sb["arbiter"]["link_resets"] - sa["arbiter"]["link_resets"]))
     pytest.fail(f"{ports}: no {window}s window with every port backlogged in {tries} tries "
-                "(machine too loaded)")
+                f"(machine too loaded); (qfq_idle, link_resets) deltas: {seen}")
 
 
 def start(schednicd, sngen, names, policy, pps=8000, seconds=40):
