@@ -967,6 +967,19 @@ static void ret_service(struct sn_pipeline *pl)
 	} while (got == BATCH);
 }
 
+/* Arbiter half: does t hold a port the last apply_arb() did not see? The
+ * table pointer alone can be reused after a free (ABA); the generations
+ * of its ports cannot. */
+static bool arb_table_stale(const struct sn_pipeline *pl, const struct sn_port_table *t)
+{
+	if (t != pl->a_t_seen)
+		return true;
+	for (unsigned i = 0; i < t->n; i++)
+		if (pl->ps[t->list[i]->slot].a_gen != t->list[i]->gen)
+			return true;
+	return false;
+}
+
 /* Arbiter half, one round: policy, parked returns, scan, stats. Returns
  * frames released (0 and no backlog = idle). */
 static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
@@ -976,7 +989,7 @@ static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
 
 	pl->a_now = now;
 	ctr_set(&pl->arb_clock_ns, now);
-	if (pol->gen != pl->a_pol_gen || t != pl->a_t_seen || (pl->a_algo_retry && !pl->aset_old))
+	if (pol->gen != pl->a_pol_gen || arb_table_stale(pl, t) || (pl->a_algo_retry && !pl->aset_old))
 		apply_arb(pl, pol, t);
 	if (pl->aset_old &&
 	    __atomic_load_n(&pl->w_ack, __ATOMIC_ACQUIRE) == pl->aset) {
@@ -1020,7 +1033,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	}
 	if (pol->gen != pl->pol_gen || t != pl->t_seen || pl->dirty)
 		apply(pl, pol, t);
-	if (!pl->split && (pol->gen != pl->a_pol_gen || t != pl->a_t_seen)) {
+	if (!pl->split && (pol->gen != pl->a_pol_gen || arb_table_stale(pl, t))) {
 		apply_arb(pl, pol, t);
 		pl->w_aset = pl->aset;
 	}

@@ -41,8 +41,11 @@ def measure(d, key, ports, window=3.0):
     return {n: (b[n]["policy"][key] - a[n]["policy"][key]) * 8 / (tb - ta) for n in ports}
 
 
-def measure_backlogged(d, key, port, window=2.0, tries=10):
+def measure_backlogged(d, key, port, window=3.0, tries=10):
     """Rate of `key` over a window in which port's limit never went idle.
+    3 s: in layout 2core a frame reaches the uplink counters one worker and
+    one arbiter scheduling delay after it left the wheel; on this loaded
+    machine that shifts a window's edges by up to tens of ms.
 
     A rate limit is exact only while it has work: if the generator (or the
     worker) is descheduled longer than the wheel horizon on this shared
@@ -125,7 +128,9 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     assert p["rate_bps"] == 20_000_000
     assert p["drops"]["horizon"] > 0, p          # offered > limit: the excess
     assert p["offered_packets"] > p["sent_packets"]
-    assert t["uplink"]["tx_bytes"] >= p["uplink_bytes"]
+    # The uplink's counters from a later snapshot: one stats.get reads the
+    # ports one after the other while the datapath lcores keep counting.
+    assert pstats(d)[1]["uplink"]["tx_bytes"] >= p["uplink_bytes"]
 
     gen = d.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": 10_000_000}}}})
     time.sleep(0.3)
