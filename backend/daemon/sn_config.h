@@ -45,11 +45,19 @@ struct sn_config_port {
 #define SN_CONFIG_UNMARKED_HOLD_US_DEF 1000u
 #define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
 
+/* Lcore layouts (issue 6, DESIGN.md "The pipeline"; thread model in
+ * backend/daemon/README.md "Threads"). */
+enum sn_layout {
+	SN_LAYOUT_1CORE = 0,   /* one worker: switch + shaper + arbiter + dispatch */
+	SN_LAYOUT_2CORE,       /* worker (switch + shaper) | arbiter (+ dispatch) */
+};
+
 struct sn_config {
 	struct {
 		unsigned memory_mb;
 		char file_prefix[64];          /* "auto" resolved by the caller */
 		unsigned main_cpu, worker_cpu;
+		unsigned arbiter_cpu;          /* layout 2core: the arbiter lcore's cpu */
 		unsigned n_extra;
 		char *extra_args[SN_CONFIG_EXTRA_MAX]; /* owned (strdup) */
 	} eal;
@@ -63,6 +71,9 @@ struct sn_config {
 		unsigned mac_table_size;       /* entries, power of two */
 		unsigned mac_aging_s;
 		unsigned max_flows;            /* issue 6: flow states per worker */
+		char layout_name[16];          /* "1core" | "2core" */
+		enum sn_layout layout;         /* decoded from layout_name */
+		unsigned idle_sleep_us;        /* 0 = busy poll; else spin-then-sleep */
 	} datapath;
 	struct {
 		bool enabled;

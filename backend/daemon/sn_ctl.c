@@ -294,6 +294,14 @@ static json_t *classes_stats_json(const struct sn_ctl *ctl, const struct sn_port
 
 		if (sn_classify_class_stats(c, p->slot, i, &cs))
 			break;     /* the worker has not applied this table yet */
+		{
+			/* 2-core: the arbiter's own count of this class's uplink frames */
+			uint64_t up_p, up_b;
+
+			sn_pipeline_class_uplink(ctl->pipeline, p->slot, i, &up_p, &up_b);
+			cs.uplink_packets += up_p;
+			cs.uplink_bytes += up_b;
+		}
 		if (json_array_append_new(a, json_pack(
 			"{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			"name", pp->classes[i].name,
@@ -460,6 +468,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 
 static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 {
+	struct sn_pipeline_thread_stats wt, at;
 	struct sn_arbiter_stats a;
 	uint64_t backlog;
 	json_t *drops;
@@ -468,6 +477,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 
 	sn_pipeline_arbiter_stats(ctl->pipeline, &a, &backlog);
 	sn_pipeline_fair_stats(ctl->pipeline, &fs);
+	sn_pipeline_thread_stats(ctl->pipeline, &wt, &at);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -477,8 +487,8 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
-			 "s:{s:I, s:I, s:I, s:I, s:I}}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
+			 "s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
 			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
@@ -488,11 +498,16 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "read_limit_hits", (json_int_t)a.read_limit_hits,
 			 "backlog", (json_int_t)backlog,
 			 "clock_ns", (json_int_t)sn_pipeline_clock_ns(ctl->pipeline),
+			 "arbiter_clock_ns", (json_int_t)sn_pipeline_arbiter_clock_ns(ctl->pipeline),
 			 "drops", drops,
 			 "overload", fs.on ? "fair" : "tail",
 			 "fair", "kept", (json_int_t)fs.kept, "dropped", (json_int_t)fs.dropped,
 			 "table_full", (json_int_t)fs.table_full, "active", (json_int_t)fs.active,
-			 "theta", (json_int_t)fs.theta);
+			 "theta", (json_int_t)fs.theta,
+			 "worker_thread", "loops", (json_int_t)wt.loops, "sleeps", (json_int_t)wt.sleeps,
+			 "sleep_ns", (json_int_t)wt.sleep_ns,
+			 "arbiter_thread", "loops", (json_int_t)at.loops, "sleeps", (json_int_t)at.sleeps,
+			 "sleep_ns", (json_int_t)at.sleep_ns);
 }
 
 static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
@@ -503,6 +518,16 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 	sn_port_stats_read(p, &st);
 	if (p->type == SN_PORT_UPLINK) {
 		struct rte_eth_stats es;
+
+		/* Layout 2core: the arbiter lcore's TX on its own queue. */
+		if (ctl->pipeline) {
+			struct sn_pipeline_uplink_tx ut;
+
+			sn_pipeline_uplink_tx(ctl->pipeline, &ut);
+			st.tx_packets += ut.tx_packets;
+			st.tx_bytes += ut.tx_bytes;
+			st.drop[SN_DROP_RING_FULL] += ut.ring_full;
+		}
 
 		/* The PMD drops a frame it has no mbuf for before we see it. */
 		if (rte_eth_stats_get(p->eth_port, &es) == 0)

@@ -83,7 +83,6 @@
 #define MAC_VALID  (1ULL << 63)
 #define AGE_SLICE  256 /* MAC entries aged per loop iteration */
 #define IDLE_SPINS 20000 /* empty polls before napping */
-#define IDLE_NAP_US 50
 #define SN_MIN_U(a, b) ((a) < (b) ? (a) : (b))
 #define GSO_SEG_MAX 128  /* segments per GSO frame (64 KiB at mss >= 512) */
 #define GSO_FLAGS (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
@@ -119,6 +118,7 @@ struct sn_switch {
 	struct rte_gso_ctx gso;      /* gso_size set per frame (worker only) */
 	struct sn_pipeline *pl;      /* NULL: no policy enforcement */
 	unsigned burst;
+	unsigned idle_sleep_us;       /* 0 = busy poll (config datapath.idle_sleep_us) */
 	unsigned bucket_shift;       /* 64 - log2(buckets) */
 	uint64_t aging_tsc;
 	uint64_t scan_tsc;
@@ -758,8 +758,14 @@ int sn_switch_worker(void *arg)
 		 * packet brings back pure busy polling. */
 		if (got)
 			idle = 0;
-		else if (++idle > IDLE_SPINS)
-			rte_delay_us_sleep(IDLE_NAP_US);
+		else if (sw->idle_sleep_us && ++idle > IDLE_SPINS) {
+			uint64_t t0 = rte_rdtsc();
+
+			rte_delay_us_sleep(sw->idle_sleep_us);
+			if (sw->pl)
+				sn_pipeline_count_sleep(sw->pl, (rte_rdtsc() - t0) * 1000000000ull /
+							rte_get_tsc_hz());
+		}
 	}
 	/* Nothing of a guest stays held by a worker that is gone. */
 	{
@@ -814,6 +820,7 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	if (sw->pl)
 		sn_pipeline_set_gso(sw->pl, pipeline_gso, sw);
 	sw->burst = cfg->burst;
+	sw->idle_sleep_us = cfg->idle_sleep_us;
 	sw->mac_n = cfg->mac_table_size;
 	buckets = cfg->mac_table_size / MAC_WAYS;
 	sw->bucket_shift = 64 - (unsigned)__builtin_ctz(buckets);

@@ -33,6 +33,12 @@
  *    runs on the owner lcore and aborts otherwise. The used index is
  *    published, and the guest notified, by sn_vqtx_service() once per loop
  *    iteration.
+ *    Other datapath lcores (the 2-core arbiter, sn_pipeline.h) may hold
+ *    such an mbuf, read it (copy it) and call sn_vqtx_of(),
+ *    sn_vqtx_deadline() and sn_vqtx_stop_pending() (read-only: mbuf
+ *    fields, an immutable limit, an acquire load), but never free it: they
+ *    hand it back to the worker (sn_pipeline's return mailbox), and the
+ *    worker keeps counting it as held until then.
  *  - Any thread: sn_vqtx_stats_read() (relaxed atomic loads of counters
  *    the worker stores with relaxed atomic stores).
  *
