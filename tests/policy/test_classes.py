@@ -148,7 +148,8 @@ def wait_class(d, port, names, timeout=20.0):
     raise TimeoutError(f"no traffic through classes {names}: {cstats(d, port)[1]}")
 
 
-def test_two_classes_paced_at_their_rates_and_live_change(schednicd, sngen):
+@pytest.mark.parametrize("layout", ["1core", "2core"])   # conftest.py
+def test_two_classes_paced_at_their_rates_and_live_change(schednicd, sngen, layout):
     """Two flows of vm0 in classes "a" (4 Mbit/s) and "b" (12 Mbit/s), each
     offered 32 Mbit/s: each class within 1 % of its rate; a live policy.set
     halves b's rate; an invalid class is rejected and the rates stay."""
@@ -218,7 +219,8 @@ def test_per_flow_pacing(schednicd, sngen):
     assert d.alive()
 
 
-def test_aggregate_over_two_ports(schednicd, sngen):
+@pytest.mark.parametrize("layout", ["1core", "2core"])   # conftest.py
+def test_aggregate_over_two_ports(schednicd, sngen, layout):
     """Aggregate of 100 Mbit/s over classes of vm0 and vm1 offering about
     78 and 39 Mbit/s: the total is within 1 % of 100 Mbit/s; with one
     worker the NBA's water-filling gives that worker the whole aggregate
