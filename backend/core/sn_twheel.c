@@ -146,6 +146,14 @@ uint64_t sn_twheel_horizon_ns(const struct sn_twheel *w)
 	return ((uint64_t)w->mask + 1) * w->gran;
 }
 
+int sn_twheel_rewind(struct sn_twheel *w, uint64_t now)
+{
+	if (w->count)
+		return -EBUSY;
+	w->front = sn_twheel_slot_of(w, now);
+	return 0;
+}
+
 uint32_t sn_twheel_pool_free(const struct sn_twheel *w)
 {
 	return w->pool_free;

@@ -129,6 +129,11 @@ void sn_twheel_free(struct sn_twheel *w);
 static inline uint64_t sn_twheel_count(const struct sn_twheel *w) { return w->count; }
 /* Horizon in ns (slots * granularity). */
 uint64_t sn_twheel_horizon_ns(const struct sn_twheel *w);
+/* Move the front of an EMPTY wheel to the slot of `now` (forwards or
+ * backwards): after every item was extracted with a far-future now (which
+ * advances the front there), the wheel can take items relative to the real
+ * now again. 0, or -EBUSY if items are queued. */
+int sn_twheel_rewind(struct sn_twheel *w, uint64_t now);
 /* Pool nodes currently free. */
 uint32_t sn_twheel_pool_free(const struct sn_twheel *w);
 void sn_twheel_stats_get(const struct sn_twheel *w, struct sn_twheel_stats *out);

@@ -85,7 +85,11 @@ static int build_eal_argv(const struct sn_config *cfg, char *argv[EAL_ARGV_MAX],
 	int n = 0;
 
 	snprintf(mem, 16, "%u", cfg->eal.memory_mb);
-	snprintf(lcores, 64, "0@%u,1@%u", cfg->eal.main_cpu, cfg->eal.worker_cpu);
+	if (cfg->datapath.layout == SN_LAYOUT_2CORE)
+		snprintf(lcores, 64, "0@%u,1@%u,2@%u", cfg->eal.main_cpu, cfg->eal.worker_cpu,
+			 cfg->eal.arbiter_cpu);
+	else
+		snprintf(lcores, 64, "0@%u,1@%u", cfg->eal.main_cpu, cfg->eal.worker_cpu);
 	argv[n++] = "schednicd";
 	argv[n++] = "--no-huge";
 	argv[n++] = "-m";
@@ -108,7 +112,8 @@ static int build_eal_argv(const struct sn_config *cfg, char *argv[EAL_ARGV_MAX],
 /* issue 6: the policy table (from the config's "policy") and the
  * scheduled stage of the worker. 0, or 1 after a log line. */
 static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
-			struct sn_policy_store **store, struct sn_pipeline **pl)
+			struct sn_ports *reg, struct sn_policy_store **store,
+			struct sn_pipeline **pl)
 {
 	struct sn_policy pol;
 	char err[SN_CONFIG_ERR_MAX];
@@ -140,7 +145,9 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	*pl = sn_pipeline_create(&(struct sn_pipeline_config){
 		.granularity_ns = 4000, .slots = 65536,
 		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
-		.slack_ns = 100000000, .max_flows = cfg->datapath.max_flows }, *store);
+		.slack_ns = 100000000, .max_flows = cfg->datapath.max_flows,
+		.split = cfg->datapath.layout == SN_LAYOUT_2CORE, .reg = reg,
+		.idle_sleep_us = cfg->datapath.idle_sleep_us }, *store);
 	if (!*pl) {
 		sn_log("pipeline: %s", strerror(errno));
 		return 1;
@@ -159,7 +166,8 @@ static int run(struct sn_config *cfg)
 	struct sn_rpc_server *srv = NULL;
 	struct sn_ctl ctl = { .stop = &g_stop };
 	unsigned worker = RTE_MAX_LCORE;
-	bool uplink_open = false, worker_running = false;
+	bool uplink_open = false, worker_running = false, arbiter_running = false;
+	unsigned arbiter = RTE_MAX_LCORE;
 	uint16_t uplink_port = 0;
 	int eal_argc, rc = 1;
 
@@ -184,6 +192,13 @@ static int run(struct sn_config *cfg)
 		sn_log("no worker lcore (EAL --lcores %s)", lcores);
 		goto out_eal;
 	}
+	if (cfg->datapath.layout == SN_LAYOUT_2CORE) {
+		arbiter = rte_get_next_lcore(worker, 1, 0);
+		if (arbiter >= RTE_MAX_LCORE) {
+			sn_log("no arbiter lcore (EAL --lcores %s)", lcores);
+			goto out_eal;
+		}
+	}
 	mp = rte_pktmbuf_pool_create("sn_mbufs", cfg->datapath.mbufs, cfg->datapath.mbuf_cache,
 				     0, RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
 	if (!mp) {
@@ -196,12 +211,13 @@ static int run(struct sn_config *cfg)
 		sn_log("port registry: %s", strerror(errno));
 		goto out_mp;
 	}
-	if (policy_setup(cfg, mp, &pol_store, &pl))
+	if (policy_setup(cfg, mp, reg, &pol_store, &pl))
 		goto out_ports;
 	sw = sn_switch_create(&(struct sn_switch_config){
 		.burst = cfg->datapath.burst,
 		.mac_table_size = cfg->datapath.mac_table_size,
 		.mac_aging_s = cfg->datapath.mac_aging_s,
+		.idle_sleep_us = cfg->datapath.idle_sleep_us,
 		.pipeline = pl }, reg, mp);
 	if (!sw) {
 		sn_log("switch: %s", strerror(errno));
@@ -214,7 +230,8 @@ static int run(struct sn_config *cfg)
 	ctl.pipeline = pl;
 	if (cfg->uplink.enabled) {
 		if (sn_uplink_open(cfg->uplink.devargs, mp, (uint16_t)cfg->uplink.rx_desc,
-				   (uint16_t)cfg->uplink.tx_desc, &uplink_port))
+				   (uint16_t)cfg->uplink.tx_desc,
+				   cfg->datapath.layout == SN_LAYOUT_2CORE ? 2 : 1, &uplink_port))
 			goto out_switch;
 		uplink_open = true;
 		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port))
@@ -242,7 +259,8 @@ static int run(struct sn_config *cfg)
 		int err = sn_ports_add_vhost(reg, p->name, p->path, &(struct sn_vhost_opts){
 			.client = p->client, .deferred = p->deferred,
 			.max_hold_us = p->max_hold_us,
-			.unmarked_max_hold_us = p->unmarked_max_hold_us });
+			.unmarked_max_hold_us = p->unmarked_max_hold_us,
+			.queues = (uint16_t)p->queues });
 
 		if (err) {
 			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
@@ -254,6 +272,14 @@ static int run(struct sn_config *cfg)
 		goto out_rpc;
 	}
 	worker_running = true;
+	if (arbiter != RTE_MAX_LCORE) {
+		if (rte_eal_remote_launch(sn_pipeline_arbiter_main, pl, arbiter)) {
+			sn_log("cannot launch the arbiter on lcore %u", arbiter);
+			goto out_rpc;
+		}
+		arbiter_running = true;
+		sn_log("layout 2core: arbiter lcore %u on cpu %u", arbiter, cfg->eal.arbiter_cpu);
+	}
 	sn_log("running: control socket %s, worker lcore %u on cpu %u, %u mbufs",
 	       cfg->control.socket, worker, cfg->eal.worker_cpu, cfg->datapath.mbufs);
 
@@ -272,6 +298,12 @@ static int run(struct sn_config *cfg)
 	sn_log("stopping");
 
 out_rpc:
+	/* The arbiter first: the worker's drain then frees, on the worker,
+	 * every frame the arbiter held (sn_pipeline.h). */
+	if (arbiter_running) {
+		sn_pipeline_arbiter_stop(pl);
+		rte_eal_wait_lcore(arbiter);
+	}
 	if (worker_running) {
 		sn_switch_stop(sw);
 		rte_eal_wait_lcore(worker);

@@ -39,6 +39,7 @@ static const struct key_spec eal_keys[] = {
 	S("file_prefix", 1, 63, eal.file_prefix),
 	U("main_cpu", 0, 1023, eal.main_cpu),
 	U("worker_cpu", 0, 1023, eal.worker_cpu),
+	U("arbiter_cpu", 0, 1023, eal.arbiter_cpu),
 	{ "extra_args", K_STR, 0, 0, 0, 0 },   /* decoded by hand */
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
@@ -57,6 +58,8 @@ static const struct key_spec datapath_keys[] = {
 	U("mac_table_size", 16, 1u << 22, datapath.mac_table_size),
 	U("mac_aging_s", 1, 86400, datapath.mac_aging_s),
 	U("max_flows", 8, 1u << 22, datapath.max_flows),
+	S("layout", 1, 15, datapath.layout_name),
+	U("idle_sleep_us", 0, 100000, datapath.idle_sleep_us),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -69,7 +72,7 @@ static const struct key_spec uplink_keys[] = {
 };
 
 static const char *const port_keys[] = { "name", "type", "path", "mode", "completion",
-					 "max_hold_us", "unmarked_max_hold_us", NULL };
+					 "max_hold_us", "unmarked_max_hold_us", "queues", NULL };
 static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports",
 					  "policy", NULL };
 
@@ -290,6 +293,15 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 				    "\"completion\": \"deferred\"", i);
 		p->unmarked_max_hold_us = (uint32_t)json_integer_value(v);
 	}
+	v = json_object_get(o, "queues");
+	p->queues = 1;
+	if (v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > SN_CONFIG_QUEUES_MAX)
+			return fail(err, errlen, "ports[%zu].queues: must be an integer 1..%u",
+				    i, SN_CONFIG_QUEUES_MAX);
+		p->queues = (unsigned)json_integer_value(v);
+	}
 	return 0;
 }
 
@@ -321,13 +333,20 @@ static bool prefix_ok(const char *s)
 	return true;
 }
 
-static int check_rules(const struct sn_config *cfg, char *err, size_t errlen)
+static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 {
 	if (!prefix_ok(cfg->eal.file_prefix) || cfg->eal.file_prefix[0] == '.')
 		return fail(err, errlen, "eal.file_prefix: must match [A-Za-z0-9_.-]+ (not starting with '.')");
 	if ((unsigned long long)cfg->datapath.mbuf_cache * 3 / 2 > cfg->datapath.mbufs)
 		return fail(err, errlen, "datapath.mbuf_cache: must be at most mbufs / 1.5 (%u)",
 			    cfg->datapath.mbufs * 2 / 3);
+	if (!strcmp(cfg->datapath.layout_name, "1core"))
+		cfg->datapath.layout = SN_LAYOUT_1CORE;
+	else if (!strcmp(cfg->datapath.layout_name, "2core"))
+		cfg->datapath.layout = SN_LAYOUT_2CORE;
+	else
+		return fail(err, errlen, "datapath.layout: must be \"1core\" or \"2core\", got \"%s\"",
+			    cfg->datapath.layout_name);
 	if (cfg->datapath.mac_table_size & (cfg->datapath.mac_table_size - 1))
 		return fail(err, errlen, "datapath.mac_table_size: must be a power of two");
 	if (cfg->uplink.enabled && !sn_config_port_name_ok(cfg->uplink.name))

@@ -64,6 +64,7 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	const char *completion = param_str(params, "completion", "immediate");
 	json_t *hold = json_object_get(params, "max_hold_us");
 	json_t *uhold = json_object_get(params, "unmarked_max_hold_us");
+	json_t *queues = json_object_get(params, "queues");
 	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
 	struct sn_vhost_opts opts = { 0 };
 	int rc;
@@ -110,6 +111,14 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
 					   "unmarked_max_hold_us: only with completion \"deferred\"");
 		opts.unmarked_max_hold_us = (uint32_t)json_integer_value(uhold);
+	}
+	opts.queues = 1;
+	if (queues) {
+		if (!json_is_integer(queues) || json_integer_value(queues) < 1 ||
+		    json_integer_value(queues) > SN_CONFIG_QUEUES_MAX)
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+					   "queues: must be an integer 1..%u", SN_CONFIG_QUEUES_MAX);
+		opts.queues = (uint16_t)json_integer_value(queues);
 	}
 	for (unsigned i = 0; i < t->n; i++) {
 		if (!strcmp(t->list[i]->name, name))
@@ -160,16 +169,26 @@ static const char *state_str(const struct sn_port *p)
 	return sn_port_is_up(p) ? "up" : "down";
 }
 
-/* The completion mode in force on a vhost-user port's connection:
- * "deferred" only once its guest opted in (sn_vqtx.h), else "immediate". */
+/* The completion mode in force on a vhost-user port's connection
+ * (sn_vqtx.h; the opt-in is per TX queue): "deferred" once at least one TX
+ * queue opted in and no TX queue saw an unmarked frame on this connection
+ * (a queue that carried no frames, or fewer than SN_VQTX_OPTIN_AFTER marked
+ * ones, does not count against it); else "immediate". */
 static const char *completion_mode_str(const struct sn_port *p)
 {
-	struct sn_vqtx_stats vs;
+	bool in = false;
 
-	if (!p->vq)
-		return "immediate";
-	sn_vqtx_stats_read(p->vq, &vs);
-	return vs.opted_in ? "deferred" : "immediate";
+	for (unsigned qi = 0; qi < p->nq; qi++) {
+		struct sn_vqtx_stats vs;
+
+		if (!p->q[qi].vq)
+			return "immediate";
+		sn_vqtx_stats_read(p->q[qi].vq, &vs);
+		if (vs.opted_out)
+			return "immediate";
+		in |= vs.opted_in != 0;
+	}
+	return in ? "deferred" : "immediate";
 }
 
 static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
@@ -201,16 +220,34 @@ static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 	return json_pack("{s:o}", "ports", ports);
 }
 
+/* Sum of the deferred counters of every TX queue of p (zeros in immediate
+ * mode): the port's totals. held_max sums the queues' maxima. */
+static void completion_sum(const struct sn_port *p, struct sn_vqtx_stats *vs)
+{
+	memset(vs, 0, sizeof(*vs));
+	for (unsigned qi = 0; qi < p->nq; qi++) {
+		struct sn_vqtx_stats q;
+		const uint64_t *src = (const uint64_t *)&q;
+		uint64_t *dst = (uint64_t *)vs;
+
+		if (!p->q[qi].vq)
+			continue;
+		sn_vqtx_stats_read(p->q[qi].vq, &q);
+		for (size_t i = 0; i < sizeof(q) / sizeof(uint64_t); i++)
+			dst[i] += src[i];
+		vs->hold_max = qi ? RTE_MAX(vs->hold_max - q.hold_max, q.hold_max) : q.hold_max;
+	}
+}
+
 /* The "completion" object of a vhost-user port (zeros in immediate mode). */
 static json_t *completion_json(const struct sn_port *p)
 {
-	struct sn_vqtx_stats vs = { 0 };
+	struct sn_vqtx_stats vs;
 	json_t *errs = json_object();
 
 	if (!errs)
 		return NULL;
-	if (p->vq)
-		sn_vqtx_stats_read(p->vq, &vs);
+	completion_sum(p, &vs);
 	for (unsigned i = 1; i < SN_VRING_E__MAX; i++)
 		if (json_object_set_new(errs, sn_vring_err_name((enum sn_vring_err)i),
 					json_integer((json_int_t)vs.err[i]))) {
@@ -257,6 +294,14 @@ static json_t *classes_stats_json(const struct sn_ctl *ctl, const struct sn_port
 
 		if (sn_classify_class_stats(c, p->slot, i, &cs))
 			break;     /* the worker has not applied this table yet */
+		{
+			/* 2-core: the arbiter's own count of this class's uplink frames */
+			uint64_t up_p, up_b;
+
+			sn_pipeline_class_uplink(ctl->pipeline, p->slot, i, &up_p, &up_b);
+			cs.uplink_packets += up_p;
+			cs.uplink_bytes += up_b;
+		}
 		if (json_array_append_new(a, json_pack(
 			"{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}",
 			"name", pp->classes[i].name,
@@ -272,6 +317,47 @@ static json_t *classes_stats_json(const struct sn_ctl *ctl, const struct sn_port
 			"flows_aged", (json_int_t)cs.flows_aged,
 			"flow_table_full", (json_int_t)cs.flow_table_full,
 			"drops", cl_drops_json(cs.drop)))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* The "queues" array of a vhost-user port: one object per queue pair. */
+static json_t *queues_json(const struct sn_port *p)
+{
+	uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED);
+	json_t *a = json_array();
+
+	for (unsigned qi = 0; a && qi < p->nq; qi++) {
+		struct sn_vqtx_stats vs = { 0 };
+		struct sn_portq_stats qs;
+		json_t *o;
+
+		sn_portq_stats_read(p, qi, &qs);
+		if (p->q[qi].vq)
+			sn_vqtx_stats_read(p->q[qi].vq, &vs);
+		o = json_pack("{s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, "
+			      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			      "s:b, s:b, s:I, s:I}}",
+			      "queue", (int)qi, "owner", (int)p->q[qi].owner,
+			      "tx_enabled", (on >> (2 * qi + 1)) & 1, "rx_enabled", (on >> (2 * qi)) & 1,
+			      "rx_packets", (json_int_t)qs.rx_packets, "rx_bytes", (json_int_t)qs.rx_bytes,
+			      "tx_packets", (json_int_t)qs.tx_packets, "tx_bytes", (json_int_t)qs.tx_bytes,
+			      "ring_full", (json_int_t)qs.ring_full,
+			      "completion",
+			      "held_now", (json_int_t)vs.held_now, "held_max", (json_int_t)vs.held_max,
+			      "out_of_order", (json_int_t)vs.out_of_order,
+			      "hold_timeouts", (json_int_t)vs.hold_timeouts,
+			      "popped", (json_int_t)vs.popped, "completed", (json_int_t)vs.completed,
+			      "no_mbuf", (json_int_t)vs.no_mbuf, "offload", (json_int_t)vs.offload,
+			      "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
+			      "marked", (json_int_t)vs.marked, "unmarked", (json_int_t)vs.unmarked,
+			      "opted_in", vs.opted_in != 0, "opted_out", vs.opted_out != 0,
+			      "csum_requests", (json_int_t)vs.csum_requests,
+			      "gso_requests", (json_int_t)vs.gso_requests);
+		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);
 			return NULL;
 		}
@@ -331,10 +417,22 @@ static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
 static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_pipeline_port_stats ps;
-	json_t *drops;
+	uint64_t c0, s0;
+	bool s1;                  /* consistent */
+	json_t *drops, *o;
 
-	if (!ctl->pipeline || sn_pipeline_port_stats(ctl->pipeline, p, &ps))
+	if (!ctl->pipeline)
 		return NULL;
+	/* issue 6 (measurement): clock_ns with the counters, and whether the
+	 * pair is consistent: no run() of the worker began or was in progress
+	 * while they were read (sn_pipeline_run_seq(); the acquire fence pairs
+	 * with the worker's release fence after its odd store). */
+	s0 = sn_pipeline_run_seq(ctl->pipeline);
+	c0 = sn_pipeline_clock_ns(ctl->pipeline);
+	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
+		return NULL;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s1 = s0 == sn_pipeline_run_seq(ctl->pipeline) && !(s0 & 1);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -344,7 +442,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+	o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
 			 "offered_packets", (json_int_t)ps.offered_packets,
 			 "offered_bytes", (json_int_t)ps.offered_bytes,
 			 "released_packets", (json_int_t)ps.released_packets,
@@ -360,10 +458,17 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			 "rate_bps", (json_int_t)ps.rate_bps,
 			 "weight", (json_int_t)ps.weight,
 			 "drops", drops, "classes", classes_stats_json(ctl, p));
+	if (o && (json_object_set_new(o, "clock_ns", json_integer((json_int_t)c0)) ||
+		  json_object_set_new(o, "clock_consistent", json_boolean(s1)))) {
+		json_decref(o);
+		o = NULL;
+	}
+	return o;
 }
 
 static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 {
+	struct sn_pipeline_thread_stats wt, at;
 	struct sn_arbiter_stats a;
 	uint64_t backlog;
 	json_t *drops;
@@ -372,6 +477,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 
 	sn_pipeline_arbiter_stats(ctl->pipeline, &a, &backlog);
 	sn_pipeline_fair_stats(ctl->pipeline, &fs);
+	sn_pipeline_thread_stats(ctl->pipeline, &wt, &at);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -381,8 +487,8 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
-			 "s:{s:I, s:I, s:I, s:I, s:I}}",
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
+			 "s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
 			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
@@ -392,11 +498,16 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "read_limit_hits", (json_int_t)a.read_limit_hits,
 			 "backlog", (json_int_t)backlog,
 			 "clock_ns", (json_int_t)sn_pipeline_clock_ns(ctl->pipeline),
+			 "arbiter_clock_ns", (json_int_t)sn_pipeline_arbiter_clock_ns(ctl->pipeline),
 			 "drops", drops,
 			 "overload", fs.on ? "fair" : "tail",
 			 "fair", "kept", (json_int_t)fs.kept, "dropped", (json_int_t)fs.dropped,
 			 "table_full", (json_int_t)fs.table_full, "active", (json_int_t)fs.active,
-			 "theta", (json_int_t)fs.theta);
+			 "theta", (json_int_t)fs.theta,
+			 "worker_thread", "loops", (json_int_t)wt.loops, "sleeps", (json_int_t)wt.sleeps,
+			 "sleep_ns", (json_int_t)wt.sleep_ns,
+			 "arbiter_thread", "loops", (json_int_t)at.loops, "sleeps", (json_int_t)at.sleeps,
+			 "sleep_ns", (json_int_t)at.sleep_ns);
 }
 
 static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
@@ -407,6 +518,16 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 	sn_port_stats_read(p, &st);
 	if (p->type == SN_PORT_UPLINK) {
 		struct rte_eth_stats es;
+
+		/* Layout 2core: the arbiter lcore's TX on its own queue. */
+		if (ctl->pipeline) {
+			struct sn_pipeline_uplink_tx ut;
+
+			sn_pipeline_uplink_tx(ctl->pipeline, &ut);
+			st.tx_packets += ut.tx_packets;
+			st.tx_bytes += ut.tx_bytes;
+			st.drop[SN_DROP_RING_FULL] += ut.ring_full;
+		}
 
 		/* The PMD drops a frame it has no mbuf for before we see it. */
 		if (rte_eth_stats_get(p->eth_port, &es) == 0)
@@ -426,10 +547,11 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 		      "tx_packets", (json_int_t)st.tx_packets, "tx_bytes", (json_int_t)st.tx_bytes,
 		      "drops", drops);
 	if (o && p->type == SN_PORT_VHOST) {
-		json_t *c = completion_json(p);
+		json_t *c = completion_json(p), *q = queues_json(p);
 
 		if (!c || json_object_set_new(o, "completion", c) ||
-		    json_object_set_new(o, "completion_mode", json_string(completion_mode_str(p)))) {
+		    json_object_set_new(o, "completion_mode", json_string(completion_mode_str(p))) ||
+		    !q || json_object_set_new(o, "queues", q)) {
 			json_decref(o);
 			return NULL;
 		}

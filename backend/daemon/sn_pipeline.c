@@ -1,5 +1,6 @@
-/* sn_pipeline.c — scheduled datapath, 1-core layout (worker + arbiter +
- * dispatcher run to completion in one loop; DESIGN.md "The pipeline").
+/* sn_pipeline.c — scheduled datapath (DESIGN.md "The pipeline"), in the
+ * 1-core layout (worker + arbiter + dispatcher run to completion in one
+ * loop) or the 2-core layout (worker | arbiter + dispatcher, PSPAT §3-4).
  *
  * Design.
  *  - Timestamping (Carousel §5.1.1): each shaped port with rate_bps > 0
@@ -26,10 +27,64 @@
  *    their entry (their queued frames are counted as "policy" drops) and
  *    rebuilds the arbiter only when the algorithm changes.
  * Every frame is freed exactly once on every path; each drop has a cause.
+ *
+ * Two halves. The code is split into a WORKER half (submit, wheel, VM
+ * delivery, apply_worker: rates) and an ARBITER half (apply_arb: algorithm,
+ * link, classes and weights; do_scan; release to the uplink). In the 1-core
+ * layout the worker calls both. In the 2-core layout (PSPAT §3, "the
+ * arbiter runs on a dedicated core") sn_pipeline_arbiter_main() runs the
+ * arbiter half on its own lcore; the halves then talk only through:
+ *  - the client mailboxes (sn_mbox SPSC, worker -> arbiter) and the client
+ *    list of the arbiter set the worker uses (PSPAT §3.4);
+ *  - the return mailbox (sn_mbox SPSC, arbiter -> worker): frames the
+ *    arbiter must not free (deferred-completion frames: their free writes
+ *    the worker-owned used ring, sn_vqtx.h) and guest GSO frames (segmented
+ *    by the switch on the worker) go back with a verdict in their meta
+ *    (sent / drop cause / transmit-GSO); the worker frees or sends them.
+ *    If the return mailbox is full the arbiter parks them and stops
+ *    scanning until they are returned (backpressure, nothing lost);
+ *  - per-slot a_ready flags (relaxed: the class exists in the arbiter's
+ *    scheduler before the worker may push into that slot's mailbox; the
+ *    arbiter applies the policy before each scan, so an item pushed after
+ *    the flag was seen finds its class unless a newer policy removed it,
+ *    then it is a "policy"/"no_class" drop as in the 1-core layout). A
+ *    port whose class is not ready yet goes straight to the uplink on the
+ *    worker's own TX queue (still rate-limited by its wheel);
+ *  - arbiter-set publication on an algorithm change: the arbiter builds a
+ *    new set (arbiter + mailboxes), publishes it (release; the worker's
+ *    acquire in run()), keeps scanning the old one until the worker
+ *    acknowledges (w_ack release -> arbiter acquire: every insert into the
+ *    old mailboxes happened before) and only then drains and frees it.
+ * Integration (s9): which half owns which feature.
+ *  - Worker half: flow classification, class/flow/aggregate pacing and the
+ *    NBA (sn_classify, issue 6: one sn_classify per worker, worker-owned),
+ *    fair dropping in front of the arbiter (sn_fdrop: decided in
+ *    to_uplink() before the client mailbox, so its state, its
+ *    re-configuration in apply() and its stats publication all stay on the
+ *    worker in both layouts), the restamp of the wheel on a rate change
+ *    (restamp_wheel), the run() sequence counter (clock_consistent), VM
+ *    delivery through the per-queue flow hash (multiqueue ports,
+ *    sn_port_vhost_enqueue) and the deferred-completion hold classes
+ *    (sn_vqtx_deadline: marked / unmarked frames).
+ *  - Arbiter half: scheduler, link emulation, uplink transmit, arbiter
+ *    stats. Per-class uplink counters are the only sn_classify counters
+ *    of the arbiter half: the worker's sn_classify is not touched by a
+ *    remote arbiter, which counts them in its own a_clup[][] (summed by
+ *    sn_pipeline_class_uplink()). In the 1-core layout the worker scans
+ *    after every wheel batch (issue 6: a stall releases up to
+ *    MAX_BATCHES * BATCH frames, one scan at the end overflowed the
+ *    mailboxes); in the 2-core layout the arbiter scans continuously.
+ * Counters: each half writes its own copy (st: worker, ast: arbiter);
+ * readers sum both, so every counter keeps one writer. The uplink's TX
+ * counters written by a remote arbiter live in pl->up (sn_pipeline_uplink_tx).
+ * Uplink TX queues: queue 0 belongs to the worker (unshaped traffic and
+ * its fallbacks), queue 1 to the remote arbiter (sn_uplink_open with 2
+ * TX queues in the 2-core layout).
  */
 #include "sn_pipeline.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +95,8 @@
 #include <rte_mbuf_dyn.h>
 #include <rte_vhost.h>
 
+#include <urcu-qsbr.h>
+
 #include "sn_classify.h"
 #include "sn_fdrop.h"
 #include "sn_log.h"
@@ -49,7 +106,6 @@
 #include "sn_twheel.h"
 #include "sn_vqtx.h"
 
-#define VIRTIO_RXQ     0
 #define DST_FLOOD      UINT16_MAX
 #define BATCH          64
 #define MAX_BATCHES    16         /* wheel batches per run(): bounds one iteration */
@@ -81,20 +137,50 @@ const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 struct meta {
 	uint32_t src_gen, dst_gen;
 	uint16_t src, dst;        /* port slots; dst DST_FLOOD = flood */
+	uint8_t ret_kind, ret_cause; /* verdict of a returned frame (RET_*) */
 	uint8_t cls;              /* flow class (sn_classify), or SN_CLASSIFY_NONE */
+	uint64_t ts;              /* release time in the wheel (restamp_wheel) */
 };
+
+/* What the worker does with a frame from the return mailbox. */
+enum { RET_SENT = 0, RET_DROP, RET_GSO };
+
+#define RET_MBOX_SIZE 8192u       /* return mailbox (pow2) */
+#define ARB_SPIN_NS      1000000ull  /* arbiter: idle spin before napping */
+#define ARB_MIN_SLEEP_NS 100000ull   /* arbiter: shorter link waits are spun */
 
 struct pstate {
 	/* Worker only: shaping state of the port in this slot. */
 	struct sn_tstamp ts;
 	uint32_t gen;             /* port generation this state belongs to */
-	bool shaped, has_rate, has_class;
-	uint32_t weight;          /* weight of the scheduler class */
-	struct sn_arbiter_client *cl;
-	struct sn_mbox *mbox;
-	/* Counters: worker is the sole writer. */
+	bool shaped, has_rate, has_class;  /* has_class: policy wants a class */
+	uint64_t w_returned;      /* frames taken back from the return mailbox */
+	/* Arbiter half only (the arbiter thread in 2core). */
+	uint32_t a_gen;           /* port generation the arbiter counters belong to */
+	bool a_has_class;
+	uint32_t a_weight;        /* weight of the scheduler class */
+	/* Arbiter writes (relaxed), worker reads: class exists, push allowed. */
+	bool a_ready;
+	uint64_t a_returning;     /* frames the arbiter put on the return mailbox */
+	/* Arbiter half only: uplink counters per flow class (remote arbiter;
+	 * the worker's sn_classify counts them in the 1-core layout). */
+	uint64_t a_clup[SN_POLICY_CLASSES_MAX][2];
+	/* Counters: worker is the sole writer of st, the arbiter half of ast. */
 	struct sn_pipeline_port_stats st __rte_cache_aligned;
+	struct sn_pipeline_port_stats ast __rte_cache_aligned;
 } __rte_cache_aligned;
+
+/* One arbiter with its clients (one per port slot, class = slot) and the
+ * client list the worker appends to. Replaced as a whole when the policy
+ * changes the algorithm. */
+struct arbset {
+	struct sn_pipeline *pl;
+	struct sn_arbiter *arb;
+	enum sn_sched_algo algo;
+	struct sn_mbox *clist;
+	struct sn_arbiter_client *cl[SN_PORT_MAX];
+	struct sn_mbox *mbox[SN_PORT_MAX];
+};
 
 struct stage {
 	struct sn_port *port;
@@ -107,15 +193,18 @@ struct sn_pipeline {
 	struct sn_policy_store *store;
 	struct sn_pipeline_config cfg;
 	int meta_off;
+	bool split;               /* 2-core layout: arbiter half on its own lcore */
+	uint16_t arb_txq;         /* uplink TX queue of the arbiter half */
+	struct sn_ports *reg;     /* port registry (arbiter thread's snapshots) */
+	struct sn_mbox *ret;      /* return mailbox, arbiter -> worker (split) */
 	/* Worker only. */
 	struct sn_twheel *wheel;
-	struct sn_arbiter *arb;
 	struct sn_classify *cls;  /* issue 6: flow classes + aggregates */
 	struct sn_fdrop *fd;      /* issue 6: uplink.overload "fair", else NULL */
 	uint64_t fd_rate;         /* its capacity: uplink rate_bps */
 	uint32_t overhead;        /* uplink overhead_bytes per frame */
-	struct sn_mbox *clist;
-	enum sn_sched_algo algo;
+	void **restamp_buf;       /* restamp_wheel(): room for cfg.pool_nodes frames */
+	struct arbset *w_aset;    /* the set the worker pushes into */
 	uint64_t pol_gen;         /* generation applied, 0 = none yet */
 	bool dirty;               /* port table changed under a shaped slot */
 	const struct sn_port_table *t_seen;
@@ -134,7 +223,37 @@ struct sn_pipeline {
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
 	uint64_t arb_backlog;
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
-	struct sn_pipeline_fair_stats fair_st;
+	uint64_t arb_clock_ns;    /* arbiter half's now at its latest round */
+	struct sn_pipeline_fair_stats fair_st;    /* worker writes (fair dropping) */
+	/* issue 6 (measurement): odd while run() releases frames or while it
+	 * lags (an iteration ended by MAX_BATCHES left due frames in the
+	 * wheel), even between runs that released everything due. Worker: odd
+	 * store + release fence at run() start (pairs with the reader's
+	 * acquire fence before its second load), release store of the even
+	 * value at the end (pairs with the reader's acquire load of its first
+	 * value). See sn_pipeline_run_seq(). Covers the worker half's
+	 * counters; a remote arbiter's have their own clock (arb_clock_ns). */
+	uint64_t run_seq;
+	/* Worker -> arbiter: the set the worker uses (release/acquire). */
+	struct arbset *w_ack __rte_cache_aligned;
+	/* Arbiter half only. */
+	struct arbset *aset __rte_cache_aligned;  /* current */
+	struct arbset *aset_old;  /* replaced, until the worker acknowledges */
+	struct arbset *aset_pub;  /* arbiter -> worker (release/acquire) */
+	bool arb_remote;          /* arbiter half runs off the worker (split, not draining) */
+	bool a_algo_retry;        /* algorithm change waits for aset_old to go */
+	uint64_t a_pol_gen;
+	const struct sn_port_table *a_t_seen;
+	struct sn_port *a_uplink;
+	uint64_t a_now, a_next_stats;
+	uint32_t n_pend;          /* parked returns (return mailbox full) */
+	struct rte_mbuf **pend;   /* capacity: every frame the arbiter can hold */
+	uint32_t pend_cap;
+	uint8_t stop;             /* main -> arbiter thread (release/acquire) */
+	/* Arbiter thread writes (relaxed), anyone reads. */
+	struct sn_pipeline_uplink_tx up __rte_cache_aligned;
+	struct sn_pipeline_thread_stats wts, ats;
+	unsigned idle_sleep_us;
 };
 
 static inline void ctr_add(uint64_t *c, uint64_t v)
@@ -160,6 +279,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Worker half: count and free. */
 static void drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_drop cause)
 {
 	struct meta *md = meta_of(pl, m);
@@ -168,81 +288,156 @@ static void drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_dr
 	rte_pktmbuf_free(m);
 }
 
+/* Arbiter half: hand m back to the worker with a verdict. The return
+ * mailbox is SPSC (this thread -> worker); when it is full the frame is
+ * parked (pend has room for every frame the arbiter can hold) and the
+ * arbiter stops scanning until ret_flush() emptied the park. */
+static void ret_push(struct sn_pipeline *pl, struct rte_mbuf *m, uint8_t kind, uint8_t cause)
+{
+	struct meta *md = meta_of(pl, m);
+
+	md->ret_kind = kind;
+	md->ret_cause = cause;
+	ctr_add(&pl->ps[md->src].a_returning, 1);
+	if (pl->n_pend || sn_mbox_insert(pl->ret, m)) {
+		SN_VERIFY(pl->n_pend < pl->pend_cap);
+		pl->pend[pl->n_pend++] = m;
+	}
+}
+
+/* Arbiter half: 1 while frames stay parked. */
+static int ret_flush(struct sn_pipeline *pl)
+{
+	uint32_t i = 0;
+
+	while (i < pl->n_pend && sn_mbox_insert(pl->ret, pl->pend[i]) == 0)
+		i++;
+	memmove(pl->pend, pl->pend + i, (pl->n_pend - i) * sizeof(pl->pend[0]));
+	pl->n_pend -= i;
+	return pl->n_pend != 0;
+}
+
+/* Arbiter half: count and free, or return a frame the worker must free. */
+static void a_drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_drop cause)
+{
+	struct meta *md = meta_of(pl, m);
+	uint64_t pop;
+
+	if (pl->arb_remote && sn_vqtx_of(m, &pop)) {
+		ret_push(pl, m, RET_DROP, (uint8_t)cause);
+		return;
+	}
+	ctr_add(&pl->ps[md->src].ast.drop[cause], 1);
+	rte_pktmbuf_free(m);
+}
+
 /* A frame of a deferred-completion port (sn_vqtx) that must not go on:
  * its device is stopping, or it was held past max_hold_us. Drops it
- * (freeing completes it) and returns true; false for any other frame. */
-static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m)
+ * (freeing completes it) and returns true; false for any other frame.
+ * `arb`: called by the arbiter half (a remote arbiter only reads the
+ * queue's stop flag (acquire) and its immutable hold limit, and returns
+ * the frame: the vqtx counters are the worker's). */
+static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 {
 	uint64_t pop;
 	struct sn_vqtx *q = sn_vqtx_of(m, &pop);
+	enum sn_pipeline_drop cause;
 
 	if (!q)
 		return false;
-	if (sn_vqtx_stop_pending(q)) {
+	if (sn_vqtx_stop_pending(q))
+		cause = SN_PL_DROP_SRC_STOP;
+	else if (sn_vqtx_deadline(q, pop) <= rte_rdtsc())
+		cause = SN_PL_DROP_HOLD;
+	else
+		return false;
+	if (arb && pl->arb_remote) {
+		ret_push(pl, m, RET_DROP, (uint8_t)cause);
+		return true;
+	}
+	if (cause == SN_PL_DROP_SRC_STOP)
 		sn_vqtx_count_forced(q);
-		drop(pl, m, SN_PL_DROP_SRC_STOP);
-		return true;
-	}
-	if (sn_vqtx_deadline(q, pop) <= rte_rdtsc()) {
+	else
 		sn_vqtx_count_timeout(q);
-		drop(pl, m, SN_PL_DROP_HOLD);
-		return true;
-	}
-	return false;
+	if (arb)
+		a_drop(pl, m, cause);
+	else
+		drop(pl, m, cause);
+	return true;
 }
 
-static void count_sent(struct sn_pipeline *pl, struct rte_mbuf *m)
+static inline struct sn_pipeline_port_stats *side_st(struct sn_pipeline *pl,
+						     struct rte_mbuf *m, bool arb)
 {
 	struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
 
-	ctr_add(&ps->st.sent_packets, 1);
-	ctr_add(&ps->st.sent_bytes, m->pkt_len);
+	return arb ? &ps->ast : &ps->st;
+}
+
+static void count_sent(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
+{
+	struct sn_pipeline_port_stats *st = side_st(pl, m, arb);
+
+	ctr_add(&st->sent_packets, 1);
+	ctr_add(&st->sent_bytes, m->pkt_len);
+}
+
+static void count_uplink(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
+{
+	struct sn_pipeline_port_stats *st = side_st(pl, m, arb);
+
+	count_sent(pl, m, arb);
+	ctr_add(&st->uplink_packets, 1);
+	ctr_add(&st->uplink_bytes, m->pkt_len);
+	if (!arb || !pl->arb_remote) {
+		sn_classify_uplinked(pl->cls, meta_of(pl, m)->src, meta_of(pl, m)->cls, m->pkt_len);
+	} else if (meta_of(pl, m)->cls < SN_POLICY_CLASSES_MAX) {
+		/* Remote arbiter: its own copy (sn_classify is the worker's). */
+		uint64_t *c = pl->ps[meta_of(pl, m)->src].a_clup[meta_of(pl, m)->cls];
+
+		ctr_add(&c[0], 1);
+		ctr_add(&c[1], m->pkt_len);
+	}
 }
 
 /* Frames without GSO to the uplink (up): one burst; takes ownership. */
 static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf **pkts,
-		     uint16_t n)
+		     uint16_t n, bool arb)
 {
-	struct pstate *ps;
+	/* A remote arbiter counts the uplink's TX in pl->up (the worker
+	 * writes up->st): one writer per counter. */
+	const bool remote = arb && pl->arb_remote;
+	const uint16_t txq = arb ? pl->arb_txq : 0;
 	uint64_t bytes = 0;
 	uint16_t k;
 
-	k = rte_eth_tx_prepare(up->eth_port, 0, pkts, n);
-	k = rte_eth_tx_burst(up->eth_port, 0, pkts, k);
+	k = rte_eth_tx_prepare(up->eth_port, txq, pkts, n);
+	k = rte_eth_tx_burst(up->eth_port, txq, pkts, k);
 	for (uint16_t i = 0; i < k; i++) {
 		bytes += pkts[i]->pkt_len;
 		/* After tx_burst the PMD owns the mbuf, but its fields stay
 		 * readable until it is freed by a later tx_burst on this
 		 * queue, which only this thread calls. */
-		count_sent(pl, pkts[i]);
-		ps = &pl->ps[meta_of(pl, pkts[i])->src];
-		ctr_add(&ps->st.uplink_packets, 1);
-		ctr_add(&ps->st.uplink_bytes, pkts[i]->pkt_len);
-		sn_classify_uplinked(pl->cls, meta_of(pl, pkts[i])->src, meta_of(pl, pkts[i])->cls,
-				     pkts[i]->pkt_len);
+		count_uplink(pl, pkts[i], arb);
 	}
-	ctr_add(&up->st.tx_packets, k);
-	ctr_add(&up->st.tx_bytes, bytes);
+	ctr_add(remote ? &pl->up.tx_packets : &up->st.tx_packets, k);
+	ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
 	if (k < n)
-		ctr_add(&up->st.drop[SN_DROP_RING_FULL], n - k);
+		ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
 	for (uint16_t i = k; i < n; i++)
 		rte_pktmbuf_free(pkts[i]);
 }
 
 /* One guest GSO frame to the uplink: segmented by the switch's hook.
  * Counted as one frame (sent, or ring_full / gso_failed on the uplink, as
- * the switch counts its own). Takes ownership. */
-static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *m)
+ * the switch counts its own). Worker only (the hook is the switch's).
+ * Takes ownership. */
+static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *m, bool arb)
 {
 	int rc = pl->gso ? pl->gso(pl->gso_arg, up, m) : -1;
 
 	if (rc == 1) {
-		struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
-
-		count_sent(pl, m);
-		ctr_add(&ps->st.uplink_packets, 1);
-		ctr_add(&ps->st.uplink_bytes, m->pkt_len);
-		sn_classify_uplinked(pl->cls, meta_of(pl, m)->src, meta_of(pl, m)->cls, m->pkt_len);
+		count_uplink(pl, m, arb);
 		ctr_add(&up->st.tx_packets, 1);
 		ctr_add(&up->st.tx_bytes, m->pkt_len);
 	} else {
@@ -251,37 +446,56 @@ static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *
 	rte_pktmbuf_free(m);
 }
 
-/* Transmit on the uplink now; takes ownership of every frame. */
-static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n)
+/* Transmit on the uplink now; takes ownership of every frame. `arb`: the
+ * arbiter half calls (its TX queue, its counters; a remote arbiter returns
+ * deferred originals and GSO frames to the worker). */
+static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n, bool arb)
 {
-	struct sn_port *up = pl->uplink;
+	struct sn_port *up = arb ? pl->a_uplink : pl->uplink;
+	const bool remote = arb && pl->arb_remote;
 	uint16_t kept;
 
 	if (!up || !sn_port_is_up(up)) {
-		for (uint16_t i = 0; i < n; i++)
-			drop(pl, pkts[i], SN_PL_DROP_DST_GONE);
+		for (uint16_t i = 0; i < n; i++) {
+			if (arb)
+				a_drop(pl, pkts[i], SN_PL_DROP_DST_GONE);
+			else
+				drop(pl, pkts[i], SN_PL_DROP_DST_GONE);
+		}
 		return;
 	}
 	/* Frames of deferred ports: guest memory must not outlive a device
 	 * stop in the PMD, so the uplink gets a private copy; freeing the
-	 * original completes its descriptor (sent = completed). */
+	 * original completes its descriptor (sent = completed). A remote
+	 * arbiter returns GSO frames (the switch segments them on the
+	 * worker, which copies deferred ones there). */
 	kept = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i], *c;
 		uint64_t pop;
 
+		if (remote && (m->ol_flags & GSO_FLAGS)) {
+			ret_push(pl, m, RET_GSO, 0);
+			continue;
+		}
 		if (!sn_vqtx_of(m, &pop)) {
 			pkts[kept++] = m;
 			continue;
 		}
-		if (deferred_drop(pl, m))
+		if (deferred_drop(pl, m, arb))
 			continue;
 		c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);   /* dynfields (meta) too */
 		if (!c) {
-			drop(pl, m, SN_PL_DROP_NO_MBUF);
+			if (arb)
+				a_drop(pl, m, SN_PL_DROP_NO_MBUF);
+			else
+				drop(pl, m, SN_PL_DROP_NO_MBUF);
 			continue;
 		}
-		rte_pktmbuf_free(m);
+		if (remote)
+			ret_push(pl, m, RET_SENT, 0);
+		else
+			rte_pktmbuf_free(m);
 		pkts[kept++] = c;
 	}
 	n = kept;
@@ -293,33 +507,49 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		if (m && !(m->ol_flags & GSO_FLAGS))
 			continue;
 		if (i > run)
-			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run));
+			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run), arb);
 		run = (uint16_t)(i + 1);
 		if (m)
-			tx_gso(pl, up, m);
+			tx_gso(pl, up, m, arb);
 	}
+}
+
+/* Arbiter half: one frame of slot src left the arbiter. Release: pairs
+ * with the acquire load in sn_pipeline_src_held(), so a worker that sees
+ * the decrement also sees the a_returning increment of a returned frame
+ * (and never acknowledges a device stop while the arbiter still reads
+ * guest memory of that port). */
+static inline void backlog_dec(struct sn_pipeline *pl, uint16_t src)
+{
+	uint64_t *c = &pl->ps[src].ast.qfq_backlog;
+
+	__atomic_store_n(c, *c - 1, __ATOMIC_RELEASE);
 }
 
 static void arb_release(void *const *items, uint32_t n, void *arg)
 {
-	struct sn_pipeline *pl = arg;
-	const struct sn_sched *sch = sn_arbiter_sched(pl->arb);
+	struct arbset *as = arg;
+	struct sn_pipeline *pl = as->pl;
+	const struct sn_sched *sch = sn_arbiter_sched(as->arb);
 	struct rte_mbuf *pkts[BATCH];
+	uint16_t srcs[BATCH];
 
 	while (n) {
 		uint16_t k = (uint16_t)RTE_MIN(n, (uint32_t)BATCH);
 
 		for (uint16_t i = 0; i < k; i++) {
-			uint16_t src;
-
 			pkts[i] = items[i];
-			src = meta_of(pl, pkts[i])->src;
-			ctr_add(&pl->ps[src].st.qfq_backlog, -1ull);
-			if (sn_sched_class_backlog(sch, src) == 0)
-				ctr_add(&pl->ps[src].st.qfq_idle, 1);
+			srcs[i] = meta_of(pl, pkts[i])->src;
+			if (sn_sched_class_backlog(sch, srcs[i]) == 0)
+				ctr_add(&pl->ps[srcs[i]].ast.qfq_idle, 1);
 		}
-		pl->held -= k;
-		uplink_tx(pl, pkts, k);
+		if (!pl->arb_remote)
+			pl->held -= k;
+		uplink_tx(pl, pkts, k, true);
+		/* After uplink_tx: a frame counts as held (src_held) until it
+		 * is sent, freed or counted as returning. */
+		for (uint16_t i = 0; i < k; i++)
+			backlog_dec(pl, srcs[i]);
 		items += k;
 		n -= k;
 	}
@@ -333,12 +563,15 @@ static void arb_drop(void *item, enum sn_arbiter_drop cause, void *arg)
 		[SN_ARBITER_DROP_BADLEN] = SN_PL_DROP_BAD_LEN,
 		[SN_ARBITER_DROP_CLIENT_GONE] = SN_PL_DROP_POLICY,
 	};
-	struct sn_pipeline *pl = arg;
+	struct arbset *as = arg;
+	struct sn_pipeline *pl = as->pl;
 	struct rte_mbuf *m = item;
+	const uint16_t src = meta_of(pl, m)->src;
 
-	ctr_add(&pl->ps[meta_of(pl, m)->src].st.qfq_backlog, -1ull);
-	pl->held--;
-	drop(pl, m, map[cause]);
+	if (!pl->arb_remote)
+		pl->held--;
+	a_drop(pl, m, map[cause]);
+	backlog_dec(pl, src);
 }
 
 static void class_drop(void *item, uint32_t len, void *arg)
@@ -356,29 +589,36 @@ static uint32_t arb_item_len(const void *item, void *arg)
 static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf *m);
 
 /* The uplink copy of a due frame: through the arbiter if its port has a
- * class, else straight out. Takes ownership of m. */
+ * class there (a_ready, see "Two halves"), else straight out on the
+ * worker's queue. Takes ownership of m. */
 static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
-	struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
+	const uint16_t src = meta_of(pl, m)->src;
+	struct pstate *ps = &pl->ps[src];
 
 	/* Fair dropping (seed 003 Algorithm 1): the uplink is the overloaded
 	 * resource; a frame of a flow whose virtual queue is above θ is
-	 * dropped here instead of by arrival order at a full queue. */
+	 * dropped here instead of by arrival order at a full queue. Worker
+	 * half in both layouts (see "Integration"). */
 	if (pl->fd && sn_fdrop_decide(pl->fd, sn_classify_flow_hash(m), m->pkt_len + pl->overhead,
 				      pl->now) == SN_FDROP_DROP) {
 		drop(pl, m, SN_PL_DROP_FAIR);
 		return;
 	}
-	if (!ps->has_class) {
-		uplink_tx(pl, &m, 1);
+	if (!ps->has_class || !__atomic_load_n(&ps->a_ready, __ATOMIC_RELAXED)) {
+		uplink_tx(pl, &m, 1, false);
 		return;
 	}
-	if (sn_arbiter_submit(pl->clist, ps->mbox, m)) {
+	/* PSPAT immediate backpressure: a full mailbox is a counted drop
+	 * (the wheel upstream keeps the rate; deferred sources are held
+	 * back by their own ring). */
+	if (sn_arbiter_submit(pl->w_aset->clist, pl->w_aset->mbox[src], m)) {
 		drop(pl, m, SN_PL_DROP_MBOX_FULL);
 		return;
 	}
 	ctr_add(&ps->st.qfq_backlog, 1);
-	pl->held++;
+	if (!pl->split)
+		pl->held++;
 }
 
 static void flush_vm(struct sn_pipeline *pl)
@@ -390,15 +630,17 @@ static void flush_vm(struct sn_pipeline *pl)
 		uint16_t k = 0;
 
 		if (sn_port_is_up(p))
-			k = rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, s->pkts, s->n);
+			k = sn_port_vhost_enqueue(p, s->pkts, s->n); /* MQ: flow hash */
 		for (uint16_t j = 0; j < k; j++) {
 			bytes += s->pkts[j]->pkt_len;
-			count_sent(pl, s->pkts[j]);
+			count_sent(pl, s->pkts[j], false);
 		}
 		ctr_add(&p->st.tx_packets, k);
 		ctr_add(&p->st.tx_bytes, bytes);
 		if (k < s->n)
 			ctr_add(&p->st.drop[SN_DROP_RING_FULL], s->n - k);
+		for (uint16_t j = k; j < s->n; j++)
+			sn_port_count_rxq_full(p, s->pkts[j]);
 		/* vhost enqueue copies: every staged reference is ours. */
 		rte_pktmbuf_free_bulk(s->pkts, s->n);
 		s->n = 0;
@@ -427,7 +669,7 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 	const struct sn_port_table *t = pl->t;
 	unsigned ndst = 0;
 
-	if (deferred_drop(pl, m))
+	if (deferred_drop(pl, m, false))
 		return;
 
 	if (md->dst != DST_FLOOD) {
@@ -501,6 +743,7 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 		return;
 	}
 	ts = sn_tstamp_consolidate_peek(cr.pol, cr.n, pl->now, m->pkt_len, nx);
+	md->ts = ts;
 	rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 	if (rc) {
 		sn_classify_dropped(pl->cls, &cr, m->pkt_len,
@@ -552,15 +795,18 @@ uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port
 		return 0;
 	/* Signed: apply() zeroes the counters of a slot that got a new port
 	 * while frames of the old one were still held; those drive it below
-	 * zero as they leave, and are no frames of `in`. */
-	h = (int64_t)(ps->st.wheel_depth + ps->st.qfq_backlog);
+	 * zero as they leave, and are no frames of `in`. Frames on their way
+	 * back from a remote arbiter are still held (returning - returned). */
+	h = (int64_t)(ps->st.wheel_depth + ps->st.qfq_backlog +
+		      __atomic_load_n(&ps->ast.qfq_backlog, __ATOMIC_ACQUIRE) +
+		      __atomic_load_n(&ps->a_returning, __ATOMIC_RELAXED) - ps->w_returned);
 	return h > 0 ? (uint64_t)h : 0;
 }
 
-/* A new arbiter with one client per port slot (handles into cl[]). */
-static struct sn_arbiter *arb_create(struct sn_pipeline *pl, enum sn_sched_algo algo,
-				     struct sn_arbiter_client *cl[SN_PORT_MAX])
+/* A new arbiter set: one client per port slot, class = slot. NULL + errno. */
+static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo algo)
 {
+	struct arbset *as = rte_zmalloc("sn_arbset", sizeof(*as), RTE_CACHE_LINE_SIZE);
 	struct sn_arbiter_params ap = {
 		.sched = { .algo = algo, .max_classes = SN_PORT_MAX,
 			   .queue_len = pl->cfg.queue_len },
@@ -575,51 +821,52 @@ static struct sn_arbiter *arb_create(struct sn_pipeline *pl, enum sn_sched_algo 
 		.item_len = arb_item_len,
 		.release = arb_release,
 		.drop = arb_drop,
-		.cb_arg = pl,
+		.cb_arg = as,
 	};
-	struct sn_arbiter *arb = sn_arbiter_create(&ap, now_ns());
+	int e;
 
-	if (!arb)
+	if (!as) {
+		errno = ENOMEM;
 		return NULL;
+	}
+	as->pl = pl;
+	as->algo = algo;
+	as->arb = sn_arbiter_create(&ap, now_ns());
+	if (!as->arb) {
+		e = errno;
+		rte_free(as);
+		errno = e;
+		return NULL;
+	}
+	as->clist = sn_arbiter_clist(as->arb, 0);
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		cl[s] = sn_arbiter_client_add(arb, s, pl->cfg.mbox_size);
-		if (!cl[s]) {
-			int e = errno;
-
-			sn_arbiter_free(arb);
+		as->cl[s] = sn_arbiter_client_add(as->arb, s, pl->cfg.mbox_size);
+		if (!as->cl[s]) {
+			e = errno;
+			sn_arbiter_free(as->arb);
+			rte_free(as);
 			errno = e;
 			return NULL;
 		}
+		as->mbox[s] = sn_arbiter_client_mbox(as->cl[s]);
 	}
-	return arb;
+	return as;
 }
 
-static void arb_install(struct sn_pipeline *pl, struct sn_arbiter *arb, enum sn_sched_algo algo,
-			struct sn_arbiter_client *const cl[SN_PORT_MAX])
+/* Arbiter half: drop everything the set holds (mailboxes and scheduler),
+ * free it. Its producer (the worker) no longer uses it. */
+static void aset_destroy(struct sn_pipeline *pl, struct arbset *as)
 {
-	pl->arb = arb;
-	pl->algo = algo;
-	pl->clist = sn_arbiter_clist(arb, 0);
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		pl->ps[s].cl = cl[s];
-		pl->ps[s].mbox = sn_arbiter_client_mbox(cl[s]);
-		pl->ps[s].has_class = false;
-		pl->ps[s].weight = 0;
-	}
-}
-
-/* Drop everything the arbiter holds (mailboxes and scheduler), free it. */
-static void arb_destroy(struct sn_pipeline *pl)
-{
-	struct sn_sched *s = sn_arbiter_sched(pl->arb);
+	struct sn_sched *s = sn_arbiter_sched(as->arb);
 	void *item;
 
+	(void)pl;
 	for (unsigned i = 0; i < SN_PORT_MAX; i++)
-		sn_arbiter_client_del(pl->arb, pl->ps[i].cl);
+		sn_arbiter_client_del(as->arb, as->cl[i]);
 	while ((item = sn_sched_dequeue(s, NULL, NULL)) != NULL)
-		arb_drop(item, SN_ARBITER_DROP_CLIENT_GONE, pl);
-	sn_arbiter_free(pl->arb);
-	pl->arb = NULL;
+		arb_drop(item, SN_ARBITER_DROP_CLIENT_GONE, as);
+	sn_arbiter_free(as->arb);
+	rte_free(as);
 }
 
 static void publish_arb_stats(struct sn_pipeline *pl)
@@ -629,25 +876,31 @@ static void publish_arb_stats(struct sn_pipeline *pl)
 	uint64_t *dst = (uint64_t *)&pl->arb_st;
 
 	static_assert(sizeof(a) % sizeof(uint64_t) == 0, "stats are u64 fields");
-	sn_arbiter_get_stats(pl->arb, &a);
+	sn_arbiter_get_stats(pl->aset->arb, &a);
 	for (size_t i = 0; i < sizeof(a) / sizeof(uint64_t); i++)
 		ctr_set(&dst[i], src[i]);
-	ctr_set(&pl->arb_backlog, sn_arbiter_backlog(pl->arb));
-	if (pl->fd) {
-		struct sn_fdrop_stats f;
-
-		sn_fdrop_stats(pl->fd, &f);
-		ctr_set(&pl->fair_st.kept, f.kept);
-		ctr_set(&pl->fair_st.dropped, f.dropped[SN_FDROP_C_FAIR]);
-		ctr_set(&pl->fair_st.table_full, f.dropped[SN_FDROP_C_TABLE_FULL] +
-			f.dropped[SN_FDROP_C_INVALID]);
-		ctr_set(&pl->fair_st.active, f.active);
-		ctr_set(&pl->fair_st.theta, f.theta);
-	}
+	ctr_set(&pl->arb_backlog, sn_arbiter_backlog(pl->aset->arb));
 }
 
-/* Fair dropping on/off/re-rated by policy.uplink. A new instance starts
- * with empty virtual queues; on ENOMEM the old one stays (logged). */
+/* Worker half: fair dropping stats (its state is the worker's). */
+static void publish_fair_stats(struct sn_pipeline *pl)
+{
+	struct sn_fdrop_stats f;
+
+	if (!pl->fd)
+		return;
+	sn_fdrop_stats(pl->fd, &f);
+	ctr_set(&pl->fair_st.kept, f.kept);
+	ctr_set(&pl->fair_st.dropped, f.dropped[SN_FDROP_C_FAIR]);
+	ctr_set(&pl->fair_st.table_full, f.dropped[SN_FDROP_C_TABLE_FULL] +
+		f.dropped[SN_FDROP_C_INVALID]);
+	ctr_set(&pl->fair_st.active, f.active);
+	ctr_set(&pl->fair_st.theta, f.theta);
+}
+
+/* Worker half: fair dropping on/off/re-rated by policy.uplink. A new
+ * instance starts with empty virtual queues; on ENOMEM the old one stays
+ * (logged). */
 static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
 {
 	struct sn_fdrop *n;
@@ -675,39 +928,167 @@ static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
 	ctr_set(&pl->fair_st.on, 1);
 }
 
-static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
+/* Worker half. issue 6 (live change <= 100 ms): a port whose rate changed
+ * gets every frame it has in the wheel stamped again at the new rate, from
+ * now on (Carousel §5.1.1: a frame's release time is a function of the
+ * rate; the old stamps would keep the old rate for up to the 262 ms
+ * horizon). The wheel has no per-port removal, so all its frames are taken
+ * out in release order (the far-future extract keeps each port's order),
+ * the empty wheel is rewound to now, and every frame goes back: changed
+ * ports' frames on a fresh timestamp chain starting now (the port limit
+ * only: the class/aggregate stamps of those frames are not replayed), the
+ * others at their own stamp (meta.ts; same slot order, so FIFO within a
+ * slot is kept). New arrivals chain after the restamped backlog. A
+ * restamped frame that lands beyond the horizon (a big rate cut with a
+ * full wheel) is what the shaper drops at the new rate anyway: counted as
+ * "horizon". O(frames in the wheel), once per rate change, on the worker. */
+static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
+{
+	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
+	unsigned got;
+
+	if (n == 0 || n > pl->cfg.pool_nodes) {
+		if (n)
+			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
+		return;
+	}
+	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
+						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
+		k += got;
+	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
+	for (uint64_t i = 0; i < k; i++) {
+		struct rte_mbuf *m = pl->restamp_buf[i];
+		struct meta *md = meta_of(pl, m);
+		struct pstate *ps = &pl->ps[md->src];
+		struct sn_tstamp_next nx;
+		uint64_t ts = md->ts;
+		int rc;
+
+		if (changed[md->src])
+			ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
+		rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
+		if (rc) {
+			ctr_add(&ps->st.wheel_depth, -1ull);
+			pl->held--;
+			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+			continue;
+		}
+		md->ts = ts;
+		if (changed[md->src])
+			sn_tstamp_commit(&ps->ts, &nx);
+	}
+}
+
+/* Arbiter half: the policy's algorithm, link and per-port classes. */
+static void apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
+		      const struct sn_port_table *t)
 {
 	const struct sn_policy_port *want[SN_PORT_MAX];
 	struct sn_sched *sch;
 
-	if (pol->uplink.algo != pl->algo) {
-		struct sn_arbiter_client *cl[SN_PORT_MAX];
-		struct sn_arbiter *n = arb_create(pl, pol->uplink.algo, cl);
+	pl->a_algo_retry = pol->uplink.algo != pl->aset->algo && pl->aset_old;
+	if (pol->uplink.algo != pl->aset->algo && !pl->aset_old) {
+		struct arbset *n = aset_create(pl, pol->uplink.algo);
 
 		/* On ENOMEM keep the old algorithm (and say so). */
-		if (n) {
-			arb_destroy(pl);
-			arb_install(pl, n, pol->uplink.algo, cl);
-		} else {
+		if (!n) {
 			sn_log("policy: cannot switch the scheduler to %s: %s",
 			       sn_sched_algo_name(pol->uplink.algo), strerror(errno));
+		} else if (pl->arb_remote) {
+			/* The worker still pushes into the old set: scan it
+			 * until it acknowledges the new one (run()). */
+			pl->aset_old = pl->aset;
+			pl->aset = n;
+		} else {
+			aset_destroy(pl, pl->aset);
+			pl->aset = n;
+		}
+		if (n) {
+			for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+				pl->ps[s].a_has_class = false;
+				pl->ps[s].a_weight = 0;
+			}
 		}
 	}
-	sch = sn_arbiter_sched(pl->arb);
-	SN_VERIFY(sn_arbiter_set_link(pl->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
+	sch = sn_arbiter_sched(pl->aset->arb);
+	SN_VERIFY(sn_arbiter_set_link(pl->aset->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
 				      : SN_ARBITER_MAX_LINK_BPS, pol->uplink.overhead_bytes) == 0);
+	pl->a_uplink = NULL;
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct sn_port *p = t->by_slot[s];
+		struct pstate *ps = &pl->ps[s];
+
+		if (p && p->type == SN_PORT_UPLINK)
+			pl->a_uplink = p;
+		want[s] = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		if (!p || ps->a_gen != p->gen) {
+			/* Another port (or none) in this slot: fresh counters. */
+			ps->a_gen = p ? p->gen : 0;
+			for (size_t i = 0; i < sizeof(ps->ast) / sizeof(uint64_t); i++)
+				ctr_set((uint64_t *)&ps->ast + i, 0);
+			for (size_t i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
+				ctr_set(&ps->a_clup[i][0], 0);
+				ctr_set(&ps->a_clup[i][1], 0);
+			}
+		}
+	}
+	/* Pass 1: removals and weight decreases, so pass 2 never exceeds
+	 * the scheduler's weight sum (the policy's sum is validated). */
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct pstate *ps = &pl->ps[s];
+
+		if (!ps->a_has_class)
+			continue;
+		if (!want[s]) {
+			__atomic_store_n(&ps->a_ready, false, __ATOMIC_RELAXED);
+			SN_VERIFY(sn_sched_class_del(sch, s, class_drop, pl->aset) == 0);
+			ps->a_has_class = false;
+		} else if (want[s]->weight < ps->a_weight) {
+			SN_VERIFY(sn_sched_class_change(sch, s, want[s]->weight, CLASS_LMAX) == 0);
+			ps->a_weight = want[s]->weight;
+		}
+	}
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct pstate *ps = &pl->ps[s];
+		const struct sn_policy_port *w = want[s];
+
+		if (!w)
+			continue;
+		if (!ps->a_has_class) {
+			SN_VERIFY(sn_sched_class_add(sch, s, w->weight, CLASS_LMAX) == 0);
+			ps->a_has_class = true;
+			ps->a_weight = w->weight;
+		} else if (w->weight > ps->a_weight) {
+			SN_VERIFY(sn_sched_class_change(sch, s, w->weight, CLASS_LMAX) == 0);
+			ps->a_weight = w->weight;
+		}
+		__atomic_store_n(&ps->a_ready, true, __ATOMIC_RELAXED);
+	}
+	pl->a_pol_gen = pol->gen;
+	pl->a_t_seen = t;
+	/* Release: pairs with the worker's acquire in run() (the new set's
+	 * mailboxes are initialised before the worker may push into them). */
+	__atomic_store_n(&pl->aset_pub, pl->aset, __ATOMIC_RELEASE);
+}
+
+/* Worker half: rates, shaping flags, uplink pointer. */
+static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
+{
+	bool changed[SN_PORT_MAX] = { false }, any_change = false;
+
 	pl->uplink = NULL;
 	sn_classify_apply_aggs(pl->cls, pol, pl->now);   /* issue 6 */
 	apply_fair(pl, pol);
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		struct sn_port *p = t->by_slot[s];
 		struct pstate *ps = &pl->ps[s];
+		const struct sn_policy_port *w;
 
 		if (p && p->type == SN_PORT_UPLINK)
 			pl->uplink = p;
-		want[s] = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		w = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
 		/* issue 6: the slot's flow classes (fresh if another port). */
-		sn_classify_apply_port(pl->cls, (uint16_t)s, want[s], !p || ps->gen != p->gen, pl->now);
+		sn_classify_apply_port(pl->cls, (uint16_t)s, w, !p || ps->gen != p->gen, pl->now);
 		if (!p || ps->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh state and
 			 * counters; its scheduler class, if any, carries on. */
@@ -716,52 +1097,112 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
 				ctr_set((uint64_t *)&ps->st + i, 0);
 		}
-	}
-	/* Pass 1: removals and weight decreases, so pass 2 never exceeds
-	 * the scheduler's weight sum (the policy's sum is validated). */
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		struct pstate *ps = &pl->ps[s];
-
-		if (!ps->has_class)
-			continue;
-		if (!want[s]) {
-			SN_VERIFY(sn_sched_class_del(sch, s, class_drop, pl) == 0);
-			ps->has_class = false;
-		} else if (want[s]->weight < ps->weight) {
-			SN_VERIFY(sn_sched_class_change(sch, s, want[s]->weight, CLASS_LMAX) == 0);
-			ps->weight = want[s]->weight;
-		}
-	}
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		struct pstate *ps = &pl->ps[s];
-		const struct sn_policy_port *w = want[s];
-
 		__atomic_store_n(&ps->shaped, w != NULL, __ATOMIC_RELAXED);
 		ctr_set(&ps->st.rate_bps, w ? w->rate_bps : 0);
 		ctr_set(&ps->st.weight, w ? w->weight : 0);
-		if (!w) {
+		ps->has_class = w != NULL;
+		if (!w || !w->rate_bps)
 			ps->has_rate = false;
-			continue;
-		}
-		if (!ps->has_class) {
-			SN_VERIFY(sn_sched_class_add(sch, s, w->weight, CLASS_LMAX) == 0);
-			ps->has_class = true;
-			ps->weight = w->weight;
-		} else if (w->weight > ps->weight) {
-			SN_VERIFY(sn_sched_class_change(sch, s, w->weight, CLASS_LMAX) == 0);
-			ps->weight = w->weight;
-		}
-		if (!w->rate_bps)
-			ps->has_rate = false;
-		else if (ps->has_rate)
+		else if (ps->has_rate && ps->ts.rate != w->rate_bps) {
+			/* fresh chain from now: restamp_wheel() lays the queued
+			 * frames on it */
+			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
+			changed[s] = any_change = true;
+		} else if (ps->has_rate)
 			SN_VERIFY(sn_tstamp_set(&ps->ts, w->rate_bps, w->burst_bytes) == 0);
 		else
 			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
-		ps->has_rate = w->rate_bps != 0;
+		ps->has_rate = w && w->rate_bps != 0;
 	}
+	if (any_change)
+		restamp_wheel(pl, changed);
 	pl->pol_gen = pol->gen;
 	pl->t_seen = t;
 	pl->dirty = false;
+}
+
+/* Worker half: one frame a remote arbiter handed back ("Two halves"). */
+static void ret_handle(struct sn_pipeline *pl, struct rte_mbuf *m)
+{
+	struct meta *md = meta_of(pl, m);
+	struct pstate *ps = &pl->ps[md->src];
+	struct sn_vqtx *q;
+	uint64_t pop;
+
+	switch (md->ret_kind) {
+	case RET_GSO:
+		uplink_tx(pl, &m, 1, false);
+		break;
+	case RET_DROP:
+		q = sn_vqtx_of(m, &pop);
+		if (q && md->ret_cause == SN_PL_DROP_SRC_STOP)
+			sn_vqtx_count_forced(q);
+		else if (q && md->ret_cause == SN_PL_DROP_HOLD)
+			sn_vqtx_count_timeout(q);
+		drop(pl, m, (enum sn_pipeline_drop)md->ret_cause);
+		break;
+	default:   /* RET_SENT: its copy went out; complete it */
+		rte_pktmbuf_free(m);
+		break;
+	}
+	/* After the free: src_held() keeps the port held until the
+	 * descriptor is completed. */
+	ctr_add(&ps->w_returned, 1);
+}
+
+static void ret_service(struct sn_pipeline *pl)
+{
+	void *items[BATCH];
+	uint32_t got;
+
+	do {
+		got = sn_mbox_extract_burst(pl->ret, items, BATCH);
+		for (uint32_t i = 0; i < got; i++)
+			ret_handle(pl, items[i]);
+	} while (got == BATCH);
+}
+
+/* Arbiter half: does t hold a port the last apply_arb() did not see? The
+ * table pointer alone can be reused after a free (ABA); the generations
+ * of its ports cannot. */
+static bool arb_table_stale(const struct sn_pipeline *pl, const struct sn_port_table *t)
+{
+	if (t != pl->a_t_seen)
+		return true;
+	for (unsigned i = 0; i < t->n; i++)
+		if (pl->ps[t->list[i]->slot].a_gen != t->list[i]->gen)
+			return true;
+	return false;
+}
+
+/* Arbiter half, one round: policy, parked returns, scan, stats. Returns
+ * frames released (0 and no backlog = idle). */
+static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
+			  const struct sn_port_table *t, uint64_t now)
+{
+	uint32_t rel = 0;
+
+	pl->a_now = now;
+	ctr_set(&pl->arb_clock_ns, now);
+	if (pol->gen != pl->a_pol_gen || arb_table_stale(pl, t) || (pl->a_algo_retry && !pl->aset_old))
+		apply_arb(pl, pol, t);
+	if (pl->aset_old &&
+	    __atomic_load_n(&pl->w_ack, __ATOMIC_ACQUIRE) == pl->aset) {
+		/* Acquire pairs with the worker's release of w_ack: its
+		 * last inserts into the old mailboxes are visible. */
+		aset_destroy(pl, pl->aset_old);
+		pl->aset_old = NULL;
+	}
+	if (pl->arb_remote && ret_flush(pl))
+		return 0;    /* backpressure: the worker has not taken returns */
+	if (pl->aset_old)
+		rel += sn_arbiter_do_scan(pl->aset_old->arb, now);
+	rel += sn_arbiter_do_scan(pl->aset->arb, now);
+	if ((int64_t)(now - pl->a_next_stats) >= 0) {
+		publish_arb_stats(pl);
+		pl->a_next_stats = now + STATS_EVERY_NS;
+	}
+	return rel;
 }
 
 void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
@@ -769,12 +1210,33 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	const struct sn_policy *pol = sn_policy_current(pl->store);
 	void *items[BATCH];
 	unsigned got, batches = 0;
+	bool caught_up;
+	uint64_t seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
 
+	seq += (seq & 1) ? 2 : 1;     /* odd: stays odd while run() lags */
+	__atomic_store_n(&pl->run_seq, seq, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	pl->now = now_ns();
 	ctr_set(&pl->clock_ns, pl->now);
+	ctr_add(&pl->wts.loops, 1);
 	pl->t = t;
+	if (pl->split) {
+		/* Acquire pairs with the release in apply_arb(). */
+		struct arbset *a = __atomic_load_n(&pl->aset_pub, __ATOMIC_ACQUIRE);
+
+		if (a != pl->w_aset) {
+			pl->w_aset = a;
+			/* Release: pairs with the acquire in arb_round(). */
+			__atomic_store_n(&pl->w_ack, a, __ATOMIC_RELEASE);
+		}
+		ret_service(pl);
+	}
 	if (pol->gen != pl->pol_gen || t != pl->t_seen || pl->dirty)
 		apply(pl, pol, t);
+	if (!pl->split && (pol->gen != pl->a_pol_gen || arb_table_stale(pl, t))) {
+		apply_arb(pl, pol, t);
+		pl->w_aset = pl->aset;
+	}
 	do {
 		got = sn_twheel_extract(pl->wheel, pl->now, items, BATCH);
 		for (unsigned i = 0; i < got; i++) {
@@ -791,14 +1253,89 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			dispatch(pl, m);
 		}
 		flush_vm(pl);
+		/* issue 6 (conformance), 1-core layout: scan after every
+		 * batch, not once per iteration. After a worker stall the
+		 * wheel releases up to MAX_BATCHES * BATCH due frames at once;
+		 * one scan at the end let them overflow the client mailbox
+		 * (mbox_size 512) and they were lost as mailbox_full although
+		 * the link had room. (2-core: the arbiter scans on its own.) */
+		if (!pl->split && pl->held)
+			arb_round(pl, pol, t, pl->now);
 	} while (got == BATCH && ++batches < MAX_BATCHES);
-	if (pl->held)
-		sn_arbiter_do_scan(pl->arb, pl->now);
+	caught_up = got < BATCH;
+	if (!pl->split && !pl->held) {
+		ctr_set(&pl->arb_clock_ns, pl->now);
+		if ((int64_t)(pl->now - pl->a_next_stats) >= 0) {
+			publish_arb_stats(pl);
+			pl->a_next_stats = pl->now + STATS_EVERY_NS;
+		}
+	}
+	/* Worker-half periodic work (its own timer in both layouts). */
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
-		publish_arb_stats(pl);
+		publish_fair_stats(pl);
 		sn_classify_tick(pl->cls, pl->now);   /* issue 6: NBA, flow ageing */
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
+	if (caught_up)
+		__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELEASE);
+}
+
+int sn_pipeline_arbiter_main(void *arg)
+{
+	struct sn_pipeline *pl = arg;
+	/* Spin-then-sleep (PSPAT §3.5, sn_arbiter_idle_ns): with a backlog
+	 * waiting for the link, sleep until the link is free when that is
+	 * at least ARB_MIN_SLEEP_NS away (case (i): the wake-up time is
+	 * known); idle, spin ARB_SPIN_NS and then nap idle_sleep_us at a
+	 * time. Sleeping instead of spinning also matters when the arbiter
+	 * shares its CPU with the worker: a thread that slept is scheduled
+	 * again promptly, a spinning one waits its turn. */
+	struct sn_arbiter_idle ip = {
+		.spin_ns = ARB_SPIN_NS,
+		.min_sleep_ns = ARB_MIN_SLEEP_NS,
+		.max_sleep_ns = (uint64_t)pl->idle_sleep_us * 1000,
+	};
+
+	rcu_register_thread();
+	/* Acquire pairs with the release store in sn_pipeline_arbiter_stop(). */
+	while (!__atomic_load_n(&pl->stop, __ATOMIC_ACQUIRE)) {
+		const struct sn_policy *pol = sn_policy_current(pl->store);
+		const struct sn_port_table *t = sn_ports_table_rcu(pl->reg);
+		uint64_t now = now_ns(), ns = 0;
+
+		arb_round(pl, pol, t, now);
+		ctr_add(&pl->ats.loops, 1);
+		/* Ends the read-side use of pol, t and the uplink port: pairs
+		 * with synchronize_rcu() in sn_policy.c / sn_port.c. */
+		rcu_quiescent_state();
+		if (pl->idle_sleep_us && !pl->n_pend && !pl->aset_old)
+			ns = sn_arbiter_idle_ns(pl->aset->arb, &ip, now);
+		if (ns) {
+			struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+					       .tv_nsec = (long)(ns % 1000000000ull) };
+			uint64_t t0 = now_ns();
+
+			/* Offline: no grace period waits for a sleeping arbiter. */
+			rcu_thread_offline();
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+			rcu_thread_online();
+			ctr_add(&pl->ats.sleeps, 1);
+			ctr_add(&pl->ats.sleep_ns, now_ns() - t0);
+		}
+	}
+	rcu_unregister_thread();
+	return 0;
+}
+
+void sn_pipeline_arbiter_stop(struct sn_pipeline *pl)
+{
+	__atomic_store_n(&pl->stop, 1, __ATOMIC_RELEASE);
+}
+
+void sn_pipeline_count_sleep(struct sn_pipeline *pl, uint64_t ns)
+{
+	ctr_add(&pl->wts.sleeps, 1);
+	ctr_add(&pl->wts.sleep_ns, ns);
 }
 
 struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
@@ -809,8 +1346,6 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		.size = sizeof(struct meta),
 		.align = __alignof__(struct meta),
 	};
-	struct sn_arbiter_client *cl[SN_PORT_MAX];
-	struct sn_arbiter *arb;
 	struct sn_pipeline *pl;
 	int e;
 
@@ -821,12 +1356,34 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 	}
 	pl->store = pol;
 	pl->cfg = *cfg;
+	pl->split = cfg->split;
+	pl->arb_remote = cfg->split;
+	pl->arb_txq = cfg->split ? 1 : 0;
+	pl->reg = cfg->reg;
+	pl->idle_sleep_us = cfg->idle_sleep_us;
 	pl->meta_off = rte_mbuf_dynfield_register(&desc);
 	if (pl->meta_off < 0) {
 		e = rte_errno;
 		goto free_pl;
 	}
+	if (cfg->split) {
+		/* Park room for every frame the arbiter can hold: all
+		 * mailboxes and class queues of two sets (during a switch). */
+		pl->pend_cap = 2u * SN_PORT_MAX * (cfg->mbox_size + cfg->queue_len);
+		pl->pend = rte_malloc("sn_pipeline_pend", pl->pend_cap * sizeof(pl->pend[0]), 0);
+		pl->ret = sn_mbox_create(RET_MBOX_SIZE, NULL);
+		if (!pl->pend || !pl->ret || !cfg->reg) {
+			e = !cfg->reg ? EINVAL : ENOMEM;
+			goto free_ret;
+		}
+	}
 	pl->now = now_ns();
+	pl->restamp_buf = rte_malloc("sn_pipeline_restamp",
+				     (size_t)cfg->pool_nodes * sizeof(void *), 0);
+	if (!pl->restamp_buf) {
+		e = ENOMEM;
+		goto free_ret;
+	}
 	pl->wheel = sn_twheel_create(&(struct sn_twheel_params){
 		.granularity_ns = cfg->granularity_ns, .slots = cfg->slots,
 		.pool_nodes = cfg->pool_nodes, .start_ns = pl->now,
@@ -835,25 +1392,31 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		.node_items = SN_TWHEEL_NODE_ITEMS_MIN });
 	if (!pl->wheel) {
 		e = errno;
-		goto free_pl;
+		goto free_ret;
 	}
-	/* issue 6: worker 0 of the NBA (the 1-core layout has one worker). */
+	/* issue 6: worker 0 of the NBA (one worker in both layouts). */
 	pl->cls = sn_classify_create(0, cfg->max_flows, SOCKET_ID_ANY);
 	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;
 	}
-	arb = arb_create(pl, SN_SCHED_QFQ, cl);
-	if (!arb) {
+	pl->aset = aset_create(pl, SN_SCHED_QFQ);
+	if (!pl->aset) {
 		e = errno;
 		goto free_cls;
 	}
-	arb_install(pl, arb, SN_SCHED_QFQ, cl);
+	pl->w_aset = pl->aset;
+	pl->aset_pub = pl->aset;
+	pl->w_ack = pl->aset;
 	return pl;
 free_cls:
 	sn_classify_free(pl->cls);
 free_wheel:
 	sn_twheel_free(pl->wheel);
+free_ret:
+	rte_free(pl->restamp_buf);
+	sn_mbox_free(pl->ret);
+	rte_free(pl->pend);
 free_pl:
 	rte_free(pl);
 	errno = e;
@@ -865,6 +1428,15 @@ void sn_pipeline_drain(struct sn_pipeline *pl)
 	void *items[BATCH];
 	unsigned got;
 
+	/* The arbiter lcore (if any) has returned: from here on the arbiter
+	 * half runs on this thread (the worker) and frees what it holds. */
+	pl->arb_remote = false;
+	if (pl->ret) {
+		ret_service(pl);
+		for (uint32_t i = 0; i < pl->n_pend; i++)
+			ret_handle(pl, pl->pend[i]);
+		pl->n_pend = 0;
+	}
 	/* Far future: every held frame is due. */
 	while ((got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, items, BATCH)) > 0)
 		for (unsigned i = 0; i < got; i++) {
@@ -874,8 +1446,14 @@ void sn_pipeline_drain(struct sn_pipeline *pl)
 			pl->held--;
 			drop(pl, m, SN_PL_DROP_SRC_STOP);
 		}
-	if (pl->arb)
-		arb_destroy(pl);
+	if (pl->aset_old) {
+		aset_destroy(pl, pl->aset_old);
+		pl->aset_old = NULL;
+	}
+	if (pl->aset) {
+		aset_destroy(pl, pl->aset);
+		pl->aset = NULL;
+	}
 }
 
 void sn_pipeline_destroy(struct sn_pipeline *pl)
@@ -886,6 +1464,9 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 	sn_fdrop_free(pl->fd);
 	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
+	rte_free(pl->restamp_buf);
+	sn_mbox_free(pl->ret);
+	rte_free(pl->pend);
 	rte_free(pl);
 }
 
@@ -893,7 +1474,7 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 			   struct sn_pipeline_port_stats *out)
 {
 	const struct pstate *ps = &pl->ps[p->slot];
-	const uint64_t *src = (const uint64_t *)&ps->st;
+	const uint64_t *w = (const uint64_t *)&ps->st, *a = (const uint64_t *)&ps->ast;
 	uint64_t *dst = (uint64_t *)out;
 
 	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "stats are u64 fields");
@@ -902,8 +1483,11 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 	if (__atomic_load_n(&ps->gen, __ATOMIC_RELAXED) != p->gen ||
 	    !__atomic_load_n(&ps->shaped, __ATOMIC_RELAXED))
 		return -ENOENT;
+	/* Each counter is the sum of the worker's and the arbiter's copy
+	 * (modulo 2^64: qfq_backlog is +1 on one side, -1 on the other). */
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+		dst[i] = __atomic_load_n(&w[i], __ATOMIC_RELAXED) +
+			 __atomic_load_n(&a[i], __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -918,14 +1502,47 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
 	*backlog = __atomic_load_n(&pl->arb_backlog, __ATOMIC_RELAXED);
 }
 
+void sn_pipeline_thread_stats(const struct sn_pipeline *pl, struct sn_pipeline_thread_stats *worker,
+			      struct sn_pipeline_thread_stats *arbiter)
+{
+	worker->loops = __atomic_load_n(&pl->wts.loops, __ATOMIC_RELAXED);
+	worker->sleeps = __atomic_load_n(&pl->wts.sleeps, __ATOMIC_RELAXED);
+	worker->sleep_ns = __atomic_load_n(&pl->wts.sleep_ns, __ATOMIC_RELAXED);
+	arbiter->loops = __atomic_load_n(&pl->ats.loops, __ATOMIC_RELAXED);
+	arbiter->sleeps = __atomic_load_n(&pl->ats.sleeps, __ATOMIC_RELAXED);
+	arbiter->sleep_ns = __atomic_load_n(&pl->ats.sleep_ns, __ATOMIC_RELAXED);
+}
+
+void sn_pipeline_uplink_tx(const struct sn_pipeline *pl, struct sn_pipeline_uplink_tx *out)
+{
+	out->tx_packets = __atomic_load_n(&pl->up.tx_packets, __ATOMIC_RELAXED);
+	out->tx_bytes = __atomic_load_n(&pl->up.tx_bytes, __ATOMIC_RELAXED);
+	out->ring_full = __atomic_load_n(&pl->up.ring_full, __ATOMIC_RELAXED);
+}
+
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
 {
 	return __atomic_load_n(&pl->clock_ns, __ATOMIC_RELAXED);
 }
 
+uint64_t sn_pipeline_arbiter_clock_ns(const struct sn_pipeline *pl)
+{
+	return __atomic_load_n(&pl->arb_clock_ns, __ATOMIC_RELAXED);
+}
+
 const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl)
 {
 	return pl->cls;
+}
+
+void sn_pipeline_class_uplink(const struct sn_pipeline *pl, uint16_t slot, unsigned cls,
+			      uint64_t *packets, uint64_t *bytes)
+{
+	*packets = *bytes = 0;
+	if (slot >= SN_PORT_MAX || cls >= SN_POLICY_CLASSES_MAX)
+		return;
+	*packets = __atomic_load_n(&pl->ps[slot].a_clup[cls][0], __ATOMIC_RELAXED);
+	*bytes = __atomic_load_n(&pl->ps[slot].a_clup[cls][1], __ATOMIC_RELAXED);
 }
 
 void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out)
@@ -935,4 +1552,9 @@ void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fai
 
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl)
+{
+	return __atomic_load_n(&pl->run_seq, __ATOMIC_ACQUIRE);
 }

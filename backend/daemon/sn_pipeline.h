@@ -1,6 +1,7 @@
-/* sn_pipeline.h — the scheduled datapath stage of one worker (1-core
- * layout): Carousel timestamping + timing wheel per port, PSPAT client
- * mailboxes, arbiter (QFQ/DRR/FIFO) with link emulation, dispatch.
+/* sn_pipeline.h — the scheduled datapath stage: Carousel timestamping +
+ * timing wheel per port, PSPAT client mailboxes, arbiter (QFQ/DRR/FIFO)
+ * with link emulation, dispatch; in the 1-core layout (the worker runs it
+ * all) or the 2-core layout (worker | arbiter lcore, cfg.split).
  *
  * Frames from a port that has a policy entry leave the L2 switch here:
  *   sn_pipeline_submit: stamp with the port's rate (sn_tstamp) and insert
@@ -24,16 +25,29 @@
  * (src_stopped). The switch acknowledges a device stop only once
  * sn_pipeline_src_held() of that port is 0.
  *
+ * 2-core layout: the arbiter lcore never frees a deferred-completion frame
+ * (its free callback writes the worker-owned used ring, sn_vqtx.h): it
+ * copies it for the uplink and hands the original back through the SPSC
+ * return mailbox (arbiter -> worker), as it does with every such frame it
+ * drops and with guest GSO frames (segmented on the worker); the worker
+ * frees or transmits them in run(). A returned frame stays counted in
+ * src_held() until the worker freed it (release/acquire on the arbiter's
+ * backlog counter), so a device stop never completes under the arbiter.
+ *
  * Threads:
- *  - create / destroy: MAIN thread, before the worker starts / after it
- *    returned (destroy frees every frame still held).
- *  - run / shaped / submit / flush: the WORKER lcore only, between its own
- *    quiescent states (the port table and the policy are RCU snapshots).
- *    All scheduling state (wheel, tstamps, arbiter, scheduler) is owned by
- *    the worker: no locks, no barriers inside.
- *  - *_stats: any thread. Counters have the worker as sole writer (relaxed
- *    atomic stores); readers use relaxed loads and may see a set torn
- *    between fields, never a torn field.
+ *  - create / destroy: MAIN thread, before the datapath lcores start /
+ *    after they returned (destroy frees every frame still held).
+ *  - run / shaped / submit / flush / drain: the WORKER lcore only, between
+ *    its own quiescent states (the port table and the policy are RCU
+ *    snapshots). The worker half (wheel, tstamps) is worker-owned.
+ *  - arbiter half (scheduler, link emulation, uplink TX queue of the
+ *    arbiter): the worker in the 1-core layout; the ARBITER lcore
+ *    (sn_pipeline_arbiter_main, a registered QSBR reader) in the 2-core
+ *    layout. The halves share only SPSC mailboxes and the flags and
+ *    pointers whose barriers are named in sn_pipeline.c ("Two halves").
+ *  - *_stats: any thread. Each counter has one writer (the worker's copy
+ *    and the arbiter's copy are summed by the reader; relaxed atomic
+ *    stores and loads): a set may be torn between fields, never a field.
  */
 #ifndef SN_PIPELINE_H
 #define SN_PIPELINE_H
@@ -47,6 +61,7 @@ struct rte_mbuf;
 struct sn_policy_store;
 struct sn_port;
 struct sn_port_table;
+struct sn_ports;
 struct sn_pipeline;
 struct sn_classify;
 
@@ -93,6 +108,28 @@ struct sn_pipeline_config {
 	uint32_t queue_len;        /* per-class scheduler queue */
 	uint64_t slack_ns;         /* link emulation: lag allowed before a reset */
 	uint32_t max_flows;        /* flow states of the worker (sn_classify), 0 = default */
+	/* Lcore layout. false: 1-core (the worker runs the arbiter half in
+	 * sn_pipeline_run). true: 2-core, sn_pipeline_arbiter_main() runs
+	 * it on its own lcore and transmits on uplink TX queue 1 (the
+	 * uplink must have 2 TX queues; the worker keeps queue 0). */
+	bool split;
+	struct sn_ports *reg;      /* split: the port registry (required) */
+	unsigned idle_sleep_us;    /* split: arbiter spin-then-sleep nap, 0 = busy poll */
+};
+
+/* The uplink TX counters of a remote arbiter (split layout): the worker
+ * writes the uplink port's own counters, so these are kept here and the
+ * reader adds them (sn_ctl.c). Zero in the 1-core layout. */
+struct sn_pipeline_uplink_tx {
+	uint64_t tx_packets, tx_bytes, ring_full;
+};
+
+/* Per-thread loop counters. */
+struct sn_pipeline_thread_stats {
+	uint64_t loops;    /* poll-loop iterations */
+	uint64_t sleeps;   /* idle naps (spin-then-sleep) */
+	uint64_t sleep_ns; /* time spent in them (CLOCK_MONOTONIC): the mean
+	                    * nap is the wake-up delay idle mode adds */
 };
 
 /* Main thread, after EAL init. NULL + errno. */
@@ -111,7 +148,8 @@ typedef int (*sn_pipeline_gso_fn)(void *arg, const struct sn_port *eth, struct r
 void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *arg);
 
 /* Worker, once per loop iteration before polling ports: apply policy
- * changes, release due frames, run one arbiter scan, transmit. */
+ * changes, release due frames; 1-core: run one arbiter scan, transmit;
+ * 2-core: take back the frames the arbiter returned. */
 void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t);
 /* Worker: does frames from `in` go through the shaper? */
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in);
@@ -138,19 +176,54 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 /* Any thread: the arbiter's counters (refreshed by the worker each ms). */
 void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_stats *out,
 			       uint64_t *backlog);
-/* Any thread: fair dropping in front of the arbiter (policy.uplink.overload
- * "fair"), refreshed by the worker each ms; all 0 when off. */
-struct sn_pipeline_fair_stats {
-	uint64_t on, kept, dropped, table_full, active, theta;
-};
-void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out);
 /* Any thread: the worker's clock (CLOCK_MONOTONIC ns) at its latest loop
  * iteration: the time base of the policy counters. A worker descheduled
  * freezes both, so rates computed against it are what the shaper did,
  * independent of when the control thread sampled them. */
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
+/* Any thread (issue 6, measurement): a sequence that is odd while the
+ * worker is inside run() (releasing frames) or lags (its last run() hit
+ * the per-iteration bound with frames still due, e.g. after a stall), and
+ * even between runs that released everything due at clock_ns (acquire
+ * load). Counters read between two equal even values, with an acquire
+ * fence before the second load, are exactly the state at clock_ns: a
+ * worker preempted in the middle of a release batch cannot tear them.
+ * 2-core layout: this covers the worker half; the arbiter half's counters
+ * move on their own clock (sn_pipeline_arbiter_clock_ns). */
+uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl);
+/* Any thread: fair dropping in front of the arbiter (policy.uplink.overload
+ * "fair"), refreshed by the worker each ms (worker half in both layouts);
+ * all 0 when off. */
+struct sn_pipeline_fair_stats {
+	uint64_t on, kept, dropped, table_full, active, theta;
+};
+void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out);
 /* Any thread: the worker's flow classes and aggregate shares, for their
  * *_stats readers (issue 6, sn_classify.h). */
 const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl);
+/* Any thread: uplink frames of class cls of slot counted by a remote
+ * (2-core) arbiter, to be added to sn_classify's uplink_* (0 in the
+ * 1-core layout, where the worker's sn_classify counts them). */
+void sn_pipeline_class_uplink(const struct sn_pipeline *pl, uint16_t slot, unsigned cls,
+			      uint64_t *packets, uint64_t *bytes);
+/* Any thread: the same for the arbiter half (its latest round; in the
+ * 1-core layout the worker's clock): the time base of the counters the
+ * arbiter keeps (uplink_*, qfq_*, the arbiter's). */
+uint64_t sn_pipeline_arbiter_clock_ns(const struct sn_pipeline *pl);
+
+/* Split layout: lcore_function_t of the arbiter lcore (registered QSBR
+ * reader of the policy and the port table, one quiescent state per
+ * round). Launch after create, stop with sn_pipeline_arbiter_stop() +
+ * rte_eal_wait_lcore() BEFORE stopping the worker: the worker's drain
+ * then frees what the arbiter held, on the worker. */
+int sn_pipeline_arbiter_main(void *pl);
+/* Main thread: ask the arbiter lcore to return (release store). */
+void sn_pipeline_arbiter_stop(struct sn_pipeline *pl);
+/* Worker: count one idle nap of the worker loop, of ns nanoseconds. */
+void sn_pipeline_count_sleep(struct sn_pipeline *pl, uint64_t ns);
+/* Any thread. */
+void sn_pipeline_thread_stats(const struct sn_pipeline *pl, struct sn_pipeline_thread_stats *worker,
+			      struct sn_pipeline_thread_stats *arbiter);
+void sn_pipeline_uplink_tx(const struct sn_pipeline *pl, struct sn_pipeline_uplink_tx *out);
 
 #endif /* SN_PIPELINE_H */

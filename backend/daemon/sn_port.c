@@ -26,8 +26,13 @@
 
 #include <linux/virtio_net.h>
 
+#include <netinet/in.h>
+
 #include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_jhash.h>
 #include <rte_malloc.h>
+#include <rte_mbuf.h>
 #include <rte_vhost.h>
 #include <urcu-qsbr.h>
 
@@ -48,6 +53,8 @@ const char *const sn_drop_names[SN_DROP_MAX] = {
  * the read-mostly and vhost-thread-written fields above them). */
 static_assert(offsetof(struct sn_port, st) % RTE_CACHE_LINE_SIZE == 0, "sn_port.st not cache aligned");
 static_assert(sizeof(struct sn_port) % RTE_CACHE_LINE_SIZE == 0, "sn_port size");
+static_assert(SN_PORT_QMAX == SN_CONFIG_QUEUES_MAX, "config \"queues\" range");
+static_assert(2 * SN_PORT_QMAX <= 32, "vring_on is a 32-bit mask");
 
 struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
@@ -70,17 +77,46 @@ static struct sn_port *find_by_path_locked(struct sn_ports *reg, const char *pat
 }
 
 /* Caller holds reg->lock. up = running and vrings 0 (VM RX) and 1 (VM TX)
- * not disabled. Release: the worker's acquire load then sees vid. */
+ * enabled. Release: the worker's acquire load then sees vid. */
 static void update_up_locked(struct sn_port *p)
 {
 	uint32_t running = __atomic_load_n(&p->running, __ATOMIC_RELAXED);
-	uint32_t off = __atomic_load_n(&p->vring_off, __ATOMIC_RELAXED);
-	uint32_t up = running && !(off & 3u);
+	uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED);
+	uint32_t up = running && (on & 3u) == 3u;
 
 	if (up != __atomic_load_n(&p->up, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&p->up, up, __ATOMIC_RELEASE);
 		sn_log("port %s: %s", p->name, up ? "up" : "down");
 	}
+}
+
+/* Caller holds reg->lock: recompute which TX queues the worker may poll.
+ * A deferred queue is started the first time its vring is enabled while
+ * the device runs and stays started (completions keep flowing while the
+ * guest has it disabled) until destroy_device. */
+static void update_txq_locked(struct sn_port *p)
+{
+	uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED), ready = 0;
+	int vid = __atomic_load_n(&p->vid, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&p->running, __ATOMIC_RELAXED)) {
+		for (unsigned i = 0; i < p->nq; i++) {
+			if (!(on & (1u << (2 * i + 1))))
+				continue;
+			if (p->q[i].vq && !(p->txq_started & (1u << i))) {
+				if (sn_vqtx_start(p->q[i].vq, vid)) {
+					sn_log("port %s: cannot take over TX queue %u of vid %d",
+					       p->name, i, vid);
+					continue;
+				}
+				p->txq_started |= 1u << i;
+			}
+			ready |= 1u << i;
+		}
+	}
+	/* Release pairs with the worker's acquire in sn_port_txq_ready(): it
+	 * sees the started ring state of every queue whose bit it sees. */
+	__atomic_store_n(&p->txq_ready, ready, __ATOMIC_RELEASE);
 }
 
 static int cb_new_device(int vid)
@@ -97,15 +133,22 @@ static int cb_new_device(int vid)
 		/* We poll; the guest need not kick us on TX. */
 		for (uint16_t q = 0; q < rte_vhost_get_vring_num(vid); q++)
 			rte_vhost_enable_guest_notification(vid, q, 0);
-		/* Deferred: the worker takes the TX ring over when it sees up. */
+		/* Deferred: the worker takes the TX ring of queue 0 over when it
+		 * sees up; the other queues when they get enabled. */
 		if (p->vq && sn_vqtx_start(p->vq, vid)) {
 			sn_log("port %s: cannot take over the TX ring of vid %d", p->name, vid);
 			pthread_mutex_unlock(&reg->lock);
 			return -1;
 		}
+		p->txq_started = p->vq ? 1u : 0u;
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
-		sn_log("port %s: connected (vid %d)", p->name, vid);
+		/* Queue pair 0 is ready by definition of new_device. */
+		__atomic_store_n(&p->vring_on, __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED) | 3u,
+				 __ATOMIC_RELAXED);
+		sn_log("port %s: connected (vid %d, %u vrings)", p->name, vid,
+		       rte_vhost_get_vring_num(vid));
+		update_txq_locked(p);
 		update_up_locked(p);
 	}
 	pthread_mutex_unlock(&reg->lock);
@@ -124,15 +167,19 @@ static void cb_destroy_device(int vid)
 	p = find_by_path_locked(reg, path);
 	if (p && __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
 		__atomic_store_n(&p->running, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&p->vring_off, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->vring_on, 0, __ATOMIC_RELAXED);
+		update_txq_locked(p);
 		update_up_locked(p);
 		/* Pairs with the worker's quiescent state: after this, no
 		 * iteration that saw up == 1 is still using vid. */
 		synchronize_rcu();
-		/* Deferred: every held descriptor completed and the vring base
-		 * set before the library answers GET_VRING_BASE / unmaps. */
-		if (p->vq)
-			sn_vqtx_stop(p->vq);
+		/* Deferred: every held descriptor of every queue completed and
+		 * the vring bases set before the library answers GET_VRING_BASE
+		 * / unmaps. */
+		for (unsigned i = 0; i < p->nq; i++)
+			if (p->txq_started & (1u << i))
+				sn_vqtx_stop(p->q[i].vq);
+		p->txq_started = 0;
 		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
 		sn_log("port %s: disconnected (vid %d)", p->name, vid);
 	}
@@ -150,17 +197,24 @@ static int cb_vring_state_changed(int vid, uint16_t queue_id, int enable)
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
 	if (p) {
-		uint32_t off = __atomic_load_n(&p->vring_off, __ATOMIC_RELAXED);
+		uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED);
 
-		off = enable ? off & ~(1u << queue_id) : off | (1u << queue_id);
-		__atomic_store_n(&p->vring_off, off, __ATOMIC_RELAXED);
+		on = enable ? on | (1u << queue_id) : on & ~(1u << queue_id);
+		__atomic_store_n(&p->vring_on, on, __ATOMIC_RELAXED);
+		if (enable && queue_id >= 2 * p->nq)
+			sn_log("port %s: the driver enabled vring %u, beyond queues=%u: not served",
+			       p->name, queue_id, p->nq);
 		if (__atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
-		    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid)
+		    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
+			update_txq_locked(p);
 			update_up_locked(p);
+		}
 		/* No grace period here: the library may call this with the
 		 * vrings' access locks held (SET_VRING_ENABLE), which the worker
 		 * may be waiting for; a disabled vring is safe to call into (the
-		 * burst functions check vq->enabled under that lock). */
+		 * burst functions check vq->enabled under that lock). A deferred
+		 * queue the driver disables stays started: the worker stops
+		 * taking frames from it but keeps completing what it holds. */
 	}
 	pthread_mutex_unlock(&reg->lock);
 	return 0;
@@ -246,8 +300,16 @@ static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->type = type;
 	p->vid = -1;
+	p->nq = 1;
 	p->gen = reg->next_gen++;
 	return p;
+}
+
+static void port_free(struct sn_port *p)
+{
+	for (unsigned i = 0; i < SN_PORT_QMAX; i++)
+		sn_vqtx_free(p->q[i].vq);
+	rte_free(p);
 }
 
 int sn_ports_mkdir_parents(const char *path)
@@ -312,16 +374,25 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	p->client = client;
 	p->slot = (uint16_t)slot;
+	p->nq = opts->queues ? opts->queues : 1;
+	if (p->nq > SN_PORT_QMAX) {
+		rc = -EINVAL;
+		goto err_free;
+	}
 	if (opts->deferred) {
-		p->vq = sn_vqtx_create(opts->max_hold_us);
 		p->max_hold_us = opts->max_hold_us;
-		if (!p->vq) {
-			rc = -ENOMEM;
-			goto err_free;
+		for (uint16_t i = 0; i < p->nq; i++) {
+			p->q[i].vq = sn_vqtx_create(opts->max_hold_us, i);
+			if (!p->q[i].vq) {
+				rc = -ENOMEM;
+				goto err_free;
+			}
 		}
+		p->vq = p->q[0].vq;
 		p->unmarked_max_hold_us = opts->unmarked_max_hold_us ?
 			opts->unmarked_max_hold_us : SN_VQTX_UNMARKED_HOLD_US_DEFAULT;
-		sn_vqtx_set_unmarked_hold(p->vq, p->unmarked_max_hold_us);
+		for (uint16_t i = 0; i < p->nq; i++)
+			sn_vqtx_set_unmarked_hold(p->q[i].vq, p->unmarked_max_hold_us);
 	}
 
 	rc = sn_ports_mkdir_parents(path);
@@ -343,10 +414,16 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	 * TCP/IPv4 only (librte_gso, see sn_switch.c): don't offer TSO over
 	 * IPv6 or UFO, so guests segment those themselves; TSO4 stays (VM<->VM
 	 * keeps 64 KiB frames). Deferred ports: sn_vqtx_features_off(), the
-	 * same offloads plus the ring features sn_vqtx cannot honour. */
-	if (rte_vhost_driver_disable_features(path, p->vq ? sn_vqtx_features_off() :
+	 * same offloads plus the ring features sn_vqtx cannot honour. A
+	 * single-queue port does not offer MQ, so a driver configured for
+	 * more queue pairs uses one; DPDK 22.11 cannot announce a smaller
+	 * maximum than its own (no rte_vhost_driver_set_max_queue_num), so a
+	 * multiqueue port serves queue pairs [0, queues) and logs a driver
+	 * that enables more. */
+	if (rte_vhost_driver_disable_features(path, (p->vq ? sn_vqtx_features_off() :
 					      (1ULL << VIRTIO_NET_F_HOST_TSO6) |
-					      (1ULL << VIRTIO_NET_F_HOST_UFO))) {
+					      (1ULL << VIRTIO_NET_F_HOST_UFO)) |
+					      (p->nq == 1 ? 1ULL << VIRTIO_NET_F_MQ : 0))) {
 		sn_log("port %s: rte_vhost_driver_disable_features failed", name);
 		rc = -EIO;
 		goto err_unregister;
@@ -368,7 +445,8 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	rc = publish(reg);
 	if (rc)
 		goto err_unslot;
-	sn_log("port %s: added (vhost-user %s, %s)", name, path, client ? "client" : "server");
+	sn_log("port %s: added (vhost-user %s, %s, %u queue%s)", name, path,
+	       client ? "client" : "server", p->nq, p->nq > 1 ? "s" : "");
 	return 0;
 
 err_unslot:
@@ -378,8 +456,7 @@ err_unslot:
 err_unregister:
 	rte_vhost_driver_unregister(path);
 err_free:
-	sn_vqtx_free(p->vq);
-	rte_free(p);
+	port_free(p);
 	return rc;
 }
 
@@ -459,8 +536,7 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 	if (p->type == SN_PORT_VHOST && p->registered)
 		unregister_driver(p);
 	sn_log("port %s: deleted", name);
-	sn_vqtx_free(p->vq);
-	rte_free(p);
+	port_free(p);
 	return 0;
 }
 
@@ -486,4 +562,155 @@ void sn_port_stats_read(const struct sn_port *p, struct sn_port_stats *out)
 	out->tx_bytes = __atomic_load_n(&p->st.tx_bytes, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < SN_DROP_MAX; i++)
 		out->drop[i] = __atomic_load_n(&p->st.drop[i], __ATOMIC_RELAXED);
+}
+
+void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_stats *out)
+{
+	const struct sn_portq_stats *st = &p->q[qi].st;
+
+	out->rx_packets = __atomic_load_n(&st->rx_packets, __ATOMIC_RELAXED);
+	out->rx_bytes = __atomic_load_n(&st->rx_bytes, __ATOMIC_RELAXED);
+	out->tx_packets = __atomic_load_n(&st->tx_packets, __ATOMIC_RELAXED);
+	out->tx_bytes = __atomic_load_n(&st->tx_bytes, __ATOMIC_RELAXED);
+	out->ring_full = __atomic_load_n(&st->ring_full, __ATOMIC_RELAXED);
+}
+
+/* ---- Queue pairs on the datapath (worker). ---- */
+
+static inline void q_add(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, *c + v, __ATOMIC_RELAXED);   /* sole writer */
+}
+
+void sn_port_count_txq(struct sn_port *p, unsigned qi, struct rte_mbuf *const *pkts, uint16_t n)
+{
+	uint64_t bytes = 0;
+
+	for (uint16_t i = 0; i < n; i++)
+		bytes += pkts[i]->pkt_len;
+	q_add(&p->q[qi].st.rx_packets, n);
+	q_add(&p->q[qi].st.rx_bytes, bytes);
+}
+
+uint32_t sn_port_flow_hash(const struct rte_mbuf *m)
+{
+	const uint8_t *d = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint32_t len = m->data_len, off = RTE_ETHER_HDR_LEN, w[10];
+	uint16_t type;
+	unsigned nw = 0;
+	uint8_t proto;
+
+	if (len < RTE_ETHER_HDR_LEN)
+		return 0;
+	memcpy(&type, d + 12, 2);
+	if (type == rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN) && len >= off + 4) {
+		memcpy(&type, d + off + 2, 2);
+		off += 4;
+	}
+	if (type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) && len >= off + 20) {
+		const uint8_t *ip = d + off;
+		uint32_t ihl = (ip[0] & 0xfu) * 4u;
+		uint16_t frag;
+
+		memcpy(&w[0], ip + 12, 8);          /* src, dst */
+		proto = ip[9];
+		w[2] = proto;
+		nw = 3;
+		memcpy(&frag, ip + 6, 2);
+		if ((rte_be_to_cpu_16(frag) & 0x3fffu) == 0 && ihl >= 20)
+			off += ihl;
+		else
+			proto = 0;                  /* fragment: no ports */
+	} else if (type == rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6) && len >= off + 40) {
+		const uint8_t *ip = d + off;
+
+		memcpy(&w[0], ip + 8, 32);          /* src, dst */
+		proto = ip[6];
+		w[8] = proto;
+		nw = 9;
+		off += 40;
+	} else {
+		memcpy(&w[0], d, 12);               /* dst, src MAC */
+		w[3] = type;
+		return rte_jhash_32b(w, 4, 0);
+	}
+	if ((proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP) &&
+	    len >= off + 4)
+		memcpy(&w[nw++], d + off, 4);       /* ports */
+	return rte_jhash_32b(w, nw, 0);
+}
+
+/* The RX queue for hash h among the enabled ones (mask of queue indexes,
+ * non-empty). */
+static inline unsigned rxq_pick(uint32_t mask, uint32_t h)
+{
+	unsigned k = (unsigned)(((uint64_t)h * (unsigned)__builtin_popcount(mask)) >> 32);
+
+	while (k--)
+		mask &= mask - 1;
+	return (unsigned)__builtin_ctz(mask);
+}
+
+static uint32_t rxq_mask(const struct sn_port *p)
+{
+	uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED), mask = 0;
+
+	for (unsigned i = 0; i < p->nq; i++)
+		if (on & (1u << (2 * i)))
+			mask |= 1u << i;
+	return mask;
+}
+
+static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, uint16_t n)
+{
+	uint16_t k = rte_vhost_enqueue_burst(p->vid, (uint16_t)(2 * qi), pkts, n);
+	uint64_t bytes = 0;
+
+	for (uint16_t j = 0; j < k; j++)
+		bytes += pkts[j]->pkt_len;
+	q_add(&p->q[qi].st.tx_packets, k);
+	q_add(&p->q[qi].st.tx_bytes, bytes);
+	return k;
+}
+
+uint16_t sn_port_vhost_enqueue(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct rte_mbuf *by_q[SN_PORT_QMAX][SN_CONFIG_BURST_MAX];
+	uint16_t cnt[SN_PORT_QMAX] = { 0 }, took[SN_PORT_QMAX];
+	struct rte_mbuf *rest[SN_CONFIG_BURST_MAX];
+	uint32_t mask = rxq_mask(p);
+	uint16_t k = 0, nrest = 0;
+
+	if (__builtin_popcount(mask) <= 1)
+		return rxq_put(p, mask ? (unsigned)__builtin_ctz(mask) : 0, pkts, n);
+	if (n > SN_CONFIG_BURST_MAX) {   /* in slices, keeping the prefix rule */
+		uint16_t a = sn_port_vhost_enqueue(p, pkts, SN_CONFIG_BURST_MAX);
+
+		if (a < SN_CONFIG_BURST_MAX)
+			return a;
+		return (uint16_t)(a + sn_port_vhost_enqueue(p, pkts + a, (uint16_t)(n - a)));
+	}
+	for (uint16_t i = 0; i < n; i++) {
+		unsigned qi = rxq_pick(mask, sn_port_flow_hash(pkts[i]));
+
+		by_q[qi][cnt[qi]++] = pkts[i];
+	}
+	for (unsigned qi = 0; qi < SN_PORT_QMAX; qi++) {
+		took[qi] = cnt[qi] ? rxq_put(p, qi, by_q[qi], cnt[qi]) : 0;
+		for (uint16_t j = 0; j < took[qi]; j++)
+			pkts[k++] = by_q[qi][j];
+		for (uint16_t j = took[qi]; j < cnt[qi]; j++)
+			rest[nrest++] = by_q[qi][j];
+	}
+	memcpy(&pkts[k], rest, nrest * sizeof(rest[0]));
+	return k;
+}
+
+void sn_port_count_rxq_full(struct sn_port *p, const struct rte_mbuf *m)
+{
+	uint32_t mask = rxq_mask(p);
+	unsigned qi = __builtin_popcount(mask) <= 1 ? (mask ? (unsigned)__builtin_ctz(mask) : 0)
+						    : rxq_pick(mask, sn_port_flow_hash(m));
+
+	q_add(&p->q[qi].st.ring_full, 1);
 }

@@ -9,7 +9,8 @@
  *    quiescent state once per poll-loop iteration).
  *  - VHOST thread (DPDK's vhost-events thread): runs new_device /
  *    destroy_device / vring_state_changed. It finds the port by socket path
- *    under reg->lock and changes only port->vid and port->up/vring state.
+ *    under reg->lock and changes only port->vid, port->up, the vring masks
+ *    and, for a deferred port, starts/stops the per-queue sn_vqtx.
  *    destroy_device clears `up` (release) and then waits synchronize_rcu(),
  *    so that when it returns to the vhost library no worker iteration can
  *    still be using the vid being destroyed. For a deferred port it then
@@ -20,6 +21,27 @@
  *    stored vid before) and only then uses port->vid. It is the only
  *    writer of port->st (relaxed atomic stores; readers use relaxed loads
  *    and may see a counter set torn between fields, never a torn field).
+ *
+ * Queues (VIRTIO_NET_F_MQ, config "queues" = nq, 1..SN_PORT_QMAX). Queue
+ * pair i of a vhost-user port is vring 2i (VM RX: we enqueue) and vring
+ * 2i+1 (VM TX: we take). struct sn_portq is the unit of ownership:
+ *  - Every TX queue is owned by exactly one worker lcore, q[i].owner (a
+ *    worker index, 0 today: one worker). Only the owner polls the queue,
+ *    owns its sn_vqtx ring state (deferred: held descriptors, completions,
+ *    the stop handshake; sn_vqtx.h contracts hold per queue) and writes
+ *    q[i].st.rx_*. The owner is fixed while the port exists.
+ *  - RX queue i is written (rte_vhost_enqueue_burst, which takes the
+ *    library's per-vring lock) by whatever worker delivers to the port;
+ *    that worker writes q[i].st.tx_* and ring_full (one worker today; a
+ *    layout with several delivering workers must give them their own
+ *    counters). The RX queue of a frame is a stable flow hash
+ *    (sn_port_flow_hash) over the enabled RX queues, so a flow stays in
+ *    order on one queue while the set of enabled queues does not change.
+ *  - txq_ready bit i (release by the VHOST thread once TX queue i is
+ *    enabled and, if deferred, its sn_vqtx started; acquire by the worker
+ *    before polling it). vring_on bit v: vring v enabled by the driver
+ *    (relaxed; written by the VHOST thread under reg->lock).
+ * Port totals (st) stay what they were: each is the sum of the queues'.
  */
 #ifndef SN_PORT_H
 #define SN_PORT_H
@@ -32,8 +54,10 @@
 #include "sn_config.h"
 
 #define SN_PORT_MAX 64
+#define SN_PORT_QMAX 8   /* queue pairs per vhost-user port (config "queues") */
 
 struct sn_vqtx;
+struct rte_mbuf;
 
 enum sn_port_type { SN_PORT_VHOST, SN_PORT_UPLINK };
 
@@ -58,6 +82,21 @@ struct sn_port_stats {
 	uint64_t drop[SN_DROP_MAX];
 };
 
+/* Per queue pair counters (see "Queues" above for the writers). */
+struct sn_portq_stats {
+	uint64_t rx_packets, rx_bytes;   /* TX queue: frames taken from the guest */
+	uint64_t tx_packets, tx_bytes;   /* RX queue: frames delivered to the guest */
+	uint64_t ring_full;              /* RX queue: dropped, its ring was full */
+};
+
+struct sn_portq {
+	/* Read-mostly: set by main before publication. */
+	unsigned owner;       /* worker index polling the TX queue (0 today) */
+	struct sn_vqtx *vq;   /* deferred: this TX queue's ring state; else NULL */
+	/* Counters: see the contract above. */
+	struct sn_portq_stats st __rte_cache_aligned;
+} __rte_cache_aligned;
+
 struct sn_port {
 	/* Read-mostly: set by main before publication, immutable after. */
 	char name[SN_CONFIG_NAME_MAX + 1];
@@ -68,9 +107,11 @@ struct sn_port {
 	uint16_t eth_port;    /* uplink: ethdev port id */
 	uint32_t gen;         /* unique per port object; MAC entries check it */
 	bool registered;      /* vhost driver registered (main only) */
-	struct sn_vqtx *vq;   /* "completion": "deferred": our own TX ring
-	                       * (sn_vqtx.h); NULL = immediate (builtin
-	                       * rte_vhost_dequeue_burst) */
+	struct sn_vqtx *vq;   /* "completion": "deferred": == q[0].vq, our own
+	                       * TX ring of queue 0 (sn_vqtx.h); NULL =
+	                       * immediate (builtin rte_vhost_dequeue_burst).
+	                       * Each queue's own ring is q[i].vq. */
+	uint16_t nq;          /* queue pairs offered ("queues"), 1 for the uplink */
 	uint32_t max_hold_us; /* deferred: as configured (reported only) */
 	uint32_t unmarked_max_hold_us; /* deferred: as in force (reported only) */
 
@@ -79,10 +120,14 @@ struct sn_port {
 	int vid;              /* valid while up; store before up (release) */
 	uint32_t up;          /* 1 = peer driver ready and vrings enabled */
 	uint32_t running;     /* new_device seen, destroy_device not yet */
-	uint32_t vring_off;   /* bit q set = vring q disabled by the driver */
+	uint32_t vring_on;    /* bit v set = vring v enabled by the driver */
+	uint32_t txq_ready;   /* bit i: TX queue i may be polled (release) */
+	uint32_t txq_started; /* deferred: bit i = q[i].vq started (vhost thread) */
 
 	/* Counters: worker is the only writer. */
 	struct sn_port_stats st __rte_cache_aligned;
+
+	struct sn_portq q[SN_PORT_QMAX];   /* [0, nq) in use */
 } __rte_cache_aligned;
 
 /* Immutable snapshot read by the worker (RCU). */
@@ -106,6 +151,7 @@ struct sn_vhost_opts {
 	uint32_t max_hold_us; /* deferred: hold limit, 0 = none */
 	uint32_t unmarked_max_hold_us; /* deferred: limit without the guest's
 	                       * opt-in (sn_vqtx.h); 0 = the default */
+	uint16_t queues;      /* queue pairs 1..SN_PORT_QMAX (0 = 1) */
 };
 
 /* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),
@@ -139,5 +185,32 @@ int sn_ports_mkdir_parents(const char *path);
 
 /* Any thread: a consistent-per-field copy of the counters. */
 void sn_port_stats_read(const struct sn_port *p, struct sn_port_stats *out);
+void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_stats *out);
+
+/* WORKER: TX queue i of a vhost-user port may be polled (acquire; pairs
+ * with the release in sn_port.c when the queue was enabled/started). */
+static inline uint32_t sn_port_txq_ready(const struct sn_port *p)
+{
+	return __atomic_load_n(&p->txq_ready, __ATOMIC_ACQUIRE);
+}
+
+/* WORKER: count n frames taken from TX queue qi. */
+void sn_port_count_txq(struct sn_port *p, unsigned qi, struct rte_mbuf *const *pkts, uint16_t n);
+
+/* Any thread, pure: stable flow hash of a frame (IPv4/IPv6 5-tuple for
+ * TCP/UDP/SCTP non-fragments, addresses + protocol for other IP, MAC
+ * pair + EtherType otherwise; one 802.1Q tag skipped). */
+uint32_t sn_port_flow_hash(const struct rte_mbuf *m);
+
+/* WORKER, port up: deliver pkts to the VM (vhost-user port p), each frame
+ * to the enabled RX queue its flow hash picks. Like
+ * rte_vhost_enqueue_burst it copies and returns k, the number taken;
+ * pkts is reordered so the taken frames are pkts[0, k) and the rest
+ * pkts[k, n), each queue's frames in their original order. Counts the
+ * RX queues' tx_* counters (not the port's: the caller does). */
+uint16_t sn_port_vhost_enqueue(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n);
+/* WORKER: count one frame the caller drops as ring_full on p's RX queue
+ * that sn_port_vhost_enqueue() picked for it. */
+void sn_port_count_rxq_full(struct sn_port *p, const struct rte_mbuf *m);
 
 #endif /* SN_PORT_H */

@@ -81,11 +81,8 @@
 
 #define MAC_WAYS   4
 #define MAC_VALID  (1ULL << 63)
-#define VIRTIO_RXQ 0   /* VM RX: we enqueue */
-#define VIRTIO_TXQ 1   /* VM TX: we dequeue */
 #define AGE_SLICE  256 /* MAC entries aged per loop iteration */
 #define IDLE_SPINS 20000 /* empty polls before napping */
-#define IDLE_NAP_US 50
 #define SN_MIN_U(a, b) ((a) < (b) ? (a) : (b))
 #define GSO_SEG_MAX 128  /* segments per GSO frame (64 KiB at mss >= 512) */
 #define GSO_FLAGS (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
@@ -121,6 +118,7 @@ struct sn_switch {
 	struct rte_gso_ctx gso;      /* gso_size set per frame (worker only) */
 	struct sn_pipeline *pl;      /* NULL: no policy enforcement */
 	unsigned burst;
+	unsigned idle_sleep_us;       /* 0 = busy poll (config datapath.idle_sleep_us) */
 	unsigned bucket_shift;       /* 64 - log2(buckets) */
 	uint64_t aging_tsc;
 	uint64_t scan_tsc;
@@ -438,7 +436,7 @@ static void bl_drain(struct backlog *b, struct sn_port *p)
 						  SN_CONFIG_BURST_MAX);
 		struct rte_mbuf **a = &b->m[b->head];
 		uint64_t bytes = 0;
-		uint16_t k = rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, a, cnt);
+		uint16_t k = sn_port_vhost_enqueue(p, a, cnt);  /* MQ: reorders a */
 
 		for (uint16_t j = 0; j < k; j++)
 			bytes += a[j]->pkt_len;
@@ -555,17 +553,20 @@ static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
 static void vq_service(struct sn_switch *sw, const struct sn_port_table *t)
 {
 	for (unsigned i = 0; i < t->n; i++) {
-		struct sn_vqtx *q = t->list[i]->vq;
+		struct sn_port *p = t->list[i];
 
-		if (!q)
-			continue;
-		if (sn_vqtx_stop_pending(q)) {
-			bl_purge_queue(sw, q);
-			if (sw->pl && sn_pipeline_src_held(sw->pl, t->list[i]))
-				continue;
-			sn_vqtx_stop_ack(q);
-		} else {
-			sn_vqtx_service(q);
+		/* Multiqueue: every TX queue is its own unit (sn_port.h). */
+		for (unsigned qi = 0; p->vq && qi < p->nq; qi++) {
+			struct sn_vqtx *q = p->q[qi].vq;
+
+			if (sn_vqtx_stop_pending(q)) {
+				bl_purge_queue(sw, q);
+				if (sw->pl && sn_pipeline_src_held(sw->pl, p))
+					continue;
+				sn_vqtx_stop_ack(q);
+			} else {
+				sn_vqtx_service(q);
+			}
 		}
 	}
 }
@@ -587,7 +588,8 @@ static void flush(struct sn_switch *sw)
 		b = &sw->bl[p->slot];
 		if (b->n)
 			bl_drain(b, p);
-		k = b->n ? 0 : rte_vhost_enqueue_burst(p->vid, VIRTIO_RXQ, s->pkts, s->n);
+		/* MQ: reorders s->pkts, taken ones first. */
+		k = b->n ? 0 : sn_port_vhost_enqueue(p, s->pkts, s->n);
 		/* Deferred frames the destination cannot take now wait; the
 		 * rest are dropped below. Keep the untaken ones at the end of
 		 * s->pkts for the drop count. */
@@ -607,8 +609,10 @@ static void flush(struct sn_switch *sw)
 		ctr_add(&p->st.tx_packets, k);
 		ctr_add(&p->st.tx_bytes, bytes);
 		for (uint16_t j = k; j < s->n; j++)
-			if (s->pkts[j])
+			if (s->pkts[j]) {
 				ctr_add(&p->st.drop[SN_DROP_RING_FULL], 1);
+				sn_port_count_rxq_full(p, s->pkts[j]);
+			}
 		s->n = 0;
 	}
 	sw->n_touched = 0;
@@ -712,12 +716,26 @@ int sn_switch_worker(void *arg)
 
 			if (!sn_port_is_up(p))
 				continue;
-			if (p->vq)
-				n = sn_vqtx_recv(p->vq, sw->mp, pkts, burst, now);
-			else if (p->type == SN_PORT_VHOST)
-				n = rte_vhost_dequeue_burst(p->vid, VIRTIO_TXQ, sw->mp, pkts, burst);
-			else
-				n = rte_eth_rx_burst(p->eth_port, 0, pkts, burst);
+			if (p->type == SN_PORT_VHOST) {
+				/* Multiqueue: every enabled TX queue this worker
+				 * owns (sn_port.h; one worker today). */
+				for (uint32_t rdy = sn_port_txq_ready(p); rdy; rdy &= rdy - 1) {
+					unsigned qi = (unsigned)__builtin_ctz(rdy);
+
+					if (p->q[qi].vq)
+						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, burst, now);
+					else
+						n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1),
+									    sw->mp, pkts, burst);
+					if (!n)
+						continue;
+					sn_port_count_txq(p, qi, pkts, n);
+					switch_burst(sw, t, p, pkts, n, now);
+					got += n;
+				}
+				continue;
+			}
+			n = rte_eth_rx_burst(p->eth_port, 0, pkts, burst);
 			if (n)
 				switch_burst(sw, t, p, pkts, n, now);
 			got += n;
@@ -740,8 +758,14 @@ int sn_switch_worker(void *arg)
 		 * packet brings back pure busy polling. */
 		if (got)
 			idle = 0;
-		else if (++idle > IDLE_SPINS)
-			rte_delay_us_sleep(IDLE_NAP_US);
+		else if (sw->idle_sleep_us && ++idle > IDLE_SPINS) {
+			uint64_t t0 = rte_rdtsc();
+
+			rte_delay_us_sleep(sw->idle_sleep_us);
+			if (sw->pl)
+				sn_pipeline_count_sleep(sw->pl, (rte_rdtsc() - t0) * 1000000000ull /
+							rte_get_tsc_hz());
+		}
 	}
 	/* Nothing of a guest stays held by a worker that is gone. */
 	{
@@ -796,6 +820,7 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	if (sw->pl)
 		sn_pipeline_set_gso(sw->pl, pipeline_gso, sw);
 	sw->burst = cfg->burst;
+	sw->idle_sleep_us = cfg->idle_sleep_us;
 	sw->mac_n = cfg->mac_table_size;
 	buckets = cfg->mac_table_size / MAC_WAYS;
 	sw->bucket_shift = 64 - (unsigned)__builtin_ctz(buckets);

@@ -30,6 +30,7 @@ struct sn_switch_config {
 	unsigned burst;            /* <= SN_CONFIG_BURST_MAX */
 	unsigned mac_table_size;   /* entries, power of two >= 16 */
 	unsigned mac_aging_s;
+	unsigned idle_sleep_us;    /* nap after IDLE_SPINS empty polls; 0 = busy poll */
 	struct sn_pipeline *pipeline; /* policy enforcement (issue 6); NULL = none */
 };
 

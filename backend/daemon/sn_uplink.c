@@ -15,7 +15,7 @@
 #include "sn_log.h"
 
 int sn_uplink_open(const char *devargs, struct rte_mempool *mp,
-		   uint16_t rx_desc, uint16_t tx_desc, uint16_t *port_id)
+		   uint16_t rx_desc, uint16_t tx_desc, uint16_t n_txq, uint16_t *port_id)
 {
 	struct rte_eth_conf conf;
 	struct rte_eth_dev_info info;
@@ -45,7 +45,13 @@ int sn_uplink_open(const char *devargs, struct rte_mempool *mp,
 	conf.txmode.offloads = info.tx_offload_capa &
 		(RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM |
 		 RTE_ETH_TX_OFFLOAD_TCP_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
-	rc = rte_eth_dev_configure(port, 1, 1, &conf);
+	if (n_txq == 0 || n_txq > info.max_tx_queues) {
+		sn_log("uplink: %s: %u TX queues needed (layout), the device has %u",
+		       name, n_txq, info.max_tx_queues);
+		rc = -ENOTSUP;
+		goto fail;
+	}
+	rc = rte_eth_dev_configure(port, 1, n_txq, &conf);
 	if (rc)
 		goto fail;
 	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &nrx, &ntx);
@@ -54,9 +60,11 @@ int sn_uplink_open(const char *devargs, struct rte_mempool *mp,
 	rc = rte_eth_rx_queue_setup(port, 0, nrx, rte_eth_dev_socket_id(port), NULL, mp);
 	if (rc)
 		goto fail;
-	rc = rte_eth_tx_queue_setup(port, 0, ntx, rte_eth_dev_socket_id(port), NULL);
-	if (rc)
-		goto fail;
+	for (uint16_t q = 0; q < n_txq; q++) {
+		rc = rte_eth_tx_queue_setup(port, q, ntx, rte_eth_dev_socket_id(port), NULL);
+		if (rc)
+			goto fail;
+	}
 	rc = rte_eth_dev_start(port);
 	if (rc)
 		goto fail;

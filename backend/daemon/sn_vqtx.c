@@ -37,7 +37,6 @@
 #include "sn_log.h"
 #include "sn_vnethdr.h"
 
-#define VQ_TX 1                  /* vring index of the VM's TX queue 0 */
 #define STOP_WAIT_MS 10000
 
 /* Feature bit numbers (virtio 1.1 §5.1.3, §6; linux/virtio_*.h). */
@@ -46,7 +45,6 @@
 #define F_HOST_ECN    13
 #define F_HOST_UFO    14
 #define F_MRG_RXBUF   15
-#define F_MQ          22
 #define F_EVENT_IDX   29
 #define F_VERSION_1   32
 #define F_RING_PACKED 34
@@ -71,6 +69,8 @@ struct sn_vqtx {
 	/* Read-mostly. */
 	uint64_t max_hold_tsc;        /* 0 = no limit */
 	uint64_t unmarked_hold_tsc;   /* > 0 */
+	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one
+	                               * struct sn_vqtx per TX queue) */
 
 	/* Handshake VHOST <-> WORKER. */
 	uint32_t stop_req;            /* release by stop, acquire by worker */
@@ -100,7 +100,7 @@ struct sn_vqtx {
 uint64_t sn_vqtx_features_off(void)
 {
 	return (1ULL << F_HOST_TSO6) |
-	       (1ULL << F_HOST_ECN) | (1ULL << F_HOST_UFO) | (1ULL << F_MQ) |
+	       (1ULL << F_HOST_ECN) | (1ULL << F_HOST_UFO) |
 	       (1ULL << F_EVENT_IDX) | (1ULL << F_RING_PACKED) | (1ULL << F_IN_ORDER);
 }
 
@@ -114,7 +114,7 @@ static inline void ctr_inc(uint64_t *c)
 	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
-struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us)
+struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 {
 	struct sn_vqtx *q = rte_zmalloc("sn_vqtx", sizeof(*q), RTE_CACHE_LINE_SIZE);
 
@@ -129,6 +129,7 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us)
 		q->max_hold_tsc = 1;
 	q->vid = -1;
 	sn_vqtx_set_unmarked_hold(q, SN_VQTX_UNMARKED_HOLD_US_DEFAULT);
+	q->vring = (uint16_t)(2 * txq + 1);
 	return q;
 
 err_q:
@@ -175,8 +176,8 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	if (q->vr)
 		sn_vqtx_stop(q);  /* new_device without destroy_device: be safe */
 	if (rte_vhost_get_negotiated_features(vid, &features) ||
-	    rte_vhost_get_vhost_vring(vid, VQ_TX, &vring) ||
-	    rte_vhost_get_vring_base(vid, VQ_TX, &avail_idx, &used_idx) ||
+	    rte_vhost_get_vhost_vring(vid, q->vring, &vring) ||
+	    rte_vhost_get_vring_base(vid, q->vring, &avail_idx, &used_idx) ||
 	    rte_vhost_get_mem_table(vid, &mem))
 		goto out;
 	if (features & ((1ULL << F_IN_ORDER) | (1ULL << F_RING_PACKED) | (1ULL << F_EVENT_IDX))) {
@@ -222,6 +223,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	q->opted_out = false;         /* the opt-in is per connection */
 	q->marked_run = 0;
 	ctr_set(&q->st.opted_in, 0);
+	ctr_set(&q->st.opted_out, 0);
 	__atomic_store_n(&q->stop_ack, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
 	/* Release: the worker's acquire of live (or of port->up, stored later)
@@ -266,11 +268,11 @@ static void flush(struct sn_vqtx *q, bool notify)
 
 	sn_vring_get_base(q->vr, &a, &before);
 	if (sn_vring_used_flush(q->vr) && notify)
-		rte_vhost_vring_call(q->vid, VQ_TX);
+		rte_vhost_vring_call(q->vid, q->vring);
 	sn_vring_get_base(q->vr, &a, &after);
 	/* No-op unless VHOST_F_LOG_ALL is negotiated (live migration). */
 	if (after != before)
-		rte_vhost_log_used_vring(q->vid, VQ_TX, 0, q->used_bytes);
+		rte_vhost_log_used_vring(q->vid, q->vring, 0, q->used_bytes);
 }
 
 /* Owner: drop-complete everything still held, publish, retire the epoch. */
@@ -288,6 +290,7 @@ static void teardown(struct sn_vqtx *q)
 	q->epoch++;
 	q->dirty = false;
 	ctr_set(&q->st.opted_in, 0);
+	ctr_set(&q->st.opted_out, 0);
 	__atomic_store_n(&q->live, 0, __ATOMIC_RELAXED);
 }
 
@@ -320,7 +323,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		waited++;
 	}
 	sn_vring_get_base(q->vr, &a, &u);
-	if (rte_vhost_set_vring_base(q->vid, VQ_TX, a, u))
+	if (rte_vhost_set_vring_base(q->vid, q->vring, a, u))
 		sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
 	sn_vring_free(q->vr);
 	q->vr = NULL;
@@ -371,6 +374,7 @@ static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p)
 		if (!q->opted_out) {
 			q->opted_out = true;
 			ctr_set(&q->st.opted_in, 0);
+			ctr_set(&q->st.opted_out, 1);
 		}
 		return false;
 	}

@@ -11,8 +11,10 @@
  * rte_vhost_driver_disable_features(), never replaced (ENVIRONMENT.md,
  * "Traps in writing the used ring yourself").
  *
- * Threads and ownership (one struct sn_vqtx per deferred port, created and
- * freed by MAIN, alive as long as the port):
+ * Threads and ownership (one struct sn_vqtx per TX queue of a deferred port
+ * (multiqueue: queue i is vring 2i+1; each queue is its own unit with its
+ * own held descriptors, counters and stop handshake), created and freed by
+ * MAIN, alive as long as the port):
  *  - VHOST thread (new_device / destroy_device; or MAIN inside
  *    rte_vhost_driver_unregister): sn_vqtx_start() builds the ring state
  *    while the port is down, then the caller publishes port->up (release);
@@ -31,6 +33,12 @@
  *    runs on the owner lcore and aborts otherwise. The used index is
  *    published, and the guest notified, by sn_vqtx_service() once per loop
  *    iteration.
+ *    Other datapath lcores (the 2-core arbiter, sn_pipeline.h) may hold
+ *    such an mbuf, read it (copy it) and call sn_vqtx_of(),
+ *    sn_vqtx_deadline() and sn_vqtx_stop_pending() (read-only: mbuf
+ *    fields, an immutable limit, an acquire load), but never free it: they
+ *    hand it back to the worker (sn_pipeline's return mailbox), and the
+ *    worker keeps counting it as held until then.
  *  - Any thread: sn_vqtx_stats_read() (relaxed atomic loads of counters
  *    the worker stores with relaxed atomic stores).
  *
@@ -69,6 +77,7 @@ struct sn_vqtx_stats {
 	uint64_t marked;         /* frames whose header carried the opt-in marker */
 	uint64_t unmarked;       /* frames without it (held unmarked_max_hold_us at most) */
 	uint64_t opted_in;       /* 1: the guest opted in on this connection (below) */
+	uint64_t opted_out;      /* 1: an unmarked frame on this connection (below) */
 	uint64_t held_now, held_max;
 	uint64_t err[SN_VRING_E__MAX]; /* sn_vring causes, one each */
 	/* Hold time (pop -> completion) of frames: bucket i counts holds of
@@ -78,21 +87,23 @@ struct sn_vqtx_stats {
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
- * packed rings, MQ (queue pair 0 only), and the TX offloads the switch
- * cannot resolve for the uplink (HOST_TSO6, HOST_ECN, HOST_UFO: librte_gso
- * segments TCP/IPv4 only, sn_switch.c). CSUM and HOST_TSO4 stay offered,
- * as on immediate ports: sn_vqtx_recv() turns their header requests into
- * mbuf offload flags. */
+ * packed rings, and the TX offloads the switch cannot resolve for the
+ * uplink (HOST_TSO6, HOST_ECN, HOST_UFO: librte_gso segments TCP/IPv4 only,
+ * sn_switch.c). CSUM and HOST_TSO4 stay offered, as on immediate ports:
+ * sn_vqtx_recv() turns their header requests into mbuf offload flags. MQ
+ * stays offered (multiqueue: one struct sn_vqtx per TX queue). */
 uint64_t sn_vqtx_features_off(void);
 
 /* Guest opt-in (issue 7; contract in guest-driver-patch/README.md): the
  * patched guest driver writes num_buffers = SN_VQTX_OPTIN_MAGIC in every TX
- * virtio-net header (12-byte header). A connection is opted in after
- * SN_VQTX_OPTIN_AFTER marked frames with no unmarked frame before them; one
- * unmarked frame opts it out until the next device start (the reported
- * state, stats opted_in). A frame may be held up to max_hold_us only if it
- * carries the marker and no unmarked frame came before it on this
- * connection (so the first frames of a patched guest are not dropped
+ * virtio-net header (12-byte header). A TX queue is opted in after
+ * SN_VQTX_OPTIN_AFTER marked frames with no unmarked frame before them on
+ * that queue; one unmarked frame opts the queue out until the next device
+ * start (the reported state, stats opted_in). The state is per TX queue
+ * (multiqueue: each queue's struct sn_vqtx sees the marker itself; the port
+ * folds them, sn_port.h). A frame may be held up to max_hold_us only if it
+ * carries the marker and no unmarked frame came before it on this queue
+ * and connection (so the first frames of a patched guest are not dropped
  * while the opt-in is being confirmed); every other frame (stock guests)
  * is held at most unmarked_max_hold_us and then dropped and completed
  * (hold_timeouts), so a driver that cannot take long holds never sees
@@ -101,9 +112,10 @@ uint64_t sn_vqtx_features_off(void);
 #define SN_VQTX_OPTIN_AFTER 8
 #define SN_VQTX_UNMARKED_HOLD_US_DEFAULT 1000
 
-/* MAIN. max_hold_us 0 = no limit. NULL + errno (ENOMEM). The unmarked hold
- * limit starts at SN_VQTX_UNMARKED_HOLD_US_DEFAULT. */
-struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us);
+/* MAIN: the ring state of TX queue txq (vring 2 * txq + 1). max_hold_us 0 =
+ * no limit. NULL + errno (ENOMEM). The unmarked hold limit starts at
+ * SN_VQTX_UNMARKED_HOLD_US_DEFAULT. */
+struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq);
 /* MAIN, before the port is published: hold limit of frames without the
  * opt-in (1..; capped by a non-zero max_hold_us). */
 void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us);

@@ -60,6 +60,10 @@ static void usage(FILE *out)
 "  --server               sn-gen listens on the sockets (virtio_user server=1);\n"
 "                         default: connect to the switch's sockets\n"
 "  --queue-size N         virtqueue size (default 1024)\n"
+"  --queues N             queue pairs per port, 1..8 (virtio_user queues=N;\n"
+"                         default 1); flow i sends on TX queue i mod N, every\n"
+"                         RX queue is drained; fewer if the switch port does\n"
+"                         not offer MQ (reported as ports[].queues)\n"
 "  --flow SPEC            src=I,dst=J|MAC[,count=N][,smac=MAC][,phase=K]\n"
 "                         [,udp=SRCIP:SPORT-DSTIP:DPORT] (IPv4/UDP frames of\n"
 "                         that 5-tuple, count mode only; a sn-gen sink counts\n"
@@ -71,6 +75,11 @@ static void usage(FILE *out)
 "  --rate PPS             count mode pacing, all flows of a phase (default 0 =\n"
 "                         unlimited)\n"
 "  --gap-us N             count mode: pause N us after each burst (default 0)\n"
+"  --sample-ms N          sampling sink: every N ms (1..10000) append one JSON\n"
+"                         line {\"t_ns\", \"rx_bytes\": [per port], \"flow_rx_bytes\":\n"
+"                         [per flow]} to --sample-file; t_ns = CLOCK_MONOTONIC\n"
+"                         of the sample (rates: delta bytes / delta t_ns)\n"
+"  --sample-file PATH     where the samples go (default: stderr)\n"
 "  --no-learn             no initial broadcast from each port's MAC\n"
 "  --marker               write the deferred-completion opt-in marker\n"
 "                         (num_buffers = 0x5344) in every TX virtio-net header,\n"
@@ -221,7 +230,8 @@ enum {
 	OPT_PORT = 256, OPT_SERVER, OPT_QSIZE, OPT_FLOW, OPT_COUNT, OPT_SIZE, OPT_BURST,
 	OPT_RATE, OPT_NOLEARN, OPT_DURATION, OPT_WARMUP, OPT_GRACE, OPT_PHASEGAP,
 	OPT_SETTLE, OPT_CONNECT, OPT_SYNC, OPT_ECHOIP, OPT_ECHOPORT, OPT_CPU, OPT_MEM,
-	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_MARKER,
+	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_MARKER, OPT_QUEUES, OPT_SAMPLEMS,
+	OPT_SAMPLEFILE,
 };
 
 struct cli {
@@ -260,6 +270,9 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		{"log-level", required_argument, NULL, OPT_LOGLEVEL},
 		{"gap-us", required_argument, NULL, OPT_GAP},
 		{"marker", no_argument, NULL, OPT_MARKER},
+		{"queues", required_argument, NULL, OPT_QUEUES},
+		{"sample-ms", required_argument, NULL, OPT_SAMPLEMS},
+		{"sample-file", required_argument, NULL, OPT_SAMPLEFILE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -326,6 +339,14 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		case OPT_PREFIX: c->prefix = optarg; break;
 		case OPT_LOGLEVEL: c->loglevel = optarg; break;
 		case OPT_GAP: bad |= parse_u64(optarg, 10000000, &g->gap_us) != 0; break;
+		case OPT_QUEUES:
+			bad |= parse_u64(optarg, SN_GEN_MAX_QUEUES, &n) != 0 || n == 0;
+			g->queues = (uint16_t)n;
+			break;
+		case OPT_SAMPLEMS:
+			bad |= parse_u64(optarg, 10000, &g->sample_ms) != 0 || g->sample_ms == 0;
+			break;
+		case OPT_SAMPLEFILE: g->sample_path = optarg; break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return 2;
 		}
@@ -442,8 +463,8 @@ static int port_setup(struct sn_gen *g, const struct cli *c, unsigned int i)
 	if (strstr(p->extra, "mac=") == NULL)
 		snprintf(mac, sizeof(mac), ",mac=02:53:47:00:00:%02x", i + 1);
 	snprintf(name, sizeof(name), "net_virtio_user%u", i);
-	if (snprintf(args, sizeof(args), "%s,path=%s,queues=1,queue_size=%lu,server=%d%s%s%s",
-		     name, p->path, (unsigned long)c->qsize, c->server, mac,
+	if (snprintf(args, sizeof(args), "%s,path=%s,queues=%u,queue_size=%lu,server=%d%s%s%s",
+		     name, p->path, (unsigned)g->queues, (unsigned long)c->qsize, c->server, mac,
 		     p->extra[0] ? "," : "", p->extra) >= (int)sizeof(args))
 		return -E2BIG;
 	if ((rc = rte_dev_probe(args)) != 0 ||
@@ -454,27 +475,44 @@ static int port_setup(struct sn_gen *g, const struct cli *c, unsigned int i)
 	}
 	uint16_t qsize = (uint16_t)c->qsize;
 	memset(&conf, 0, sizeof(conf));
+	p->nq = g->queues;
 	{
 		/* virtio-user in server mode re-accepts a restarted vhost backend
 		 * from its link-state interrupt (engineer F, restart tests). */
 		struct rte_eth_dev_info info;
 
-		if (rte_eth_dev_info_get(p->id, &info) == 0 && info.dev_flags &&
-		    (*info.dev_flags & RTE_ETH_DEV_INTR_LSC))
-			conf.intr_conf.lsc = 1;
+		if (rte_eth_dev_info_get(p->id, &info) == 0) {
+			if (info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC))
+				conf.intr_conf.lsc = 1;
+			/* A backend without MQ: the driver offers one pair. */
+			p->nq = (uint16_t)RTE_MIN(RTE_MIN(p->nq, info.max_rx_queues),
+						  info.max_tx_queues);
+			if (p->nq == 0)
+				p->nq = 1;
+		}
 	}
-	if ((rc = rte_eth_dev_configure(p->id, 1, 1, &conf)) != 0 ||
-	    (rc = rte_eth_rx_queue_setup(p->id, 0, qsize, rte_socket_id(), NULL, g->mp)) != 0 ||
-	    (rc = rte_eth_tx_queue_setup(p->id, 0, qsize, rte_socket_id(), NULL)) != 0 ||
-	    (rc = rte_eth_dev_start(p->id)) != 0 ||
+	if ((rc = rte_eth_dev_configure(p->id, p->nq, p->nq, &conf)) != 0) {
+		fprintf(stderr, "sn-gen: port %u (%s) configure: %s\n", i, p->path, rte_strerror(-rc));
+		return rc;
+	}
+	for (uint16_t q = 0; q < p->nq; q++)
+		if ((rc = rte_eth_rx_queue_setup(p->id, q, qsize, rte_socket_id(), NULL, g->mp)) != 0 ||
+		    (rc = rte_eth_tx_queue_setup(p->id, q, qsize, rte_socket_id(), NULL)) != 0) {
+			fprintf(stderr, "sn-gen: port %u (%s) queue %u: %s\n", i, p->path, q,
+				rte_strerror(-rc));
+			return rc;
+		}
+	if ((rc = rte_eth_dev_start(p->id)) != 0 ||
 	    (rc = rte_eth_macaddr_get(p->id, &p->mac)) != 0) {
 		fprintf(stderr, "sn-gen: port %u (%s) setup: %s\n", i, p->path, rte_strerror(-rc));
 		return rc;
 	}
-	if (c->marker && !rte_eth_add_tx_callback(p->id, 0, marker_cb, NULL)) {
-		fprintf(stderr, "sn-gen: port %u: cannot add the marker tx callback\n", i);
-		return -ENOTSUP;
-	}
+	for (uint16_t q = 0; c->marker && q < p->nq; q++)  /* every TX queue */
+		if (!rte_eth_add_tx_callback(p->id, q, marker_cb, NULL)) {
+			fprintf(stderr, "sn-gen: port %u: cannot add the marker tx callback (queue %u)\n",
+				i, q);
+			return -ENOTSUP;
+		}
 	return 0;
 }
 
@@ -504,6 +542,15 @@ static void report(const struct sn_gen *g, int rc)
 			"echo_icmp", (json_int_t)p->echo_icmp,
 			"echo_tx_fail", (json_int_t)p->echo_tx_fail,
 			"link_downs", (json_int_t)p->link_downs));
+		json_t *po = json_array_get(ports, json_array_size(ports) - 1);
+		json_t *rq = json_array(), *tq = json_array();
+		for (unsigned int q = 0; q < p->nq; q++) {
+			json_array_append_new(rq, json_integer((json_int_t)p->rx_q[q]));
+			json_array_append_new(tq, json_integer((json_int_t)p->tx_q[q]));
+		}
+		json_object_set_new(po, "queues", json_integer(p->nq));
+		json_object_set_new(po, "rx_by_queue", rq);
+		json_object_set_new(po, "tx_by_queue", tq);
 	}
 	for (unsigned int i = 0; g->mode == SN_GEN_COUNT && i < g->nflows; i++) {
 		const struct sn_gen_flow *f = &g->flows[i];
@@ -568,6 +615,7 @@ int main(int argc, char **argv)
 
 	g.size = 64;
 	g.burst = 32;
+	g.queues = 1;
 	g.learn = 1;
 	g.warmup_s = 2;
 	g.grace_s = 1;

@@ -12,6 +12,7 @@
 #define SN_GEN_H
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <rte_ether.h>
@@ -21,6 +22,7 @@
 #define SN_GEN_MAX_PORTS 8
 #define SN_GEN_MAX_FLOWS 32
 #define SN_GEN_BURST_MAX 64
+#define SN_GEN_MAX_QUEUES 8
 
 enum sn_gen_mode { SN_GEN_BENCH, SN_GEN_COUNT, SN_GEN_ECHO };
 
@@ -28,6 +30,8 @@ struct sn_gen_port {
 	char path[256];
 	char extra[256];           /* extra net_virtio_user devargs */
 	uint16_t id;               /* ethdev port id */
+	uint16_t nq;               /* queue pairs in use (--queues, or fewer if
+	                            * the backend does not offer MQ) */
 	struct rte_ether_addr mac;
 	/* Transmit side: frames built but not yet accepted by the driver, all
 	 * of one flow (pend_flow, or -1 for learn frames), kept in order. */
@@ -40,6 +44,7 @@ struct sn_gen_port {
 	uint64_t echo_arp, echo_icmp, echo_tx_fail;
 	int link_up;
 	uint64_t link_downs;         /* up -> down transitions seen */
+	uint64_t rx_q[SN_GEN_MAX_QUEUES], tx_q[SN_GEN_MAX_QUEUES]; /* per queue */
 };
 
 struct sn_gen_flow {
@@ -70,6 +75,7 @@ struct sn_gen {
 	struct sn_gen_port ports[SN_GEN_MAX_PORTS];
 	struct sn_gen_flow flows[SN_GEN_MAX_FLOWS];
 	uint16_t size, burst;
+	uint16_t queues;             /* --queues: queue pairs asked per port */
 	uint64_t rate_pps;           /* 0 = unlimited, all flows of a phase together */
 	uint64_t gap_us;             /* count mode: pause between bursts (0 = none) */
 	int learn;
@@ -77,12 +83,16 @@ struct sn_gen {
 	const char *sync_dir;        /* NULL = timing instead of sync files */
 	int echo_port;
 	rte_be32_t echo_ip;
+	uint64_t sample_ms;          /* sampling sink period, 0 = off */
+	const char *sample_path;     /* NULL = stderr */
 	/* runtime */
 	uint32_t run_id;
 	uint64_t hz;
 	struct rte_mempool *mp;
 	uint64_t alloc_fail;
 	uint64_t next_link_check;    /* TSC of the next link poll */
+	FILE *sample_out;            /* sampling sink output (sample_ms != 0) */
+	uint64_t next_sample;        /* TSC: next sample due */
 	int completed;               /* all frames sent (count) / window done (bench) */
 	double elapsed_s;
 	/* bench results */

@@ -21,9 +21,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -99,22 +101,71 @@ static unsigned int poll_links(struct sn_gen *g)
 	return up;
 }
 
-/* Drain every port once. In bench mode frames are only counted. */
-static void poll_rx(struct sn_gen *g)
+#define COUNT_RX_ROUNDS 8
+
+/* Sampling sink (--sample-ms): one JSON line per period with the time
+ * (CLOCK_MONOTONIC, the daemon's clock_ns base) the counters were read at, so that a consumer computes rates from the
+ * actual sample spacing: on a loaded machine this loop can be descheduled
+ * across a boundary, and the lines then come late, never wrong. Counters
+ * are cumulative (bytes as received, without FCS; flow bytes count data
+ * frames of that flow at any port). One fflush per line. */
+static void sample_emit(struct sn_gen *g, uint64_t now)
 {
+	FILE *out = g->sample_out;
+
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fprintf(out, "{\"t_ns\": %" PRIu64 ", \"rx_bytes\": [",
+		(uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec);
+	for (unsigned int i = 0; i < g->nports; i++)
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", g->ports[i].rx_bytes);
+	fputs("], \"flow_rx_bytes\": [", out);
+	for (unsigned int i = 0; i < g->nflows; i++)
+		fprintf(out, "%s%" PRIu64, i ? ", " : "", g->flows[i].rx * g->size);
+	fputs("]}\n", out);
+	fflush(out);
+	uint64_t period = g->sample_ms * g->hz / 1000;
+	g->next_sample += period;
+	if (g->next_sample <= now)          /* descheduled: skip, do not burst */
+		g->next_sample = now + period;
+}
+
+/* Drain every port once. In bench mode frames are only counted. Returns
+ * the number of frames received. */
+static unsigned int poll_rx_once(struct sn_gen *g)
+{
+	unsigned int got = 0;
+
 	struct rte_mbuf *bufs[SN_GEN_BURST_MAX];
 	struct rte_mbuf *replies[SN_GEN_BURST_MAX];
 
 	if (g->mode != SN_GEN_BENCH && rte_rdtsc() >= g->next_link_check)
 		poll_links(g);
 
-	for (unsigned int pi = 0; pi < g->nports; pi++) {
-		struct sn_gen_port *p = &g->ports[pi];
-		uint16_t n = rte_eth_rx_burst(p->id, 0, bufs, SN_GEN_BURST_MAX);
-		uint16_t nrep = 0;
+	/* Count mode drains up to COUNT_RX_ROUNDS full bursts per queue per
+	 * call: several flows (each sent a burst per loop) may converge on one
+	 * RX queue, and a sink that takes less than it is sent per loop would
+	 * make the switch drop at that ring. */
+	unsigned int rounds = 0;
 
+	for (unsigned int pq = 0; pq < g->nports * SN_GEN_MAX_QUEUES; pq++) {
+		unsigned int pi = pq / SN_GEN_MAX_QUEUES, q = pq % SN_GEN_MAX_QUEUES;
+		struct sn_gen_port *p = &g->ports[pi];
+		uint16_t n, nrep = 0;
+
+		if (q >= p->nq)
+			continue;
+		n = rte_eth_rx_burst(p->id, (uint16_t)q, bufs, SN_GEN_BURST_MAX);
+		if (n == SN_GEN_BURST_MAX && g->mode == SN_GEN_COUNT &&
+		    ++rounds < COUNT_RX_ROUNDS)
+			pq--;           /* this queue again after this burst */
+		else
+			rounds = 0;
 		if (n == 0)
 			continue;
+		p->rx_q[q] += n;
+		got += n;
 		if (g->mode == SN_GEN_BENCH) {
 			p->rx_packets += n;
 			for (uint16_t i = 0; i < n; i++)
@@ -145,7 +196,7 @@ static void poll_rx(struct sn_gen *g)
 			uint32_t bytes = 0;
 			for (uint16_t i = 0; i < nrep; i++)
 				bytes += replies[i]->pkt_len;
-			uint16_t s = rte_eth_tx_burst(p->id, 0, replies, nrep);
+			uint16_t s = rte_eth_tx_burst(p->id, (uint16_t)q, replies, nrep);
 			for (uint16_t i = s; i < nrep; i++)
 				bytes -= replies[i]->pkt_len;
 			p->tx_packets += s;
@@ -156,6 +207,19 @@ static void poll_rx(struct sn_gen *g)
 			}
 		}
 	}
+	return got;
+}
+
+/* Drain every port once; when a sample is due, first drain what queued up
+ * in the rings (e.g. while we were descheduled: it arrived before now). */
+static void poll_rx(struct sn_gen *g)
+{
+	poll_rx_once(g);
+	if (g->sample_out != NULL && rte_rdtsc() >= g->next_sample) {
+		for (int pass = 0; pass < 256 && poll_rx_once(g) != 0; pass++)
+			;
+		sample_emit(g, rte_rdtsc());
+	}
 }
 
 /* Hand pending frames of port p to the driver, keeping the rest in order. */
@@ -163,9 +227,12 @@ static void flush_port(struct sn_gen *g, struct sn_gen_port *p)
 {
 	if (p->npend == 0)
 		return;
-	uint16_t s = rte_eth_tx_burst(p->id, 0, p->pend, p->npend);
+	/* Multiqueue: flow i on TX queue i mod nq (learn frames on 0). */
+	uint16_t q = p->pend_flow < 0 ? 0 : (uint16_t)((unsigned int)p->pend_flow % p->nq);
+	uint16_t s = rte_eth_tx_burst(p->id, q, p->pend, p->npend);
 	if (s == 0)
 		return;
+	p->tx_q[q] += s;
 	p->tx_packets += s;
 	p->tx_bytes += (uint64_t)s * g->size;
 	if (p->pend_flow < 0)
@@ -476,7 +543,15 @@ static int run_echo(struct sn_gen *g)
 int sn_gen_run(struct sn_gen *g)
 {
 	uint64_t t0 = rte_rdtsc();
-	int rc = wait_links(g);
+	int rc;
+
+	if (g->sample_ms != 0) {
+		g->sample_out = g->sample_path ? fopen(g->sample_path, "we") : stderr;
+		if (g->sample_out == NULL)
+			return -errno;
+		g->next_sample = t0;
+	}
+	rc = wait_links(g);
 
 	if (rc == 0) {
 		drain_for(g, g->settle_s);
@@ -490,5 +565,8 @@ int sn_gen_run(struct sn_gen *g)
 			rc = 0;
 	}
 	g->elapsed_s = (double)(rte_rdtsc() - t0) / (double)g->hz;
+	if (g->sample_out != NULL && g->sample_out != stderr)
+		fclose(g->sample_out);
+	g->sample_out = NULL;
 	return rc;
 }

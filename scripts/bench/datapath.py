@@ -21,7 +21,12 @@ runtime directory (/var/run/dpdk/<prefix>) are removed, even on Ctrl-C.
 
 Output: one JSON object on stdout:
   {"packet_size": 64, "testpmd_mpps": M, "modes": {"switch": {"mpps": M,
-   "ratio": R}}, "runs": {...raw per-run results...}, "command": "..."}
+   "ratio": R}, ..., "scheduled": {"mpps": M, "ratio": R,
+   "arbiter_decisions_per_s": D}}, "runs": {...raw per-run results...},
+   "command": "..."}
+Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
+the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
+that never limit; see MODES.
 """
 import argparse
 import json
@@ -35,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -135,10 +141,24 @@ def rpc(sock_path, method, params=None, timeout=10.0):
 # processing with deferred, out-of-order completions (issue 5), the generator
 # marking its TX headers like the patched guest driver (opt-in, issue 7).
 # "_gen" adds sn-gen arguments.
+# scheduled (issue 6) = the whole shaped path: vm0 has a policy entry (timing
+# wheel at a rate that never limits, 400 Gbit/s), its frames go to the
+# uplink through its client mailbox and the QFQ arbiter (link emulated at
+# 400 Gbit/s: never limits either), with deferred completions. The uplink
+# is a net_vhost ethdev whose virtio-user peer is sn-gen's second port
+# ("_uplink_peer"), so sn-gen measures it exactly like the VM->VM modes and
+# like testpmd (vhost <-> vhost forwarding in every case). The daemon's
+# arbiter decisions/s (frames released per second of its worker clock) over
+# the measured window is reported with it.
+SCHED_BPS = 400_000_000_000
 MODES = {
     "switch": {},
     "immediate": {"_port": {"completion": "immediate"}},
     "deferred": {"_port": {"completion": "deferred"}, "_gen": ["--marker"]},
+    "scheduled": {"_port": {"completion": "deferred"}, "_gen": ["--marker"],
+                  "_uplink_peer": True,
+                  "policy": {"uplink": {"rate_bps": SCHED_BPS, "algorithm": "qfq"},
+                             "ports": {"vm0": {"rate_bps": SCHED_BPS, "weight": 1}}}},
 }
 
 
@@ -228,16 +248,22 @@ class Bench:
         prefix = self.prefix("d")
         ctl = str(self.tmp / "ctl.sock")
         socks = [str(self.tmp / f"vm{i}.sock") for i in range(2)]
+        peer = overlay.get("_uplink_peer")
+        if peer:                       # sn-gen port 1 = the uplink's peer
+            socks[1] = str(self.tmp / "up.sock")
         cfg = {
             "eal": {"memory_mb": 1024, "file_prefix": prefix, "main_cpu": 0, "worker_cpu": 1},
             "control": {"socket": ctl},
-            "uplink": None,
+            "uplink": {"name": "uplink", "devargs": f"net_vhost0,iface={socks[1]},queues=1"}
+            if peer else None,
             "ports": [{"name": f"vm{i}", "type": "vhost-user", "path": s, "mode": "server",
                        **overlay.get("_port", {})}
-                      for i, s in enumerate(socks)],
+                      for i, s in enumerate(socks[:1] if peer else socks)],
         }
+        if peer:
+            cfg["datapath"] = {"mbufs": 32767}
         for k, v in overlay.items():
-            if k in ("_port", "_gen"):
+            if k in ("_port", "_gen", "_uplink_peer"):
                 continue
             if isinstance(v, dict) and isinstance(cfg.get(k), dict):
                 cfg[k].update(v)
@@ -256,8 +282,23 @@ class Bench:
                 return False
         try:
             wait_for(answers, 60, "schednicd control socket", d, d.logfile)
+            arb = {}
+            if peer:
+                # arbiter counters at the start and end of sn-gen's window
+                def sample_arbiter():
+                    time.sleep(self.args.warmup + 0.2)
+                    try:
+                        arb["a"] = rpc(ctl, "stats.get")["arbiter"]
+                        time.sleep(max(0.5, self.args.duration - 0.5))
+                        arb["b"] = rpc(ctl, "stats.get")["arbiter"]
+                    except (OSError, ValueError, RuntimeError):
+                        pass
+                th = threading.Thread(target=sample_arbiter, daemon=True)
+                th.start()
             res = self.run_gen(socks, overlay.get("_gen", ()))
             stats = rpc(ctl, "stats.get")
+            if peer:
+                th.join(5)
             try:
                 rpc(ctl, "shutdown")
                 d.wait(15)
@@ -269,8 +310,18 @@ class Bench:
                 Path(s).unlink(missing_ok=True)
         drops = {p["name"]: {k: v for k, v in p["drops"].items() if v}
                  for p in stats["ports"]}
-        return {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
-                "window_s": res["bench"]["window_s"], "drops": drops}
+        out = {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
+               "window_s": res["bench"]["window_s"], "drops": drops}
+        if peer:
+            pol = {p["name"]: p["policy"] for p in stats["ports"] if "policy" in p}
+            out["policy_drops"] = {n: {k: v for k, v in q["drops"].items() if v}
+                                   for n, q in pol.items()}
+            if "a" in arb and "b" in arb and arb["b"]["clock_ns"] > arb["a"]["clock_ns"]:
+                dt = (arb["b"]["clock_ns"] - arb["a"]["clock_ns"]) / 1e9
+                out["arbiter_decisions_per_s"] = round(
+                    (arb["b"]["released"] - arb["a"]["released"]) / dt)
+                out["arbiter_scans_per_s"] = round((arb["b"]["scans"] - arb["a"]["scans"]) / dt)
+        return out
 
 
 def main():
@@ -323,6 +374,9 @@ def main():
     for m in modes:
         mm = statistics.median(r["mpps"] for r in runs[m])
         out_modes[m] = {"mpps": round(mm, 3), "ratio": round(mm / tp, 3) if tp > 0 else None}
+        dec = [r["arbiter_decisions_per_s"] for r in runs[m] if "arbiter_decisions_per_s" in r]
+        if dec:
+            out_modes[m]["arbiter_decisions_per_s"] = round(statistics.median(dec))
     out = {
         "packet_size": args.size,
         "testpmd_mpps": round(tp, 3),

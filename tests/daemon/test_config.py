@@ -84,13 +84,17 @@ BAD = [
     ("ports-mode", {"ports": [port("a", "/tmp/a.sock"), port("b", "/tmp/b.sock", mode="listen")]},
      'config: ports[1].mode: must be "server" or "client"'),
     ("ports-type-value", {"ports": [port(type="tap")]}, 'config: ports[0].type: must be "vhost-user"'),
-    ("ports-unknown", {"ports": [port(queues=2)]}, "config: ports[0].queues: unknown key"),
+    ("ports-unknown", {"ports": [port(vectors=2)]}, "config: ports[0].vectors: unknown key"),
+    ("ports-queues-0", {"ports": [port(queues=0)]}, "config: ports[0].queues: must be an integer 1..8"),
+    ("ports-queues-9", {"ports": [port(queues=9)]}, "config: ports[0].queues: must be an integer 1..8"),
+    ("ports-queues-str", {"ports": [port(queues="2")]}, "config: ports[0].queues: must be an integer 1..8"),
 ]
 
 GOOD = [
     ("empty", {}),
     ("no-uplink-no-ports", {"uplink": None, "ports": []}),
     ("client-port", {"uplink": None, "ports": [port(mode="client"), port("vm1", "/tmp/sn-x/vm1.sock")]}),
+    ("mq-port", {"uplink": None, "ports": [port(queues=8), port("vm1", "/tmp/sn-x/vm1.sock", queues=1)]}),
     ("partial-sections", {"eal": {"memory_mb": 256, "file_prefix": "x-1", "extra_args": ["--log-level=lib.eal:notice"]},
                           "datapath": {"burst": 64, "mac_table_size": 16}}),
 ]

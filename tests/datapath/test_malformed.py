@@ -246,7 +246,11 @@ def test_disconnect_with_held_descriptors(schednicd, sngen, sn_tmpdir, vufront_b
     drop-completed at device stop (forced), held_now returns to 0, mempool
     in_use to its baseline, and a reconnected writer works."""
     n = 120
-    d = schednicd(ports=[dport(sn_tmpdir, "w", completion="deferred"), dport(sn_tmpdir, "vm1")])
+    # sn-vufront writes no opt-in marker (issue 7): without a long
+    # unmarked_max_hold_us its frames would be dropped after 1 ms instead
+    # of staying held until the disconnect.
+    d = schednicd(ports=[dport(sn_tmpdir, "w", completion="deferred",
+                               unmarked_max_hold_us=10_000_000), dport(sn_tmpdir, "vm1")])
     sink = sngen([d.vhost_path("vm1")], "--flow", "src=0,dst=02:99:00:00:00:09,count=0",
                  "--queue-size", "64", mac_base=SINK_MAC_BASE)
     sink.wait("ready")

@@ -148,7 +148,8 @@ def wait_class(d, port, names, timeout=20.0):
     raise TimeoutError(f"no traffic through classes {names}: {cstats(d, port)[1]}")
 
 
-def test_two_classes_paced_at_their_rates_and_live_change(schednicd, sngen):
+@pytest.mark.parametrize("layout", ["1core", "2core"])   # conftest.py
+def test_two_classes_paced_at_their_rates_and_live_change(schednicd, sngen, layout):
     """Two flows of vm0 in classes "a" (4 Mbit/s) and "b" (12 Mbit/s), each
     offered 32 Mbit/s: each class within 1 % of its rate; a live policy.set
     halves b's rate; an invalid class is rejected and the rates stay."""
@@ -218,7 +219,8 @@ def test_per_flow_pacing(schednicd, sngen):
     assert d.alive()
 
 
-def test_aggregate_over_two_ports(schednicd, sngen):
+@pytest.mark.parametrize("layout", ["1core", "2core"])   # conftest.py
+def test_aggregate_over_two_ports(schednicd, sngen, layout):
     """Aggregate of 100 Mbit/s over classes of vm0 and vm1 offering about
     78 and 39 Mbit/s: the total is within 1 % of 100 Mbit/s; with one
     worker the NBA's water-filling gives that worker the whole aggregate
@@ -253,7 +255,11 @@ def test_aggregate_over_two_ports(schednicd, sngen):
     sb = agg_rate(100e6)
     ag = sb["aggregates"]["agg"]
     by = {p["name"]: p["policy"]["classes"][0] for p in sb["ports"] if "policy" in p}
-    assert ag["sent_bytes"] == by["vm0"]["sent_bytes"] + by["vm1"]["sent_bytes"], (ag, by)
+    # One stats.get reads the aggregate and the two classes one after the
+    # other while the worker keeps sending: they may differ by the frames
+    # released in between (a few; seen: 1 frame of 1400 B on a loaded host).
+    assert abs(ag["sent_bytes"] - by["vm0"]["sent_bytes"] - by["vm1"]["sent_bytes"]) \
+        <= 32 * 1400, (ag, by)
     assert by["vm0"]["sent_bytes"] > by["vm1"]["sent_bytes"] > 0, by
     # Water-filling over one worker: the whole aggregate, worker saturated.
     assert ag["nba"] == [{"worker": 0, "grant_bps": 100_000_000,

@@ -13,6 +13,7 @@ import signal
 import time
 
 import pytest
+LAYOUTS = ["1core", "2core"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000
 SINK_MAC = "02:00:00:00:00:99"
@@ -55,7 +56,8 @@ def accounted(p):
                                       + pol["wheel_depth"] + pol["qfq_backlog"])
 
 
-def test_shaped_deferred_port_completes_each_frame_once(schednicd, sngen, sn_tmpdir):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_shaped_deferred_port_completes_each_frame_once(schednicd, sngen, sn_tmpdir, layout):
     """20 Mbit/s limit: the uplink rate never exceeds it, descriptors are
     held while frames wait in the shaper, and at rest popped == completed
     == offered == sent + drops, nothing held, no mbuf leaked. The guest
@@ -98,8 +100,9 @@ def test_shaped_deferred_port_completes_each_frame_once(schednicd, sngen, sn_tmp
 
 
 @pytest.mark.parametrize("how", ["kill-peer", "del-port"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_stop_of_shaped_deferred_port_with_frames_in_the_pipeline(schednicd, sngen,
-                                                                 sn_tmpdir, how):
+                                                                 sn_tmpdir, how, layout):
     """1 Mbit/s: the wheel and the guest ring hold frames when the device
     stops; every one is completed (dropped), the stop finishes, nothing
     leaks, and the daemon goes on (a new driver's frames flow)."""

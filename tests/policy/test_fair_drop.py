@@ -58,7 +58,11 @@ def mbit(r):
     return {n: round(v / 1e6, 2) for n, v in r.items()}
 
 
-def test_fair_dropping_vs_tail_drop(schednicd, sngen, capsys):
+# Both lcore layouts (conftest.py): in 2core the fair dropper stays on the
+# worker (in front of the client mailboxes) and the per-class uplink
+# counters these shares come from are counted by the arbiter lcore.
+@pytest.mark.parametrize("layout", ["1core", "2core"])
+def test_fair_dropping_vs_tail_drop(schednicd, sngen, capsys, layout):
     cap = LINK * FRAME / (FRAME + OVERHEAD)        # payload bits/s of the link
     pps = int(1.7 * cap / (FRAME * 8))
     classes = [{"name": n, "proto": "udp", "dst_port": int(u.rsplit(":", 1)[1])}

@@ -14,40 +14,47 @@ import time
 from pathlib import Path
 
 import pytest
+LAYOUTS = ["1core", "2core"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000                     # bytes, without FCS (sn-gen --size)
 SINK_MAC = "02:00:00:00:00:99"   # never learned: flooded to the uplink
 UPLINK = "net_null0,no-rx=1"
 
 
-def pstats(d):
+def pstats(d, key=""):
     """(shaper time of the sample, ports by name, raw stats). The time base
-    is the worker's own clock at its latest iteration (arbiter.clock_ns):
-    neither a slow RPC round trip nor a descheduled worker at a window's
+    is the own clock of the lcore that counts `key` at its latest iteration
+    (arbiter.clock_ns: the worker; arbiter.arbiter_clock_ns for the uplink_*
+    and qfq_* counters, which the arbiter lcore keeps in layout 2core):
+    neither a slow RPC round trip nor a descheduled lcore at a window's
     edge on this loaded machine blurs it."""
     st = d.stats()
-    return st["arbiter"]["clock_ns"] / 1e9, {p["name"]: p for p in st["ports"]}, st
+    clock = "arbiter_clock_ns" if key.startswith(("uplink", "qfq")) else "clock_ns"
+    return st["arbiter"][clock] / 1e9, {p["name"]: p for p in st["ports"]}, st
 
 
 def measure(d, key, ports, window=3.0):
     """bits/s of policy counter `key` per port over `window` seconds."""
-    ta, a, _ = pstats(d)
+    ta, a, _ = pstats(d, key)
     time.sleep(window)
-    tb, b, _ = pstats(d)
+    tb, b, _ = pstats(d, key)
     return {n: (b[n]["policy"][key] - a[n]["policy"][key]) * 8 / (tb - ta) for n in ports}
 
 
-def measure_backlogged(d, key, port, window=2.0, tries=10):
+def measure_backlogged(d, key, port, window=3.0, tries=10):
     """Rate of `key` over a window in which port's limit never went idle.
+    3 s: in layout 2core a frame reaches the uplink counters one worker and
+    one arbiter scheduling delay after it left the wheel; on this loaded
+    machine that shifts a window's edges by up to tens of ms.
 
     A rate limit is exact only while it has work: if the generator (or the
     worker) is descheduled longer than the wheel horizon on this shared
     machine, the limit idles and the daemon counts an underrun. Windows
     with underruns are measured again; no clean window in `tries` fails."""
     for _ in range(tries):
-        ta, a, _ = pstats(d)
+        ta, a, _ = pstats(d, key)
         time.sleep(window)
-        tb, b, _ = pstats(d)
+        tb, b, _ = pstats(d, key)
         if b[port]["policy"]["underruns"] == a[port]["policy"]["underruns"]:
             return (b[port]["policy"][key] - a[port]["policy"][key]) * 8 / (tb - ta)
     pytest.fail(f"{port}: no {window}s window without shaper underruns in {tries} tries "
@@ -60,16 +67,19 @@ def measure_shares(d, ports, window=2.0, tries=10):
     the only windows where weighted shares and link rate are defined. A
     starved generator on this shared machine makes the window be measured
     again; no clean window in `tries` fails."""
+    seen = []
     for _ in range(tries):
-        ta, a, sa = pstats(d)
+        ta, a, sa = pstats(d, "uplink_bytes")
         time.sleep(window)
-        tb, b, sb = pstats(d)
+        tb, b, sb = pstats(d, "uplink_bytes")
         if all(b[n]["policy"]["qfq_idle"] == a[n]["policy"]["qfq_idle"] for n in ports) and \
                 sb["arbiter"]["link_resets"] == sa["arbiter"]["link_resets"]:
             return {n: (b[n]["policy"]["uplink_bytes"] - a[n]["policy"]["uplink_bytes"]) * 8 /
                     (tb - ta) for n in ports}
+        seen.append(({n: b[n]["policy"]["qfq_idle"] - a[n]["policy"]["qfq_idle"] for n in ports},
+                     sb["arbiter"]["link_resets"] - sa["arbiter"]["link_resets"]))
     pytest.fail(f"{ports}: no {window}s window with every port backlogged in {tries} tries "
-                "(machine too loaded)")
+                f"(machine too loaded); (qfq_idle, link_resets) deltas: {seen}")
 
 
 def start(schednicd, sngen, names, policy, pps=8000, seconds=40):
@@ -104,7 +114,8 @@ def wait_flowing(d, names, timeout=20.0):
     raise TimeoutError(f"no traffic through the shaper: {t}")
 
 
-def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     """20 Mbit/s port limit within 1 %; policy.set to 10 Mbit/s under
     traffic; an invalid policy is rejected and 10 Mbit/s stays in force."""
     pol = {"ports": {"vm0": {"rate_bps": 20_000_000}}}
@@ -117,9 +128,9 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
     assert p["rate_bps"] == 20_000_000
     assert p["drops"]["horizon"] > 0, p          # offered > limit: the excess
     assert p["offered_packets"] > p["sent_packets"]
-    # stats.get reads the ports one after the other while the worker sends:
-    # the port's counter may be ahead of the uplink's by one tx burst.
-    assert t["uplink"]["tx_bytes"] + 64 * FRAME >= p["uplink_bytes"]
+    # The uplink's counters from a later snapshot: one stats.get reads the
+    # ports one after the other while the datapath lcores keep counting.
+    assert pstats(d)[1]["uplink"]["tx_bytes"] >= p["uplink_bytes"]
 
     gen = d.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": 10_000_000}}}})
     time.sleep(0.3)
@@ -140,7 +151,8 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen):
     assert d.alive()
 
 
-def test_weighted_sharing_qfq(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_weighted_sharing_qfq(schednicd, sngen, layout):
     """Weights 1:3 on a 20 Mbit/s uplink: shares 25/75 % within 2 %."""
     link = 20_000_000
     pol = {"uplink": {"rate_bps": link, "algorithm": "qfq", "overhead_bytes": 24},
@@ -238,7 +250,8 @@ def test_invalid_policy_in_config_file(schednicd_bin, sn_tmpdir, bad, field):
     assert f"config: {field}" in r.stderr, r.stderr
 
 
-def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen, layout):
     """vm0 -> vm1 unicast limited to 20 Mbit/s while vm2 saturates a 5 Mbit/s
     uplink: vm0 still gets exactly its rate, nothing of it queues at the
     arbiter; vm2 gets the link."""
@@ -319,7 +332,8 @@ def test_config_policy_entry_for_uplink_rejected(schednicd_bin, sn_tmpdir):
     assert r.returncode == 1 and "config: policy.ports.wan:" in r.stderr, r.stderr
 
 
-def test_destination_deleted_while_frames_held_no_leak(schednicd, sngen):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_destination_deleted_while_frames_held_no_leak(schednicd, sngen, layout):
     """Frames held in the wheel for a port that is then deleted are dropped
     as dst_gone; every frame is accounted for and no mbuf leaks."""
     d = schednicd(ports=["vm0", "vm1"],

@@ -56,7 +56,7 @@ class VmFactory:
         self.guests = []
 
     def __call__(self, name, sock, mode="client", ip=None, role="idle", mem=256,
-                 host=None, wait=True, extra_args=()):
+                 host=None, wait=True, extra_args=(), queues=1):
         """Start one guest on vhost-user socket `sock`.
 
         mode "client": QEMU connects to a schednicd server-mode port;
@@ -66,17 +66,17 @@ class VmFactory:
         host = next(_mac_seq) + 10 if host is None else host
         g = Guest(name, sock, self.workdir, self.guest_dir, sock_mode=mode,
                   mac=guest_mac(host), ip=ip or f"{SUBNET}.{host}/24", role=role,
-                  mem=mem, extra_args=extra_args)
+                  mem=mem, extra_args=extra_args, queues=queues)
         self.guests.append(g)
         g.start(cpu=GUEST_CPU)
         if wait:
             g.wait_ready()
         return g
 
-    def boot(self, socks, roles=None, mode="client"):
+    def boot(self, socks, roles=None, mode="client", queues=1):
         """Boot len(socks) guests concurrently, wait until all are ready."""
         roles = roles or ["server"] + ["client"] * (len(socks) - 1)
-        gs = [self(Path(s).stem, s, mode=mode, role=r, host=10 + i, wait=False)
+        gs = [self(Path(s).stem, s, mode=mode, role=r, host=10 + i, wait=False, queues=queues)
               for i, (s, r) in enumerate(zip(socks, roles))]
         t0 = time.monotonic()
         for g in gs:

@@ -56,7 +56,7 @@ class GuestError(Exception):
 class Guest:
     def __init__(self, name, sock, workdir, guest_dir, sock_mode="client",
                  mac="52:54:00:00:00:01", ip=None, role="idle", mem=256,
-                 extra_args=()):
+                 extra_args=(), queues=1):
         self.name = name
         self.sock = str(sock)
         self.sock_mode = sock_mode
@@ -75,6 +75,8 @@ class Guest:
                     "--console", str(self.console_path)]
         if ip:
             self.cmd += ["--ip", ip]
+        if queues != 1:
+            self.cmd += ["--queues", str(queues)]
         if extra_args:
             self.cmd += ["--", *extra_args]
         self.proc = None

@@ -134,3 +134,50 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
     finally:
         for g in guests:
             g.kill()
+
+
+def test_libvirt_multiqueue_domain(schednicd, libvirtd, guest_image, sn_tmpdir):
+    """qemu-configs/libvirt/vm-multiqueue.xml (<driver queues='2'/>, TCG via
+    qemu:override vectors=0): the hook adds the port with "queues": 2, the
+    guest enables both channels and its streams leave on both TX queues."""
+    require_tool("qemu-system-x86_64")
+    d = schednicd(ports=[])
+    hook_cfg = {"socket": d.socket, "socket_dirs": [str(sn_tmpdir)]}
+    lv = libvirtd(hooks={"qemu": (EXAMPLES / "hooks" / "qemu").read_text(),
+                         "schednic.json": json.dumps(hook_cfg)})
+    x0 = domain_xml(EXAMPLES / "vm-multiqueue.xml", "sn-mq1",
+                    sn_tmpdir / "sn-mq1.0.sock", "52:54:00:77:00:32", f"{SUBNET}.32/24",
+                    "server", guest_image, sn_tmpdir)
+    x1 = domain_xml(EXAMPLES / "vm-vhostuser-client.xml", "sn-lv3",
+                    sn_tmpdir / "sn-lv3.0.sock", "52:54:00:77:00:33", f"{SUBNET}.33/24",
+                    "client", guest_image, sn_tmpdir)
+    guests = []
+    try:
+        for name, xml in (("sn-mq1", x0), ("sn-lv3", x1)):
+            f = sn_tmpdir / f"{name}.xml"
+            f.write_text(xml)
+            lv.virsh("create", str(f))
+        a = LibvirtGuest(lv, "sn-mq1", sn_tmpdir, "52:54:00:77:00:32", f"{SUBNET}.32/24")
+        b = LibvirtGuest(lv, "sn-lv3", sn_tmpdir, "52:54:00:77:00:33", f"{SUBNET}.33/24")
+        guests += [a, b]
+        a.wait_ready(timeout=180)
+        b.wait_ready(timeout=180)
+        d.wait_port_state("sn-mq1.0", "up")
+        d.wait_port_state("sn-lv3.0", "up")
+        st = {p["name"]: p for p in d.stats()["ports"]}
+        assert len(st["sn-mq1.0"]["queues"]) == 2 and len(st["sn-lv3.0"]["queues"]) == 1
+        a.check(f"ethtool -L {a.ifname} combined 2")
+        b.check(f"ping -c 3 -W 5 {a.addr}", timeout=60)
+        # sn-mq1 sends (-R): 4 streams over its two TX queues
+        b.check(f"timeout 40 iperf3 -c {a.addr} -t 3 -P 4 -R --connect-timeout 5000",
+                timeout=90)
+        qs = {p["name"]: p for p in d.stats()["ports"]}["sn-mq1.0"]["queues"]
+        print("sn-mq1.0 queues", [(q["rx_packets"], q["tx_packets"]) for q in qs])
+        assert all(q["tx_enabled"] and q["rx_packets"] > 0 for q in qs), qs
+        for name in ("sn-mq1", "sn-lv3"):
+            lv.virsh("destroy", name)
+        assert d.rpc("port.list")["ports"] == []
+        assert d.alive()
+    finally:
+        for g in guests:
+            g.kill()

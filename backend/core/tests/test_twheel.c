@@ -337,6 +337,30 @@ static void run_model(uint64_t g, uint32_t slots, uint32_t nodes, uint64_t steps
 	CHECK(revs >= 5 || slots > 4096, "too few revolutions to exercise wrap");
 }
 
+/* sn_twheel_rewind (issue 6 restamp): only an empty wheel; after a
+ * far-future drain, items are again due relative to the rewound now. */
+static void test_rewind(void)
+{
+	struct sn_twheel *w = mk(100, 16, 64, 10000);   /* front slot 100, horizon 1600 ns */
+	void *out[64];
+	unsigned n;
+
+	CHECK(sn_twheel_insert(w, ID(1), 10500, SN_TWHEEL_REJECT) == 0, "ins");
+	CHECK(sn_twheel_rewind(w, 10000) == -EBUSY, "busy while not empty");
+	n = sn_twheel_extract(w, UINT64_MAX >> 2, out, 64);
+	CHECK(n == 1 && UN(out[0]) == 1, "far-future drain");
+	/* the front is far ahead now: 10700 would be "past" (due at once) */
+	CHECK(sn_twheel_rewind(w, 10200) == 0, "rewind empty");
+	CHECK(sn_twheel_insert(w, ID(2), 10700, SN_TWHEEL_REJECT) == 0, "ins after rewind");
+	CHECK(sn_twheel_insert(w, ID(3), 11801, SN_TWHEEL_REJECT) == -ERANGE,
+	      "horizon counted from the rewound front");
+	CHECK(sn_twheel_extract(w, 10600, out, 64) == 0, "not due before its time");
+	n = sn_twheel_extract(w, 10700, out, 64);
+	CHECK(n == 1 && UN(out[0]) == 2, "due at its time");
+	sn_twheel_free(w);
+	printf("ok %d - rewind an empty wheel\n", ++n_test);
+}
+
 int main(void)
 {
 	test_params();
@@ -344,6 +368,7 @@ int main(void)
 	test_past_and_horizon();
 	test_pool();
 	test_next_due_sparse();
+	test_rewind();
 	run_model(1000, 64, 1 << 12, 200000, 1);
 	run_model(1000, 64, 1 << 12, 200000, 0);
 	run_model(3, 16, 8, 100000, 0);            /* tiny pool: -ENOBUFS paths */

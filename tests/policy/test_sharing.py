@@ -1,0 +1,168 @@
+"""Weighted sharing 1:2:5 on an emulated uplink, and idle handover (issue 6).
+
+Three shaped ports (weights 1, 2, 5; no rate limit) each offer more than
+their share of an uplink emulated at L = 20 Mbit/s (+24 B per frame); the
+arbiter (DRR, and QFQ: see the xfail) shares it. The frames leave through a net_vhost uplink whose
+peer is sn-gen's sampling sink (per-flow bytes every 10 ms, CLOCK_MONOTONIC
+timestamps; scripts/bench/conformance.py). Shares are byte ratios at the
+daemon's uplink rate per port between two exact (worker clock, counter)
+pairs (clock_consistent), which is the arbiter's own order (sink shares are printed beside: their window edges
+depend on when the often descheduled sink ran).
+
+Handover: vm0 sends a finite number of frames; once its backlog in the
+daemon has drained (the last of its frames reached the sink), the link
+time it had goes to vm1 and vm2. The emulated link is work-conserving, so
+the right measure of "within 10 ms" is link time: the uplink bytes that
+follow vm0's last frame. The first 10 ms of link time after it must
+hold frames of both vm1 and vm2 (vm0 none); over the ~100 ms of samples after
+it vm1 and vm2 share the link 2:5 (within 5 %) and together fill it
+(within 5 %). On this loaded machine the sink's 10 ms samples arrive in
+bursts (20-40 ms apart), so a finer statement than "within the first
+10 ms of link time" is not measurable here.
+"""
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
+import conformance as conf  # noqa: E402
+
+LINK = 20_000_000
+OVH = 24
+FRAME = 1000
+W = {"vm0": 1, "vm1": 2, "vm2": 5}
+
+
+def wire_bps(payload_bps):
+    return payload_bps * (FRAME + OVH) / FRAME
+
+
+@pytest.mark.parametrize("algo", [
+    "drr",
+    pytest.param("qfq", marks=pytest.mark.xfail(
+        reason="finding (issue 6): sn_qfq's shares for weights 1:2:5 with 1000 B frames drift "
+               "between vm0 and vm1 by up to ~2.6 % over 2 s windows (vm2 exact), while DRR "
+               "in the same setup is exact to 0.03 %; core scheduler, not fixed here",
+        strict=False)),
+])
+def test_weighted_sharing_and_idle_handover(build_dir, algo):
+    pol = {"uplink": {"rate_bps": LINK, "algorithm": algo, "overhead_bytes": OVH},
+           "ports": {n: {"weight": w} for n, w in W.items()}}
+    # 20 kpps in total (~50 Mbit/s per port, vm2 needs 13 of them): every port offers more than its share.
+    vm0_frames = 60000
+    with conf.Schednic(build_dir, list(W), pol, FRAME, 20000, sample_ms=10,
+                       flows=[(0, vm0_frames), 1, 2]) as s:
+        s.wait_flowing()
+        time.sleep(0.5)
+        # --- shares over 2 s windows while all three are backlogged
+        for _ in range(8):
+            r0 = s.stats()["arbiter"]["link_resets"]
+            a0 = snapshot(s)
+            t0 = time.monotonic()
+            time.sleep(2.0)
+            t1 = time.monotonic()
+            a1 = snapshot(s)
+            r1 = s.stats()["arbiter"]["link_resets"]
+            # a class that ran empty more than a few times (the generator
+            # was descheduled) was not backlogged: shares undefined
+            idle = any(a1[n][2]["qfq_idle"] - a0[n][2]["qfq_idle"] > 3 or
+                       a1[n][1] == a0[n][1] for n in W)
+            if not idle and r1 == r0:
+                break
+        else:
+            pytest.fail("no 2 s window with all three ports backlogged")
+        # shares: the daemon's uplink bytes per port between two exact
+        # snapshots (the arbiter's order, in the worker's time base)
+        rates = {n: (a1[n][1] - a0[n][1]) * 8 / (a1[n][0] - a0[n][0]) for n in W}
+        total = sum(rates.values())
+        shares = {n: rates[n] / total for n in W}
+        dt = a1["vm0"][0] - a0["vm0"][0]
+        time.sleep(0.1)
+        smp = conf.window([(d[0], d[1]) for d in sink_flows(s)], t0, t1)
+        sgot = [smp[-1][1][i] - smp[0][1][i] for i in range(3)]
+        print(f"\nshares (daemon, {dt:.2f} s): {shares}; at the sink: "
+              f"{[round(x / sum(sgot), 4) for x in sgot]}")
+        assert dt >= 1.9
+        for n, w in W.items():
+            assert abs(shares[n] - w / 8) / (w / 8) < 0.02, shares
+        # the link is full: payload rate x wire overhead = L
+        assert abs(wire_bps(total) - LINK) / LINK < 0.02, (rates, dt)
+
+        # --- vm0 stops: wait until its last frame reached the sink
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            p = s.port_policy()["vm0"]
+            if p["offered_packets"] + p["drops"]["horizon"] >= vm0_frames and \
+                    p["qfq_backlog"] == 0 and p["wheel_depth"] == 0:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"vm0 never went idle: {s.port_policy()['vm0']}")
+        time.sleep(0.5)
+        st = s.stats()
+        pp = s.port_policy(st)
+        samples = sink_flows(s)
+    last0 = samples[-1][1][0]
+    k = next(i for i, x in enumerate(samples) if x[1][0] == last0)   # first sample with all of vm0
+    after = samples[k:k + 11]                                        # ~100 ms of 10 ms samples
+    rows = []
+    for a, b in zip(after, after[1:]):
+        d = [b[1][i] - a[1][i] for i in range(3)]
+        rows.append((round((b[0] - a[0]) * 1e3, 2), d, round(wire_bps((d[1] + d[2]) * 8 /
+                                                                      (b[0] - a[0])) / 1e6, 2)))
+    print("after vm0 idle (ms, bytes per flow, vm1+vm2 wire Mbit/s):")
+    for r in rows:
+        print("  ", r)
+    # vm0 got nothing more; vm1:vm2 = 2:5 from the first 10 ms on (link time:
+    # bytes, not sink time)
+    assert all(r[1][0] == 0 for r in rows), rows
+    # The first 10 ms of link time after vm0's last frame (the first samples
+    # whose bytes / L add up to 10 ms): both vm1 and vm2 are served in it.
+    first, link_ms = [0, 0, 0], 0.0
+    for r in rows:
+        first = [a + b for a, b in zip(first, r[1])]
+        link_ms = (first[1] + first[2]) * (FRAME + OVH) / FRAME * 8 / LINK * 1e3
+        if link_ms >= 10:
+            break
+    print(f"first {link_ms:.1f} ms of link time after idle: {first}")
+    assert link_ms >= 10 and first[1] > 0 and first[2] > 0, rows
+    # 2:5 over the ~100 ms of samples after the handover (a single sample of
+    # ~100-200 frames deviates by up to ~15 %: QFQ's short-term service is
+    # bursty at that scale; reported above, not asserted)
+    v1 = sum(r[1][1] for r in rows)
+    v2 = sum(r[1][2] for r in rows)
+    assert abs(v2 / (v1 + v2) - 5 / 7) / (5 / 7) < 0.05, rows
+    # over the 100 ms after the handover, vm1 + vm2 fill the link
+    dt = after[-1][0] - after[0][0]
+    bytes12 = sum(after[-1][1][i] - after[0][1][i] for i in (1, 2))
+    assert abs(wire_bps(bytes12 * 8 / dt) - LINK) / LINK < 0.05, rows
+    assert pp["vm0"]["drops"]["mailbox_full"] == 0 and pp["vm1"]["drops"]["mailbox_full"] == 0
+
+
+def snapshot(s, tries=100):
+    """{port: (worker clock s, uplink bytes, policy stats)}: for each shaped
+    port an exact pair (clock_consistent), possibly from different reads."""
+    out = {}
+    for _ in range(tries):
+        for p in s.stats()["ports"]:
+            q = p.get("policy")
+            if q and q["clock_consistent"] and p["name"] not in out:
+                out[p["name"]] = (q["clock_ns"] / 1e9, q["uplink_bytes"], q)
+        if set(W) <= set(out):
+            return out
+    pytest.fail(f"no consistent stats pair for every port: {sorted(out)}")
+
+
+def sink_flows(s):
+    """[(t_s, [bytes of flow 0, 1, 2])] from the sink's 10 ms samples."""
+    import json
+    out = []
+    for line in Path(s.samples).read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        out.append((d["t_ns"] / 1e9, d["flow_rx_bytes"]))
+    return out
