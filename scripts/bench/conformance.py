@@ -40,14 +40,14 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchutil import remove_runtime, rpc, stop  # noqa: E402 (this directory)
 
 REPO = Path(__file__).resolve().parents[2]
 RATES = [1_000_000, 10_000_000, 100_000_000, 1_000_000_000]
@@ -60,42 +60,6 @@ def log(msg):
 
 def frame_size(rate_bps):
     return int(min(1500, max(64, rate_bps // 16000)))
-
-
-def remove_runtime(prefix):
-    for base in ("/var/run/dpdk", "/run/dpdk"):
-        shutil.rmtree(os.path.join(base, prefix), ignore_errors=True)
-
-
-def stop(proc, timeout=15.0):
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-
-
-def rpc(sock_path, method, params=None, timeout=10.0):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        req = {"jsonrpc": "2.0", "id": 1, "method": method}
-        if params is not None:
-            req["params"] = params
-        s.sendall(json.dumps(req).encode() + b"\n")
-        buf = b""
-        while b"\n" not in buf:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError("connection closed")
-            buf += chunk
-    resp = json.loads(buf.split(b"\n", 1)[0])
-    if "error" in resp:
-        raise RuntimeError(f"rpc {method}: {resp['error']}")
-    return resp["result"]
 
 
 def wait_for(pred, timeout, what, proc=None, logfile=None):

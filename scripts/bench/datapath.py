@@ -35,7 +35,6 @@ import resource
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from benchutil import remove_runtime, rpc, stop  # noqa: E402 (this directory)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,22 +58,6 @@ def find_binary(build_dir: Path, names):
         if p.exists():
             return p
     raise SystemExit(f"datapath: none of {names} in {build_dir}: build first (scripts/build.sh)")
-
-
-def remove_runtime(prefix):
-    for base in ("/var/run/dpdk", "/run/dpdk"):
-        shutil.rmtree(os.path.join(base, prefix), ignore_errors=True)
-
-
-def stop(proc, timeout=15.0):
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 def wait_for(pred, timeout, what, proc=None, logfile=None):
@@ -111,26 +96,6 @@ class CpuMeter:
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
         ours = (ru.ru_utime - self.ru.ru_utime) + (ru.ru_stime - self.ru.ru_stime)
         self.other_cpus = round(max(0.0, busy - ours) / wall, 3) if wall > 0 else None
-
-
-def rpc(sock_path, method, params=None, timeout=10.0):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        req = {"jsonrpc": "2.0", "id": 1, "method": method}
-        if params is not None:
-            req["params"] = params
-        s.sendall(json.dumps(req).encode() + b"\n")
-        buf = b""
-        while b"\n" not in buf:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError("connection closed")
-            buf += chunk
-    resp = json.loads(buf.split(b"\n", 1)[0])
-    if "error" in resp:
-        raise RuntimeError(f"rpc {method}: {resp['error']}")
-    return resp["result"]
 
 
 # Modes measured against the testpmd baseline: name -> config sections that
