@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from snlib.wait import wait_for
 from sngen import egress_drops, peer_mac, port_table, wait_settled
 
 N = 3000
@@ -37,18 +38,6 @@ def dport(d, name, **kw):
 
 def deferred(sn_tmpdir, name, **kw):
     return dport(sn_tmpdir, name, completion="deferred", **kw)
-
-
-def wait_for(pred, what, timeout=30.0, d=None):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise TimeoutError(f"timeout waiting for {what}" + (f":\n{d.log_tail()}" if d else ""))
-
 
 def comp(t, name):
     return t[name]["completion"]

@@ -25,6 +25,7 @@ import time
 
 import pytest
 
+from snlib.wait import wait_for
 from sngen import peer_mac, port_table, wait_settled
 
 FWD = 50                  # frames vm1 -> vm2 per forwarding check
@@ -68,17 +69,6 @@ def dport(d, name, **kw):
 
 def comp(d, name="w"):
     return port_table(d.stats())[name]["completion"]
-
-
-def wait_for(pred, what, timeout=30.0, d=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise TimeoutError(f"timeout waiting for {what}" + (f":\n{d.log_tail()}" if d else ""))
-
 
 def writer(vufront_bin, d, scenario, *args, timeout=60):
     """Run one sn-vufront scenario to its end; returns its JSON line."""

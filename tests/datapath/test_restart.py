@@ -11,10 +11,10 @@
 Counters are waited on until they settle; nothing depends on speed.
 """
 import signal
-import time
 
 import pytest
 
+from snlib.wait import wait_for
 from sngen import egress_drops, port_table, wait_settled
 
 N = 3000
@@ -24,17 +24,6 @@ UNKNOWN_MAC = "02:99:00:00:00:07"
 def client_ports(sn_tmpdir, names):
     return [{"name": n, "type": "vhost-user", "path": str(sn_tmpdir / f"peer-{n}.sock"),
              "mode": "client"} for n in names]
-
-
-def wait_for(pred, what, timeout=30.0, d=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise TimeoutError(f"timeout waiting for {what}" + (f":\n{d.log_tail()}" if d else ""))
-
 
 def wait_in_use(d, baseline, timeout=20.0):
     last = [None]

@@ -13,6 +13,8 @@ import signal
 import time
 
 import pytest
+
+from snlib.wait import wait_for
 LAYOUTS = ["1core", "2core"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000
@@ -23,18 +25,6 @@ QSIZE = 256          # guest TX ring: at most this many frames in flight
 
 def ports(d):
     return {p["name"]: p for p in d.stats()["ports"]}
-
-
-def wait_for(pred, what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise TimeoutError(f"timeout waiting for {what}")
-
 
 def setup(schednicd, sngen, sn_tmpdir, rate_bps, n):
     d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
