@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <jansson.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mempool.h>
 #include <rte_version.h>
@@ -239,6 +240,42 @@ static void completion_sum(const struct sn_port *p, struct sn_vqtx_stats *vs)
 	}
 }
 
+/* issue 7: "held_occupancy" of a deferred TX queue (or the sum of a port's
+ * queues): time-weighted percentiles of the held count, the sampled time
+ * (sum of the buckets) and the raw histogram, non-empty buckets only, as
+ * [lo, hi, ns] (cumulative: a client
+ * measures an interval by subtracting two snapshots bucket by bucket). */
+static json_t *occ_json(const struct sn_vqtx_stats *vs)
+{
+	const double ns_per_cycle = 1e9 / (double)rte_get_tsc_hz();
+	json_t *hist = json_array();
+	uint64_t total = 0;
+
+	for (unsigned b = 0; hist && b < SN_VQTX_OCC_BUCKETS; b++) {
+		uint64_t ns;
+		uint32_t lo, hi;
+
+		if (!vs->occ_cycles[b])
+			continue;
+		ns = (uint64_t)((double)vs->occ_cycles[b] * ns_per_cycle);
+		total += ns;
+		sn_vqtx_occ_range(b, &lo, &hi);
+		if (json_array_append_new(hist, json_pack("[I, I, I]", (json_int_t)lo,
+							  (json_int_t)hi, (json_int_t)ns))) {
+			json_decref(hist);
+			hist = NULL;
+		}
+	}
+	if (!hist)
+		return NULL;
+	return json_pack("{s:I, s:I, s:I, s:I, s:o}",
+			 "p50", (json_int_t)sn_vqtx_occ_pct(vs, 50),
+			 "p99", (json_int_t)sn_vqtx_occ_pct(vs, 99),
+			 "max", (json_int_t)sn_vqtx_occ_pct(vs, 100),
+			 "sampled_ns", (json_int_t)total,
+			 "hist", hist);
+}
+
 /* The "completion" object of a vhost-user port (zeros in immediate mode). */
 static json_t *completion_json(const struct sn_port *p)
 {
@@ -255,7 +292,7 @@ static json_t *completion_json(const struct sn_port *p)
 			return NULL;
 		}
 	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			 "s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}}",
+			 "s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
 			 "unmarked_max_hold_us", (json_int_t)p->unmarked_max_hold_us,
@@ -270,7 +307,8 @@ static json_t *completion_json(const struct sn_port *p)
 			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
 			 "vring_errors", errs,
 			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
-			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs));
+			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs),
+			 "held_occupancy", occ_json(&vs));
 }
 
 /* issue 6: {horizon, wheel_pool} of a class or aggregate. */
@@ -340,7 +378,7 @@ static json_t *queues_json(const struct sn_port *p)
 			sn_vqtx_stats_read(p->q[qi].vq, &vs);
 		o = json_pack("{s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, "
 			      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			      "s:b, s:b, s:I, s:I}}",
+			      "s:b, s:b, s:I, s:I, s:o}}",
 			      "queue", (int)qi, "owner", (int)p->q[qi].owner,
 			      "tx_enabled", (on >> (2 * qi + 1)) & 1, "rx_enabled", (on >> (2 * qi)) & 1,
 			      "rx_packets", (json_int_t)qs.rx_packets, "rx_bytes", (json_int_t)qs.rx_bytes,
@@ -356,7 +394,8 @@ static json_t *queues_json(const struct sn_port *p)
 			      "marked", (json_int_t)vs.marked, "unmarked", (json_int_t)vs.unmarked,
 			      "opted_in", vs.opted_in != 0, "opted_out", vs.opted_out != 0,
 			      "csum_requests", (json_int_t)vs.csum_requests,
-			      "gso_requests", (json_int_t)vs.gso_requests);
+			      "gso_requests", (json_int_t)vs.gso_requests,
+			      "held_occupancy", occ_json(&vs));
 		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);
 			return NULL;

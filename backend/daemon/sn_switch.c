@@ -550,7 +550,7 @@ static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
  * picked out there: the pipeline drops each as it surfaces (src_stopped,
  * at most a wheel horizon plus the arbiter's backlog later) and the stop
  * is acknowledged once none is left; sn_vqtx_stop() waits for that. */
-static void vq_service(struct sn_switch *sw, const struct sn_port_table *t)
+static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
 {
 	for (unsigned i = 0; i < t->n; i++) {
 		struct sn_port *p = t->list[i];
@@ -565,7 +565,7 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t)
 					continue;
 				sn_vqtx_stop_ack(q);
 			} else {
-				sn_vqtx_service(q);
+				sn_vqtx_service(q, now);
 			}
 		}
 	}
@@ -743,7 +743,7 @@ int sn_switch_worker(void *arg)
 		if (sw->pl)
 			sn_pipeline_flush(sw->pl);    /* issue 6: before t goes stale */
 		bl_service(sw, t, now);
-		vq_service(sw, t);
+		vq_service(sw, t, now);
 		/* Ends the read-side use of t and of every port's vid: pairs
 		 * with synchronize_rcu() in sn_port.c (publish, destroy). */
 		rcu_quiescent_state();
@@ -776,7 +776,7 @@ int sn_switch_worker(void *arg)
 				bl_filter(&sw->bl[i], drop_all, NULL);
 		if (sw->pl)
 			sn_pipeline_drain(sw->pl);
-		vq_service(sw, t);
+		vq_service(sw, t, rte_rdtsc());
 	}
 	sn_vqtx_worker_exit();
 	rcu_unregister_thread();

@@ -88,6 +88,9 @@ struct sn_vqtx {
 	bool dirty;
 	bool opted_out;               /* an unmarked frame on this connection */
 	uint32_t marked_run;          /* marked frames since start (capped) */
+	uint64_t occ_tsc;             /* occupancy accounted up to here (0: not yet) */
+	uint64_t occ_period;          /* account at least this often (1 ms) */
+	uint32_t occ_held;            /* held count since occ_tsc */
 	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
 
 	/* Exported counters: WORKER stores (relaxed), anyone loads. The ring's
@@ -128,6 +131,7 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 	if (max_hold_us && !q->max_hold_tsc)
 		q->max_hold_tsc = 1;
 	q->vid = -1;
+	q->occ_period = rte_get_tsc_hz() / 1000u;
 	sn_vqtx_set_unmarked_hold(q, SN_VQTX_UNMARKED_HOLD_US_DEFAULT);
 	q->vring = (uint16_t)(2 * txq + 1);
 	return q;
@@ -222,6 +226,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	q->dirty = true;
 	q->opted_out = false;         /* the opt-in is per connection */
 	q->marked_run = 0;
+	q->occ_tsc = 0;
 	ctr_set(&q->st.opted_in, 0);
 	ctr_set(&q->st.opted_out, 0);
 	__atomic_store_n(&q->stop_ack, 0, __ATOMIC_RELAXED);
@@ -275,11 +280,38 @@ static void flush(struct sn_vqtx *q, bool notify)
 		rte_vhost_log_used_vring(q->vid, q->vring, 0, q->used_bytes);
 }
 
+static unsigned occ_bucket(uint32_t held)
+{
+	unsigned j;
+
+	if (held < SN_VQTX_OCC_LINEAR)
+		return held;
+	j = 31u - (unsigned)__builtin_clz(held);     /* >= 7 */
+	j = SN_VQTX_OCC_LINEAR + j - 7u;
+	return j < SN_VQTX_OCC_BUCKETS ? j : SN_VQTX_OCC_BUCKETS - 1;
+}
+
+/* Owner, ring live: the queue held occ_held chains from occ_tsc to now
+ * (held changes only on this lcore, in pops and completions, both of which
+ * mark the queue dirty, so sn_vqtx_service() samples every change). */
+static void occ_account(struct sn_vqtx *q, uint64_t now)
+{
+	if (q->occ_tsc && now > q->occ_tsc) {
+		uint64_t *c = &q->st.occ_cycles[occ_bucket(q->occ_held)];
+
+		ctr_set(c, *c + (now - q->occ_tsc));
+	}
+	q->occ_tsc = now;
+	q->occ_held = sn_vring_stats(q->vr)->held;
+}
+
 /* Owner: drop-complete everything still held, publish, retire the epoch. */
 static void teardown(struct sn_vqtx *q)
 {
 	int id;
 
+	occ_account(q, rte_rdtsc());
+	q->occ_tsc = 0;
 	while ((id = sn_vring_oldest_held(q->vr)) >= 0) {
 		sn_vring_used_put(q->vr, (uint32_t)id, 0);
 		ctr_inc(&q->st.forced);
@@ -485,10 +517,15 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	return out;
 }
 
-void sn_vqtx_service(struct sn_vqtx *q)
+void sn_vqtx_service(struct sn_vqtx *q, uint64_t now)
 {
+	if (!q->dirty && now - q->occ_tsc < q->occ_period)
+		return;
 	/* Acquire pairs with the release in sn_vqtx_start(). */
-	if (!q->dirty || !__atomic_load_n(&q->live, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&q->live, __ATOMIC_ACQUIRE))
+		return;
+	occ_account(q, now);
+	if (!q->dirty)
 		return;
 	q->dirty = false;
 	flush(q, true);
@@ -572,4 +609,35 @@ double sn_vqtx_hold_pct_us(const struct sn_vqtx_stats *st, double pct)
 double sn_vqtx_hold_max_us(const struct sn_vqtx_stats *st)
 {
 	return (double)st->hold_max * 1e6 / (double)rte_get_tsc_hz();
+}
+
+void sn_vqtx_occ_range(unsigned b, uint32_t *lo, uint32_t *hi)
+{
+	if (b < SN_VQTX_OCC_LINEAR) {
+		*lo = *hi = b;
+		return;
+	}
+	*lo = SN_VQTX_OCC_LINEAR << (b - SN_VQTX_OCC_LINEAR);
+	*hi = 2 * *lo - 1;
+}
+
+uint32_t sn_vqtx_occ_pct(const struct sn_vqtx_stats *st, double pct)
+{
+	double total = 0, want, run = 0;
+	uint32_t lo, hi = 0;
+
+	for (unsigned i = 0; i < SN_VQTX_OCC_BUCKETS; i++)
+		total += (double)st->occ_cycles[i];
+	if (total <= 0)
+		return 0;
+	want = total * pct / 100.0;
+	for (unsigned i = 0; i < SN_VQTX_OCC_BUCKETS; i++) {
+		if (!st->occ_cycles[i])
+			continue;
+		run += (double)st->occ_cycles[i];
+		sn_vqtx_occ_range(i, &lo, &hi);
+		if (run >= want)
+			return hi;
+	}
+	return hi;   /* rounding: the last non-empty bucket */
 }

@@ -63,6 +63,13 @@ struct sn_vqtx;
 
 #define SN_VQTX_HOLD_BUCKETS 48
 
+/* Held-occupancy histogram (issue 7, Carousel §7.1.2 Fig. 14-15: packets
+ * held in the shaper per flow): time, in TSC cycles, during which the queue
+ * held exactly k descriptor chains, for k < SN_VQTX_OCC_LINEAR; above, one
+ * bucket per power of two [2^j, 2^(j+1)) up to the largest ring (32768). */
+#define SN_VQTX_OCC_LINEAR 128
+#define SN_VQTX_OCC_BUCKETS (SN_VQTX_OCC_LINEAR + 9)
+
 struct sn_vqtx_stats {
 	uint64_t popped;         /* frames wrapped zero-copy in mbufs */
 	uint64_t completed;      /* used entries written (good + bad + dropped) */
@@ -84,6 +91,13 @@ struct sn_vqtx_stats {
 	 * [2^i, 2^(i+1)) TSC cycles; hold_max in cycles. */
 	uint64_t hold_hist[SN_VQTX_HOLD_BUCKETS];
 	uint64_t hold_max;
+	/* Held occupancy (SN_VQTX_OCC_* above): cycles spent at each held
+	 * count while the ring was live, sampled by sn_vqtx_service() (at
+	 * every change of the count, else at least once per ms), so a reader
+	 * lags the worker by at most ~1 ms plus the worker's own stalls.
+	 * Cumulative over connections: measure an interval by subtracting two
+	 * snapshots. */
+	uint64_t occ_cycles[SN_VQTX_OCC_BUCKETS];
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
@@ -146,8 +160,9 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
 /* WORKER, every loop iteration, up or not: publish new used entries,
  * notify the guest if sn_vring_used_flush() says so, log the used ring for
- * live migration, refresh the exported counters. */
-void sn_vqtx_service(struct sn_vqtx *q);
+ * live migration, refresh the exported counters, account the held
+ * occupancy up to now (TSC; the loop's time, taken before its pops). */
+void sn_vqtx_service(struct sn_vqtx *q, uint64_t now);
 /* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
  * worker then frees every mbuf of this queue it holds and calls
  * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes and
@@ -176,5 +191,13 @@ void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out);
  * empty); sn_vqtx_hold_max_us() is exact. */
 double sn_vqtx_hold_pct_us(const struct sn_vqtx_stats *st, double pct);
 double sn_vqtx_hold_max_us(const struct sn_vqtx_stats *st);
+/* Any thread: [lo, hi] held counts of occupancy bucket b (hi = lo below
+ * SN_VQTX_OCC_LINEAR). */
+void sn_vqtx_occ_range(unsigned b, uint32_t *lo, uint32_t *hi);
+/* Any thread: held count at time-weighted percentile pct (0 < pct <= 100)
+ * of the occupancy histogram read above (exact below SN_VQTX_OCC_LINEAR,
+ * else the bucket's upper end; 0 if nothing sampled); pct 100 = the largest
+ * count held for any time. */
+uint32_t sn_vqtx_occ_pct(const struct sn_vqtx_stats *st, double pct);
 
 #endif /* SN_VQTX_H */
