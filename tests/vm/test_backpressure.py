@@ -1,0 +1,361 @@
+"""Carousel backpressure with real guest TCP (issue 7, "Bounded shaper
+occupancy" and "Same traffic, immediate completions"; Carousel §5.2,
+§7.1.2, Fig. 14-15).
+
+One schednicd, one uplink host (netns, iperf3 -s), two TCG guests running
+the patched virtio_net (guest-driver-patch/), booted once for the module:
+- g_def on port vm0, "completion": "deferred" (the guest opts in: marker);
+- g_imm on port vm1, "completion": "immediate" (descriptors completed at
+  once: the guest never feels the shaper);
+both ports rate-limited to R by the policy (Carousel timestamps + timing
+wheel). For N in {1, 4, 16}, `iperf3 -P N` from each guest in turn to the
+uplink host. Measured over a window after slow start:
+- held_occupancy of vm0's TX queue (stats.get completion.held_occupancy,
+  snapshot diff: time-weighted held descriptor chains, i.e. GSO frames);
+- the wheel depth sampled every 100 ms, drops of every cause on the port,
+  its policy, the arbiter and the uplink over the whole run;
+- schednic's sent rate (policy.sent_bytes over the worker clock, exact
+  clock_consistent pairs) and the receiver's iperf3 goodput beside it;
+- the guest's ethtool -S inflight_max / flow_inflight_max (running maxima
+  since the driver was probed).
+Deferred: asserted zero drops, sent rate <= 1.02 R, p99 held <= 3 N (Carousel:
+TSQ keeps about 2 segments of each flow in the shaper) and sent rate
+>= 0.98 R, with two documented exceptions that turn the case into an xfail
+(reason printed with the numbers) instead of a pass:
+- the guest's QEMU was starved of host CPU (runnable but waiting for a CPU
+  >= 20 % of the window, /proc/PID/task/*/schedstat): with backpressure the
+  shaper holds only a few ms of R, so a guest that cannot answer a
+  completion within that time starves it (underruns) — a property of the
+  loaded host, not of schednic; a guest that had its CPU must keep R;
+- N = 1 with p99 = 4: Linux 6.1 TSQ admits a flow's next skb while
+  sk_wmem_alloc <= max(2 truesize, pacing_rate >> 10), so one flow keeps
+  up to 4 skbs outstanding for a few % of the time (guest
+  flow_inflight_max 4-5).
+Immediate: reported (the shaper then buffers what TCP's congestion window
+puts there, up to the wheel horizon, and drops beyond it); only sanity is
+asserted.
+
+R = 10 Mbit/s (override: SN_BP_RATE_MBPS). Measured here first: a TCG guest
+sent 30-50 Mbit/s to the uplink host unshaped at load 10 on the 2 shared
+cores, 15-19 Mbit/s shaped at 20 Mbit/s at load 14, and at load 15-25 its
+QEMU gets 10-15 % of a CPU: 50 Mbit/s (the issue's example) is out of
+reach, 10 Mbit/s is reached only when the host leaves the guest its CPU.
+Results and the command: guest-driver-patch/README.md, "Backpressure
+experiment".
+"""
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from guest import Guest, REPO, UPLINK_HOST_IP, iperf_mbps
+from snlib.occupancy import occ_diff, occ_summary
+from test_guest_patch import patched_image, patched_ko  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.vm
+
+R_BPS = int(float(os.environ.get("SN_BP_RATE_MBPS", "10")) * 1e6)
+NS = (1, 4, 16)
+IPERF_S = 8          # per case
+WARM_S = 2.5         # slow start and the first flows' ramp, not measured
+TAIL_S = 1.0         # the window ends this long before iperf3 does
+GUEST_CPU = 0
+STARVED = 0.2        # guest QEMU runnable without a CPU for >= 20 % of the window
+RESULTS = {}         # (mode, n) -> measurements, for the summary table
+
+
+def _load(path, name):
+    """tests/conftest.py helpers (Schednicd, ...) under a private module
+    name: pytest's own conftest modules are all called "conftest"."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_root = _load(REPO / "tests" / "conftest.py", "sn_root_conftest_bp")
+_vmc = _load(REPO / "tests" / "vm" / "conftest.py", "sn_vm_conftest_bp")
+
+
+def ports(d):
+    return {p["name"]: p for p in d.stats()["ports"]}
+
+
+def consistent_stats(d, timeout=5.0):
+    """stats.get whose shaped ports carry exact (clock_ns, counters) pairs
+    (polled back to back: the worker is inside a release batch for a small
+    fraction of the time, more often under load)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s = d.stats()
+        if all(p["policy"]["clock_consistent"] for p in s["ports"] if "policy" in p):
+            return s
+    raise AssertionError("stats.get never returned clock_consistent policy counters")
+
+
+def drop_counts(s, name):
+    """Every drop counter that concerns traffic from port `name` to the
+    uplink, flattened: the port's, its policy's, its completion's, the
+    uplink port's and the arbiter's."""
+    p = {x["name"]: x for x in s["ports"]}
+    v, u = p[name], p["uplink"]
+    out = {f"{name}.{k}": c for k, c in v["drops"].items()}
+    out.update({f"{name}.policy.{k}": c for k, c in v["policy"]["drops"].items()})
+    c = v["completion"]
+    for k in ("hold_timeouts", "no_mbuf", "offload", "forced"):
+        out[f"{name}.completion.{k}"] = c[k]
+    out.update({f"{name}.completion.vring.{k}": e for k, e in c["vring_errors"].items()})
+    out.update({f"uplink.{k}": c for k, c in u["drops"].items()})
+    out.update({f"arbiter.{k}": c for k, c in s["arbiter"]["drops"].items()})
+    out["arbiter.fair.dropped"] = s["arbiter"]["fair"]["dropped"]
+    return out
+
+
+def sched_ns(pid):
+    """(run, runqueue wait) ns summed over the threads of process pid
+    (/proc/PID/task/*/schedstat): how much host CPU a guest got, and how
+    long it was runnable without getting one."""
+    run = wait = 0
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            r, w, _ = (Path(t) / "schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue
+        run, wait = run + int(r), wait + int(w)
+    return run, wait
+
+
+def ethtool_stats(g):
+    out = g.check(f"ethtool -S {g.ifname}").out
+    return {k: int(v) for k, v in re.findall(r"^\s*([\w]+):\s+(\d+)\s*$", out, re.M)}
+
+
+class Rig:
+    def __init__(self, d, up, g_def, g_imm):
+        self.d, self.up = d, up
+        self.guest = {"deferred": g_def, "immediate": g_imm}
+        self.port = {"deferred": "vm0", "immediate": "vm1"}
+
+
+@pytest.fixture(scope="module")
+def rig(schednicd_bin, patched_image):  # noqa: F811
+    _vmc.require_tool("qemu-system-x86_64")
+    tmp = Path(tempfile.mkdtemp(prefix="sn-bp-", dir="/tmp"))
+    ns = f"snbp{os.getpid() % 100000}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    up = _vmc.UplinkHost(ns)
+    guests, d = [], None
+    try:
+        cfg = {
+            "eal": {"memory_mb": 512, "file_prefix": _root.unique_prefix("bpV1"),
+                    "main_cpu": 0, "worker_cpu": 1 if (os.cpu_count() or 1) > 1 else 0},
+            "control": {"socket": str(tmp / "ctl.sock")},
+            "datapath": {"mbufs": 8191},
+            "uplink": {"name": "uplink", "devargs": up.devargs},
+            "ports": [
+                {"name": "vm0", "type": "vhost-user", "path": str(tmp / "vm0.sock"),
+                 "mode": "server", "completion": "deferred", "max_hold_us": 2_000_000},
+                {"name": "vm1", "type": "vhost-user", "path": str(tmp / "vm1.sock"),
+                 "mode": "server", "completion": "immediate"}],
+            "policy": {"ports": {"vm0": {"rate_bps": R_BPS}, "vm1": {"rate_bps": R_BPS}}},
+        }
+        d = _root.Schednicd(schednicd_bin, tmp, cfg)
+        d.start()
+        up.attach()
+        for name, port, host in (("bp-def", "vm0", 10), ("bp-imm", "vm1", 11)):
+            g = Guest(name, d.vhost_path(port), tmp, patched_image,
+                      mac=f"52:54:00:77:00:{host:02x}", ip=f"10.77.0.{host}/24", role="client")
+            guests.append(g)
+            g.start(cpu=GUEST_CPU)
+        for g in guests:
+            g.wait_ready(timeout=180)
+        for port in ("vm0", "vm1"):
+            d.wait_port_state(port, "up")
+        for g in guests:
+            g.check(f"ping -c 3 -W 5 {UPLINK_HOST_IP}", timeout=60)
+        modes = {p["name"]: p["completion_mode"] for p in d.rpc("port.list")["ports"]
+                 if p["type"] == "vhost-user"}
+        assert modes == {"vm0": "deferred", "vm1": "immediate"}, modes
+        yield Rig(d, up, *guests)
+        assert d.alive(), d.log_tail()
+        for g in guests:
+            log = g.check("dmesg").out
+            bad = [ln for ln in log.splitlines()
+                   if re.search(r"WARNING|BUG|Call Trace|TX timeout", ln)]
+            assert not bad, f"{g.name} kernel log:\n" + "\n".join(bad)
+    finally:
+        for g in guests:
+            g.kill()
+        if d is not None:
+            d.stop()
+        up.close()
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+        _print_table()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_case(rig, mode, n):
+    """iperf3 -P n from the guest of `mode` to the uplink host; returns the
+    measurements (and prints them)."""
+    d, g, port = rig.d, rig.guest[mode], rig.port[mode]
+    before = consistent_stats(d)
+    eth0 = ethtool_stats(g)
+    res = {}
+
+    def client():
+        cmd = (f"timeout {IPERF_S + 30} iperf3 -c {UPLINK_HOST_IP} -P {n} -t {IPERF_S} -J "
+               f"--connect-timeout 5000")
+        res["r"] = g.run(cmd, timeout=IPERF_S + 90)
+
+    th = threading.Thread(target=client)
+    t_start = time.monotonic()
+    th.start()
+    time.sleep(WARM_S)
+    s0 = consistent_stats(d)
+    c0, w0 = sched_ns(g.proc.pid), time.monotonic()
+    wheel, held = [], []
+    while time.monotonic() < t_start + IPERF_S - TAIL_S and th.is_alive():
+        p = d.port_stats(port)
+        wheel.append(p["policy"]["wheel_depth"])
+        held.append(p["completion"]["held_now"])
+        time.sleep(0.1)
+    s1 = consistent_stats(d)
+    c1, w1 = sched_ns(g.proc.pid), time.monotonic()
+    th.join(IPERF_S + 120)
+    assert not th.is_alive(), "iperf3 client did not return"
+    r = res["r"]
+    assert r.rc == 0, f"iperf3 -P {n} failed rc={r.rc}:\n{r.out[-3000:]}"
+    goodput = iperf_mbps(r.out)
+    retrans = json.loads(r.out)["end"].get("sum_sent", {}).get("retransmits", 0)
+    time.sleep(0.5)
+    after = consistent_stats(d)
+    eth1 = ethtool_stats(g)
+
+    p0 = {x["name"]: x for x in s0["ports"]}[port]
+    p1 = {x["name"]: x for x in s1["ports"]}[port]
+    dt = (p1["policy"]["clock_ns"] - p0["policy"]["clock_ns"]) / 1e9
+    rate = (p1["policy"]["sent_bytes"] - p0["policy"]["sent_bytes"]) * 8 / dt
+    uplink_rate = (p1["policy"]["uplink_bytes"] - p0["policy"]["uplink_bytes"]) * 8 / dt
+    hist = occ_diff(p0["completion"]["held_occupancy"], p1["completion"]["held_occupancy"])
+    occ = occ_summary(hist)
+    total = sum(hist.values()) or 1
+    occ["over_3n"] = sum(ns for (lo, _), ns in hist.items() if lo > 3 * n) / total
+    occ["hist_ms"] = {lo if lo == hi else f"{lo}-{hi}": round(ns / 1e6, 1)
+                      for (lo, hi), ns in sorted(hist.items())}
+    db, da = drop_counts(before, port), drop_counts(after, port)
+    drops = {k: da[k] - db[k] for k in da if da[k] != db[k]}
+    wheel_s = sorted(wheel)
+    m = {
+        "n": n, "mode": mode, "window_s": dt, "rate_mbps": rate / 1e6,
+        "uplink_mbps": uplink_rate / 1e6, "goodput_mbps": goodput, "retransmits": retrans,
+        "held": occ, "held_now_max": max(held, default=0),
+        "wheel_p50": wheel_s[len(wheel_s) // 2] if wheel_s else 0,
+        "wheel_max": wheel_s[-1] if wheel_s else 0, "drops": drops,
+        "underruns": p1["policy"]["underruns"] - p0["policy"]["underruns"],
+        "inflight_max": eth1.get("tx_queue_0_inflight_max", -1),
+        "flow_inflight_max": eth1.get("tx_queue_0_flow_inflight_max", -1),
+        "compl_lat_max_us": eth1.get("tx_queue_0_compl_lat_max_us", -1),
+        "wakes": eth1.get("tx_queue_0_wakes", 0) - eth0.get("tx_queue_0_wakes", 0),
+        "load": os.getloadavg()[0],
+        # host CPU the guest's QEMU got / waited for, per second of window
+        "guest_cpu": (c1[0] - c0[0]) / 1e9 / (w1 - w0),
+        "guest_wait": (c1[1] - c0[1]) / 1e9 / (w1 - w0),
+    }
+    RESULTS[(mode, n)] = m
+    print(f"[{mode} N={n}] {json.dumps(m)}")
+    return m
+
+
+def record(record_result, m):
+    tag = f"backpressure {m['mode']} N={m['n']}"
+    record_result(f"{tag}: schednic sent rate (R={R_BPS / 1e6:.0f})", m["rate_mbps"], "Mbit/s")
+    record_result(f"{tag}: receiver iperf3 goodput", m["goodput_mbps"], "Mbit/s")
+    record_result(f"{tag}: held chains p50", m["held"]["p50"], "chains")
+    record_result(f"{tag}: held chains p99", m["held"]["p99"], "chains")
+    record_result(f"{tag}: held chains max", m["held"]["max"], "chains")
+    record_result(f"{tag}: wheel depth p50 (100 ms samples)", m["wheel_p50"], "frames")
+    record_result(f"{tag}: wheel depth max (100 ms samples)", m["wheel_max"], "frames")
+    record_result(f"{tag}: drops (all causes)", sum(m["drops"].values()), "frames")
+    record_result(f"{tag}: TCP retransmits", m["retransmits"], "segments")
+    record_result(f"{tag}: guest QEMU on CPU", 100 * m["guest_cpu"], "%")
+    record_result(f"{tag}: guest QEMU runnable, waiting for a CPU", 100 * m["guest_wait"], "%")
+    record_result(f"{tag}: guest inflight_max (since probe)", m["inflight_max"], "skbs")
+    record_result(f"{tag}: guest flow_inflight_max (since probe)", m["flow_inflight_max"],
+                  "skbs")
+
+
+@pytest.mark.parametrize("n", NS)
+def test_deferred_bounded_occupancy(rig, n, record_result):
+    m = run_case(rig, "deferred", n)
+    record(record_result, m)
+    assert m["drops"] == {}, f"drops in schednic: {m['drops']}"
+    assert m["held"]["sampled_s"] > 0.5 * m["window_s"], m["held"]
+    # The shaper never exceeds R.
+    assert m["rate_mbps"] * 1e6 <= 1.02 * R_BPS, m
+    xfails = []
+    if m["rate_mbps"] * 1e6 < 0.98 * R_BPS:
+        # Backpressure leaves ~2 frames per flow in the shaper: a few ms of
+        # R. A guest that cannot answer a completion that fast starves it
+        # (underruns). Tolerated only when the host starved the guest's
+        # QEMU (runnable but waiting for a CPU >= STARVED of the window),
+        # which says nothing about schednic; a guest that got its CPU must
+        # keep the shaper fed.
+        why = (f"sent {m['rate_mbps']:.2f} Mbit/s < 0.98 R (R {R_BPS / 1e6:.0f}), "
+               f"underruns {m['underruns']}, guest QEMU waited for a CPU "
+               f"{100 * m['guest_wait']:.0f} % / ran {100 * m['guest_cpu']:.0f} % of the "
+               f"window, completion latency max {m['compl_lat_max_us'] / 1e3:.0f} ms, "
+               f"load {m['load']:.1f}")
+        assert m["guest_wait"] >= STARVED, "shaper starved by a guest that had CPU: " + why
+        xfails.append("TCG guest CPU-starved by the host: " + why)
+    if m["held"]["p99"] > 3 * n:
+        # Finding (issue 7): Linux 6.1 TSQ admits a flow's next skb while
+        # sk_wmem_alloc <= max(2 * truesize, pacing_rate >> 10), so a single
+        # flow keeps 2-3 skbs, sometimes 4, outstanding (guest
+        # flow_inflight_max 4); with more flows the per-flow pacing term
+        # shrinks and 3 N holds. Tolerated for N = 1 only, at most 4.
+        assert n == 1 and m["held"]["p99"] <= 4, (
+            f"held p99 {m['held']['p99']} > 3 x {n} GSO frames: {m['held']}")
+        xfails.append(f"held p99 {m['held']['p99']} > 3 (N = 1; TSQ admits up to 4 skbs "
+                      f"of one flow; {100 * m['held']['over_3n']:.1f} % of the time)")
+    # The receiver's view agrees: at most R (headers not counted).
+    assert m["goodput_mbps"] < 1.02 * R_BPS / 1e6, m
+    if xfails:
+        pytest.xfail("; ".join(xfails))
+
+
+@pytest.mark.parametrize("n", NS)
+def test_immediate_comparison(rig, n, record_result):
+    m = run_case(rig, "immediate", n)
+    record(record_result, m)
+    # Sanity only: nothing is held in schednic (descriptors completed at
+    # once), the shaper still limits the rate.
+    assert m["held"]["max"] == 0 and m["held_now_max"] == 0, m
+    assert m["rate_mbps"] * 1e6 <= 1.02 * R_BPS, m
+    assert m["goodput_mbps"] > 0.3 * R_BPS / 1e6, m
+
+
+def _print_table():
+    if not RESULTS:
+        return
+    print(f"\nbackpressure results, R = {R_BPS / 1e6:.0f} Mbit/s, {IPERF_S} s iperf3 -P N, "
+          f"window {WARM_S}..{IPERF_S - TAIL_S} s")
+    print("| completion | N | sent Mbit/s | goodput Mbit/s | held p50/p99/max | "
+          "wheel p50/max | drops | retrans | underruns | inflight_max | flow_inflight_max "
+          "| guest CPU / wait | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (mode, n), m in sorted(RESULTS.items()):
+        h = m["held"]
+        drops = ", ".join(f"{k} {v}" for k, v in m["drops"].items()) or "0"
+        print(f"| {mode} | {n} | {m['rate_mbps']:.2f} | {m['goodput_mbps']:.2f} | "
+              f"{h['p50']}/{h['p99']}/{h['max']} | {m['wheel_p50']}/{m['wheel_max']} | "
+              f"{drops} | {m['retransmits']} | {m['underruns']} | {m['inflight_max']} | "
+              f"{m['flow_inflight_max']} | {100 * m['guest_cpu']:.0f} % / "
+              f"{100 * m['guest_wait']:.0f} % | {m['load']:.1f} |")
