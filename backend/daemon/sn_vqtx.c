@@ -88,7 +88,8 @@ struct sn_vqtx {
 	bool dirty;
 	bool opted_out;               /* an unmarked frame on this connection */
 	uint32_t marked_run;          /* marked frames since start (capped) */
-	uint64_t occ_tsc;             /* occupancy accounted up to here (0: not yet) */
+	uint64_t occ_tsc;             /* occupancy accounted up to here (0: ring not
+	                               * live or not sampled yet); owner (teardown) only */
 	uint64_t occ_period;          /* account at least this often (1 ms) */
 	uint32_t occ_held;            /* held count since occ_tsc */
 	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
@@ -226,7 +227,8 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	q->dirty = true;
 	q->opted_out = false;         /* the opt-in is per connection */
 	q->marked_run = 0;
-	q->occ_tsc = 0;
+	/* occ_tsc is 0 here (zmalloc, or teardown): the worker reads it
+	 * before its acquire of live, so it is written on the worker only. */
 	ctr_set(&q->st.opted_in, 0);
 	ctr_set(&q->st.opted_out, 0);
 	__atomic_store_n(&q->stop_ack, 0, __ATOMIC_RELAXED);
