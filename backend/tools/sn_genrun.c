@@ -32,6 +32,11 @@
 #include <rte_ethdev.h>
 #include <rte_memcpy.h>
 
+static uint16_t flow_size(const struct sn_gen *g, const struct sn_gen_flow *f)
+{
+	return f->size ? f->size : g->size;
+}
+
 static uint64_t secs_to_tsc(const struct sn_gen *g, double s)
 {
 	return s <= 0 ? 0 : (uint64_t)(s * (double)g->hz);
@@ -119,7 +124,8 @@ static void sample_emit(struct sn_gen *g, const struct timespec *ts, uint64_t no
 		fprintf(out, "%s%" PRIu64, i ? ", " : "", g->ports[i].rx_bytes);
 	fputs("], \"flow_rx_bytes\": [", out);
 	for (unsigned int i = 0; i < g->nflows; i++)
-		fprintf(out, "%s%" PRIu64, i ? ", " : "", g->flows[i].rx * g->size);
+		fprintf(out, "%s%" PRIu64, i ? ", " : "",
+			g->flows[i].rx * flow_size(g, &g->flows[i]));
 	fputs("]}\n", out);
 	fflush(out);
 	uint64_t period = g->sample_ms * g->hz / 1000;
@@ -243,7 +249,8 @@ static void flush_port(struct sn_gen *g, struct sn_gen_port *p)
 		return;
 	p->tx_q[q] += s;
 	p->tx_packets += s;
-	p->tx_bytes += (uint64_t)s * g->size;
+	p->tx_bytes += (uint64_t)s * (p->pend_flow < 0 ? g->size
+					: flow_size(g, &g->flows[p->pend_flow]));
 	if (p->pend_flow < 0)
 		p->tx_learn += s;
 	else
@@ -385,8 +392,8 @@ static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
 	}
 	for (uint64_t i = 0; i < n; i++) {
 		if (sn_genpkt_build(m[i], &f->dst, f->has_smac ? &f->smac : &p->mac,
-				    g->run_id, (uint16_t)fi, f->built + i, g->size) != 0)
-			sn_die("frame size %u does not fit an mbuf", g->size);
+				    g->run_id, (uint16_t)fi, f->built + i, flow_size(g, f)) != 0)
+			sn_die("frame size %u does not fit an mbuf", flow_size(g, f));
 		if (f->udp)
 			sn_genpkt_to_udp(m[i], f->ip_src, f->ip_dst, f->udp_sport, f->udp_dport);
 		p->pend[i] = m[i];
