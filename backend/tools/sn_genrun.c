@@ -403,7 +403,7 @@ static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
 	f->built += n;
 }
 
-#define CATCHUP_BURSTS 8
+#define CATCHUP_ROUNDS 8
 
 static int run_phase(struct sn_gen *g, unsigned int phase)
 {
@@ -426,27 +426,32 @@ static int run_phase(struct sn_gen *g, unsigned int phase)
 		}
 		/* Rotate the first flow served: with --rate the budget of one
 		 * iteration is small, and a fixed order would give it all to the
-		 * first flows (issue 6: flows of one port must get equal shares). */
+		 * first flows (issue 6: flows of one port must get equal shares).
+		 * Catch-up (--rate only; unlimited sends one round as before, so
+		 * that the sink drains what it is sent): a loop that was
+		 * descheduled owes many bursts; serve up to CATCHUP_ROUNDS
+		 * round-robin rounds while frames go out
+		 * (issue 6: 1.2 Gbit/s offered on a loaded host), then poll RX
+		 * again. Rounds, not bursts per flow, keep the flows' shares. */
 		rr = (rr + 1) % g->nflows;
-		for (unsigned int k = 0; k < g->nflows; k++) {
-			unsigned int fi = (rr + k) % g->nflows;
-			struct sn_gen_flow *f = &g->flows[fi];
-			if (f->phase != phase)
-				continue;
-			/* Catch-up: with --rate, a loop that was descheduled owes
-			 * many bursts; send up to CATCHUP_BURSTS per flow while
-			 * the driver takes them (issue 6: 1.2 Gbit/s offered on a
-			 * loaded host), then poll RX again. */
-			for (unsigned int b = 0; b < CATCHUP_BURSTS; b++) {
+		for (unsigned int round = 0; round < (g->rate_pps ? CATCHUP_ROUNDS : 1u); round++) {
+			uint64_t round_before = built;
+
+			busy = 0;
+			for (unsigned int k = 0; k < g->nflows; k++) {
+				unsigned int fi = (rr + k) % g->nflows;
+				struct sn_gen_flow *f = &g->flows[fi];
+				if (f->phase != phase)
+					continue;
 				uint64_t before = f->built;
 				fill_flow(g, fi, budget);
 				budget -= f->built - before;
 				built += f->built - before;
 				flush_port(g, &g->ports[f->src]);
-				if (f->built == before || g->ports[f->src].npend != 0)
-					break;
+				busy += f->built < f->count || g->ports[f->src].npend != 0;
 			}
-			busy += f->built < f->count || g->ports[f->src].npend != 0;
+			if (built == round_before || budget == 0)
+				break;
 		}
 		if (busy == 0)
 			return 0;
