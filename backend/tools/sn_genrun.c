@@ -427,9 +427,8 @@ static int run_phase(struct sn_gen *g, unsigned int phase)
 		 * first flows (issue 6: flows of one port must get equal shares).
 		 * After a stall the budget is large and each flow sends one full
 		 * burst per iteration until it has caught up (iterations take
-		 * microseconds: far above 1.2 Gbit/s of 1500 B frames); more
-		 * bursts per iteration were tried and skewed the shares of
-		 * flows sharing a port (test_fair_drop). */
+		 * microseconds: far above 1.2 Gbit/s of 1500 B frames; more
+		 * bursts per iteration were tried and gave nothing measurable). */
 		rr = (rr + 1) % g->nflows;
 		for (unsigned int k = 0; k < g->nflows; k++) {
 			unsigned int fi = (rr + k) % g->nflows;
