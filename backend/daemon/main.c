@@ -27,6 +27,7 @@
 #include <rte_version.h>
 
 #include "sn_config.h"
+#include "sn_cpufair.h"
 #include "sn_ctl.h"
 #include "sn_pipeline.h"
 #include "sn_policy.h"
@@ -163,6 +164,7 @@ static int run(struct sn_config *cfg)
 	struct sn_switch *sw = NULL;
 	struct sn_policy_store *pol_store = NULL;
 	struct sn_pipeline *pl = NULL;
+	struct sn_cpufair *cf = NULL;
 	struct sn_rpc_server *srv = NULL;
 	struct sn_ctl ctl = { .stop = &g_stop };
 	unsigned worker = RTE_MAX_LCORE;
@@ -213,12 +215,21 @@ static int run(struct sn_config *cfg)
 	}
 	if (policy_setup(cfg, mp, reg, &pol_store, &pl))
 		goto out_ports;
+	if (cfg->datapath.cpu_fair_pct) {
+		cf = sn_cpufair_create(&(struct sn_cpufair_cfg){
+			.budget_pct = cfg->datapath.cpu_fair_pct,
+			.max_flows = cfg->datapath.max_flows });
+		if (!cf) {
+			sn_log("cpu fair dropping: %s", strerror(errno));
+			goto out_ports;
+		}
+	}
 	sw = sn_switch_create(&(struct sn_switch_config){
 		.burst = cfg->datapath.burst,
 		.mac_table_size = cfg->datapath.mac_table_size,
 		.mac_aging_s = cfg->datapath.mac_aging_s,
 		.idle_sleep_us = cfg->datapath.idle_sleep_us,
-		.pipeline = pl }, reg, mp);
+		.pipeline = pl, .cpufair = cf }, reg, mp);
 	if (!sw) {
 		sn_log("switch: %s", strerror(errno));
 		goto out_ports;
@@ -228,6 +239,7 @@ static int run(struct sn_config *cfg)
 	ctl.mp = mp;
 	ctl.policy = pol_store;
 	ctl.pipeline = pl;
+	ctl.cpufair = cf;
 	if (cfg->uplink.enabled) {
 		if (sn_uplink_open(cfg->uplink.devargs, mp, (uint16_t)cfg->uplink.rx_desc,
 				   (uint16_t)cfg->uplink.tx_desc,
@@ -320,6 +332,7 @@ out_ports:
 	sn_ports_destroy(reg);
 	/* Worker stopped: frees the frames the shaper still held. */
 	sn_pipeline_destroy(pl);
+	sn_cpufair_free(cf);
 	sn_policy_store_destroy(pol_store);
 out_mp:
 	rte_mempool_free(mp);

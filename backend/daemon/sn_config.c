@@ -60,6 +60,7 @@ static const struct key_spec datapath_keys[] = {
 	U("max_flows", 8, 1u << 22, datapath.max_flows),
 	S("layout", 1, 15, datapath.layout_name),
 	U("idle_sleep_us", 0, 100000, datapath.idle_sleep_us),
+	U("cpu_fair_pct", 0, 100, datapath.cpu_fair_pct),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 

@@ -74,6 +74,7 @@ struct sn_config {
 		char layout_name[16];          /* "1core" | "2core" */
 		enum sn_layout layout;         /* decoded from layout_name */
 		unsigned idle_sleep_us;        /* 0 = busy poll; else spin-then-sleep */
+		unsigned cpu_fair_pct;         /* issue 6: CPU fair dropping budget, 0 = off */
 	} datapath;
 	struct {
 		bool enabled;

@@ -19,6 +19,7 @@
 
 #include "sn_classify.h"
 #include "sn_config.h"
+#include "sn_cpufair.h"
 #include "sn_pipeline.h"
 #include "sn_policy.h"
 #include "sn_port.h"
@@ -600,7 +601,37 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 		json_decref(o);
 		return NULL;
 	}
+	if (o && ctl->cpufair && p->slot < SN_CPUFAIR_PORTS) {
+		struct sn_cpufair_stats cs;
+
+		sn_cpufair_stats(ctl->cpufair, &cs);
+		if (json_object_set_new(o, "cpu_fair", json_pack("{s:I, s:I, s:I}",
+				"cpu_ns", (json_int_t)cs.port_cpu_ns[p->slot],
+				"kept", (json_int_t)cs.port_kept[p->slot],
+				"dropped", (json_int_t)cs.port_dropped[p->slot]))) {
+			json_decref(o);
+			return NULL;
+		}
+	}
 	return o;
+}
+
+/* issue 6: CPU fair dropping (datapath.cpu_fair_pct), totals. */
+static json_t *cpufair_stats_json(const struct sn_ctl *ctl)
+{
+	struct sn_cpufair_stats cs;
+
+	sn_cpufair_stats(ctl->cpufair, &cs);
+	return json_pack("{s:I, s:I, s:I, s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:I, s:I}",
+			 "budget_pct", (json_int_t)cs.budget_pct,
+			 "capacity_ns_per_s", (json_int_t)cs.capacity, "kept", (json_int_t)cs.kept,
+			 "drops", "fair", (json_int_t)cs.dropped_fair,
+			 "table_full", (json_int_t)cs.dropped_table_full,
+			 "invalid", (json_int_t)cs.dropped_invalid,
+			 "bursts", (json_int_t)cs.bursts,
+			 "theta_ns", (json_int_t)cs.theta_ns, "active", (json_int_t)cs.active,
+			 "active_max", (json_int_t)cs.active_max,
+			 "ns_per_kweight", (json_int_t)cs.ns_per_kweight);
 }
 
 static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
@@ -637,6 +668,14 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 			 "aged", (json_int_t)ms.aged, "moves", (json_int_t)ms.moves,
 			 "full", (json_int_t)ms.full,
 			 "uptime_s", (double)(sn_ctl_now_ns() - ctl->start_ns) / 1e9);
+	if (o && ctl->cpufair) {
+		json_t *c = cpufair_stats_json(ctl);
+
+		if (!c || json_object_set_new(o, "cpu_fair", c)) {
+			json_decref(o);
+			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+		}
+	}
 	if (o && ctl->pipeline) {
 		json_t *a = arbiter_stats_json(ctl);
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct rte_mempool;
+struct sn_cpufair;
 struct sn_pipeline;
 struct sn_policy_store;
 struct sn_ports;
@@ -25,6 +26,7 @@ struct sn_ctl {
 	struct rte_mempool *mp;
 	struct sn_policy_store *policy;     /* issue 6 */
 	struct sn_pipeline *pipeline;       /* issue 6 */
+	struct sn_cpufair *cpufair;         /* issue 6: NULL = cpu_fair_pct 0 */
 	uint64_t start_ns;          /* CLOCK_MONOTONIC at start */
 	volatile sig_atomic_t *stop;        /* set to 1 by "shutdown" */
 };

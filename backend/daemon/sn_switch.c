@@ -55,6 +55,7 @@
  * experimental in DPDK 22.11. */
 #define ALLOW_EXPERIMENTAL_API
 #include "sn_switch.h"
+#include "sn_cpufair.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -117,6 +118,7 @@ struct sn_switch {
 	struct rte_mempool *mp;
 	struct rte_gso_ctx gso;      /* gso_size set per frame (worker only) */
 	struct sn_pipeline *pl;      /* NULL: no policy enforcement */
+	struct sn_cpufair *cf;       /* issue 6: datapath.cpu_fair_pct; NULL = off */
 	unsigned burst;
 	unsigned idle_sleep_us;       /* 0 = busy poll (config datapath.idle_sleep_us) */
 	unsigned bucket_shift;       /* 64 - log2(buckets) */
@@ -691,6 +693,24 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	rte_pktmbuf_free_bulk(pkts, keep);
 }
 
+/* issue 6 (seed 003 §III-E): with CPU fair dropping, a burst dequeued at
+ * worker CPU time t0 (ns) first loses the frames of flows above their CPU
+ * share, and its measured CPU time (dequeue included) is apportioned
+ * afterwards (sn_cpufair.h). */
+static void burst_in(struct sn_switch *sw, const struct sn_port_table *t, struct sn_port *in,
+		     struct rte_mbuf **pkts, uint16_t n, uint64_t now, uint64_t t0)
+{
+	if (!sw->cf) {
+		switch_burst(sw, t, in, pkts, n, now);
+		return;
+	}
+	uint16_t k = sn_cpufair_filter(sw->cf, in->slot, pkts, n, n == sw->burst, t0);
+
+	if (k)
+		switch_burst(sw, t, in, pkts, k, now);
+	sn_cpufair_account(sw->cf, sn_cpufair_clock() - t0);
+}
+
 int sn_switch_worker(void *arg)
 {
 	struct sn_switch *sw = arg;
@@ -721,6 +741,7 @@ int sn_switch_worker(void *arg)
 				 * owns (sn_port.h; one worker today). */
 				for (uint32_t rdy = sn_port_txq_ready(p); rdy; rdy &= rdy - 1) {
 					unsigned qi = (unsigned)__builtin_ctz(rdy);
+					uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
 
 					if (p->q[qi].vq)
 						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, burst, now);
@@ -730,14 +751,16 @@ int sn_switch_worker(void *arg)
 					if (!n)
 						continue;
 					sn_port_count_txq(p, qi, pkts, n);
-					switch_burst(sw, t, p, pkts, n, now);
+					burst_in(sw, t, p, pkts, n, now, t0);
 					got += n;
 				}
 				continue;
 			}
+			uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
+
 			n = rte_eth_rx_burst(p->eth_port, 0, pkts, burst);
 			if (n)
-				switch_burst(sw, t, p, pkts, n, now);
+				burst_in(sw, t, p, pkts, n, now, t0);
 			got += n;
 		}
 		if (sw->pl)
@@ -821,6 +844,7 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 		sn_pipeline_set_gso(sw->pl, pipeline_gso, sw);
 	sw->burst = cfg->burst;
 	sw->idle_sleep_us = cfg->idle_sleep_us;
+	sw->cf = cfg->cpufair;
 	sw->mac_n = cfg->mac_table_size;
 	buckets = cfg->mac_table_size / MAC_WAYS;
 	sw->bucket_shift = 64 - (unsigned)__builtin_ctz(buckets);

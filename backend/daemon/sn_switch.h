@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 struct rte_mempool;
+struct sn_cpufair;
 struct sn_pipeline;
 struct sn_ports;
 struct sn_switch;
@@ -32,6 +33,8 @@ struct sn_switch_config {
 	unsigned mac_aging_s;
 	unsigned idle_sleep_us;    /* nap after IDLE_SPINS empty polls; 0 = busy poll */
 	struct sn_pipeline *pipeline; /* policy enforcement (issue 6); NULL = none */
+	struct sn_cpufair *cpufair;   /* CPU fair dropping (issue 6); NULL = off;
+	                               * the worker owns it while it runs */
 };
 
 struct sn_mac_stats {

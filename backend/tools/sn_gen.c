@@ -64,7 +64,7 @@ static void usage(FILE *out)
 "                         default 1); flow i sends on TX queue i mod N, every\n"
 "                         RX queue is drained; fewer if the switch port does\n"
 "                         not offer MQ (reported as ports[].queues)\n"
-"  --flow SPEC            src=I,dst=J|MAC[,count=N][,smac=MAC][,phase=K]\n"
+"  --flow SPEC            src=I,dst=J|MAC[,count=N][,smac=MAC][,phase=K][,size=B]\n"
 "                         [,udp=SRCIP:SPORT-DSTIP:DPORT] (IPv4/UDP frames of\n"
 "                         that 5-tuple, count mode only; a sn-gen sink counts\n"
 "                         them as foreign)\n"
@@ -168,7 +168,8 @@ static int parse_udp(const char *v, struct sn_gen_flow *f)
 static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		      uint64_t default_count)
 {
-	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", NULL};
+	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "size",
+					   NULL};
 	struct rte_kvargs *kv = rte_kvargs_parse(text, keys);
 	const char *v;
 	uint64_t n;
@@ -215,6 +216,14 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 			goto out;
 		}
 		f->phase = (unsigned int)n;
+	}
+	if ((v = rte_kvargs_get(kv, "size")) != NULL) {
+		if (parse_u64(v, SN_GENPKT_MAX_SIZE, &n) != 0 || n < SN_GENPKT_MIN_SIZE) {
+			fprintf(stderr, "sn-gen: --flow %s: size must be %u..%u\n", text,
+				SN_GENPKT_MIN_SIZE, SN_GENPKT_MAX_SIZE);
+			goto out;
+		}
+		f->size = (uint16_t)n;
 	}
 	if ((v = rte_kvargs_get(kv, "udp")) != NULL && parse_udp(v, f) != 0) {
 		fprintf(stderr, "sn-gen: --flow %s: udp must be SRCIP:SPORT-DSTIP:DPORT\n", text);

@@ -61,6 +61,7 @@ struct sn_gen_flow {
 	uint16_t udp_sport, udp_dport;
 	uint64_t count;
 	unsigned int phase;
+	uint16_t size;               /* frame bytes; 0 = --size */
 	/* progress and receive accounting */
 	uint64_t built, sent;
 	uint64_t rx, rx_by_port[SN_GEN_MAX_PORTS];

@@ -51,7 +51,7 @@ from benchutil import remove_runtime, rpc, stop  # noqa: E402 (this directory)
 
 REPO = Path(__file__).resolve().parents[2]
 RATES = [1_000_000, 10_000_000, 100_000_000, 1_000_000_000]
-TAG = "G"
+TAG = os.environ.get("SN_BENCH_TAG", "G")   # in DPDK file prefixes, netns names
 
 
 def log(msg):
@@ -107,16 +107,34 @@ def read_samples(path, index, field="flow_rx_bytes"):
 
 
 def thread_waits(pid):
-    """{thread name: ns spent runnable but not running} (schedstat field 2):
+    """{thread id: ns spent runnable but not running} (schedstat field 2;
+    keyed by tid, not name: DPDK renames its threads after start):
     how long the OS kept each thread of pid off its CPU so far."""
     out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            name = (task / "comm").read_text().strip()
-            out[f"{name}/{task.name}"] = int((task / "schedstat").read_text().split()[1])
+            out[task.name] = int((task / "schedstat").read_text().split()[1])
         except (OSError, ValueError, IndexError):
             pass
     return out
+
+
+def thread_cpu(pid):
+    """{thread id: ns spent on a CPU} (schedstat field 1)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[task.name] = int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def busiest_cpu_ms(pid, before):
+    """The most CPU time (ms) any thread of pid got since `before` (a
+    thread_cpu() result): for a busy poller, the time it had to work in."""
+    now = thread_cpu(pid)
+    return round(max((now[k] - before.get(k, 0)) for k in now) / 1e6, 2) if now else 0.0
 
 
 def busiest_wait_ms(pid, before):
@@ -136,7 +154,8 @@ class Schednic:
     so unicast: no flood copies)."""
 
     def __init__(self, build_dir, ports, policy, size, pps, sample_ms=100,
-                 flows=None, workdir=None, port_extra=None, queue_size=4096):
+                 flows=None, workdir=None, port_extra=None, queue_size=4096,
+                 datapath_extra=None):
         self.build = Path(build_dir)
         self.dir = Path(workdir or tempfile.mkdtemp(prefix=f"sn-conf{TAG}-", dir="/tmp"))
         self.own_dir = workdir is None
@@ -144,6 +163,7 @@ class Schednic:
         self.sample_ms = sample_ms
         self.port_extra = port_extra or {}      # name -> extra port config
         self.queue_size = queue_size            # sn-gen's virtqueues
+        self.datapath_extra = datapath_extra or {}
         self.flows = flows if flows is not None else list(range(len(ports)))
         self.daemon = self.gen = None
         n = f"{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
@@ -171,7 +191,7 @@ class Schednic:
             "eal": {"memory_mb": 1024, "file_prefix": self.dprefix, "main_cpu": 0,
                     "worker_cpu": 1},
             "control": {"socket": self.ctl},
-            "datapath": {"mbufs": 32767},
+            "datapath": {"mbufs": 32767, **self.datapath_extra},
             "uplink": {"name": "uplink", "devargs": f"net_vhost0,iface={up_sock},queues=1"},
             "ports": [{"name": p, "type": "vhost-user", "path": str(self.dir / f"{p}.sock"),
                        "mode": "server", **self.port_extra.get(p, {})} for p in self.ports],
@@ -201,9 +221,9 @@ class Schednic:
         for i, p in enumerate(self.ports):
             argv += ["--port", f"{self.dir / (p + '.sock')},mac=02:53:47:00:00:{i + 1:02x}"]
         argv += ["--port", f"{up_sock},mac=02:53:47:00:00:99"]
-        for f in self.flows:             # port index, or (port index, frames)
-            i, count = f if isinstance(f, tuple) else (f, 10**10)
-            argv += ["--flow", f"src={i},dst={up_idx},count={count},phase=0"]
+        for f in self.flows:     # port index, (port index, frames) or (.., extra spec)
+            i, count, extra = (f + ("",))[:3] if isinstance(f, tuple) else (f, 10**10, "")
+            argv += ["--flow", f"src={i},dst={up_idx},count={count},phase=0{extra}"]
         glog = open(self.dir / "sn-gen.log", "wb")
         self.gen = subprocess.Popen(argv, stdout=glog, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
@@ -300,16 +320,19 @@ def measure(s, port, index, rate, seconds):
     p0 = s.port_policy(st0)[port]
     up0 = {q["name"]: q for q in st0["ports"]}["uplink"]["drops"]["ring_full"]
     w0, g0 = thread_waits(s.daemon.pid), thread_waits(s.gen.pid)
+    c0, cg0 = thread_cpu(s.daemon.pid), thread_cpu(s.gen.pid)
     t0 = time.monotonic()
     wk = shaper_samples(s, port, seconds)
     t1 = time.monotonic()
     wait_d, wait_g = busiest_wait_ms(s.daemon.pid, w0), busiest_wait_ms(s.gen.pid, g0)
+    cpu_d, cpu_g = busiest_cpu_ms(s.daemon.pid, c0), busiest_cpu_ms(s.gen.pid, cg0)
     st1 = s.stats()
     p1 = s.port_policy(st1)[port]
     up1 = {q["name"]: q for q in st1["ports"]}["uplink"]["drops"]["ring_full"]
     time.sleep(0.15)                      # the sink's sample after t1 is written
     sink = window(read_samples(s.samples, index), t0, t1 + 0.1)
     srates, wrates = sample_rates(sink), sample_rates(wk)
+    frames = (sink[-1][1] - sink[0][1]) / s.size if len(sink) > 1 else 0
     return {
         "rate_bps": rate,
         "sink_dev_pct": round(mad_pct(srates, rate), 4) if srates else None,
@@ -324,6 +347,11 @@ def measure(s, port, index, rate, seconds):
         "sink_ring_full": up1 - up0,
         "drops": {k: v - p0["drops"][k] for k, v in p1["drops"].items() if v != p0["drops"][k]},
         "daemon_wait_ms": wait_d, "sngen_wait_ms": wait_g,
+        "daemon_cpu_ms": cpu_d, "sngen_cpu_ms": cpu_g,
+        # upper bounds of the per-frame cost (a busy poller spends all
+        # the CPU it gets): 1e9 / these = the rate each could sustain alone
+        "daemon_cpu_ns_per_frame": round(cpu_d * 1e6 / frames) if frames else None,
+        "sngen_cpu_ns_per_frame": round(cpu_g * 1e6 / frames) if frames else None,
         "window_s": round(t1 - t0, 3),
     }
 
@@ -334,6 +362,13 @@ def clean(m):
     frame, and the worker ran enough to give exact samples all along."""
     return m["underruns"] == 0 and m["link_resets"] == 0 and m["sink_ring_full"] == 0 and \
         m["worker_samples"] >= 0.6 * m["window_s"] * 10     # the worker ran (exact pairs)
+
+
+def starved(m):
+    """The OS kept the daemon's worker or sn-gen off its CPU for most of
+    the window (> 50 %): 1.2 R cannot be offered, shaped and sunk in the
+    rest, whatever the code does (a 1 Gbit/s window needs both running)."""
+    return max(m["daemon_wait_ms"], m["sngen_wait_ms"]) > 0.5 * m["window_s"] * 1000
 
 
 def conformance_port(build_dir, rate):

@@ -18,9 +18,18 @@ The shaper's own conformance is therefore asserted on its output counter
 the worker's clock (clock_ns, exact pairs only): <= 1 % at every rate, in
 a window where the machine let every stage keep up (no underrun, no link
 reset, sink ring never full, exact pairs all along; up to 5 windows).
-The receiver-side deviation is asserted too when the window was quiet
-(no thread of the daemon or sn-gen waited more than 1 % of the window),
-and printed otherwise.
+The receiver-side deviation is asserted too when the daemon ran the
+whole window (no thread of it waited more than 1 % of the window), and
+printed otherwise: the sink's own stalls no longer matter (sn-gen takes
+each sample's time before the pass that finds its rings empty, so a late
+sink moves a sample's time, not its bytes), but a stalled worker releases
+late, which is real output error at the receiver and is not hidden.
+
+1 Gbit/s needs sn-gen to offer 100 kframes/s of 1500 B and the daemon to
+shape and forward them: when the OS kept either off its CPU for more than
+half of every window (conf.starved, runqueue wait from schedstat) no code
+can do that, and the test is skipped with the measured waits in the
+message; an unclean window without that starvation fails.
 """
 import sys
 import time
@@ -39,13 +48,18 @@ def test_rate_conformance(build_dir, rate):
     with conf.conformance_port(build_dir, rate) as s:
         s.wait_flowing()
         time.sleep(0.5)
+        tries = []
         for _ in range(5):
             m = conf.measure(s, "vm0", 0, rate, 3.0)
+            tries.append(m)
             if conf.clean(m):
                 break
         else:
-            pytest.fail(f"no clean 3 s window at {rate} bit/s in 5 tries (machine too "
-                        f"loaded for the offered load / sink to keep up): {m}")
+            if all(conf.starved(t) for t in tries):
+                pytest.skip(f"host overloaded: daemon/sn-gen kept off their CPU for > 50 % "
+                            f"of every window at {rate} bit/s (waits ms: "
+                            f"{[(t['daemon_wait_ms'], t['sngen_wait_ms']) for t in tries]}): {m}")
+            pytest.fail(f"no clean 3 s window at {rate} bit/s in 5 tries: {m}")
         print(f"\n{rate} bit/s: {m}")
         assert m["worker_samples"] >= 20, m
         assert m["worker_dev_pct"] <= 1.0, m
@@ -53,8 +67,7 @@ def test_rate_conformance(build_dir, rate):
         assert abs(m["worker_mean_bps"] - rate) / rate < 0.005, m
         assert m["drops"].get("horizon", 0) > 0, m           # offered > R: the excess
         assert set(m["drops"]) <= {"horizon"}, m             # nothing else lost inside
-        quiet_ms = 0.01 * m["window_s"] * 1000
-        if m["daemon_wait_ms"] < quiet_ms and m["sngen_wait_ms"] < quiet_ms:
+        if m["daemon_wait_ms"] < 0.01 * m["window_s"] * 1000:
             assert m["sink_dev_pct"] <= 1.0, m
         assert s.daemon.poll() is None
 
