@@ -17,7 +17,9 @@
  * to a "granted" sn_mbox of the worker that owns it, which transmits and
  * completes it itself (MYSCHED's drain(): the arbiter only decides).
  * Items the scheduler refuses are never lost: they go to `drop` with a
- * cause, are counted, and the client's backpressure flag is set.
+ * cause, are counted, and the client's backpressure flag is set (an item
+ * refused as too long is first offered to `oversize`, which may raise its
+ * class's lmax so that it goes in after all).
  *
  * Threads. Every sn_arbiter_* function except the producer-side inline
  * sn_arbiter_submit() must be called by one thread at a time, the
