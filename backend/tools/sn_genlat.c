@@ -11,7 +11,8 @@ int sn_genlat_init(struct sn_gen_flow *f)
 		return -EINVAL;
 	f->lat_tx = calloc(f->count, sizeof(*f->lat_tx));
 	f->lat_rx = calloc(f->count, sizeof(*f->lat_rx));
-	if (!f->lat_tx || !f->lat_rx) {
+	f->lat_gap = calloc(f->count, sizeof(*f->lat_gap));
+	if (!f->lat_tx || !f->lat_rx || !f->lat_gap) {
 		sn_genlat_free(f);
 		return -ENOMEM;
 	}
@@ -22,7 +23,8 @@ void sn_genlat_free(struct sn_gen_flow *f)
 {
 	free(f->lat_tx);
 	free(f->lat_rx);
-	f->lat_tx = f->lat_rx = NULL;
+	free(f->lat_gap);
+	f->lat_tx = f->lat_rx = f->lat_gap = NULL;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -76,19 +78,23 @@ int sn_genlat_write(const struct sn_gen *g, const char *path)
 		return -errno;
 	for (unsigned int i = 0; i < g->nflows; i++) {
 		const struct sn_gen_flow *f = &g->flows[i];
-		json_t *tx, *lat;
+		json_t *tx, *lat, *gap;
 
 		if (!f->lat_tx)
 			continue;
 		tx = json_array();
 		lat = json_array();
+		gap = json_array();
 		for (uint64_t s = 0; s < f->sent && s < f->count; s++) {
 			json_array_append_new(tx, json_real(us(g, f->lat_tx[s] - t0)));
 			json_array_append_new(lat, f->lat_rx[s] ?
 					      json_real(us(g, f->lat_rx[s] - f->lat_tx[s])) :
 					      json_null());
+			json_array_append_new(gap, f->lat_rx[s] ? json_real(us(g, f->lat_gap[s])) :
+					      json_null());
 		}
-		json_t *o = json_pack("{s:i, s:o, s:o}", "flow", (int)i, "tx_us", tx, "lat_us", lat);
+		json_t *o = json_pack("{s:i, s:o, s:o, s:o}", "flow", (int)i, "tx_us", tx,
+				      "lat_us", lat, "gap_us", gap);
 
 		if (!o || json_dumpf(o, out, JSON_COMPACT) != 0 || fputc('\n', out) == EOF)
 			rc = -EIO;

@@ -33,11 +33,15 @@ static inline void sn_genlat_sent(struct sn_gen_flow *f, uint64_t first_seq, uin
 		f->lat_tx[first_seq + i] = tsc;
 }
 
-/* Frame seq of f arrived at tsc (the first copy counts). */
-static inline void sn_genlat_received(struct sn_gen_flow *f, uint64_t seq, uint64_t tsc)
+/* Frame seq of f was read at tsc by a poll that came `gap` cycles after
+ * the previous one (the first copy counts). */
+static inline void sn_genlat_received(struct sn_gen_flow *f, uint64_t seq, uint64_t tsc,
+				      uint64_t gap)
 {
-	if (seq < f->count && f->lat_tx[seq] && !f->lat_rx[seq])
+	if (seq < f->count && f->lat_tx[seq] && !f->lat_rx[seq]) {
 		f->lat_rx[seq] = tsc;
+		f->lat_gap[seq] = gap;
+	}
 }
 
 /* {"samples", "lost", "p50_us", "p90_us", "p99_us", "max_us"} over every
@@ -45,9 +49,12 @@ static inline void sn_genlat_received(struct sn_gen_flow *f, uint64_t seq, uint6
 json_t *sn_genlat_summary(const struct sn_gen *g, const struct sn_gen_flow *f);
 
 /* Write one JSON line per latency flow to path: {"flow": i, "tx_us": [...],
- * "lat_us": [...]} in sequence order over the frames sent; tx_us = send
- * time in us since the first frame of any latency flow, lat_us = one-way
- * latency in us, null if not received. 0 or -errno. */
+ * "lat_us": [...], "gap_us": [...]} in sequence order over the frames
+ * sent; tx_us = send time in us since the first frame of any latency flow,
+ * lat_us = one-way latency in us, null if not received, gap_us = how long
+ * the sink had not polled before the poll that read the frame (the frame
+ * arrived within that gap: lat_us - gap_us bounds its latency from below,
+ * without the sink's own descheduling). 0 or -errno. */
 int sn_genlat_write(const struct sn_gen *g, const char *path);
 
 #endif /* SN_GENLAT_H */

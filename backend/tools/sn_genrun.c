@@ -68,7 +68,7 @@ static void rx_account(struct sn_gen *g, unsigned int pi, struct rte_mbuf *m)
 		f->rx++;
 		f->rx_by_port[pi]++;
 		if (f->lat_tx)                                 /* lat=1 */
-			sn_genlat_received(f, seq, rte_rdtsc());
+			sn_genlat_received(f, seq, rte_rdtsc(), g->lat_gap);
 		if (seq + 1 <= f->next_seq[pi])
 			f->rx_ooo++;
 		else
@@ -217,6 +217,12 @@ static unsigned int poll_rx_once(struct sn_gen *g)
  * in the rings (e.g. while we were descheduled: it arrived before now). */
 static void poll_rx(struct sn_gen *g)
 {
+	uint64_t now = rte_rdtsc();
+
+	/* lat=1: how long the sink did not look (descheduled, or busy
+	 * sending): a frame read now arrived at some point in that gap */
+	g->lat_gap = g->lat_poll ? now - g->lat_poll : 0;
+	g->lat_poll = now;
 	poll_rx_once(g);
 	if (g->sample_out != NULL && rte_rdtsc() >= g->next_sample) {
 		for (int pass = 0; pass < 256 && poll_rx_once(g) != 0; pass++)
