@@ -71,12 +71,14 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
         # --- shares over 2 s windows while all three are backlogged
         for _ in range(8):
             r0 = s.stats()["arbiter"]["link_resets"]
-            a0 = snapshot(s)
+            a0 = snapshot(s, must=False)
             t0 = time.monotonic()
             time.sleep(2.0)
             t1 = time.monotonic()
-            a1 = snapshot(s)
+            a1 = snapshot(s, must=False)
             r1 = s.stats()["arbiter"]["link_resets"]
+            if a0 is None or a1 is None:
+                continue                  # no exact pair (worker busy at every read)
             # a class that ran empty more than a few times (the generator
             # was descheduled) was not backlogged: shares undefined
             idle = any(a1[n][2]["qfq_idle"] - a0[n][2]["qfq_idle"] > 3 or
@@ -120,11 +122,11 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
         # over >= 1 s (the arbiter's time base, like the shares above)
         for _ in range(8):
             r0 = s.stats()["arbiter"]["link_resets"]
-            b0 = snapshot(s)
+            b0 = snapshot(s, must=False)
             time.sleep(1.0)
-            b1 = snapshot(s)
+            b1 = snapshot(s, must=False)
             r1 = s.stats()["arbiter"]["link_resets"]
-            if r1 == r0 and all(b1[n][2]["qfq_idle"] - b0[n][2]["qfq_idle"] <= 3
+            if b0 and b1 and r1 == r0 and all(b1[n][2]["qfq_idle"] - b0[n][2]["qfq_idle"] <= 3
                                 for n in ("vm1", "vm2")):
                 break
         else:
@@ -180,9 +182,10 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
     assert pp["vm0"]["drops"]["mailbox_full"] == 0 and pp["vm1"]["drops"]["mailbox_full"] == 0
 
 
-def snapshot(s, tries=100):
+def snapshot(s, tries=100, must=True):
     """{port: (worker clock s, uplink bytes, policy stats)}: for each shaped
-    port an exact pair (clock_consistent), possibly from different reads."""
+    port an exact pair (clock_consistent), possibly from different reads.
+    None (must=False) or a failure when `tries` reads gave none."""
     out = {}
     for _ in range(tries):
         for p in s.stats()["ports"]:
@@ -191,6 +194,8 @@ def snapshot(s, tries=100):
                 out[p["name"]] = (q["clock_ns"] / 1e9, q["uplink_bytes"], q)
         if set(W) <= set(out):
             return out
+    if not must:
+        return None
     pytest.fail(f"no consistent stats pair for every port: {sorted(out)}")
 
 
