@@ -66,6 +66,7 @@ struct sn_arbiter {
 	uint32_t len_offset;
 	void (*release)(void *const *items, uint32_t n, void *arg);
 	void (*drop)(void *item, enum sn_arbiter_drop cause, void *arg);
+	int (*oversize)(uint32_t class_id, uint32_t len, void *arg);
 	void *cb_arg;
 
 	uint32_t n_active;
@@ -121,6 +122,7 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
 	arb->len_offset = p->len_offset;
 	arb->release = p->release;
 	arb->drop = p->drop;
+	arb->oversize = p->oversize;
 	arb->cb_arg = p->cb_arg;
 	arb->max_clients = p->max_clients;
 	arb->n_clists = p->n_clists;
@@ -279,7 +281,7 @@ static uint32_t drain_client(struct sn_arbiter *arb, struct sn_arbiter_client *c
 {
 	void *buf[DRAIN_CHUNK];
 	uint32_t lens[DRAIN_CHUNK];
-	uint32_t total = 0, enq = 0, class_id = c->class_id, off = arb->len_offset;
+	uint32_t total = 0, enq = 0, class_id = c->class_id, off = arb->len_offset, retried;
 
 	while (total < arb->read_limit) {
 		uint32_t want = SN_MIN(arb->read_limit - total, DRAIN_CHUNK);
@@ -292,15 +294,24 @@ static uint32_t drain_client(struct sn_arbiter *arb, struct sn_arbiter_client *c
 			for (i = 0; i < k; i++)
 				memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
 		}
-		for (i = 0; i < k;) {
+		for (i = 0, retried = UINT32_MAX; i < k;) {
 			int r = 0;
 			uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
 							      lens + i, k - i, &r);
 
 			enq += got;
 			i += got;
-			if (i < k)
-				drop_item(arb, c, buf[i++], drop_cause(r));
+			if (i == k)
+				break;
+			/* too long for its class: one retry if oversize() raised
+			 * the lmax (see sn_arbiter_params.oversize) */
+			if (r == -EMSGSIZE && arb->oversize && retried != i &&
+			    arb->oversize(class_id, lens[i], arb->cb_arg) == 0) {
+				arb->st.lmax_raises++;
+				retried = i;
+				continue;
+			}
+			drop_item(arb, c, buf[i++], drop_cause(r));
 		}
 		total += k;
 		if (k < want)

@@ -17,7 +17,9 @@
  * to a "granted" sn_mbox of the worker that owns it, which transmits and
  * completes it itself (MYSCHED's drain(): the arbiter only decides).
  * Items the scheduler refuses are never lost: they go to `drop` with a
- * cause, are counted, and the client's backpressure flag is set.
+ * cause, are counted, and the client's backpressure flag is set (an item
+ * refused as too long is first offered to `oversize`, which may raise its
+ * class's lmax so that it goes in after all).
  *
  * Threads. Every sn_arbiter_* function except the producer-side inline
  * sn_arbiter_submit() must be called by one thread at a time, the
@@ -76,6 +78,18 @@ struct sn_arbiter_params {
 	void (*release)(void *const *items, uint32_t n, void *arg);
 	/* An item the scheduler refused; ownership passes to the callee. */
 	void (*drop)(void *item, enum sn_arbiter_drop cause, void *arg);
+	/* Optional (NULL: such items are BADLEN drops). The scheduler refused
+	 * an item of len bytes as longer than the lmax of class_id. The callee
+	 * may raise that class's lmax (sn_sched_class_change on
+	 * sn_arbiter_sched(), arbiter thread) and return 0: the item is then
+	 * offered once more (counted in lmax_raises); any other return, or a
+	 * second refusal, drops it as BADLEN. QFQ's slot sizes, and with them
+	 * its sharing error and T-WFI, scale with lmax (6 L_k / (phi_k B),
+	 * PSPAT eq. 2): this lets classes start at the MTU and pay for large
+	 * frames only once they send one, as Linux sch_qfq grows lmax on
+	 * enqueue. Called between enqueues of one client burst; items keep
+	 * their order. */
+	int (*oversize)(uint32_t class_id, uint32_t len, void *arg);
 	void *cb_arg;
 };
 
@@ -89,6 +103,7 @@ struct sn_arbiter_stats {
 	uint64_t link_resets;       /* link_idle lagged > slack_ns with backlog */
 	uint64_t read_limit_hits;   /* a mailbox still had items after Δ_A reads */
 	uint64_t clist_overflows;   /* full client list seen: all clients scanned */
+	uint64_t lmax_raises;       /* oversize() raised a class lmax, item retried */
 };
 
 struct sn_arbiter;

@@ -9,6 +9,7 @@
  * removes the DPDK runtime directory (/var/run/dpdk/<prefix>).
  */
 #include "sn_gen.h"
+#include "sn_genlat.h"
 #include "sn_genpkt.h"
 
 #include <arpa/inet.h>
@@ -65,7 +66,9 @@ static void usage(FILE *out)
 "                         RX queue is drained; fewer if the switch port does\n"
 "                         not offer MQ (reported as ports[].queues)\n"
 "  --flow SPEC            src=I,dst=J|MAC[,count=N][,smac=MAC][,phase=K][,size=B]\n"
-"                         [,udp=SRCIP:SPORT-DSTIP:DPORT] (IPv4/UDP frames of\n"
+"                         [,udp=SRCIP:SPORT-DSTIP:DPORT][,lat=1] (lat=1: one-\n"
+"                         way latency per frame, driver TX -> sink RX, TSC)\n"
+"                         (udp=: IPv4/UDP frames of\n"
 "                         that 5-tuple, count mode only; a sn-gen sink counts\n"
 "                         them as foreign)\n"
 "                         (repeat; default src=0,dst=1)\n"
@@ -80,6 +83,11 @@ static void usage(FILE *out)
 "                         [per flow]} to --sample-file; t_ns = CLOCK_MONOTONIC\n"
 "                         of the sample (rates: delta bytes / delta t_ns)\n"
 "  --sample-file PATH     where the samples go (default: stderr)\n"
+"  --lat-file PATH        at exit, one JSON line per lat=1 flow: {\"flow\",\n"
+"                         \"tx_us\": [send time per seq], \"lat_us\": [one-way\n"
+"                         latency per seq, null = lost], \"gap_us\": [time the\n"
+"                         sink had not polled before reading it]}; flows[]\n"
+"                         get \"latency\": {samples, lost, p50/p90/p99/max_us}\n"
 "  --no-learn             no initial broadcast from each port's MAC\n"
 "  --marker               write the deferred-completion opt-in marker\n"
 "                         (num_buffers = 0x5344) in every TX virtio-net header,\n"
@@ -168,7 +176,7 @@ static int parse_udp(const char *v, struct sn_gen_flow *f)
 static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		      uint64_t default_count)
 {
-	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "size",
+	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "size", "lat",
 					   NULL};
 	struct rte_kvargs *kv = rte_kvargs_parse(text, keys);
 	const char *v;
@@ -229,6 +237,13 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		fprintf(stderr, "sn-gen: --flow %s: udp must be SRCIP:SPORT-DSTIP:DPORT\n", text);
 		goto out;
 	}
+	if ((v = rte_kvargs_get(kv, "lat")) != NULL && strcmp(v, "0") != 0) {
+		if (strcmp(v, "1") != 0 || sn_genlat_init(f) != 0) {
+			fprintf(stderr, "sn-gen: --flow %s: lat must be 0 or 1, count 1..%u\n", text,
+				SN_GENLAT_MAX_COUNT);
+			goto out;
+		}
+	}
 	rc = 0;
 out:
 	rte_kvargs_free(kv);
@@ -240,7 +255,7 @@ enum {
 	OPT_RATE, OPT_NOLEARN, OPT_DURATION, OPT_WARMUP, OPT_GRACE, OPT_PHASEGAP,
 	OPT_SETTLE, OPT_CONNECT, OPT_SYNC, OPT_ECHOIP, OPT_ECHOPORT, OPT_CPU, OPT_MEM,
 	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_MARKER, OPT_QUEUES, OPT_SAMPLEMS,
-	OPT_SAMPLEFILE,
+	OPT_SAMPLEFILE, OPT_LATFILE,
 };
 
 struct cli {
@@ -282,6 +297,7 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		{"queues", required_argument, NULL, OPT_QUEUES},
 		{"sample-ms", required_argument, NULL, OPT_SAMPLEMS},
 		{"sample-file", required_argument, NULL, OPT_SAMPLEFILE},
+		{"lat-file", required_argument, NULL, OPT_LATFILE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -356,6 +372,7 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 			bad |= parse_u64(optarg, 10000, &g->sample_ms) != 0 || g->sample_ms == 0;
 			break;
 		case OPT_SAMPLEFILE: g->sample_path = optarg; break;
+		case OPT_LATFILE: g->lat_path = optarg; break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return 2;
 		}
@@ -575,6 +592,9 @@ static void report(const struct sn_gen *g, int rc)
 			"phase", (int)f->phase, "count", (json_int_t)f->count,
 			"tx", (json_int_t)f->sent, "rx", (json_int_t)f->rx, "rx_by_port", by,
 			"rx_ooo", (json_int_t)f->rx_ooo, "rx_bad", (json_int_t)f->rx_bad));
+		if (f->lat_tx)
+			json_object_set_new(json_array_get(flows, json_array_size(flows) - 1),
+					    "latency", sn_genlat_summary(g, f));
 	}
 	json_object_set_new(root, "mode", json_string(modes[g->mode]));
 	json_object_set_new(root, "ok", json_boolean(rc == 0));
@@ -680,7 +700,15 @@ int main(int argc, char **argv)
 	}
 	rc = sn_gen_run(&g);
 	report(&g, rc);
+	if (g.lat_path) {
+		int r = sn_genlat_write(&g, g.lat_path);
+
+		if (r)
+			fprintf(stderr, "sn-gen: --lat-file %s: %s\n", g.lat_path, strerror(-r));
+	}
 out_ports:
+	for (unsigned int i = 0; i < g.nflows; i++)
+		sn_genlat_free(&g.flows[i]);
 	for (unsigned int i = 0; i < g.nports; i++) {
 		struct sn_gen_port *p = &g.ports[i];
 		if (p->npend)

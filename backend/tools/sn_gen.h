@@ -67,6 +67,9 @@ struct sn_gen_flow {
 	uint64_t rx, rx_by_port[SN_GEN_MAX_PORTS];
 	uint64_t next_seq[SN_GEN_MAX_PORTS]; /* last seq seen at a port, +1 */
 	uint64_t rx_ooo, rx_bad;
+	/* lat=1 (s10-T): per-seq TX / RX TSC and the sink's poll gap before
+	 * the RX, sn_genlat.h; NULL otherwise */
+	uint64_t *lat_tx, *lat_rx, *lat_gap;
 };
 
 struct sn_gen {
@@ -86,6 +89,8 @@ struct sn_gen {
 	rte_be32_t echo_ip;
 	uint64_t sample_ms;          /* sampling sink period, 0 = off */
 	const char *sample_path;     /* NULL = stderr */
+	const char *lat_path;        /* --lat-file: latency records, sn_genlat.h */
+	uint64_t lat_poll, lat_gap;  /* TSC of the latest poll_rx, time since the one before */
 	/* runtime */
 	uint32_t run_id;
 	uint64_t hz;

@@ -16,6 +16,7 @@
  * until SIGINT/SIGTERM), which is what makes the tests rate-independent.
  */
 #include "sn_gen.h"
+#include "sn_genlat.h"
 #include "sn_genpkt.h"
 #include "sn_common.h"
 
@@ -71,6 +72,8 @@ static void rx_account(struct sn_gen *g, unsigned int pi, struct rte_mbuf *m)
 		struct sn_gen_flow *f = &g->flows[flow];
 		f->rx++;
 		f->rx_by_port[pi]++;
+		if (f->lat_tx)                                 /* lat=1 */
+			sn_genlat_received(f, seq, rte_rdtsc(), g->lat_gap);
 		if (seq + 1 <= f->next_seq[pi])
 			f->rx_ooo++;
 		else
@@ -217,6 +220,12 @@ static unsigned int poll_rx_once(struct sn_gen *g)
  * in the rings (e.g. while we were descheduled: it arrived before now). */
 static void poll_rx(struct sn_gen *g)
 {
+	uint64_t now = rte_rdtsc();
+
+	/* lat=1: how long the sink did not look (descheduled, or busy
+	 * sending): a frame read now arrived at some point in that gap */
+	g->lat_gap = g->lat_poll ? now - g->lat_poll : 0;
+	g->lat_poll = now;
 	poll_rx_once(g);
 	if (g->sample_out != NULL && rte_rdtsc() >= g->next_sample) {
 		struct timespec ts;
@@ -247,6 +256,9 @@ static void flush_port(struct sn_gen *g, struct sn_gen_port *p)
 	uint16_t s = rte_eth_tx_burst(p->id, q, p->pend, p->npend);
 	if (s == 0)
 		return;
+	if (p->pend_flow >= 0 && g->flows[p->pend_flow].lat_tx)   /* lat=1 */
+		sn_genlat_sent(&g->flows[p->pend_flow], g->flows[p->pend_flow].sent, s,
+			       rte_rdtsc());
 	p->tx_q[q] += s;
 	p->tx_packets += s;
 	p->tx_bytes += (uint64_t)s * (p->pend_flow < 0 ? g->size

@@ -154,8 +154,8 @@ class Schednic:
     so unicast: no flood copies)."""
 
     def __init__(self, build_dir, ports, policy, size, pps, sample_ms=100,
-                 flows=None, workdir=None, port_extra=None, queue_size=4096,
-                 datapath_extra=None):
+                 flows=None, workdir=None, port_extra=None, queue_size=4096, datapath=None,
+                 eal=None, datapath_extra=None):
         self.build = Path(build_dir)
         self.dir = Path(workdir or tempfile.mkdtemp(prefix=f"sn-conf{TAG}-", dir="/tmp"))
         self.own_dir = workdir is None
@@ -163,13 +163,15 @@ class Schednic:
         self.sample_ms = sample_ms
         self.port_extra = port_extra or {}      # name -> extra port config
         self.queue_size = queue_size            # sn-gen's virtqueues
-        self.datapath_extra = datapath_extra or {}
+        self.datapath = {**(datapath or {}), **(datapath_extra or {})}   # merged into the config
+        self.eal = eal or {}
         self.flows = flows if flows is not None else list(range(len(ports)))
         self.daemon = self.gen = None
         n = f"{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
         self.dprefix, self.gprefix = f"sn-conf{TAG}-d-{n}", f"sn-conf{TAG}-g-{n}"
         self.ctl = str(self.dir / "ctl.sock")
         self.samples = self.dir / "samples.jsonl"
+        self.lat_file = self.dir / "latency.jsonl"     # flows with "lat=1" (isolation test)
 
     def __enter__(self):
         try:
@@ -189,9 +191,9 @@ class Schednic:
         up_sock = self.dir / "up.sock"
         cfg = {
             "eal": {"memory_mb": 1024, "file_prefix": self.dprefix, "main_cpu": 0,
-                    "worker_cpu": 1},
+                    "worker_cpu": 1, **self.eal},
             "control": {"socket": self.ctl},
-            "datapath": {"mbufs": 32767, **self.datapath_extra},
+            "datapath": {"mbufs": 32767, **self.datapath},
             "uplink": {"name": "uplink", "devargs": f"net_vhost0,iface={up_sock},queues=1"},
             "ports": [{"name": p, "type": "vhost-user", "path": str(self.dir / f"{p}.sock"),
                        "mode": "server", **self.port_extra.get(p, {})} for p in self.ports],
@@ -221,9 +223,12 @@ class Schednic:
         for i, p in enumerate(self.ports):
             argv += ["--port", f"{self.dir / (p + '.sock')},mac=02:53:47:00:00:{i + 1:02x}"]
         argv += ["--port", f"{up_sock},mac=02:53:47:00:00:99"]
-        for f in self.flows:     # port index, (port index, frames) or (.., extra spec)
-            i, count, extra = (f + ("",))[:3] if isinstance(f, tuple) else (f, 10**10, "")
-            argv += ["--flow", f"src={i},dst={up_idx},count={count},phase=0{extra}"]
+        for f in self.flows:   # port index, or (port index, frames[, extra flow keys])
+            i, count, extra = (tuple(f) + ("",))[:3] if isinstance(f, tuple) else (f, 10**10, "")
+            argv += ["--flow", f"src={i},dst={up_idx},count={count},phase=0" +
+                     (f",{extra.lstrip(',')}" if extra else "")]
+        if any(isinstance(f, tuple) and "lat=1" in f[2:] for f in self.flows):
+            argv += ["--lat-file", str(self.lat_file)]   # sn-gen writes it at exit
         glog = open(self.dir / "sn-gen.log", "wb")
         self.gen = subprocess.Popen(argv, stdout=glog, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)

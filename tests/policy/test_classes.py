@@ -294,3 +294,58 @@ def test_flow_table_full_falls_back_to_the_class_state(schednicd, sngen):
     _, c, _ = cstats(d, "vm0")
     assert c["pf"]["flows_active"] == tracked, c
     assert d.alive()
+
+
+def test_horizon_clamp_vs_drop(schednicd, sngen):
+    """Per-class beyond-horizon behaviour (issue 6 deliverable 3). Two
+    classes of vm0 paced at 2 Mbit/s each, each offered 4 Mbit/s for 4 s:
+    after ~0.26 s (the wheel horizon at 2 Mbit/s of excess) every new frame's
+    release time lies beyond the horizon.
+      - "clamp" (horizon: clamp): such frames go to the wheel's last slot and
+        are counted `clamped`, never dropped; the class is charged anyway,
+        so it sends more than its rate while the excess lasts (everything
+        offered comes out, at most one horizon late);
+      - "drop" (horizon: drop): such frames are dropped and counted
+        `drops.horizon`, never clamped; the class keeps exactly its rate.
+    After the generator stopped and the wheel drained, each class's
+    counters add up exactly: offered = sent (+ horizon drops)."""
+    pol = {"ports": {"vm0": {"classes": [
+        {"name": "clamp", "proto": "udp", "dst_port": 1000, "rate_bps": 2_000_000,
+         "scope": "class", "horizon": "clamp"},
+        {"name": "drop", "proto": "udp", "dst_port": 2000, "rate_bps": 2_000_000,
+         "scope": "class", "horizon": "drop"}]}}}
+    d = schednicd(ports=["vm0"], uplink=UPLINK, policy=pol, datapath={"mbufs": 16383})
+    seconds, pps = 4, 1000                  # 500 frames/s = 4 Mbit/s per class
+    g = gen(sngen, d, "vm0", ["10.0.0.1:5000-10.1.0.1:1000", "10.0.0.1:5001-10.1.0.1:2000"],
+            pps=pps, seconds=seconds)
+    go(d, ["vm0"], [g])
+    wait_class(d, "vm0", ["clamp", "drop"])
+    class_rate(d, "vm0", "drop", 2e6, window=1.0)
+    _, c, _ = cstats(d, "vm0")
+    assert c["clamp"]["clamped"] > 0 and c["clamp"]["drops"]["horizon"] == 0, c
+    assert c["drop"]["drops"]["horizon"] > 0 and c["drop"]["clamped"] == 0, c
+    # every frame offered, then drained: exact conservation per class
+    per_flow = pps * seconds // 2
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        _, c, st = cstats(d, "vm0")
+        port = {p["name"]: p for p in st["ports"]}["vm0"]["policy"]
+        if all(c[n]["offered_packets"] == per_flow for n in c) and port["wheel_depth"] == 0:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"traffic never drained: {c}")
+    cl, dr = c["clamp"], c["drop"]
+    print(f"\nclamp: {cl['clamped']} clamped, {cl['sent_packets']}/{cl['offered_packets']} sent;"
+          f" drop: {dr['drops']['horizon']} dropped, {dr['sent_packets']}/{dr['offered_packets']}")
+    assert cl["sent_packets"] == cl["offered_packets"] == per_flow, cl
+    assert cl["drops"] == {"horizon": 0, "wheel_pool": 0}, cl
+    # the drop class kept its rate: about half its offer dropped
+    assert dr["sent_packets"] + dr["drops"]["horizon"] == dr["offered_packets"], dr
+    assert dr["drops"]["wheel_pool"] == 0 and dr["clamped"] == 0, dr
+    assert 0.3 * per_flow < dr["drops"]["horizon"] < 0.6 * per_flow, dr
+    # a clamped frame left at most one horizon late: clamp's frames were all
+    # released, more of them than the rate allows over the traffic's duration
+    assert cl["clamped"] > 0.3 * per_flow, cl
+    assert port["drops"]["horizon"] == dr["drops"]["horizon"], port
+    assert d.alive()

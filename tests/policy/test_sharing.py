@@ -2,12 +2,28 @@
 
 Three shaped ports (weights 1, 2, 5; no rate limit) each offer more than
 their share of an uplink emulated at L = 20 Mbit/s (+24 B per frame); the
-arbiter (DRR, and QFQ: see the xfail) shares it. The frames leave through a net_vhost uplink whose
+arbiter (DRR, and QFQ) shares it. The frames leave through a net_vhost uplink whose
 peer is sn-gen's sampling sink (per-flow bytes every 10 ms, CLOCK_MONOTONIC
 timestamps; scripts/bench/conformance.py). Shares are byte ratios at the
 daemon's uplink rate per port between two exact (worker clock, counter)
 pairs (clock_consistent), which is the arbiter's own order (sink shares are printed beside: their window edges
 depend on when the often descheduled sink ran).
+
+QFQ accuracy (s10-T). Until s10 every scheduler class had lmax 64 KiB,
+and QFQ's shares drifted by up to ~2.6 % (xfail). QFQ's guarantee scales
+with lmax: a class lags its ideal service by at most
+phi_k B T-WFI_k = 6 L_k + phi_k (L - L_k) bytes (PSPAT eq. 2), i.e. with
+L_k = L = 64 KiB + 24 B: 393 KB; over 2 s at 20 Mbit/s vm0's share is
+625 KB, so QFQ allowed a 63 % error there, and with lmax it rounds
+timestamps to 64 KiB / phi_k virtual slots, which is what we saw (sn-trace on
+an exact link, all three backlogged: up to 3.7 % for vm0, DRR 0.27 %).
+Classes now start at lmax 1518 B and grow only for longer frames
+(sn_pipeline.c arb_oversize): the lag bound is 6 x 1542 B = 9.3 KB, 1.5 %
+of vm0's 2 s share (0.74 % vm1, 0.3 % vm2); a window can meet it at
+both edges, so QFQ guarantees 3 % for vm0 and 1.5 % / 0.6 % for vm1 / vm2,
+and sn-trace gives 0.29 / 0.14 / 0.04 %. The 2 % asserted below is the
+issue's figure: measured here 0.1-0.25 % (with the old lmax the test
+failed it).
 
 Handover: vm0 sends a finite number of frames; once its backlog in the
 daemon has drained (the last of its frames reached the sink), the link
@@ -15,8 +31,8 @@ time it had goes to vm1 and vm2. The emulated link is work-conserving, so
 the right measure of "within 10 ms" is link time: the uplink bytes that
 follow vm0's last frame. The first 10 ms of link time after it must
 hold frames of both vm1 and vm2 (vm0 none); over the ~100 ms of samples after
-it vm1 and vm2 share the link 2:5 (within 5 %) and together fill it
-(within 5 %). On this loaded machine the sink's 10 ms samples arrive in
+it vm1 and vm2 share the link 2:5 (within 5 %); over the following >= 1 s
+(daemon counters, exact pairs) they fill it and share it 2:5 within 2 %. On this loaded machine the sink's 10 ms samples arrive in
 bursts (20-40 ms apart), so a finer statement than "within the first
 10 ms of link time" is not measurable here.
 """
@@ -41,11 +57,7 @@ def wire_bps(payload_bps):
 
 @pytest.mark.parametrize("algo", [
     "drr",
-    pytest.param("qfq", marks=pytest.mark.xfail(
-        reason="finding (issue 6): sn_qfq's shares for weights 1:2:5 with 1000 B frames drift "
-               "between vm0 and vm1 by up to ~2.6 % over 2 s windows (vm2 exact), while DRR "
-               "in the same setup is exact to 0.03 %; core scheduler, not fixed here",
-        strict=False)),
+    "qfq",
 ])
 def test_weighted_sharing_and_idle_handover(build_dir, algo):
     pol = {"uplink": {"rate_bps": LINK, "algorithm": algo, "overhead_bytes": OVH},
@@ -59,20 +71,25 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
         # --- shares over 2 s windows while all three are backlogged
         for _ in range(8):
             r0 = s.stats()["arbiter"]["link_resets"]
-            a0 = snapshot(s)
+            a0 = snapshot(s, must=False)
             t0 = time.monotonic()
             time.sleep(2.0)
             t1 = time.monotonic()
-            a1 = snapshot(s)
+            a1 = snapshot(s, must=False)
             r1 = s.stats()["arbiter"]["link_resets"]
+            if a0 is None or a1 is None:
+                continue                  # no exact pair (worker busy at every read)
             # a class that ran empty more than a few times (the generator
             # was descheduled) was not backlogged: shares undefined
             idle = any(a1[n][2]["qfq_idle"] - a0[n][2]["qfq_idle"] > 3 or
                        a1[n][1] == a0[n][1] for n in W)
-            if not idle and r1 == r0:
+            # a worker descheduled at a snapshot leaves its clock stale:
+            # the window is then shorter than 1.9 s of its time, measure again
+            if not idle and r1 == r0 and a1["vm0"][0] - a0["vm0"][0] >= 1.9:
                 break
         else:
-            pytest.fail("no 2 s window with all three ports backlogged")
+            pytest.fail("no 2 s window (>= 1.9 s of worker clock) with all three ports "
+                        "backlogged")
         # shares: the daemon's uplink bytes per port between two exact
         # snapshots (the arbiter's order, in the worker's time base)
         rates = {n: (a1[n][1] - a0[n][1]) * 8 / (a1[n][0] - a0[n][0]) for n in W}
@@ -101,6 +118,20 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
         else:
             pytest.fail(f"vm0 never went idle: {s.port_policy()['vm0']}")
         time.sleep(0.5)
+        # vm1 + vm2 fill the link without vm0: daemon counters, exact pairs
+        # over >= 1 s (the arbiter's time base, like the shares above)
+        for _ in range(8):
+            r0 = s.stats()["arbiter"]["link_resets"]
+            b0 = snapshot(s, must=False)
+            time.sleep(1.0)
+            b1 = snapshot(s, must=False)
+            r1 = s.stats()["arbiter"]["link_resets"]
+            if b0 and b1 and r1 == r0 and all(b1[n][2]["qfq_idle"] - b0[n][2]["qfq_idle"] <= 3
+                                for n in ("vm1", "vm2")):
+                break
+        else:
+            pytest.fail("no 1 s window with vm1 and vm2 backlogged after vm0 went idle")
+        after_rates = {n: (b1[n][1] - b0[n][1]) * 8 / (b1[n][0] - b0[n][0]) for n in W}
         st = s.stats()
         pp = s.port_policy(st)
         samples = sink_flows(s)
@@ -134,16 +165,27 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo):
     v1 = sum(r[1][1] for r in rows)
     v2 = sum(r[1][2] for r in rows)
     assert abs(v2 / (v1 + v2) - 5 / 7) / (5 / 7) < 0.05, rows
-    # over the 100 ms after the handover, vm1 + vm2 fill the link
+    # Without vm0, vm1 + vm2 fill the link and share it 2:5 (daemon
+    # counters over >= 1 s, within 2 % as the backlogged shares). The sink's
+    # ~100 ms after the handover is printed, not asserted: its timestamps
+    # come from a sink descheduled for 10-30 ms at a time on this machine
+    # (load average 12-16: 5-8 % low or high over 100 ms at either edge).
     dt = after[-1][0] - after[0][0]
     bytes12 = sum(after[-1][1][i] - after[0][1][i] for i in (1, 2))
-    assert abs(wire_bps(bytes12 * 8 / dt) - LINK) / LINK < 0.05, rows
+    print(f"after vm0 idle: sink {wire_bps(bytes12 * 8 / dt) / 1e6:.2f} Mbit/s over "
+          f"{dt * 1e3:.0f} ms; daemon {after_rates}")
+    assert after_rates["vm0"] == 0, after_rates
+    fill = wire_bps(after_rates["vm1"] + after_rates["vm2"])
+    assert abs(fill - LINK) / LINK < 0.02, after_rates
+    share2 = after_rates["vm2"] / (after_rates["vm1"] + after_rates["vm2"])
+    assert abs(share2 - 5 / 7) / (5 / 7) < 0.02, after_rates
     assert pp["vm0"]["drops"]["mailbox_full"] == 0 and pp["vm1"]["drops"]["mailbox_full"] == 0
 
 
-def snapshot(s, tries=100):
+def snapshot(s, tries=100, must=True):
     """{port: (worker clock s, uplink bytes, policy stats)}: for each shaped
-    port an exact pair (clock_consistent), possibly from different reads."""
+    port an exact pair (clock_consistent), possibly from different reads.
+    None (must=False) or a failure when `tries` reads gave none."""
     out = {}
     for _ in range(tries):
         for p in s.stats()["ports"]:
@@ -152,6 +194,8 @@ def snapshot(s, tries=100):
                 out[p["name"]] = (q["clock_ns"] / 1e9, q["uplink_bytes"], q)
         if set(W) <= set(out):
             return out
+    if not must:
+        return None
     pytest.fail(f"no consistent stats pair for every port: {sorted(out)}")
 
 

@@ -1,0 +1,192 @@
+"""Isolation / T-WFI (issue 6; PSPAT §6.6 experiment, bound of PSPAT eq. 1).
+
+A low-rate VICTIM port (vm0, weight 50) sends 200 B frames at 50 frames/s
+(18 % of the link) while three interfering ports (vm1..vm3, weight 1 each,
+three flows each at 50 frames/s: 450 frames/s, 1.6 x the link) saturate an
+uplink emulated at B = 500 kbit/s (+24 B per frame). sn-gen records each
+victim frame's one-way latency (`--flow ...,lat=1`: TSC when its driver
+accepted the frame, TSC when the sink on the uplink's net_vhost peer
+received it; one process, one clock), over a 6 s window in which the
+daemon kept up with the link (PSPAT's assumption (i): no link-emulation
+reset, link >= 95 % busy; up to 4 windows are tried, else the test fails
+as "machine too loaded"). The same daemon then switches the
+arbiter to FIFO live (policy.set) and the victim's latency is measured
+again: reported, not asserted.
+
+Bound (also in backend/daemon/README.md "Isolation"). PSPAT eq. 1:
+  T-WFI = T-WFI_SA + Delta_A + (2 + k) Delta_D,  k = 1 (below 10 Gbit/s),
+and a victim frame arriving to an empty victim queue completes in the
+fluid system after L_v / (phi_v B), so its latency is at most that plus
+T-WFI. With
+  phi_v = 50 / 53 (weights of all classes), B = 5e5 bit/s,
+  L_k = L = (lmax 1518 + 24) * 8 = 12336 bit: QFQ's approximation depends
+        on the class lmax, not on the frames sent (classes start at
+        1518 B and have not grown: asserted, arbiter.lmax_raises == 0),
+  L_v = (200 + 24) * 8 = 1792 bit (the victim's frame on the wire):
+  fluid      L_v / (phi_v B)                 =   3.80 ms
+  T-WFI_QFQ  6 L_k / (phi_v B) + (L - L_k)/B = 156.92 ms + 0   (PSPAT eq. 2)
+  in flight  L / B                           =  24.67 ms: QFQ charges V for
+        a whole packet at dequeue, so one max-size packet more can precede
+        (measured necessary on exact traces: tests/core/ref_sched.py
+        bound_qfq)
+  Delta_A    0.5 ms: layout 1core scans after every wheel batch and RX
+        round (one worker loop iteration, <= MAX_BATCHES x BATCH frames)
+  (2+k) Delta_D  3 x 0.5 ms: the dispatcher is the arbiter itself (release
+        -> rte_eth_tx_burst in the same call); what remains is the
+        receiver's poll (sn-gen drains every port each loop)
+  total                                      = 187.4 ms.
+Not modelled (PSPAT §6.6 says the same of its PCIe bus): the OS keeping the
+daemon's worker or sn-gen off the CPU on this shared 2-core host (load
+10-16: median latencies of 20+ ms come from there; the test prints the
+largest runqueue wait of any thread). B is chosen low so that the bound
+stays well above those stalls; the FIFO run shows what the bound excludes
+(seconds: the victim waits behind the interferers' whole queue).
+The measuring instrument's own stalls are taken out: sn-gen is one busy
+loop, so a frame it reads after not polling for g ms (it was descheduled)
+arrived some time in those g ms; the asserted p99 is over
+latency - g (a lower bound of the true latency; the daemon's stalls stay
+in), the raw p99 is printed beside (one 200 ms sink stall at load 16 made
+it exceed the bound once while the corrected one was far below).
+
+Layout 1core only: the harness's uplink is net_vhost with one queue pair
+(sn-gen's peer cannot mix MQ and non-MQ ports), and layout 2core needs two
+uplink TX queues.
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
+import conformance as conf  # noqa: E402
+from benchutil import stop  # noqa: E402
+
+LINK = 500_000
+OVH = 24
+FRAME = 200
+LMAX = 1518                       # sn_pipeline.c CLASS_LMAX_INIT
+W_VICTIM, W_OTHER, N_OTHER = 50, 1, 3
+PER_FLOW_PPS = 50                 # sn-gen --rate is shared round-robin by all flows
+FLOWS_PER_OTHER = 3
+WINDOW = 6                        # seconds per measured window
+TRIES = 4                         # QFQ windows until one meets PSPAT's assumption (i)
+SKIP = 2.0                        # seconds after a start / change not measured (backlogs build up)
+
+
+def bound_ms(layout):
+    """PSPAT eq. 1 for the victim, in ms (see the module docstring)."""
+    wsum = W_VICTIM + N_OTHER * W_OTHER
+    phi = W_VICTIM / wsum
+    lk = (LMAX + OVH) * 8
+    lv = (FRAME + OVH) * 8
+    twfi_qfq = 6 * lk / (phi * LINK) + 0.0          # (L - L_k) / B = 0: equal lmax
+    inflight = lk / LINK
+    fluid = lv / (phi * LINK)
+    delta_a = 0.5e-3
+    delta_d = 0.5e-3
+    return (fluid + twfi_qfq + inflight + delta_a + 3 * delta_d) * 1e3
+
+
+def pct(v, p):
+    """Nearest-rank percentile."""
+    s = sorted(v)
+    return s[max(0, -(-len(s) * p // 100) - 1)]
+
+
+def test_victim_p99_under_pspat_bound(build_dir):
+    layout = "1core"
+    ports = ["vm0"] + [f"vm{i + 1}" for i in range(N_OTHER)]
+    weights = {"vm0": W_VICTIM, **{p: W_OTHER for p in ports[1:]}}
+    pol = {"uplink": {"rate_bps": LINK, "algorithm": "qfq", "overhead_bytes": OVH},
+           "ports": {p: {"weight": w} for p, w in weights.items()}}
+    victim_frames = PER_FLOW_PPS * (SKIP * 2 + WINDOW * (TRIES + 1) + 20)
+    flows = [(0, int(victim_frames), "lat=1")] + \
+        [i + 1 for i in range(N_OTHER) for _ in range(FLOWS_PER_OTHER)]
+    pps = PER_FLOW_PPS * len(flows)
+
+    def window(s):
+        st0, w0, g0 = s.stats(), conf.thread_waits(s.daemon.pid), conf.thread_waits(s.gen.pid)
+        t0 = time.monotonic()
+        time.sleep(WINDOW)
+        st1 = s.stats()
+        p0 = {p["name"]: p for p in st0["ports"]}
+        p1 = {p["name"]: p for p in st1["ports"]}
+        dt = (st1["arbiter"]["arbiter_clock_ns"] - st0["arbiter"]["arbiter_clock_ns"]) / 1e9
+        up = {n: (p1[n]["policy"]["uplink_packets"] - p0[n]["policy"]["uplink_packets"]) / dt
+              for n in ports}
+        return {"t": (t0, time.monotonic()),
+                "link_util": round(sum(up.values()) * (FRAME + OVH) * 8 / LINK, 3),
+                "victim_pps": round(up["vm0"], 1),
+                "victim_drops": {k: v - p0["vm0"]["policy"]["drops"][k]
+                                 for k, v in p1["vm0"]["policy"]["drops"].items()
+                                 if v != p0["vm0"]["policy"]["drops"][k]},
+                "resets": st1["arbiter"]["link_resets"] - st0["arbiter"]["link_resets"],
+                "lmax_raises": st1["arbiter"]["lmax_raises"],
+                "wait_ms_daemon_sngen": (conf.busiest_wait_ms(s.daemon.pid, w0),
+                                         conf.busiest_wait_ms(s.gen.pid, g0))}
+
+    def valid(w):
+        """PSPAT eq. 1 assumes (i): the arbiter keeps up with B. A window in
+        which the daemon was off its CPU longer than the link emulation's
+        100 ms slack (link_resets) or could not keep the link busy does
+        not meet it: the bound says nothing about it."""
+        return w["resets"] == 0 and w["link_util"] > 0.95
+
+    with conf.Schednic(build_dir, ports, pol, FRAME, pps, sample_ms=100, flows=flows,
+                       datapath={"layout": layout}) as s:
+        s.wait_flowing()
+        time.sleep(SKIP)
+        tried = []
+        for _ in range(TRIES):
+            tried.append(window(s))
+            if valid(tried[-1]):
+                break
+        pol["uplink"]["algorithm"] = "fifo"      # same run, live change
+        s.rpc("policy.set", {"policy": pol})
+        time.sleep(SKIP)
+        fifo = window(s)
+        stop(s.gen)                              # sn-gen writes the latency file at exit
+        lat = [json.loads(x) for x in Path(s.lat_file).read_text().splitlines()]
+        samples = conf.read_samples(s.samples, 0)
+    assert len(lat) == 1 and lat[0]["flow"] == 0, lat
+
+    # Victim frames of a window: the sink samples (CLOCK_MONOTONIC, like
+    # time.monotonic) map it to victim sequence numbers through the
+    # victim's received bytes (the victim is never backlogged beyond a few
+    # frames). Latency minus the sink's own poll gap (see above).
+    def latency(w):
+        inside = [b for t, b in samples if w["t"][0] <= t <= w["t"][1]]
+        a, b = inside[0] // FRAME, inside[-1] // FRAME
+        lv, gv = lat[0]["lat_us"][a:b], lat[0]["gap_us"][a:b]
+        raw = [x for x in lv if x is not None]
+        got = [max(0.0, x - g) for x, g in zip(lv, gv) if x is not None]
+        w.update({"samples": len(got), "lost": len(lv) - len(raw),
+                  "p50_ms": round(pct(got, 50) / 1e3, 2) if got else None,
+                  "p99_ms": round(pct(got, 99) / 1e3, 2) if got else None,
+                  "max_ms": round(max(got) / 1e3, 2) if got else None,
+                  "raw_p99_ms": round(pct(raw, 99) / 1e3, 2) if raw else None,
+                  "max_sink_gap_ms": round(max((g or 0) for g in gv) / 1e3, 2) if gv else None})
+        del w["t"]
+        return w
+
+    res = {"qfq": [latency(w) for w in tried], "fifo": latency(fifo)}
+    bound = bound_ms(layout)
+    print(f"\nisolation {layout}: bound {bound:.1f} ms; {json.dumps(res)}")
+    if not valid(res["qfq"][-1]):
+        pytest.fail(f"no {WINDOW} s window in {TRIES} in which the daemon kept up with the "
+                    f"link (PSPAT eq. 1 assumption (i); machine too loaded): {res}")
+    q = res["qfq"][-1]
+    # the experiment's premises: the victim sent (and was served) at its
+    # offered rate, below its share; every class kept lmax 1518
+    # (sn-gen, starved of CPU too, offers a little less than asked)
+    share_pps = W_VICTIM / (W_VICTIM + N_OTHER * W_OTHER) * LINK / ((FRAME + OVH) * 8)
+    assert 0.7 * PER_FLOW_PPS < q["victim_pps"] < share_pps, res
+    assert q["lmax_raises"] == 0, res
+    assert q["samples"] >= 0.7 * PER_FLOW_PPS * WINDOW, res
+    # isolation: no victim frame lost or dropped, p99 under PSPAT eq. 1
+    assert q["lost"] == 0 and not q["victim_drops"], res
+    assert q["p99_ms"] < bound, res
+    # FIFO is reported only; its victim waits behind the interferers' queue
+    assert res["fifo"]["samples"] + res["fifo"]["lost"] > 0, res
