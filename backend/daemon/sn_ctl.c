@@ -65,8 +65,10 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	json_t *hold = json_object_get(params, "max_hold_us");
 	json_t *uhold = json_object_get(params, "unmarked_max_hold_us");
 	json_t *queues = json_object_get(params, "queues");
+	json_t *workers = json_object_get(params, "workers");
 	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
 	struct sn_vhost_opts opts = { 0 };
+	uint8_t wmap[SN_CONFIG_QUEUES_MAX];
 	int rc;
 
 	if (!name)
@@ -119,6 +121,25 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
 					   "queues: must be an integer 1..%u", SN_CONFIG_QUEUES_MAX);
 		opts.queues = (uint16_t)json_integer_value(queues);
+	}
+	if (workers) {   /* queue -> worker map (layout ncore); else balanced */
+		const unsigned nw = sn_ports_workers(ctl->reg);
+		json_t *w;
+		size_t k;
+
+		if (!json_is_array(workers) || json_array_size(workers) != opts.queues)
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+					   "workers: must be an array of %u worker indexes, one per queue",
+					   opts.queues);
+		json_array_foreach(workers, k, w) {
+			if (!json_is_integer(w) || json_integer_value(w) < 0 ||
+			    json_integer_value(w) >= nw)
+				return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+						   "workers[%zu]: must be an integer 0..%u (worker lcores)",
+						   k, nw - 1);
+			wmap[k] = (uint8_t)json_integer_value(w);
+		}
+		opts.workers = wmap;
 	}
 	for (unsigned i = 0; i < t->n; i++) {
 		if (!strcmp(t->list[i]->name, name))

@@ -16,12 +16,14 @@ flood UDP frames to an unknown MAC, i.e. to the uplink (net_null).
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from test_classes import gen, go, wait_class
 from test_policy import UPLINK, measure_backlogged, start, wait_flowing
 
+CTL = Path(__file__).resolve().parents[2] / "scripts" / "schednicctl"
 NCORE = {"layout": "ncore", "workers": 2}
 EAL = {"arbiter_cpu": 1}
 
@@ -59,6 +61,25 @@ def test_queue_map_explicit_and_balanced(schednicd, sn_tmpdir):
     d.rpc("port.add", {"name": "e", "path": str(sn_tmpdir / "e.sock"), "queues": 2})
     # loads 2, 2, 2: q0 -> 0 (3, 2, 2), q1 -> 1 (lowest of the tie)
     assert queues_by_port(d)["e"] == [0, 1], queues_by_port(d)
+    # port.add with an explicit map; bad maps rejected naming the field
+    d.rpc("port.add", {"name": "f", "path": str(sn_tmpdir / "f.sock"), "queues": 2,
+                       "workers": [2, 1]})
+    assert queues_by_port(d)["f"] == [2, 1]
+    for bad, field in (([0], "workers"), ([0, 3], "workers[1]"), ([0, "1"], "workers[1]"),
+                       ({}, "workers")):
+        with d.client() as c:
+            r = c.call_raw("port.add", {"name": "g", "path": str(sn_tmpdir / "g.sock"),
+                                        "queues": 2, "workers": bad})
+        assert r["error"]["code"] == -32602 and field in r["error"]["message"], (bad, r)
+    # the CLI: --workers, and the WORKERS column of port-list
+    ctl = [str(CTL), "-s", str(d.socket)]
+    subprocess.run(ctl + ["port-add", "h", str(sn_tmpdir / "h.sock"), "--queues", "3",
+                          "--workers", "1,1,2"], check=True, capture_output=True, timeout=30)
+    assert queues_by_port(d)["h"] == [1, 1, 2]
+    out = subprocess.run(ctl + ["port-list"], check=True, capture_output=True, text=True,
+                         timeout=30).stdout.splitlines()
+    assert out[0].split()[5] == "WORKERS", out
+    assert {ln.split()[0]: ln.split()[5] for ln in out[1:]}["h"] == "1,1,2", out
     a = d.stats()["arbiter"]
     assert [w["worker"] for w in a["workers"]] == [0, 1, 2], a["workers"]
     deadline = time.monotonic() + 10
