@@ -1,7 +1,9 @@
 /* sn_pipeline.h — the scheduled datapath stage: Carousel timestamping +
  * timing wheel per port, PSPAT client mailboxes, arbiter (QFQ/DRR/FIFO)
  * with link emulation, dispatch; in the 1-core layout (the worker runs it
- * all) or the 2-core layout (worker | arbiter lcore, cfg.split).
+ * all), the 2-core layout (worker | arbiter lcore, cfg.split) or the
+ * N-core layout (cfg.workers W > 1: one instance per worker lcore, see
+ * sn_pipeline_worker(), | one arbiter lcore; design in sn_pipeline.c).
  *
  * Frames from a port that has a policy entry leave the L2 switch here:
  *   sn_pipeline_submit: stamp with the port's rate (sn_tstamp) and insert
@@ -37,9 +39,10 @@
  * Threads:
  *  - create / destroy: MAIN thread, before the datapath lcores start /
  *    after they returned (destroy frees every frame still held).
- *  - run / shaped / submit / flush / drain: the WORKER lcore only, between
- *    its own quiescent states (the port table and the policy are RCU
- *    snapshots). The worker half (wheel, tstamps) is worker-owned.
+ *  - run / shaped / submit / flush / drain: the WORKER lcore only (N-core:
+ *    worker k on its own instance), between its own quiescent states (the
+ *    port table and the policy are RCU snapshots). The worker half (wheel,
+ *    tstamps) is worker-owned.
  *  - arbiter half (scheduler, link emulation, uplink TX queue of the
  *    arbiter): the worker in the 1-core layout; the ARBITER lcore
  *    (sn_pipeline_arbiter_main, a registered QSBR reader) in the 2-core
