@@ -2,8 +2,9 @@
  *
  * Threads (DESIGN.md "Control plane"): the main lcore runs the control
  * plane — sn_rpc_poll() with a 50 ms timeout, so signals and "shutdown"
- * are noticed within 50 ms; ONE worker lcore runs sn_switch_worker(), the
- * busy-polling datapath; DPDK's vhost-events thread runs the vhost-user
+ * are noticed within 50 ms; worker lcores (one; layout ncore: W) run
+ * sn_switch_worker(), the busy-polling datapath (layouts 2core/ncore: plus
+ * the arbiter lcore); DPDK's vhost-events thread runs the vhost-user
  * callbacks (sn_port.c). Start order: config, EAL, mempool, registry,
  * switch, uplink, RPC, ports, worker. Stop order is the reverse, with the
  * worker stopped first so that port teardown never races the datapath;
@@ -80,17 +81,25 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 }
 
 /* The EAL argument vector of the spec; strings point into cfg/bufs. */
+#define LCORES_LEN 160
+
 static int build_eal_argv(const struct sn_config *cfg, char *argv[EAL_ARGV_MAX],
-			  char mem[16], char lcores[64])
+			  char mem[16], char lcores[LCORES_LEN])
 {
 	int n = 0;
+	size_t o;
 
 	snprintf(mem, 16, "%u", cfg->eal.memory_mb);
-	if (cfg->datapath.layout == SN_LAYOUT_2CORE)
-		snprintf(lcores, 64, "0@%u,1@%u,2@%u", cfg->eal.main_cpu, cfg->eal.worker_cpu,
+	/* Lcore 0 = main, 1..W = workers, W+1 = arbiter (2core, ncore).
+	 * Several lcores may share one CPU (idle_sleep_us lets them yield). */
+	o = (size_t)snprintf(lcores, LCORES_LEN, "0@%u", cfg->eal.main_cpu);
+	for (unsigned k = 0; k < cfg->datapath.workers && o < LCORES_LEN; k++)
+		o += (size_t)snprintf(lcores + o, LCORES_LEN - o, ",%u@%u", k + 1,
+				      cfg->eal.n_worker_cpus ? cfg->eal.worker_cpus[k]
+							     : cfg->eal.worker_cpu);
+	if (cfg->datapath.layout != SN_LAYOUT_1CORE && o < LCORES_LEN)
+		snprintf(lcores + o, LCORES_LEN - o, ",%u@%u", cfg->datapath.workers + 1,
 			 cfg->eal.arbiter_cpu);
-	else
-		snprintf(lcores, 64, "0@%u,1@%u", cfg->eal.main_cpu, cfg->eal.worker_cpu);
 	argv[n++] = "schednicd";
 	argv[n++] = "--no-huge";
 	argv[n++] = "-m";
@@ -138,6 +147,11 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 		sn_log("policy: %s", strerror(errno));
 		return 1;
 	}
+	/* The NBA splits aggregates over the worker lcores. */
+	if (sn_policy_store_set_workers(*store, cfg->datapath.workers)) {
+		sn_log("policy: cannot split aggregates over %u workers", cfg->datapath.workers);
+		return 1;
+	}
 	/* Wheel: 4 us slots, 65536 of them (262 ms horizon: the most queueing
 	 * delay a rate limit adds); one pool node per mbuf covers the worst
 	 * case of one frame per node. Link emulation may catch up after the
@@ -147,7 +161,8 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 		.granularity_ns = 4000, .slots = 65536,
 		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
 		.slack_ns = 100000000, .max_flows = cfg->datapath.max_flows,
-		.split = cfg->datapath.layout == SN_LAYOUT_2CORE, .reg = reg,
+		.split = cfg->datapath.layout != SN_LAYOUT_1CORE, .reg = reg,
+		.workers = cfg->datapath.workers,
 		.idle_sleep_us = cfg->datapath.idle_sleep_us }, *store);
 	if (!*pl) {
 		sn_log("pipeline: %s", strerror(errno));
@@ -158,17 +173,19 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 
 static int run(struct sn_config *cfg)
 {
-	char *eal_argv[EAL_ARGV_MAX + 1], mem[16], lcores[64], runtime_dir[PATH_MAX] = "";
+	char *eal_argv[EAL_ARGV_MAX + 1], mem[16], lcores[LCORES_LEN], runtime_dir[PATH_MAX] = "";
 	struct rte_mempool *mp = NULL;
 	struct sn_ports *reg = NULL;
-	struct sn_switch *sw = NULL;
+	const unsigned nw = cfg->datapath.workers;
+	struct sn_switch *sws[SN_CONFIG_WORKERS_MAX] = { NULL };
+	unsigned workers[SN_CONFIG_WORKERS_MAX];
+	unsigned n_running = 0;
 	struct sn_policy_store *pol_store = NULL;
 	struct sn_pipeline *pl = NULL;
 	struct sn_cpufair *cf = NULL;
 	struct sn_rpc_server *srv = NULL;
 	struct sn_ctl ctl = { .stop = &g_stop };
-	unsigned worker = RTE_MAX_LCORE;
-	bool uplink_open = false, worker_running = false, arbiter_running = false;
+	bool uplink_open = false, arbiter_running = false;
 	unsigned arbiter = RTE_MAX_LCORE;
 	uint16_t uplink_port = 0;
 	int eal_argc, rc = 1;
@@ -189,13 +206,15 @@ static int run(struct sn_config *cfg)
 	snprintf(runtime_dir, sizeof(runtime_dir), "%s", rte_eal_get_runtime_dir());
 	ctl.start_ns = sn_ctl_now_ns();
 
-	worker = rte_get_next_lcore(-1, 1, 0);
-	if (worker >= RTE_MAX_LCORE) {
-		sn_log("no worker lcore (EAL --lcores %s)", lcores);
-		goto out_eal;
+	for (unsigned k = 0; k < nw; k++) {
+		workers[k] = rte_get_next_lcore(k ? workers[k - 1] : (unsigned)-1, 1, 0);
+		if (workers[k] >= RTE_MAX_LCORE) {
+			sn_log("no worker lcore %u (EAL --lcores %s)", k, lcores);
+			goto out_eal;
+		}
 	}
-	if (cfg->datapath.layout == SN_LAYOUT_2CORE) {
-		arbiter = rte_get_next_lcore(worker, 1, 0);
+	if (cfg->datapath.layout != SN_LAYOUT_1CORE) {
+		arbiter = rte_get_next_lcore(workers[nw - 1], 1, 0);
 		if (arbiter >= RTE_MAX_LCORE) {
 			sn_log("no arbiter lcore (EAL --lcores %s)", lcores);
 			goto out_eal;
@@ -213,8 +232,14 @@ static int run(struct sn_config *cfg)
 		sn_log("port registry: %s", strerror(errno));
 		goto out_mp;
 	}
+	if (sn_ports_set_workers(reg, nw)) {
+		sn_log("port registry: %u workers refused", nw);
+		goto out_ports;
+	}
 	if (policy_setup(cfg, mp, reg, &pol_store, &pl))
 		goto out_ports;
+	/* CPU fair dropping is one instance owned by worker 0 (the config
+	 * refuses it with layout ncore). */
 	if (cfg->datapath.cpu_fair_pct) {
 		cf = sn_cpufair_create(&(struct sn_cpufair_cfg){
 			.budget_pct = cfg->datapath.cpu_fair_pct,
@@ -224,18 +249,23 @@ static int run(struct sn_config *cfg)
 			goto out_ports;
 		}
 	}
-	sw = sn_switch_create(&(struct sn_switch_config){
-		.burst = cfg->datapath.burst,
-		.mac_table_size = cfg->datapath.mac_table_size,
-		.mac_aging_s = cfg->datapath.mac_aging_s,
-		.idle_sleep_us = cfg->datapath.idle_sleep_us,
-		.pipeline = pl, .cpufair = cf }, reg, mp);
-	if (!sw) {
-		sn_log("switch: %s", strerror(errno));
-		goto out_ports;
+	/* One switch per worker; worker 0's owns the shared MAC table. */
+	for (unsigned k = 0; k < nw; k++) {
+		sws[k] = sn_switch_create(&(struct sn_switch_config){
+			.burst = cfg->datapath.burst,
+			.mac_table_size = cfg->datapath.mac_table_size,
+			.mac_aging_s = cfg->datapath.mac_aging_s,
+			.idle_sleep_us = cfg->datapath.idle_sleep_us,
+			.pipeline = sn_pipeline_worker(pl, k), .worker = k,
+			.cpufair = k ? NULL : cf,
+			.share = k ? sws[0] : NULL }, reg, mp);
+		if (!sws[k]) {
+			sn_log("switch: %s", strerror(errno));
+			goto out_switch;
+		}
 	}
 	ctl.reg = reg;
-	ctl.sw = sw;
+	ctl.sw = sws[0];
 	ctl.mp = mp;
 	ctl.policy = pol_store;
 	ctl.pipeline = pl;
@@ -243,7 +273,9 @@ static int run(struct sn_config *cfg)
 	if (cfg->uplink.enabled) {
 		if (sn_uplink_open(cfg->uplink.devargs, mp, (uint16_t)cfg->uplink.rx_desc,
 				   (uint16_t)cfg->uplink.tx_desc,
-				   cfg->datapath.layout == SN_LAYOUT_2CORE ? 2 : 1, &uplink_port))
+				   /* TX queue k: worker k; nw: the arbiter */
+				   (uint16_t)(cfg->datapath.layout == SN_LAYOUT_1CORE ? 1 : nw + 1),
+				   &uplink_port))
 			goto out_switch;
 		uplink_open = true;
 		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port))
@@ -272,28 +304,34 @@ static int run(struct sn_config *cfg)
 			.client = p->client, .deferred = p->deferred,
 			.max_hold_us = p->max_hold_us,
 			.unmarked_max_hold_us = p->unmarked_max_hold_us,
-			.queues = (uint16_t)p->queues });
+			.queues = (uint16_t)p->queues,
+			.workers = p->has_workers ? p->workers : NULL });
 
 		if (err) {
 			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
 			goto out_rpc;
 		}
 	}
-	if (rte_eal_remote_launch(sn_switch_worker, sw, worker)) {
-		sn_log("cannot launch the worker on lcore %u", worker);
-		goto out_rpc;
+	for (unsigned k = 0; k < nw; k++) {
+		if (rte_eal_remote_launch(sn_switch_worker, sws[k], workers[k])) {
+			/* Workers that started must all stop together
+			 * (sn_pipeline_drain): stop here. */
+			sn_log("cannot launch worker %u on lcore %u", k, workers[k]);
+			goto out_rpc;
+		}
+		n_running++;
 	}
-	worker_running = true;
 	if (arbiter != RTE_MAX_LCORE) {
 		if (rte_eal_remote_launch(sn_pipeline_arbiter_main, pl, arbiter)) {
 			sn_log("cannot launch the arbiter on lcore %u", arbiter);
 			goto out_rpc;
 		}
 		arbiter_running = true;
-		sn_log("layout 2core: arbiter lcore %u on cpu %u", arbiter, cfg->eal.arbiter_cpu);
+		sn_log("layout %s: arbiter lcore %u on cpu %u", cfg->datapath.layout_name, arbiter,
+		       cfg->eal.arbiter_cpu);
 	}
-	sn_log("running: control socket %s, worker lcore %u on cpu %u, %u mbufs",
-	       cfg->control.socket, worker, cfg->eal.worker_cpu, cfg->datapath.mbufs);
+	sn_log("running: control socket %s, %u worker lcore%s (--lcores %s), %u mbufs",
+	       cfg->control.socket, nw, nw > 1 ? "s" : "", lcores, cfg->datapath.mbufs);
 
 	while (!g_stop) {
 		/* 10 ms: the NBA periods (update_ms) are met within that. */
@@ -316,10 +354,11 @@ out_rpc:
 		sn_pipeline_arbiter_stop(pl);
 		rte_eal_wait_lcore(arbiter);
 	}
-	if (worker_running) {
-		sn_switch_stop(sw);
-		rte_eal_wait_lcore(worker);
-	}
+	/* Every worker is told first: in ncore their drains meet. */
+	for (unsigned k = 0; k < n_running; k++)
+		sn_switch_stop(sws[k]);
+	for (unsigned k = 0; k < n_running; k++)
+		rte_eal_wait_lcore(workers[k]);
 	sn_rpc_server_destroy(srv);
 out_switch:
 	/* Worker stopped: ports (uplink included) can go in any order. */
@@ -327,7 +366,8 @@ out_switch:
 	reg = NULL;
 	if (uplink_open)
 		sn_uplink_close(uplink_port);
-	sn_switch_destroy(sw);
+	for (unsigned k = nw; k-- > 0;)   /* sws[0] (the MAC table) last */
+		sn_switch_destroy(sws[k]);
 out_ports:
 	sn_ports_destroy(reg);
 	/* Worker stopped: frees the frames the shaper still held. */

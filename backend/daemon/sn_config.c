@@ -41,6 +41,7 @@ static const struct key_spec eal_keys[] = {
 	U("worker_cpu", 0, 1023, eal.worker_cpu),
 	U("arbiter_cpu", 0, 1023, eal.arbiter_cpu),
 	{ "extra_args", K_STR, 0, 0, 0, 0 },   /* decoded by hand */
+	{ "worker_cpus", K_UINT, 0, 0, 0, 0 }, /* decoded by hand (layout ncore) */
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -61,6 +62,7 @@ static const struct key_spec datapath_keys[] = {
 	S("layout", 1, 15, datapath.layout_name),
 	U("idle_sleep_us", 0, 100000, datapath.idle_sleep_us),
 	U("cpu_fair_pct", 0, 100, datapath.cpu_fair_pct),
+	U("workers", 0, SN_CONFIG_WORKERS_MAX, datapath.workers),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -73,7 +75,8 @@ static const struct key_spec uplink_keys[] = {
 };
 
 static const char *const port_keys[] = { "name", "type", "path", "mode", "completion",
-					 "max_hold_us", "unmarked_max_hold_us", "queues", NULL };
+					 "max_hold_us", "unmarked_max_hold_us", "queues", "workers",
+					 NULL };
 static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports",
 					  "policy", NULL };
 
@@ -219,6 +222,29 @@ static int decode_extra_args(struct sn_config *cfg, json_t *u, json_t *d, char *
 	return 0;
 }
 
+/* Layout ncore: eal.worker_cpus, one CPU per worker lcore (default: none,
+ * every worker on eal.worker_cpu); the count is checked in check_rules. */
+static int decode_worker_cpus(struct sn_config *cfg, json_t *u, json_t *d, char *err, size_t errlen)
+{
+	json_t *a = u ? json_object_get(u, "worker_cpus") : NULL, *v;
+	size_t i;
+
+	if (!a)
+		a = json_object_get(d, "worker_cpus");
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) > SN_CONFIG_WORKERS_MAX)
+		return fail(err, errlen, "eal.worker_cpus: must be an array of at most %u CPU numbers",
+			    SN_CONFIG_WORKERS_MAX);
+	json_array_foreach(a, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1023)
+			return fail(err, errlen, "eal.worker_cpus[%zu]: must be an integer 0..1023", i);
+		cfg->eal.worker_cpus[i] = (unsigned)json_integer_value(v);
+		cfg->eal.n_worker_cpus = (unsigned)i + 1;
+	}
+	return 0;
+}
+
 static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err, size_t errlen)
 {
 	const char *key;
@@ -303,6 +329,26 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 				    i, SN_CONFIG_QUEUES_MAX);
 		p->queues = (unsigned)json_integer_value(v);
 	}
+	/* Queue -> worker map (issue 5/6); range checked in check_rules,
+	 * which knows the number of workers. */
+	v = json_object_get(o, "workers");
+	p->has_workers = false;
+	if (v) {
+		json_t *w;
+		size_t k;
+
+		if (!json_is_array(v) || json_array_size(v) != p->queues)
+			return fail(err, errlen, "ports[%zu].workers: must be an array of %u worker "
+				    "indexes, one per queue", i, p->queues);
+		json_array_foreach(v, k, w) {
+			if (!json_is_integer(w) || json_integer_value(w) < 0 ||
+			    json_integer_value(w) >= SN_CONFIG_WORKERS_MAX)
+				return fail(err, errlen, "ports[%zu].workers[%zu]: must be an integer "
+					    "0..%u", i, k, SN_CONFIG_WORKERS_MAX - 1);
+			p->workers[k] = (uint8_t)json_integer_value(w);
+		}
+		p->has_workers = true;
+	}
 	return 0;
 }
 
@@ -345,9 +391,33 @@ static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 		cfg->datapath.layout = SN_LAYOUT_1CORE;
 	else if (!strcmp(cfg->datapath.layout_name, "2core"))
 		cfg->datapath.layout = SN_LAYOUT_2CORE;
+	else if (!strcmp(cfg->datapath.layout_name, "ncore"))
+		cfg->datapath.layout = SN_LAYOUT_NCORE;
 	else
-		return fail(err, errlen, "datapath.layout: must be \"1core\" or \"2core\", got \"%s\"",
-			    cfg->datapath.layout_name);
+		return fail(err, errlen, "datapath.layout: must be \"1core\", \"2core\" or \"ncore\", "
+			    "got \"%s\"", cfg->datapath.layout_name);
+	/* Workers: 0 = the layout's default (1; ncore 2). */
+	if (cfg->datapath.layout == SN_LAYOUT_NCORE) {
+		if (cfg->datapath.workers == 0)
+			cfg->datapath.workers = cfg->eal.n_worker_cpus ? cfg->eal.n_worker_cpus : 2;
+		if (cfg->datapath.workers < 2)
+			return fail(err, errlen, "datapath.workers: layout \"ncore\" needs 2..%u workers",
+				    SN_CONFIG_WORKERS_MAX);
+	} else {
+		if (cfg->datapath.workers > 1)
+			return fail(err, errlen, "datapath.workers: layout \"%s\" has 1 worker; "
+				    "use \"ncore\" for more", cfg->datapath.layout_name);
+		cfg->datapath.workers = 1;
+		if (cfg->eal.n_worker_cpus)
+			return fail(err, errlen, "eal.worker_cpus: only with layout \"ncore\" "
+				    "(use eal.worker_cpu)");
+	}
+	if (cfg->datapath.cpu_fair_pct && cfg->datapath.layout == SN_LAYOUT_NCORE)
+		return fail(err, errlen, "datapath.cpu_fair_pct: CPU fair dropping runs on the single "
+			    "worker of layouts \"1core\" and \"2core\", not with \"ncore\"");
+	if (cfg->eal.n_worker_cpus && cfg->eal.n_worker_cpus != cfg->datapath.workers)
+		return fail(err, errlen, "eal.worker_cpus: %u CPUs for %u workers (one per worker)",
+			    cfg->eal.n_worker_cpus, cfg->datapath.workers);
 	if (cfg->datapath.mac_table_size & (cfg->datapath.mac_table_size - 1))
 		return fail(err, errlen, "datapath.mac_table_size: must be a power of two");
 	if (cfg->uplink.enabled && !sn_config_port_name_ok(cfg->uplink.name))
@@ -360,6 +430,11 @@ static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 			return fail(err, errlen, "ports[%u].name: \"%s\" is reserved for the uplink", i, p->name);
 		if (!strcmp(p->path, cfg->control.socket))
 			return fail(err, errlen, "ports[%u].path: same as control.socket", i);
+		for (unsigned k = 0; p->has_workers && k < p->queues; k++)
+			if (p->workers[k] >= cfg->datapath.workers)
+				return fail(err, errlen, "ports[%u].workers[%u]: worker %u does not exist "
+					    "(datapath.workers %u: 0..%u)", i, k, p->workers[k],
+					    cfg->datapath.workers, cfg->datapath.workers - 1);
 		for (unsigned j = 0; j < i; j++) {
 			if (!strcmp(p->name, cfg->ports[j].name))
 				return fail(err, errlen, "ports[%u].name: \"%s\" already used by ports[%u]",
@@ -404,6 +479,8 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 	if ((rc = decode_section(cfg, eal_keys, u, json_object_get(def, "eal"), "eal", err, errlen)))
 		goto out;
 	if ((rc = decode_extra_args(cfg, u, json_object_get(def, "eal"), err, errlen)))
+		goto out;
+	if ((rc = decode_worker_cpus(cfg, u, json_object_get(def, "eal"), err, errlen)))
 		goto out;
 	if ((rc = decode_section(cfg, control_keys, json_object_get(user, "control"),
 				 json_object_get(def, "control"), "control", err, errlen)))

@@ -35,6 +35,8 @@ struct sn_config_port {
 	uint32_t max_hold_us;              /* deferred: 0 = no limit */
 	uint32_t unmarked_max_hold_us;     /* deferred: limit without opt-in, 1.. */
 	unsigned queues;                   /* queue pairs (VIRTIO_NET_F_MQ), 1..8 */
+	bool has_workers;                  /* "workers" given, else balanced */
+	uint8_t workers[8];                /* [queues]: owner worker of TX queue i */
 };
 
 #define SN_CONFIG_MAX_HOLD_US_MAX 10000000u /* 10 s */
@@ -44,12 +46,14 @@ struct sn_config_port {
  * a full 256-entry ring of 1500 B frames drains in 0.3 ms at 10 Gbit/s. */
 #define SN_CONFIG_UNMARKED_HOLD_US_DEF 1000u
 #define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
+#define SN_CONFIG_WORKERS_MAX 8u           /* worker lcores (layout ncore) */
 
 /* Lcore layouts (issue 6, DESIGN.md "The pipeline"; thread model in
  * backend/daemon/README.md "Threads"). */
 enum sn_layout {
 	SN_LAYOUT_1CORE = 0,   /* one worker: switch + shaper + arbiter + dispatch */
 	SN_LAYOUT_2CORE,       /* worker (switch + shaper) | arbiter (+ dispatch) */
+	SN_LAYOUT_NCORE,       /* W workers (switch + shaper, each its queues) | arbiter */
 };
 
 struct sn_config {
@@ -57,7 +61,9 @@ struct sn_config {
 		unsigned memory_mb;
 		char file_prefix[64];          /* "auto" resolved by the caller */
 		unsigned main_cpu, worker_cpu;
-		unsigned arbiter_cpu;          /* layout 2core: the arbiter lcore's cpu */
+		unsigned arbiter_cpu;          /* layouts 2core, ncore: the arbiter lcore's cpu */
+		unsigned n_worker_cpus;        /* ncore: worker k on worker_cpus[k] */
+		unsigned worker_cpus[SN_CONFIG_WORKERS_MAX];
 		unsigned n_extra;
 		char *extra_args[SN_CONFIG_EXTRA_MAX]; /* owned (strdup) */
 	} eal;
@@ -71,10 +77,11 @@ struct sn_config {
 		unsigned mac_table_size;       /* entries, power of two */
 		unsigned mac_aging_s;
 		unsigned max_flows;            /* issue 6: flow states per worker */
-		char layout_name[16];          /* "1core" | "2core" */
+		char layout_name[16];          /* "1core" | "2core" | "ncore" */
 		enum sn_layout layout;         /* decoded from layout_name */
 		unsigned idle_sleep_us;        /* 0 = busy poll; else spin-then-sleep */
 		unsigned cpu_fair_pct;         /* issue 6: CPU fair dropping budget, 0 = off */
+		unsigned workers;              /* worker lcores: 1, ncore 2..8 (resolved) */
 	} datapath;
 	struct {
 		bool enabled;

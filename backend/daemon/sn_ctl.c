@@ -67,8 +67,10 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	json_t *hold = json_object_get(params, "max_hold_us");
 	json_t *uhold = json_object_get(params, "unmarked_max_hold_us");
 	json_t *queues = json_object_get(params, "queues");
+	json_t *workers = json_object_get(params, "workers");
 	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
 	struct sn_vhost_opts opts = { 0 };
+	uint8_t wmap[SN_CONFIG_QUEUES_MAX];
 	int rc;
 
 	if (!name)
@@ -121,6 +123,25 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
 					   "queues: must be an integer 1..%u", SN_CONFIG_QUEUES_MAX);
 		opts.queues = (uint16_t)json_integer_value(queues);
+	}
+	if (workers) {   /* queue -> worker map (layout ncore); else balanced */
+		const unsigned nw = sn_ports_workers(ctl->reg);
+		json_t *w;
+		size_t k;
+
+		if (!json_is_array(workers) || json_array_size(workers) != opts.queues)
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+					   "workers: must be an array of %u worker indexes, one per queue",
+					   opts.queues);
+		json_array_foreach(workers, k, w) {
+			if (!json_is_integer(w) || json_integer_value(w) < 0 ||
+			    json_integer_value(w) >= nw)
+				return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
+						   "workers[%zu]: must be an integer 0..%u (worker lcores)",
+						   k, nw - 1);
+			wmap[k] = (uint8_t)json_integer_value(w);
+		}
+		opts.workers = wmap;
 	}
 	for (unsigned i = 0; i < t->n; i++) {
 		if (!strcmp(t->list[i]->name, name))
@@ -206,12 +227,21 @@ static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 		const struct sn_port *p = t->list[i];
 		json_t *o;
 
-		if (p->type == SN_PORT_VHOST)
-			o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", p->name,
+		if (p->type == SN_PORT_VHOST) {
+			/* Queue -> worker map (issue 5/6, layout ncore). */
+			json_t *q = json_array();
+
+			for (unsigned qi = 0; q && qi < p->nq; qi++)
+				if (json_array_append_new(q, json_pack("{s:i, s:i}", "queue", (int)qi,
+								       "worker", (int)p->q[qi].owner))) {
+					json_decref(q);
+					q = NULL;
+				}
+			o = !q ? NULL : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o}", "name", p->name,
 				      "type", type_str(p), "path", p->path,
 				      "mode", p->client ? "client" : "server", "state", state_str(p),
-				      "completion_mode", completion_mode_str(p));
-		else
+				      "completion_mode", completion_mode_str(p), "queues", q);
+		} else
 			o = json_pack("{s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
 				      "mode", "ethdev", "state", state_str(p));
 		if (!o || json_array_append_new(ports, o)) {
@@ -319,11 +349,35 @@ static json_t *cl_drops_json(const uint64_t *drop)
 			 "wheel_pool", (json_int_t)drop[SN_CL_DROP_POOL]);
 }
 
-/* issue 6: per-class counters of port p (worker 0's view), NULL if none. */
+/* Sum of the class's counters over the workers (layout ncore: a port's
+ * queues may be on several workers; flows_active is the sum too). -ENOENT
+ * when no worker has applied the class yet. */
+static int class_stats_sum(const struct sn_ctl *ctl, uint16_t slot, unsigned cls,
+			   struct sn_classify_class_stats *out)
+{
+	const unsigned nw = sn_pipeline_workers(ctl->pipeline);
+	int found = -ENOENT;
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned k = 0; k < nw; k++) {
+		struct sn_classify_class_stats cs;
+		const uint64_t *src = (const uint64_t *)&cs;
+		uint64_t *dst = (uint64_t *)out;
+
+		if (sn_classify_class_stats(sn_pipeline_classify_of(ctl->pipeline, k), slot, cls, &cs))
+			continue;
+		found = 0;
+		for (size_t i = 0; i < sizeof(cs) / sizeof(uint64_t); i++)
+			dst[i] += src[i];
+	}
+	return found;
+}
+
+/* issue 6: per-class counters of port p (summed over the workers), NULL
+ * if none. */
 static json_t *classes_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	const struct sn_policy_port *pp = sn_policy_port_find(sn_policy_main(ctl->policy), p->name);
-	const struct sn_classify *c = sn_pipeline_classify(ctl->pipeline);
 	json_t *a = json_array();
 
 	if (!a || !pp)
@@ -331,8 +385,8 @@ static json_t *classes_stats_json(const struct sn_ctl *ctl, const struct sn_port
 	for (unsigned i = 0; i < pp->n_classes; i++) {
 		struct sn_classify_class_stats cs;
 
-		if (sn_classify_class_stats(c, p->slot, i, &cs))
-			break;     /* the worker has not applied this table yet */
+		if (class_stats_sum(ctl, p->slot, i, &cs))
+			break;     /* no worker has applied this table yet */
 		{
 			/* 2-core: the arbiter's own count of this class's uplink frames */
 			uint64_t up_p, up_b;
@@ -377,10 +431,11 @@ static json_t *queues_json(const struct sn_port *p)
 		sn_portq_stats_read(p, qi, &qs);
 		if (p->q[qi].vq)
 			sn_vqtx_stats_read(p->q[qi].vq, &vs);
-		o = json_pack("{s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, "
+		o = json_pack("{s:i, s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, "
 			      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 			      "s:b, s:b, s:I, s:I, s:o}}",
 			      "queue", (int)qi, "owner", (int)p->q[qi].owner,
+			      "worker", (int)p->q[qi].owner,
 			      "tx_enabled", (on >> (2 * qi + 1)) & 1, "rx_enabled", (on >> (2 * qi)) & 1,
 			      "rx_packets", (json_int_t)qs.rx_packets, "rx_bytes", (json_int_t)qs.rx_bytes,
 			      "tx_packets", (json_int_t)qs.tx_packets, "tx_bytes", (json_int_t)qs.tx_bytes,
@@ -411,7 +466,7 @@ static json_t *queues_json(const struct sn_port *p)
 static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
 {
 	const struct sn_policy *pol = sn_policy_main(ctl->policy);
-	const struct sn_classify *c = sn_pipeline_classify(ctl->pipeline);
+	const unsigned nw = sn_pipeline_workers(ctl->pipeline);
 	static const char *const state[] = { "idle", "active", "saturated" };
 	json_t *o = json_object();
 
@@ -420,8 +475,25 @@ static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
 		struct sn_classify_agg_stats as;
 		json_t *w = json_array();
 
-		if (sn_classify_agg_stats(c, i, &as))
-			memset(&as, 0, sizeof(as));
+		/* Offered / sent / drops: summed over the workers; the grant
+		 * fields are worker 0's (every worker's grant is in "nba"). */
+		memset(&as, 0, sizeof(as));
+		for (unsigned k = 0; k < nw; k++) {
+			struct sn_classify_agg_stats ws;
+
+			if (sn_classify_agg_stats(sn_pipeline_classify_of(ctl->pipeline, k), i, &ws))
+				continue;
+			as.offered_packets += ws.offered_packets;
+			as.offered_bytes += ws.offered_bytes;
+			as.sent_packets += ws.sent_packets;
+			as.sent_bytes += ws.sent_bytes;
+			for (unsigned d = 0; d < SN_CL_DROP_MAX; d++)
+				as.drop[d] += ws.drop[d];
+			if (k == 0) {
+				as.grant_bps = ws.grant_bps;
+				as.grant_updates = ws.grant_updates;
+			}
+		}
 		for (unsigned k = 0; w && k < sn_policy_store_workers(ctl->policy); k++) {
 			struct sn_nba_core_stats ns;
 
@@ -460,19 +532,25 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	uint64_t c0, s0;
 	bool s1;                  /* consistent */
 	json_t *drops, *o;
+	/* The clock and sequence of the worker owning the port's queue 0
+	 * (layout ncore: each worker has its own). */
+	const struct sn_pipeline *wpl;
 
 	if (!ctl->pipeline)
 		return NULL;
+	wpl = sn_pipeline_worker(ctl->pipeline, p->q[0].owner);
+	if (!wpl)
+		wpl = ctl->pipeline;
 	/* issue 6 (measurement): clock_ns with the counters, and whether the
 	 * pair is consistent: no run() of the worker began or was in progress
 	 * while they were read (sn_pipeline_run_seq(); the acquire fence pairs
 	 * with the worker's release fence after its odd store). */
-	s0 = sn_pipeline_run_seq(ctl->pipeline);
-	c0 = sn_pipeline_clock_ns(ctl->pipeline);
+	s0 = sn_pipeline_run_seq(wpl);
+	c0 = sn_pipeline_clock_ns(wpl);
 	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
 		return NULL;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	s1 = s0 == sn_pipeline_run_seq(ctl->pipeline) && !(s0 & 1);
+	s1 = s0 == sn_pipeline_run_seq(wpl) && !(s0 & 1);
 	drops = json_object();
 	if (!drops)
 		return NULL;
@@ -506,6 +584,27 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	return o;
 }
 
+/* Layout ncore: per worker lcore, its loop counters (one entry in the
+ * other layouts). */
+static json_t *workers_json(const struct sn_ctl *ctl)
+{
+	json_t *a = json_array();
+
+	for (unsigned k = 0; a && k < sn_pipeline_workers(ctl->pipeline); k++) {
+		struct sn_pipeline_thread_stats t;
+
+		sn_pipeline_worker_thread_stats(ctl->pipeline, k, &t);
+		if (json_array_append_new(a, json_pack("{s:i, s:I, s:I, s:I}", "worker", (int)k,
+						       "loops", (json_int_t)t.loops,
+						       "sleeps", (json_int_t)t.sleeps,
+						       "sleep_ns", (json_int_t)t.sleep_ns))) {
+			json_decref(a);
+			a = NULL;
+		}
+	}
+	return a;
+}
+
 static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 {
 	struct sn_pipeline_thread_stats wt, at;
@@ -528,7 +627,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			return NULL;
 		}
 	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
-			 "s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
+			 "s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:o}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
 			 "scans", (json_int_t)a.scans, "items_in", (json_int_t)a.items_in,
@@ -548,7 +647,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "worker_thread", "loops", (json_int_t)wt.loops, "sleeps", (json_int_t)wt.sleeps,
 			 "sleep_ns", (json_int_t)wt.sleep_ns,
 			 "arbiter_thread", "loops", (json_int_t)at.loops, "sleeps", (json_int_t)at.sleeps,
-			 "sleep_ns", (json_int_t)at.sleep_ns);
+			 "sleep_ns", (json_int_t)at.sleep_ns, "workers", workers_json(ctl));
 }
 
 static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)

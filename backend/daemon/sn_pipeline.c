@@ -80,6 +80,25 @@
  * Uplink TX queues: queue 0 belongs to the worker (unshaped traffic and
  * its fallbacks), queue 1 to the remote arbiter (sn_uplink_open with 2
  * TX queues in the 2-core layout).
+ *
+ * N-core layout (s10, DESIGN.md "WORKER lcore c (owns a set of VM
+ * queues; one Carousel silo)"; PSPAT §3.4 one client list per core).
+ * W worker lcores, each with its own instance of this struct (one
+ * Carousel silo each: wheel, port tstamps, sn_classify with its NBA
+ * worker index, fair dropper, staging, return mailbox; the instance's
+ * wk_id is stamped in every frame's meta) and one arbiter lcore running
+ * the arbiter half of instance 0 (arbp). The arbiter set has one client
+ * per (worker, port slot), all clients of a slot feeding the slot's
+ * scheduler class, and one client list per worker, so every mailbox
+ * keeps one producer. What the arbiter half writes per frame (ast,
+ * a_returning, the return mailbox) belongs to the frame's own instance
+ * (owner_of()), so each worker's src_held() and return path stay its
+ * own; what it keeps per slot (a_ready, classes, weights, a_clup) lives
+ * in instance 0. Worker k transmits on uplink TX queue k, the arbiter on
+ * queue W. A port's rate_bps is enforced by each worker on the frames of
+ * the queues it owns (per-silo state, as Carousel's per-core policies);
+ * a limit shared exactly across workers is an aggregate (NBA). Shutdown:
+ * see sn_pipeline_drain(). The 1- and 2-core layouts are this with W = 1.
  */
 #include "sn_pipeline.h"
 
@@ -146,6 +165,7 @@ struct meta {
 	uint16_t src, dst;        /* port slots; dst DST_FLOOD = flood */
 	uint8_t ret_kind, ret_cause; /* verdict of a returned frame (RET_*) */
 	uint8_t cls;              /* flow class (sn_classify), or SN_CLASSIFY_NONE */
+	uint8_t wk;               /* worker (instance) that submitted it */
 	uint64_t ts;              /* release time in the wheel (restamp_wheel) */
 };
 
@@ -184,11 +204,15 @@ struct arbset {
 	struct sn_pipeline *pl;
 	struct sn_arbiter *arb;
 	enum sn_sched_algo algo;
-	struct sn_mbox *clist;
-	struct sn_arbiter_client *cl[SN_PORT_MAX];
-	struct sn_mbox *mbox[SN_PORT_MAX];
+	unsigned n_wk;
+	/* Per worker k: its client list and one client per port slot (PSPAT
+	 * "each client": worker k's frames of port s; class = s for all k). */
+	struct sn_mbox *clist[SN_PIPELINE_WORKERS_MAX];
+	struct sn_arbiter_client *cl[SN_PIPELINE_WORKERS_MAX][SN_PORT_MAX];
+	struct sn_mbox *mbox[SN_PIPELINE_WORKERS_MAX][SN_PORT_MAX];
 	/* Arbiter half: weight and lmax of this set's scheduler classes
-	 * (weight 0 = no class), for arb_oversize. */
+	 * (weight 0 = no class; class = port slot for every worker), for
+	 * arb_oversize. */
 	uint32_t weight[SN_PORT_MAX];
 	uint32_t lmax[SN_PORT_MAX];
 };
@@ -201,6 +225,11 @@ struct stage {
 
 struct sn_pipeline {
 	/* Read-mostly. */
+	unsigned wk_id;           /* worker index of this instance */
+	unsigned n_wk;            /* workers (instances) */
+	struct sn_pipeline *arbp; /* instance 0: owns the arbiter half */
+	struct sn_pipeline *wk[SN_PIPELINE_WORKERS_MAX]; /* arbp only: instances */
+	uint16_t txq;             /* uplink TX queue of this worker (= wk_id) */
 	struct sn_policy_store *store;
 	struct sn_pipeline_config cfg;
 	int meta_off;
@@ -261,6 +290,10 @@ struct sn_pipeline {
 	struct rte_mbuf **pend;   /* capacity: every frame the arbiter can hold */
 	uint32_t pend_cap;
 	uint8_t stop;             /* main -> arbiter thread (release/acquire) */
+	/* Shutdown with several workers (sn_pipeline_drain): arbp only. */
+	uint32_t drain_arrived;   /* workers done with their own half (release) */
+	uint32_t drain_done;      /* arbp drained the arbiter sets (release) */
+	bool drained;             /* this instance: drain() done */
 	/* Arbiter thread writes (relaxed), anyone reads. */
 	struct sn_pipeline_uplink_tx up __rte_cache_aligned;
 	struct sn_pipeline_thread_stats wts, ats;
@@ -280,6 +313,13 @@ static inline void ctr_set(uint64_t *c, uint64_t v)
 static inline struct meta *meta_of(const struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	return RTE_MBUF_DYNFIELD(m, pl->meta_off, struct meta *);
+}
+
+/* The instance (worker) that submitted m: the arbiter half counts m in its
+ * pstate (ast, a_returning) and returns m through its return mailbox. */
+static inline struct sn_pipeline *owner_of(const struct sn_pipeline *pl, struct rte_mbuf *m)
+{
+	return pl->arbp->wk[meta_of(pl, m)->wk];
 }
 
 static uint64_t now_ns(void)
@@ -309,8 +349,8 @@ static void ret_push(struct sn_pipeline *pl, struct rte_mbuf *m, uint8_t kind, u
 
 	md->ret_kind = kind;
 	md->ret_cause = cause;
-	ctr_add(&pl->ps[md->src].a_returning, 1);
-	if (pl->n_pend || sn_mbox_insert(pl->ret, m)) {
+	ctr_add(&owner_of(pl, m)->ps[md->src].a_returning, 1);
+	if (pl->n_pend || sn_mbox_insert(owner_of(pl, m)->ret, m)) {
 		SN_VERIFY(pl->n_pend < pl->pend_cap);
 		pl->pend[pl->n_pend++] = m;
 	}
@@ -321,7 +361,7 @@ static int ret_flush(struct sn_pipeline *pl)
 {
 	uint32_t i = 0;
 
-	while (i < pl->n_pend && sn_mbox_insert(pl->ret, pl->pend[i]) == 0)
+	while (i < pl->n_pend && sn_mbox_insert(owner_of(pl, pl->pend[i])->ret, pl->pend[i]) == 0)
 		i++;
 	memmove(pl->pend, pl->pend + i, (pl->n_pend - i) * sizeof(pl->pend[0]));
 	pl->n_pend -= i;
@@ -338,7 +378,7 @@ static void a_drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_
 		ret_push(pl, m, RET_DROP, (uint8_t)cause);
 		return;
 	}
-	ctr_add(&pl->ps[md->src].ast.drop[cause], 1);
+	ctr_add(&owner_of(pl, m)->ps[md->src].ast.drop[cause], 1);
 	rte_pktmbuf_free(m);
 }
 
@@ -380,9 +420,9 @@ static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 static inline struct sn_pipeline_port_stats *side_st(struct sn_pipeline *pl,
 						     struct rte_mbuf *m, bool arb)
 {
-	struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
-
-	return arb ? &ps->ast : &ps->st;
+	if (arb)
+		return &owner_of(pl, m)->ps[meta_of(pl, m)->src].ast;
+	return &pl->ps[meta_of(pl, m)->src].st;
 }
 
 static void count_sent(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
@@ -418,7 +458,7 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	/* A remote arbiter counts the uplink's TX in pl->up (the worker
 	 * writes up->st): one writer per counter. */
 	const bool remote = arb && pl->arb_remote;
-	const uint16_t txq = arb ? pl->arb_txq : 0;
+	const uint16_t txq = arb ? pl->arb_txq : pl->txq;
 	uint64_t bytes = 0;
 	uint16_t k;
 
@@ -431,10 +471,10 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 		 * queue, which only this thread calls. */
 		count_uplink(pl, pkts[i], arb);
 	}
-	ctr_add(remote ? &pl->up.tx_packets : &up->st.tx_packets, k);
-	ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
+	sn_port_ctr_add(remote ? &pl->up.tx_packets : &up->st.tx_packets, k);
+	sn_port_ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
 	if (k < n)
-		ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
+		sn_port_ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
 	for (uint16_t i = k; i < n; i++)
 		rte_pktmbuf_free(pkts[i]);
 }
@@ -449,10 +489,10 @@ static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *
 
 	if (rc == 1) {
 		count_uplink(pl, m, arb);
-		ctr_add(&up->st.tx_packets, 1);
-		ctr_add(&up->st.tx_bytes, m->pkt_len);
+		sn_port_ctr_add(&up->st.tx_packets, 1);
+		sn_port_ctr_add(&up->st.tx_bytes, m->pkt_len);
 	} else {
-		ctr_add(&up->st.drop[rc == 0 ? SN_DROP_RING_FULL : SN_DROP_GSO_FAILED], 1);
+		sn_port_ctr_add(&up->st.drop[rc == 0 ? SN_DROP_RING_FULL : SN_DROP_GSO_FAILED], 1);
 	}
 	rte_pktmbuf_free(m);
 }
@@ -530,9 +570,9 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
  * the decrement also sees the a_returning increment of a returned frame
  * (and never acknowledges a device stop while the arbiter still reads
  * guest memory of that port). */
-static inline void backlog_dec(struct sn_pipeline *pl, uint16_t src)
+static inline void backlog_dec(struct sn_pipeline *owner, uint16_t src)
 {
-	uint64_t *c = &pl->ps[src].ast.qfq_backlog;
+	uint64_t *c = &owner->ps[src].ast.qfq_backlog;
 
 	__atomic_store_n(c, *c - 1, __ATOMIC_RELEASE);
 }
@@ -543,6 +583,7 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 	struct sn_pipeline *pl = as->pl;
 	const struct sn_sched *sch = sn_arbiter_sched(as->arb);
 	struct rte_mbuf *pkts[BATCH];
+	struct sn_pipeline *owners[BATCH];
 	uint16_t srcs[BATCH];
 
 	while (n) {
@@ -551,8 +592,9 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		for (uint16_t i = 0; i < k; i++) {
 			pkts[i] = items[i];
 			srcs[i] = meta_of(pl, pkts[i])->src;
+			owners[i] = owner_of(pl, pkts[i]);
 			if (sn_sched_class_backlog(sch, srcs[i]) == 0)
-				ctr_add(&pl->ps[srcs[i]].ast.qfq_idle, 1);
+				ctr_add(&owners[i]->ps[srcs[i]].ast.qfq_idle, 1);
 		}
 		if (!pl->arb_remote)
 			pl->held -= k;
@@ -560,7 +602,7 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		/* After uplink_tx: a frame counts as held (src_held) until it
 		 * is sent, freed or counted as returning. */
 		for (uint16_t i = 0; i < k; i++)
-			backlog_dec(pl, srcs[i]);
+			backlog_dec(owners[i], srcs[i]);
 		items += k;
 		n -= k;
 	}
@@ -578,11 +620,12 @@ static void arb_drop(void *item, enum sn_arbiter_drop cause, void *arg)
 	struct sn_pipeline *pl = as->pl;
 	struct rte_mbuf *m = item;
 	const uint16_t src = meta_of(pl, m)->src;
+	struct sn_pipeline *owner = owner_of(pl, m);
 
 	if (!pl->arb_remote)
 		pl->held--;
 	a_drop(pl, m, map[cause]);
-	backlog_dec(pl, src);
+	backlog_dec(owner, src);
 }
 
 static void class_drop(void *item, uint32_t len, void *arg)
@@ -626,6 +669,7 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	const uint16_t src = meta_of(pl, m)->src;
 	struct pstate *ps = &pl->ps[src];
+	const struct pstate *aps = &pl->arbp->ps[src];   /* arbiter half's view */
 
 	/* Fair dropping (seed 003 Algorithm 1): the uplink is the overloaded
 	 * resource; a frame of a flow whose virtual queue is above θ is
@@ -636,14 +680,14 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 		drop(pl, m, SN_PL_DROP_FAIR);
 		return;
 	}
-	if (!ps->has_class || !__atomic_load_n(&ps->a_ready, __ATOMIC_RELAXED)) {
+	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
 		uplink_tx(pl, &m, 1, false);
 		return;
 	}
 	/* PSPAT immediate backpressure: a full mailbox is a counted drop
 	 * (the wheel upstream keeps the rate; deferred sources are held
 	 * back by their own ring). */
-	if (sn_arbiter_submit(pl->w_aset->clist, pl->w_aset->mbox[src], m)) {
+	if (sn_arbiter_submit(pl->w_aset->clist[pl->wk_id], pl->w_aset->mbox[pl->wk_id][src], m)) {
 		drop(pl, m, SN_PL_DROP_MBOX_FULL);
 		return;
 	}
@@ -666,10 +710,10 @@ static void flush_vm(struct sn_pipeline *pl)
 			bytes += s->pkts[j]->pkt_len;
 			count_sent(pl, s->pkts[j], false);
 		}
-		ctr_add(&p->st.tx_packets, k);
-		ctr_add(&p->st.tx_bytes, bytes);
+		sn_port_ctr_add(&p->st.tx_packets, k);
+		sn_port_ctr_add(&p->st.tx_bytes, bytes);
 		if (k < s->n)
-			ctr_add(&p->st.drop[SN_DROP_RING_FULL], s->n - k);
+			sn_port_ctr_add(&p->st.drop[SN_DROP_RING_FULL], s->n - k);
 		for (uint16_t j = k; j < s->n; j++)
 			sn_port_count_rxq_full(p, s->pkts[j]);
 		/* vhost enqueue copies: every staged reference is ours. */
@@ -735,7 +779,7 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 		struct sn_port *in = t->by_slot[md->src];
 
 		if (in && in->gen == md->src_gen)
-			ctr_add(&in->st.drop[SN_DROP_UNKNOWN_DST], 1);
+			sn_port_ctr_add(&in->st.drop[SN_DROP_UNKNOWN_DST], 1);
 	}
 	rte_pktmbuf_free(m);
 }
@@ -752,6 +796,7 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 
 	md->src = in->slot;
 	md->src_gen = in->gen;
+	md->wk = (uint8_t)pl->wk_id;
 	md->dst = dst ? dst->slot : DST_FLOOD;
 	md->dst_gen = dst ? dst->gen : 0;
 	ctr_add(&ps->st.offered_packets, 1);
@@ -841,12 +886,13 @@ static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo alg
 	struct sn_arbiter_params ap = {
 		.sched = { .algo = algo, .max_classes = SN_PORT_MAX,
 			   .queue_len = pl->cfg.queue_len },
+		/* PSPAT: one client per (worker, port), one list per worker. */
 		.link_bps = SN_ARBITER_MAX_LINK_BPS,
 		.overhead_bytes = SN_POLICY_OVERHEAD_DEF,
 		.slack_ns = pl->cfg.slack_ns,
 		.read_limit = RTE_MIN(pl->cfg.mbox_size, SN_ARBITER_MAX_READ_LIMIT),
-		.max_clients = SN_PORT_MAX,
-		.n_clists = 1,
+		.max_clients = pl->n_wk * SN_PORT_MAX,
+		.n_clists = pl->n_wk,
 		.clist_size = 256,
 		.release_burst = BATCH,
 		.item_len = arb_item_len,
@@ -870,17 +916,20 @@ static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo alg
 		errno = e;
 		return NULL;
 	}
-	as->clist = sn_arbiter_clist(as->arb, 0);
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		as->cl[s] = sn_arbiter_client_add(as->arb, s, pl->cfg.mbox_size);
-		if (!as->cl[s]) {
-			e = errno;
-			sn_arbiter_free(as->arb);
-			rte_free(as);
-			errno = e;
-			return NULL;
+	as->n_wk = pl->n_wk;
+	for (unsigned k = 0; k < as->n_wk; k++) {
+		as->clist[k] = sn_arbiter_clist(as->arb, k);
+		for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+			as->cl[k][s] = sn_arbiter_client_add(as->arb, s, pl->cfg.mbox_size);
+			if (!as->cl[k][s]) {
+				e = errno;
+				sn_arbiter_free(as->arb);
+				rte_free(as);
+				errno = e;
+				return NULL;
+			}
+			as->mbox[k][s] = sn_arbiter_client_mbox(as->cl[k][s]);
 		}
-		as->mbox[s] = sn_arbiter_client_mbox(as->cl[s]);
 	}
 	return as;
 }
@@ -893,8 +942,9 @@ static void aset_destroy(struct sn_pipeline *pl, struct arbset *as)
 	void *item;
 
 	(void)pl;
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
-		sn_arbiter_client_del(as->arb, as->cl[i]);
+	for (unsigned k = 0; k < as->n_wk; k++)
+		for (unsigned i = 0; i < SN_PORT_MAX; i++)
+			sn_arbiter_client_del(as->arb, as->cl[k][i]);
 	while ((item = sn_sched_dequeue(s, NULL, NULL)) != NULL)
 		arb_drop(item, SN_ARBITER_DROP_CLIENT_GONE, as);
 	sn_arbiter_free(as->arb);
@@ -1056,8 +1106,12 @@ static void apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
 		if (!p || ps->a_gen != p->gen) {
 			/* Another port (or none) in this slot: fresh counters. */
 			ps->a_gen = p ? p->gen : 0;
-			for (size_t i = 0; i < sizeof(ps->ast) / sizeof(uint64_t); i++)
-				ctr_set((uint64_t *)&ps->ast + i, 0);
+			for (unsigned k = 0; k < pl->n_wk; k++) {
+				struct pstate *wps = &pl->wk[k]->ps[s];
+
+				for (size_t i = 0; i < sizeof(wps->ast) / sizeof(uint64_t); i++)
+					ctr_set((uint64_t *)&wps->ast + i, 0);
+			}
 			for (size_t i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
 				ctr_set(&ps->a_clup[i][0], 0);
 				ctr_set(&ps->a_clup[i][1], 0);
@@ -1213,6 +1267,15 @@ static bool arb_table_stale(const struct sn_pipeline *pl, const struct sn_port_t
 	return false;
 }
 
+/* Arbiter half: has every worker moved to the current set? */
+static bool all_acked(const struct sn_pipeline *pl)
+{
+	for (unsigned k = 0; k < pl->n_wk; k++)
+		if (__atomic_load_n(&pl->wk[k]->w_ack, __ATOMIC_ACQUIRE) != pl->aset)
+			return false;
+	return true;
+}
+
 /* Arbiter half, one round: policy, parked returns, scan, stats. Returns
  * frames released (0 and no backlog = idle). */
 static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
@@ -1224,10 +1287,10 @@ static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
 	ctr_set(&pl->arb_clock_ns, now);
 	if (pol->gen != pl->a_pol_gen || arb_table_stale(pl, t) || (pl->a_algo_retry && !pl->aset_old))
 		apply_arb(pl, pol, t);
-	if (pl->aset_old &&
-	    __atomic_load_n(&pl->w_ack, __ATOMIC_ACQUIRE) == pl->aset) {
-		/* Acquire pairs with the worker's release of w_ack: its
-		 * last inserts into the old mailboxes are visible. */
+	if (pl->aset_old && all_acked(pl)) {
+		/* Acquire (all_acked) pairs with each worker's release of
+		 * w_ack: their last inserts into the old mailboxes are
+		 * visible. */
 		aset_destroy(pl, pl->aset_old);
 		pl->aset_old = NULL;
 	}
@@ -1260,7 +1323,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	pl->t = t;
 	if (pl->split) {
 		/* Acquire pairs with the release in apply_arb(). */
-		struct arbset *a = __atomic_load_n(&pl->aset_pub, __ATOMIC_ACQUIRE);
+		struct arbset *a = __atomic_load_n(&pl->arbp->aset_pub, __ATOMIC_ACQUIRE);
 
 		if (a != pl->w_aset) {
 			pl->w_aset = a;
@@ -1376,8 +1439,11 @@ void sn_pipeline_count_sleep(struct sn_pipeline *pl, uint64_t ns)
 	ctr_add(&pl->wts.sleep_ns, ns);
 }
 
-struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
-				       struct sn_policy_store *pol)
+/* Worker k's instance: its worker half (wheel, classes, return mailbox;
+ * instance 0 also carries the arbiter half). NULL + errno. */
+static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
+					   struct sn_policy_store *pol, unsigned k,
+					   struct sn_pipeline *arbp)
 {
 	static const struct rte_mbuf_dynfield desc = {
 		.name = "sn_pipeline_meta",
@@ -1392,11 +1458,15 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		errno = ENOMEM;
 		return NULL;
 	}
+	pl->wk_id = k;
+	pl->n_wk = cfg->workers ? cfg->workers : 1;
+	pl->arbp = arbp ? arbp : pl;
+	pl->txq = (uint16_t)k;
 	pl->store = pol;
 	pl->cfg = *cfg;
 	pl->split = cfg->split;
 	pl->arb_remote = cfg->split;
-	pl->arb_txq = cfg->split ? 1 : 0;
+	pl->arb_txq = cfg->split ? (uint16_t)pl->n_wk : 0;
 	pl->reg = cfg->reg;
 	pl->idle_sleep_us = cfg->idle_sleep_us;
 	pl->meta_off = rte_mbuf_dynfield_register(&desc);
@@ -1405,13 +1475,19 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		goto free_pl;
 	}
 	if (cfg->split) {
+		pl->ret = sn_mbox_create(RET_MBOX_SIZE, NULL);
+		if (!pl->ret || !cfg->reg) {
+			e = !cfg->reg ? EINVAL : ENOMEM;
+			goto free_ret;
+		}
+	}
+	if (cfg->split && !arbp) {
 		/* Park room for every frame the arbiter can hold: all
 		 * mailboxes and class queues of two sets (during a switch). */
-		pl->pend_cap = 2u * SN_PORT_MAX * (cfg->mbox_size + cfg->queue_len);
+		pl->pend_cap = 2u * SN_PORT_MAX * (pl->n_wk * cfg->mbox_size + cfg->queue_len);
 		pl->pend = rte_malloc("sn_pipeline_pend", pl->pend_cap * sizeof(pl->pend[0]), 0);
-		pl->ret = sn_mbox_create(RET_MBOX_SIZE, NULL);
-		if (!pl->pend || !pl->ret || !cfg->reg) {
-			e = !cfg->reg ? EINVAL : ENOMEM;
+		if (!pl->pend) {
+			e = ENOMEM;
 			goto free_ret;
 		}
 	}
@@ -1432,23 +1508,13 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 		e = errno;
 		goto free_ret;
 	}
-	/* issue 6: worker 0 of the NBA (one worker in both layouts). */
-	pl->cls = sn_classify_create(0, cfg->max_flows, SOCKET_ID_ANY);
+	/* issue 6: worker k of the NBA. */
+	pl->cls = sn_classify_create(k, cfg->max_flows, SOCKET_ID_ANY);
 	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;
 	}
-	pl->aset = aset_create(pl, SN_SCHED_QFQ);
-	if (!pl->aset) {
-		e = errno;
-		goto free_cls;
-	}
-	pl->w_aset = pl->aset;
-	pl->aset_pub = pl->aset;
-	pl->w_ack = pl->aset;
 	return pl;
-free_cls:
-	sn_classify_free(pl->cls);
 free_wheel:
 	sn_twheel_free(pl->wheel);
 free_ret:
@@ -1461,44 +1527,8 @@ free_pl:
 	return NULL;
 }
 
-void sn_pipeline_drain(struct sn_pipeline *pl)
+static void instance_free(struct sn_pipeline *pl)
 {
-	void *items[BATCH];
-	unsigned got;
-
-	/* The arbiter lcore (if any) has returned: from here on the arbiter
-	 * half runs on this thread (the worker) and frees what it holds. */
-	pl->arb_remote = false;
-	if (pl->ret) {
-		ret_service(pl);
-		for (uint32_t i = 0; i < pl->n_pend; i++)
-			ret_handle(pl, pl->pend[i]);
-		pl->n_pend = 0;
-	}
-	/* Far future: every held frame is due. */
-	while ((got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, items, BATCH)) > 0)
-		for (unsigned i = 0; i < got; i++) {
-			struct rte_mbuf *m = items[i];
-
-			ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
-			pl->held--;
-			drop(pl, m, SN_PL_DROP_SRC_STOP);
-		}
-	if (pl->aset_old) {
-		aset_destroy(pl, pl->aset_old);
-		pl->aset_old = NULL;
-	}
-	if (pl->aset) {
-		aset_destroy(pl, pl->aset);
-		pl->aset = NULL;
-	}
-}
-
-void sn_pipeline_destroy(struct sn_pipeline *pl)
-{
-	if (!pl)
-		return;
-	sn_pipeline_drain(pl);
 	sn_fdrop_free(pl->fd);
 	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
@@ -1508,25 +1538,213 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 	rte_free(pl);
 }
 
+struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
+				       struct sn_policy_store *pol)
+{
+	const unsigned n = cfg->workers ? cfg->workers : 1;
+	struct sn_pipeline *pl;
+	int e;
+
+	if (n > SN_PIPELINE_WORKERS_MAX || (n > 1 && !cfg->split)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pl = instance_create(cfg, pol, 0, NULL);
+	if (!pl)
+		return NULL;
+	pl->wk[0] = pl;
+	for (unsigned k = 1; k < n; k++) {
+		pl->wk[k] = instance_create(cfg, pol, k, pl);
+		if (!pl->wk[k]) {
+			e = errno;
+			goto free_wk;
+		}
+	}
+	pl->aset = aset_create(pl, SN_SCHED_QFQ);
+	if (!pl->aset) {
+		e = errno;
+		goto free_wk;
+	}
+	pl->aset_pub = pl->aset;
+	for (unsigned k = 0; k < n; k++) {
+		pl->wk[k]->w_aset = pl->aset;
+		pl->wk[k]->w_ack = pl->aset;
+	}
+	return pl;
+free_wk:
+	for (unsigned k = 1; k < n; k++)
+		if (pl->wk[k])
+			instance_free(pl->wk[k]);
+	instance_free(pl);
+	errno = e;
+	return NULL;
+}
+
+struct sn_pipeline *sn_pipeline_worker(const struct sn_pipeline *pl, unsigned k)
+{
+	return k < pl->arbp->n_wk ? pl->arbp->wk[k] : NULL;
+}
+
+unsigned sn_pipeline_workers(const struct sn_pipeline *pl)
+{
+	return pl->n_wk;
+}
+
+/* Worker half of pl: every frame in its wheel is dropped (src_stopped). */
+static void drain_wheel(struct sn_pipeline *pl)
+{
+	void *items[BATCH];
+	unsigned got;
+
+	/* Far future: every held frame is due. */
+	while ((got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, items, BATCH)) > 0)
+		for (unsigned i = 0; i < got; i++) {
+			struct rte_mbuf *m = items[i];
+
+			ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
+			pl->held--;
+			drop(pl, m, SN_PL_DROP_SRC_STOP);
+		}
+}
+
+/* Arbiter half: drop whatever the arbiter sets still hold. */
+static void drain_asets(struct sn_pipeline *a)
+{
+	if (a->aset_old) {
+		aset_destroy(a, a->aset_old);
+		a->aset_old = NULL;
+	}
+	if (a->aset) {
+		aset_destroy(a, a->aset);
+		a->aset = NULL;
+	}
+}
+
+/* Worker half of pl: its return mailbox and its parked returns. */
+static void drain_returns(struct sn_pipeline *pl)
+{
+	struct sn_pipeline *a = pl->arbp;
+
+	if (pl->ret)
+		ret_service(pl);
+	for (uint32_t i = 0; i < a->n_pend; i++)
+		if (meta_of(a, a->pend[i])->wk == pl->wk_id)
+			ret_handle(pl, a->pend[i]);
+}
+
+static void wait_flag(const uint32_t *f, uint32_t v)
+{
+	/* Acquire pairs with the release in sn_pipeline_drain(). */
+	while (__atomic_load_n(f, __ATOMIC_ACQUIRE) < v)
+		rte_delay_us_sleep(100);
+}
+
+void sn_pipeline_drain(struct sn_pipeline *pl)
+{
+	struct sn_pipeline *a = pl->arbp;
+
+	if (pl->drained)
+		return;
+	if (a->n_wk == 1) {
+		/* The arbiter lcore (if any) has returned: from here on the
+		 * arbiter half runs on this thread (the worker) and frees
+		 * what it holds. */
+		pl->arb_remote = false;
+		drain_returns(pl);
+		pl->n_pend = 0;
+		drain_wheel(pl);
+		drain_asets(pl);
+		pl->drained = true;
+		return;
+	}
+	/* Layout ncore (arbiter lcore returned, every worker calls this when
+	 * its loop ends). 1: each worker empties its wheel and takes what
+	 * the arbiter returned, then arrives; 2: once all arrived (nobody
+	 * pushes into a client mailbox any more), worker 0 drops what the
+	 * arbiter sets hold, returning other workers' deferred frames
+	 * through their return mailboxes (arb_remote: a_drop returns every
+	 * deferred frame, worker 0's own included), and says done; 3: each
+	 * worker takes its returns and its parked frames (pend is read-only
+	 * from here on). */
+	drain_wheel(pl);
+	if (pl->ret)
+		ret_service(pl);
+	__atomic_fetch_add(&a->drain_arrived, 1, __ATOMIC_RELEASE);
+	if (pl == a) {
+		wait_flag(&a->drain_arrived, a->n_wk);
+		a->arb_remote = true;
+		drain_asets(a);
+		__atomic_store_n(&a->drain_done, 1, __ATOMIC_RELEASE);
+	} else {
+		wait_flag(&a->drain_done, 1);
+	}
+	drain_returns(pl);
+	pl->drained = true;
+}
+
+void sn_pipeline_destroy(struct sn_pipeline *pl)
+{
+	if (!pl)
+		return;
+	/* Workers never ran or all returned: nothing runs concurrently. A
+	 * worker that never ran held no frame of a deferred port. */
+	for (unsigned k = 0; k < pl->n_wk; k++) {
+		struct sn_pipeline *w = pl->wk[k];
+
+		if (!w->drained) {
+			drain_wheel(w);
+			if (w->ret)
+				ret_service(w);
+		}
+	}
+	if (!pl->drained) {
+		pl->arb_remote = false;
+		drain_asets(pl);
+		for (uint32_t i = 0; i < pl->n_pend; i++)
+			ret_handle(owner_of(pl, pl->pend[i]), pl->pend[i]);
+	}
+	pl->n_pend = 0;
+	for (unsigned k = 1; k < pl->n_wk; k++)
+		instance_free(pl->wk[k]);
+	instance_free(pl);
+}
+
 int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p,
 			   struct sn_pipeline_port_stats *out)
 {
-	const struct pstate *ps = &pl->ps[p->slot];
-	const uint64_t *w = (const uint64_t *)&ps->st, *a = (const uint64_t *)&ps->ast;
 	uint64_t *dst = (uint64_t *)out;
+	bool found = false;
 
 	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "stats are u64 fields");
-	/* gen/shaped are worker-private; a relaxed read is enough for a
-	 * report (a stale answer is as good as one a moment earlier). */
-	if (__atomic_load_n(&ps->gen, __ATOMIC_RELAXED) != p->gen ||
-	    !__atomic_load_n(&ps->shaped, __ATOMIC_RELAXED))
-		return -ENOENT;
-	/* Each counter is the sum of the worker's and the arbiter's copy
-	 * (modulo 2^64: qfq_backlog is +1 on one side, -1 on the other). */
-	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		dst[i] = __atomic_load_n(&w[i], __ATOMIC_RELAXED) +
-			 __atomic_load_n(&a[i], __ATOMIC_RELAXED);
-	return 0;
+	memset(out, 0, sizeof(*out));
+	pl = pl->arbp;
+	for (unsigned k = 0; k < pl->n_wk; k++) {
+		const struct pstate *ps = &pl->wk[k]->ps[p->slot];
+		const uint64_t *w = (const uint64_t *)&ps->st, *a = (const uint64_t *)&ps->ast;
+
+		/* gen/shaped are worker-private; a relaxed read is enough for
+		 * a report (a stale answer is as good as one a moment
+		 * earlier). A worker that has not applied the port yet adds
+		 * nothing. */
+		if (__atomic_load_n(&ps->gen, __ATOMIC_RELAXED) != p->gen ||
+		    !__atomic_load_n(&ps->shaped, __ATOMIC_RELAXED))
+			continue;
+		found = true;
+		/* Each counter is the sum over the workers of the worker's
+		 * and the arbiter's copy (modulo 2^64: qfq_backlog is +1 on
+		 * one side, -1 on the other); rate_bps and weight are the
+		 * policy's, the same in every worker. */
+		for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++) {
+			uint64_t v = __atomic_load_n(&w[i], __ATOMIC_RELAXED) +
+				     __atomic_load_n(&a[i], __ATOMIC_RELAXED);
+
+			if (&dst[i] == &out->rate_bps || &dst[i] == &out->weight)
+				dst[i] = v;
+			else
+				dst[i] += v;
+		}
+	}
+	return found ? 0 : -ENOENT;
 }
 
 void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_stats *out,
@@ -1543,12 +1761,30 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
 void sn_pipeline_thread_stats(const struct sn_pipeline *pl, struct sn_pipeline_thread_stats *worker,
 			      struct sn_pipeline_thread_stats *arbiter)
 {
-	worker->loops = __atomic_load_n(&pl->wts.loops, __ATOMIC_RELAXED);
-	worker->sleeps = __atomic_load_n(&pl->wts.sleeps, __ATOMIC_RELAXED);
-	worker->sleep_ns = __atomic_load_n(&pl->wts.sleep_ns, __ATOMIC_RELAXED);
+	memset(worker, 0, sizeof(*worker));
+	for (unsigned k = 0; k < pl->arbp->n_wk; k++) {   /* summed over the workers */
+		const struct sn_pipeline *w = pl->arbp->wk[k];
+
+		worker->loops += __atomic_load_n(&w->wts.loops, __ATOMIC_RELAXED);
+		worker->sleeps += __atomic_load_n(&w->wts.sleeps, __ATOMIC_RELAXED);
+		worker->sleep_ns += __atomic_load_n(&w->wts.sleep_ns, __ATOMIC_RELAXED);
+	}
 	arbiter->loops = __atomic_load_n(&pl->ats.loops, __ATOMIC_RELAXED);
 	arbiter->sleeps = __atomic_load_n(&pl->ats.sleeps, __ATOMIC_RELAXED);
 	arbiter->sleep_ns = __atomic_load_n(&pl->ats.sleep_ns, __ATOMIC_RELAXED);
+}
+
+void sn_pipeline_worker_thread_stats(const struct sn_pipeline *pl, unsigned k,
+				     struct sn_pipeline_thread_stats *out)
+{
+	const struct sn_pipeline *w = sn_pipeline_worker(pl, k);
+
+	memset(out, 0, sizeof(*out));
+	if (!w)
+		return;
+	out->loops = __atomic_load_n(&w->wts.loops, __ATOMIC_RELAXED);
+	out->sleeps = __atomic_load_n(&w->wts.sleeps, __ATOMIC_RELAXED);
+	out->sleep_ns = __atomic_load_n(&w->wts.sleep_ns, __ATOMIC_RELAXED);
 }
 
 void sn_pipeline_uplink_tx(const struct sn_pipeline *pl, struct sn_pipeline_uplink_tx *out)
@@ -1573,6 +1809,11 @@ const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl)
 	return pl->cls;
 }
 
+const struct sn_classify *sn_pipeline_classify_of(const struct sn_pipeline *pl, unsigned k)
+{
+	return k < pl->arbp->n_wk ? pl->arbp->wk[k]->cls : NULL;
+}
+
 void sn_pipeline_class_uplink(const struct sn_pipeline *pl, uint16_t slot, unsigned cls,
 			      uint64_t *packets, uint64_t *bytes)
 {
@@ -1585,11 +1826,18 @@ void sn_pipeline_class_uplink(const struct sn_pipeline *pl, uint16_t slot, unsig
 
 void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out)
 {
-	const uint64_t *src = (const uint64_t *)&pl->fair_st;
-	uint64_t *dst = (uint64_t *)out;
+	memset(out, 0, sizeof(*out));
+	/* One fair dropper per worker: counters summed, on/theta the same. */
+	for (unsigned k = 0; k < pl->arbp->n_wk; k++) {
+		const struct sn_pipeline_fair_stats *f = &pl->arbp->wk[k]->fair_st;
 
-	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
-		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+		out->on = __atomic_load_n(&f->on, __ATOMIC_RELAXED);
+		out->theta = __atomic_load_n(&f->theta, __ATOMIC_RELAXED);
+		out->kept += __atomic_load_n(&f->kept, __ATOMIC_RELAXED);
+		out->dropped += __atomic_load_n(&f->dropped, __ATOMIC_RELAXED);
+		out->table_full += __atomic_load_n(&f->table_full, __ATOMIC_RELAXED);
+		out->active += __atomic_load_n(&f->active, __ATOMIC_RELAXED);
+	}
 }
 
 uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl)

@@ -1,7 +1,9 @@
 /* sn_pipeline.h — the scheduled datapath stage: Carousel timestamping +
  * timing wheel per port, PSPAT client mailboxes, arbiter (QFQ/DRR/FIFO)
  * with link emulation, dispatch; in the 1-core layout (the worker runs it
- * all) or the 2-core layout (worker | arbiter lcore, cfg.split).
+ * all), the 2-core layout (worker | arbiter lcore, cfg.split) or the
+ * N-core layout (cfg.workers W > 1: one instance per worker lcore, see
+ * sn_pipeline_worker(), | one arbiter lcore; design in sn_pipeline.c).
  *
  * Frames from a port that has a policy entry leave the L2 switch here:
  *   sn_pipeline_submit: stamp with the port's rate (sn_tstamp) and insert
@@ -37,9 +39,10 @@
  * Threads:
  *  - create / destroy: MAIN thread, before the datapath lcores start /
  *    after they returned (destroy frees every frame still held).
- *  - run / shaped / submit / flush / drain: the WORKER lcore only, between
- *    its own quiescent states (the port table and the policy are RCU
- *    snapshots). The worker half (wheel, tstamps) is worker-owned.
+ *  - run / shaped / submit / flush / drain: the WORKER lcore only (N-core:
+ *    worker k on its own instance), between its own quiescent states (the
+ *    port table and the policy are RCU snapshots). The worker half (wheel,
+ *    tstamps) is worker-owned.
  *  - arbiter half (scheduler, link emulation, uplink TX queue of the
  *    arbiter): the worker in the 1-core layout; the ARBITER lcore
  *    (sn_pipeline_arbiter_main, a registered QSBR reader) in the 2-core
@@ -56,6 +59,8 @@
 #include <stdint.h>
 
 #include "sn_arbiter.h"
+
+#define SN_PIPELINE_WORKERS_MAX 8   /* layout ncore: W <= this */
 
 struct rte_mbuf;
 struct sn_policy_store;
@@ -113,6 +118,11 @@ struct sn_pipeline_config {
 	 * it on its own lcore and transmits on uplink TX queue 1 (the
 	 * uplink must have 2 TX queues; the worker keeps queue 0). */
 	bool split;
+	/* Layout ncore (requires split): W worker lcores, each with its own
+	 * instance (sn_pipeline_worker(): wheel, classes, tstamps, client
+	 * mailboxes, return mailbox), transmitting on uplink TX queue k; the
+	 * arbiter lcore (instance 0's arbiter half) uses TX queue W. 0 = 1. */
+	unsigned workers;
 	struct sn_ports *reg;      /* split: the port registry (required) */
 	unsigned idle_sleep_us;    /* split: arbiter spin-then-sleep nap, 0 = busy poll */
 };
@@ -137,6 +147,12 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 				       struct sn_policy_store *pol);
 /* Main thread, worker stopped: free every held frame, then everything. */
 void sn_pipeline_destroy(struct sn_pipeline *pl);
+/* Any thread: worker k's instance (k < workers; instance 0 is the one
+ * create returned and the handle of every *_stats call, which sums over
+ * the workers), or NULL. Worker k passes it to run / shaped / submit /
+ * flush / held / src_held / drain / count_sleep. */
+struct sn_pipeline *sn_pipeline_worker(const struct sn_pipeline *pl, unsigned k);
+unsigned sn_pipeline_workers(const struct sn_pipeline *pl);
 
 /* Software segmentation of a guest GSO (TSO) frame for the uplink, done by
  * the switch (sn_switch.c, "GSO frames"): returns 1 = every segment sent,
@@ -167,7 +183,10 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl);
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in);
 /* Worker, when its loop ends: free every held frame here, on the worker
  * (frames of deferred-completion ports must be freed by the worker, see
- * sn_vqtx.h). Only destroy() may follow. */
+ * sn_vqtx.h). Only destroy() may follow. Layout ncore: every worker calls
+ * it on its own instance after the arbiter lcore returned; the calls
+ * meet (worker 0 drains the arbiter sets once all arrived), so all
+ * workers must be stopping. */
 void sn_pipeline_drain(struct sn_pipeline *pl);
 
 /* Any thread: counters of port p; -ENOENT if p has no policy applied. */
@@ -201,6 +220,8 @@ void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fai
 /* Any thread: the worker's flow classes and aggregate shares, for their
  * *_stats readers (issue 6, sn_classify.h). */
 const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl);
+/* Any thread: worker k's (NULL if k >= workers). */
+const struct sn_classify *sn_pipeline_classify_of(const struct sn_pipeline *pl, unsigned k);
 /* Any thread: uplink frames of class cls of slot counted by a remote
  * (2-core) arbiter, to be added to sn_classify's uplink_* (0 in the
  * 1-core layout, where the worker's sn_classify counts them). */
@@ -221,9 +242,12 @@ int sn_pipeline_arbiter_main(void *pl);
 void sn_pipeline_arbiter_stop(struct sn_pipeline *pl);
 /* Worker: count one idle nap of the worker loop, of ns nanoseconds. */
 void sn_pipeline_count_sleep(struct sn_pipeline *pl, uint64_t ns);
-/* Any thread. */
+/* Any thread: worker is summed over the workers. */
 void sn_pipeline_thread_stats(const struct sn_pipeline *pl, struct sn_pipeline_thread_stats *worker,
 			      struct sn_pipeline_thread_stats *arbiter);
+/* Any thread: worker k's own loop counters (zeros if k >= workers). */
+void sn_pipeline_worker_thread_stats(const struct sn_pipeline *pl, unsigned k,
+				     struct sn_pipeline_thread_stats *out);
 void sn_pipeline_uplink_tx(const struct sn_pipeline *pl, struct sn_pipeline_uplink_tx *out);
 
 #endif /* SN_PIPELINE_H */

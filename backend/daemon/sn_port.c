@@ -61,6 +61,7 @@ struct sn_ports {
 	struct sn_port *slot[SN_PORT_MAX];      /* authoritative, main writes */
 	struct sn_port_table *table;            /* RCU-published snapshot */
 	uint32_t next_gen;
+	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */
 };
 
 /* The vhost callbacks only get a vid; they reach the registry here. Set by
@@ -256,6 +257,7 @@ struct sn_ports *sn_ports_create(void)
 	}
 	pthread_mutex_init(&reg->lock, NULL);
 	reg->next_gen = 1;
+	reg->n_workers = 1;
 	if (publish(reg)) {
 		free(reg);
 		errno = ENOMEM;
@@ -263,6 +265,22 @@ struct sn_ports *sn_ports_create(void)
 	}
 	g_reg = reg;
 	return reg;
+}
+
+int sn_ports_set_workers(struct sn_ports *reg, unsigned n)
+{
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST)
+			return -EBUSY;
+	if (n == 0 || n > SN_PORT_WORKERS_MAX)
+		return -EINVAL;
+	reg->n_workers = n;
+	return 0;
+}
+
+unsigned sn_ports_workers(const struct sn_ports *reg)
+{
+	return reg->n_workers;
 }
 
 const struct sn_port_table *sn_ports_table_main(const struct sn_ports *reg)
@@ -352,6 +370,27 @@ static void unlink_stale_socket(const char *path)
 	close(fd);
 }
 
+/* Main: the worker owning the fewest TX queues of the registered ports
+ * and of the first nq queues of `np`, the port being added (lowest index
+ * on a tie): round-robin while no port is deleted. */
+static unsigned least_loaded(const struct sn_ports *reg, const struct sn_port *np, unsigned nq)
+{
+	unsigned load[SN_PORT_WORKERS_MAX] = { 0 }, best = 0;
+
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		const struct sn_port *p = reg->slot[s];
+
+		for (unsigned i = 0; p && p->type == SN_PORT_VHOST && i < p->nq; i++)
+			load[p->q[i].owner]++;
+	}
+	for (unsigned i = 0; i < nq; i++)
+		load[np->q[i].owner]++;
+	for (unsigned k = 1; k < reg->n_workers; k++)
+		if (load[k] < load[best])
+			best = k;
+	return best;
+}
+
 int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		       const struct sn_vhost_opts *opts)
 {
@@ -379,6 +418,14 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		rc = -EINVAL;
 		goto err_free;
 	}
+	/* Queue -> worker (layout ncore): as given, else balanced. */
+	for (uint16_t i = 0; i < p->nq; i++) {
+		if (opts->workers && opts->workers[i] >= reg->n_workers) {
+			rc = -EINVAL;
+			goto err_free;
+		}
+		p->q[i].owner = opts->workers ? opts->workers[i] : least_loaded(reg, p, i);
+	}
 	if (opts->deferred) {
 		p->max_hold_us = opts->max_hold_us;
 		for (uint16_t i = 0; i < p->nq; i++) {
@@ -387,6 +434,7 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 				rc = -ENOMEM;
 				goto err_free;
 			}
+			sn_vqtx_set_worker(p->q[i].vq, p->q[i].owner);
 		}
 		p->vq = p->q[0].vq;
 		p->unmarked_max_hold_us = opts->unmarked_max_hold_us ?
@@ -579,7 +627,7 @@ void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_s
 
 static inline void q_add(uint64_t *c, uint64_t v)
 {
-	__atomic_store_n(c, *c + v, __ATOMIC_RELAXED);   /* sole writer */
+	__atomic_store_n(c, *c + v, __ATOMIC_RELAXED);   /* sole writer: the owner */
 }
 
 void sn_port_count_txq(struct sn_port *p, unsigned qi, struct rte_mbuf *const *pkts, uint16_t n)
@@ -668,8 +716,8 @@ static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, 
 
 	for (uint16_t j = 0; j < k; j++)
 		bytes += pkts[j]->pkt_len;
-	q_add(&p->q[qi].st.tx_packets, k);
-	q_add(&p->q[qi].st.tx_bytes, bytes);
+	sn_port_ctr_add(&p->q[qi].st.tx_packets, k);   /* any worker (ncore) */
+	sn_port_ctr_add(&p->q[qi].st.tx_bytes, bytes);
 	return k;
 }
 
@@ -712,5 +760,5 @@ void sn_port_count_rxq_full(struct sn_port *p, const struct rte_mbuf *m)
 	unsigned qi = __builtin_popcount(mask) <= 1 ? (mask ? (unsigned)__builtin_ctz(mask) : 0)
 						    : rxq_pick(mask, sn_port_flow_hash(m));
 
-	q_add(&p->q[qi].st.ring_full, 1);
+	sn_port_ctr_add(&p->q[qi].st.ring_full, 1);
 }

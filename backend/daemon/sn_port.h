@@ -26,15 +26,23 @@
  * pair i of a vhost-user port is vring 2i (VM RX: we enqueue) and vring
  * 2i+1 (VM TX: we take). struct sn_portq is the unit of ownership:
  *  - Every TX queue is owned by exactly one worker lcore, q[i].owner (a
- *    worker index, 0 today: one worker). Only the owner polls the queue,
+ *    worker index: 0 in layouts 1core/2core; in ncore from the config's
+ *    ports[].workers, else balanced). Only the owner polls the queue,
  *    owns its sn_vqtx ring state (deferred: held descriptors, completions,
  *    the stop handshake; sn_vqtx.h contracts hold per queue) and writes
  *    q[i].st.rx_*. The owner is fixed while the port exists.
  *  - RX queue i is written (rte_vhost_enqueue_burst, which takes the
- *    library's per-vring lock) by whatever worker delivers to the port;
- *    that worker writes q[i].st.tx_* and ring_full (one worker today; a
- *    layout with several delivering workers must give them their own
- *    counters). The RX queue of a frame is a stable flow hash
+ *    library's per-vring lock, vq->access_lock in DPDK 22.11) by whatever
+ *    worker delivers to the port: in layout ncore several workers may
+ *    enqueue into one RX ring at once, serialized by that lock (PSPAT's
+ *    "dispatch" done by the producer). q[i].st.tx_* and ring_full, and
+ *    the port's tx_* and egress drop counters, may therefore have several
+ *    writers: they are updated with relaxed atomic fetch-adds
+ *    (sn_port_ctr_add), the ingress counters (rx_*, ingress drops) by
+ *    the owner of the TX queue the frame came from (fetch-add as well: a
+ *    port's queues may be on different workers). The uplink: RX queue 0
+ *    is polled by worker 0 only; worker k transmits on uplink TX queue k,
+ *    the arbiter lcore on queue W (sn_pipeline.h). The RX queue of a frame is a stable flow hash
  *    (sn_port_flow_hash) over the enabled RX queues, so a flow stays in
  *    order on one queue while the set of enabled queues does not change.
  *  - txq_ready bit i (release by the VHOST thread once TX queue i is
@@ -55,6 +63,7 @@
 
 #define SN_PORT_MAX 64
 #define SN_PORT_QMAX 8   /* queue pairs per vhost-user port (config "queues") */
+#define SN_PORT_WORKERS_MAX 8   /* worker lcores (layout ncore), == SN_VQTX_WORKERS_MAX */
 
 struct sn_vqtx;
 struct rte_mbuf;
@@ -91,7 +100,8 @@ struct sn_portq_stats {
 
 struct sn_portq {
 	/* Read-mostly: set by main before publication. */
-	unsigned owner;       /* worker index polling the TX queue (0 today) */
+	unsigned owner;       /* worker index polling the TX queue (config
+	                       * ports[].workers, else balanced; 0 in 1core/2core) */
 	struct sn_vqtx *vq;   /* deferred: this TX queue's ring state; else NULL */
 	/* Counters: see the contract above. */
 	struct sn_portq_stats st __rte_cache_aligned;
@@ -124,7 +134,7 @@ struct sn_port {
 	uint32_t txq_ready;   /* bit i: TX queue i may be polled (release) */
 	uint32_t txq_started; /* deferred: bit i = q[i].vq started (vhost thread) */
 
-	/* Counters: worker is the only writer. */
+	/* Counters: datapath workers, sn_port_ctr_add() (see "Queues"). */
 	struct sn_port_stats st __rte_cache_aligned;
 
 	struct sn_portq q[SN_PORT_QMAX];   /* [0, nq) in use */
@@ -152,7 +162,16 @@ struct sn_vhost_opts {
 	uint32_t unmarked_max_hold_us; /* deferred: limit without the guest's
 	                       * opt-in (sn_vqtx.h); 0 = the default */
 	uint16_t queues;      /* queue pairs 1..SN_PORT_QMAX (0 = 1) */
+	const uint8_t *workers; /* [queues]: owner worker of each TX queue, each
+	                       * < sn_ports_workers(); NULL = balanced (the worker
+	                       * owning the fewest TX queues, lowest first) */
 };
+
+/* Main thread, before any vhost-user port is added: the number of worker
+ * lcores TX queues are assigned to (1..SN_PORT_WORKERS_MAX; default 1).
+ * 0, -EINVAL, -EBUSY (ports exist). */
+int sn_ports_set_workers(struct sn_ports *reg, unsigned n);
+unsigned sn_ports_workers(const struct sn_ports *reg);
 
 /* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),
  * -EINVAL, -ENOMEM, or the vhost library's failure (-EIO) with a log line. */
@@ -173,6 +192,13 @@ struct sn_port *sn_ports_find(const struct sn_ports *reg, const char *name);
 /* Worker: the snapshot pointer (QSBR read side; valid until the caller's
  * next quiescent state). */
 struct sn_port_table *sn_ports_table_rcu(struct sn_ports *reg);
+
+/* Any datapath worker: add to a port or queue counter that several
+ * workers may write (layout ncore); readers use relaxed loads. */
+static inline void sn_port_ctr_add(uint64_t *c, uint64_t v)
+{
+	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
 
 static inline bool sn_port_is_up(const struct sn_port *p)
 {

@@ -12,11 +12,24 @@
  * is freed on every path: what a destination did not take is freed here and
  * counted as ring_full on that destination.
  *
- * MAC table: 4-way set-associative hash (mac_table_size entries), owned by
- * the worker only. Aging is lazy on lookup (an expired entry is a miss) and
- * a scan once a second, AGE_SLICE entries per loop iteration, frees expired
- * entries. (The shared spec puts aging on the main lcore; doing it on the
- * worker keeps the table single-writer, with no atomics or locks.)
+ * MAC table: 4-way set-associative hash (mac_table_size entries), shared
+ * by every worker (layout ncore: W switch instances, one per worker lcore;
+ * the first one creates the table, the others share it). Concurrency
+ * contract, per bucket: one rte_seqlock (DPDK's sequence lock: a spinlock
+ * for writers + a sequence counter for readers). Readers (lookup, and the
+ * fast path of learning: a known MAC on the same port) take no lock: they
+ * read the bucket's entries with relaxed atomic loads between
+ * rte_seqlock_read_begin() and rte_seqlock_read_retry() (acquire fences
+ * inside pair with the writer's release in write_lock/unlock) and retry if
+ * a writer was inside. Writers (a new MAC, a move to another port, aging)
+ * take the bucket's write lock. `seen` alone is refreshed outside the lock
+ * (relaxed store, at most once per SEEN_REFRESH of the aging time): a
+ * racing refresh of an entry a writer just replaced only makes that entry
+ * look fresh, which is harmless. Entries are values, never freed: no
+ * reader holds a pointer into the table past its read section. Aging is
+ * lazy on lookup (an expired entry is a miss) and a scan once a second,
+ * AGE_SLICE entries per loop iteration, by worker 0 only. MAC stats are
+ * updated with relaxed atomic fetch-adds (several writers).
  *
  * GSO frames (fix O). A guest with virtio-net offloads hands us TSO frames
  * (RTE_MBUF_F_TX_TCP_SEG + tso_segsz, up to 64 KiB, multi-segment) with a
@@ -71,6 +84,7 @@
 #include <rte_tcp.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_seqlock.h>
 #include <rte_vhost.h>
 #include <urcu-qsbr.h>
 
@@ -89,6 +103,7 @@
 #define GSO_FLAGS (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
 #define DIAG_LINES 16    /* frames logged per cause (diagnostics, bounded) */
 #define BACKLOG_MAX 1024u /* frames waiting per vhost destination (power of 2) */
+#define SEEN_REFRESH 64   /* `seen` is refreshed after 1/64 of the aging time */
 
 struct mac_entry {
 	uint64_t key;    /* MAC | MAC_VALID, 0 = empty */
@@ -96,6 +111,20 @@ struct mac_entry {
 	uint32_t gen;    /* port generation */
 	uint16_t slot;   /* port slot */
 	uint16_t pad;
+};
+
+struct mac_bucket {
+	rte_seqlock_t lock;
+	struct mac_entry e[MAC_WAYS];
+} __rte_cache_aligned;
+
+/* The MAC table shared by the workers (contract above). */
+struct mactab {
+	struct mac_bucket *b;
+	unsigned nb;                 /* buckets (pow2) */
+	unsigned bucket_shift;       /* 64 - log2(nb) */
+	uint64_t aging_tsc;
+	struct sn_mac_stats ms;      /* fetch-add by any worker */
 };
 
 /* Frames from deferred ports waiting for one vhost destination. */
@@ -117,36 +146,41 @@ struct sn_switch {
 	struct sn_ports *reg;
 	struct rte_mempool *mp;
 	struct rte_gso_ctx gso;      /* gso_size set per frame (worker only) */
-	struct sn_pipeline *pl;      /* NULL: no policy enforcement */
+	struct sn_pipeline *pl;      /* NULL: no policy enforcement; else this
+	                              * worker's instance */
 	struct sn_cpufair *cf;       /* issue 6: datapath.cpu_fair_pct; NULL = off */
 	unsigned burst;
 	unsigned idle_sleep_us;       /* 0 = busy poll (config datapath.idle_sleep_us) */
-	unsigned bucket_shift;       /* 64 - log2(buckets) */
+	unsigned wk;                 /* worker index: polls the TX queues it owns */
+	uint16_t txq;                /* uplink TX queue (= wk) */
 	uint64_t aging_tsc;
 	uint64_t scan_tsc;
-	struct mac_entry *mac;       /* buckets * MAC_WAYS */
-	unsigned mac_n;
+	struct mactab *mt;           /* shared (owned by worker 0's switch) */
+	bool mt_owner;
+	unsigned mac_n;              /* buckets: the aging scan's range */
 
 	/* Main -> worker. */
 	uint32_t stop __rte_cache_aligned;
 
 	/* Worker only. */
 	uint64_t next_scan __rte_cache_aligned;
-	unsigned scan_pos;           /* == mac_n: no scan in progress */
+	unsigned scan_pos;           /* == mac_n: no scan in progress (worker 0) */
 	unsigned n_touched;
 	uint16_t touched[SN_PORT_MAX];
 	unsigned diag_malformed, diag_txfail; /* log lines left (DIAG_LINES) */
-	struct sn_mac_stats ms;      /* sole writer: worker */
 	struct stage stage[SN_PORT_MAX];
 	struct backlog *bl;          /* [SN_PORT_MAX], by destination slot */
 	uint64_t bl_busy;            /* bit i: bl[i] may be non-empty */
 };
 
-/* Sole-writer counter update; readers use relaxed atomic loads. */
+/* MAC table counter update (several writers); readers use relaxed loads. */
 static inline void ctr_add(uint64_t *c, uint64_t v)
 {
-	__atomic_store_n(c, *c + v, __ATOMIC_RELAXED);
+	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
 }
+
+#define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
 static inline uint64_t mac_key(const struct rte_ether_addr *a)
 {
@@ -156,84 +190,124 @@ static inline uint64_t mac_key(const struct rte_ether_addr *a)
 	return k | MAC_VALID;
 }
 
-static inline struct mac_entry *mac_bucket(struct sn_switch *sw, uint64_t key)
+static inline struct mac_bucket *mac_bucket(const struct mactab *mt, uint64_t key)
 {
-	return &sw->mac[((key * 0x9E3779B97F4A7C15ULL) >> sw->bucket_shift) * MAC_WAYS];
+	return &mt->b[(key * 0x9E3779B97F4A7C15ULL) >> mt->bucket_shift];
 }
 
-static inline bool expired(const struct sn_switch *sw, const struct mac_entry *e, uint64_t now)
+static inline bool expired(const struct mactab *mt, uint64_t seen, uint64_t now)
 {
-	return now - e->seen > sw->aging_tsc;
+	return now - seen > mt->aging_tsc;
+}
+
+/* A lock-free snapshot of the entry for key in b: its way, or -1. */
+static int mac_read(const struct mac_bucket *b, uint64_t key, struct mac_entry *out)
+{
+	uint32_t sn;
+	int hit;
+
+	do {
+		sn = rte_seqlock_read_begin(&b->lock);
+		hit = -1;
+		for (unsigned w = 0; w < MAC_WAYS; w++) {
+			if (LD(b->e[w].key) == key) {
+				out->seen = LD(b->e[w].seen);
+				out->gen = LD(b->e[w].gen);
+				out->slot = LD(b->e[w].slot);
+				hit = (int)w;
+				break;
+			}
+		}
+	} while (rte_seqlock_read_retry(&b->lock, sn));
+	return hit;
 }
 
 static void mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *in, uint64_t now)
 {
-	struct mac_entry *b = mac_bucket(sw, key), *free_e = NULL;
+	struct mactab *mt = sw->mt;
+	struct mac_bucket *b = mac_bucket(mt, key);
+	struct mac_entry *free_e = NULL, cur = { 0 };
+	int hit = mac_read(b, key, &cur);
 
+	if (hit >= 0 && cur.slot == in->slot && cur.gen == in->gen) {
+		/* Fast path, no lock (contract above). */
+		if (now - cur.seen > mt->aging_tsc / SEEN_REFRESH)
+			ST(b->e[hit].seen, now);
+		return;
+	}
+	rte_seqlock_write_lock(&b->lock);
 	for (unsigned w = 0; w < MAC_WAYS; w++) {
-		struct mac_entry *e = &b[w];
+		struct mac_entry *e = &b->e[w];
 
 		if (e->key == key) {
 			if (e->slot != in->slot || e->gen != in->gen) {
-				e->slot = in->slot;
-				e->gen = in->gen;
-				ctr_add(&sw->ms.moves, 1);
+				ST(e->slot, in->slot);
+				ST(e->gen, in->gen);
+				ctr_add(&mt->ms.moves, 1);
 			}
-			e->seen = now;
-			return;
+			ST(e->seen, now);
+			goto unlock;
 		}
-		if (!free_e && (!e->key || expired(sw, e, now)))
-			free_e = &b[w];
+		if (!free_e && (!e->key || expired(mt, LD(e->seen), now)))
+			free_e = e;
 	}
 	if (!free_e) {
-		ctr_add(&sw->ms.full, 1);
-		return;
+		ctr_add(&mt->ms.full, 1);
+		goto unlock;
 	}
 	if (free_e->key) {
-		ctr_add(&sw->ms.aged, 1);
-		ctr_add(&sw->ms.entries, -1ULL);
+		ctr_add(&mt->ms.aged, 1);
+		ctr_add(&mt->ms.entries, -1ULL);
 	}
-	free_e->key = key;
-	free_e->seen = now;
-	free_e->slot = in->slot;
-	free_e->gen = in->gen;
-	ctr_add(&sw->ms.entries, 1);
-	ctr_add(&sw->ms.learned, 1);
+	ST(free_e->key, key);
+	ST(free_e->seen, now);
+	ST(free_e->slot, in->slot);
+	ST(free_e->gen, in->gen);
+	ctr_add(&mt->ms.entries, 1);
+	ctr_add(&mt->ms.learned, 1);
+unlock:
+	rte_seqlock_write_unlock(&b->lock);
 }
 
 /* The destination port of a unicast MAC, or NULL (unknown: flood). */
 static struct sn_port *mac_lookup(struct sn_switch *sw, const struct sn_port_table *t,
 				  uint64_t key, uint64_t now)
 {
-	struct mac_entry *b = mac_bucket(sw, key);
+	struct mac_entry e;
+	struct sn_port *p;
 
-	for (unsigned w = 0; w < MAC_WAYS; w++) {
-		struct mac_entry *e = &b[w];
-
-		if (e->key == key) {
-			struct sn_port *p = t->by_slot[e->slot];
-
-			if (expired(sw, e, now) || !p || p->gen != e->gen)
-				return NULL;
-			return p;
-		}
-	}
-	return NULL;
+	if (mac_read(mac_bucket(sw->mt, key), key, &e) < 0 || expired(sw->mt, e.seen, now))
+		return NULL;
+	p = t->by_slot[e.slot];
+	return p && p->gen == e.gen ? p : NULL;
 }
 
-/* One slice of the aging scan, so a large table never stalls the loop. */
+/* One slice of the aging scan (worker 0), so a large table never stalls
+ * the loop. A bucket is locked only when it has an expired entry. */
 static void mac_age_slice(struct sn_switch *sw, uint64_t now)
 {
-	unsigned end = SN_MIN_U(sw->scan_pos + AGE_SLICE, sw->mac_n);
+	struct mactab *mt = sw->mt;
+	unsigned end = SN_MIN_U(sw->scan_pos + AGE_SLICE / MAC_WAYS, sw->mac_n);
 
 	for (unsigned i = sw->scan_pos; i < end; i++) {
-		struct mac_entry *e = &sw->mac[i];
+		struct mac_bucket *b = &mt->b[i];
+		bool any = false;
 
-		if (e->key && expired(sw, e, now)) {
-			e->key = 0;
-			ctr_add(&sw->ms.aged, 1);
-			ctr_add(&sw->ms.entries, -1ULL);
+		for (unsigned w = 0; w < MAC_WAYS; w++)
+			any |= LD(b->e[w].key) && expired(mt, LD(b->e[w].seen), now);
+		if (!any)
+			continue;
+		rte_seqlock_write_lock(&b->lock);
+		for (unsigned w = 0; w < MAC_WAYS; w++) {
+			struct mac_entry *e = &b->e[w];
+
+			if (e->key && expired(mt, LD(e->seen), now)) {
+				ST(e->key, 0);
+				ctr_add(&mt->ms.aged, 1);
+				ctr_add(&mt->ms.entries, -1ULL);
+			}
 		}
+		rte_seqlock_write_unlock(&b->lock);
 	}
 	sw->scan_pos = end;
 }
@@ -248,7 +322,7 @@ static inline void stage_add(struct sn_switch *sw, struct sn_port *in, struct sn
 			/* Guest memory must not outlive a device stop in a PMD. */
 			m = rte_pktmbuf_copy(m, sw->mp, 0, UINT32_MAX);
 			if (!m) {
-				ctr_add(&in->st.drop[SN_DROP_NO_MBUF], 1);
+				sn_port_ctr_add(&in->st.drop[SN_DROP_NO_MBUF], 1);
 				return;
 			}
 		} else {
@@ -282,11 +356,11 @@ static void diag_frame(unsigned *budget, const char *port, const char *what,
 static uint16_t eth_tx(struct sn_switch *sw, const struct sn_port *p,
 		       struct rte_mbuf **pkts, uint16_t n)
 {
-	uint16_t k = rte_eth_tx_prepare(p->eth_port, 0, pkts, n);
+	uint16_t k = rte_eth_tx_prepare(p->eth_port, sw->txq, pkts, n);
 
 	if (k < n)
 		diag_frame(&sw->diag_txfail, p->name, "tx_prepare rejected", pkts[k]);
-	k = rte_eth_tx_burst(p->eth_port, 0, pkts, k);
+	k = rte_eth_tx_burst(p->eth_port, sw->txq, pkts, k);
 	return k;
 }
 
@@ -403,12 +477,12 @@ static void flush_eth(struct sn_switch *sw, struct sn_port *p, struct stage *s)
 		}
 		rte_pktmbuf_free(m);    /* segments hold their own references */
 	}
-	ctr_add(&p->st.tx_packets, sent);
-	ctr_add(&p->st.tx_bytes, bytes);
+	sn_port_ctr_add(&p->st.tx_packets, sent);
+	sn_port_ctr_add(&p->st.tx_bytes, bytes);
 	if (full)
-		ctr_add(&p->st.drop[SN_DROP_RING_FULL], full);
+		sn_port_ctr_add(&p->st.drop[SN_DROP_RING_FULL], full);
 	if (gso_failed)
-		ctr_add(&p->st.drop[SN_DROP_GSO_FAILED], gso_failed);
+		sn_port_ctr_add(&p->st.drop[SN_DROP_GSO_FAILED], gso_failed);
 }
 
 /* ---- Backlogs (deferred frames waiting for a vhost destination). ---- */
@@ -442,8 +516,8 @@ static void bl_drain(struct backlog *b, struct sn_port *p)
 
 		for (uint16_t j = 0; j < k; j++)
 			bytes += a[j]->pkt_len;
-		ctr_add(&p->st.tx_packets, k);
-		ctr_add(&p->st.tx_bytes, bytes);
+		sn_port_ctr_add(&p->st.tx_packets, k);
+		sn_port_ctr_add(&p->st.tx_bytes, bytes);
 		rte_pktmbuf_free_bulk(a, k);
 		b->head = (b->head + k) & (BACKLOG_MAX - 1);
 		b->n -= k;
@@ -526,7 +600,7 @@ static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 			continue;
 		}
 		if (!sn_port_is_up(p)) {
-			ctr_add(&p->st.drop[SN_DROP_PORT_DOWN], bl_filter(b, drop_all, NULL));
+			sn_port_ctr_add(&p->st.drop[SN_DROP_PORT_DOWN], bl_filter(b, drop_all, NULL));
 			continue;
 		}
 		bl_drain(b, p);
@@ -557,10 +631,13 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 	for (unsigned i = 0; i < t->n; i++) {
 		struct sn_port *p = t->list[i];
 
-		/* Multiqueue: every TX queue is its own unit (sn_port.h). */
+		/* Multiqueue: every TX queue is its own unit, served by its
+		 * owner (sn_port.h). */
 		for (unsigned qi = 0; p->vq && qi < p->nq; qi++) {
 			struct sn_vqtx *q = p->q[qi].vq;
 
+			if (p->q[qi].owner != sw->wk)
+				continue;
 			if (sn_vqtx_stop_pending(q)) {
 				bl_purge_queue(sw, q);
 				if (sw->pl && sn_pipeline_src_held(sw->pl, p))
@@ -608,11 +685,11 @@ static void flush(struct sn_switch *sw)
 		}
 		for (uint16_t j = 0; j < k; j++)
 			bytes += s->pkts[j]->pkt_len;
-		ctr_add(&p->st.tx_packets, k);
-		ctr_add(&p->st.tx_bytes, bytes);
+		sn_port_ctr_add(&p->st.tx_packets, k);
+		sn_port_ctr_add(&p->st.tx_bytes, bytes);
 		for (uint16_t j = k; j < s->n; j++)
 			if (s->pkts[j]) {
-				ctr_add(&p->st.drop[SN_DROP_RING_FULL], 1);
+				sn_port_ctr_add(&p->st.drop[SN_DROP_RING_FULL], 1);
 				sn_port_count_rxq_full(p, s->pkts[j]);
 			}
 		s->n = 0;
@@ -636,14 +713,14 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 		bytes += m->pkt_len;
 		if (m->data_len < RTE_ETHER_HDR_LEN) {
 			diag_frame(&sw->diag_malformed, in->name, "malformed (runt)", m);
-			ctr_add(&in->st.drop[SN_DROP_MALFORMED], 1);
+			sn_port_ctr_add(&in->st.drop[SN_DROP_MALFORMED], 1);
 			rte_pktmbuf_free(m);
 			continue;
 		}
 		eth = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
 		if (rte_is_multicast_ether_addr(&eth->src_addr)) {
 			diag_frame(&sw->diag_malformed, in->name, "malformed (multicast source)", m);
-			ctr_add(&in->st.drop[SN_DROP_MALFORMED], 1);
+			sn_port_ctr_add(&in->st.drop[SN_DROP_MALFORMED], 1);
 			rte_pktmbuf_free(m);
 			continue;
 		}
@@ -652,12 +729,12 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			dp = mac_lookup(sw, t, mac_key(&eth->dst_addr), now);
 		if (dp) {
 			if (dp == in) {
-				ctr_add(&in->st.drop[SN_DROP_HAIRPIN], 1);
+				sn_port_ctr_add(&in->st.drop[SN_DROP_HAIRPIN], 1);
 				rte_pktmbuf_free(m);
 				continue;
 			}
 			if (!sn_port_is_up(dp)) {
-				ctr_add(&dp->st.drop[SN_DROP_PORT_DOWN], 1);
+				sn_port_ctr_add(&dp->st.drop[SN_DROP_PORT_DOWN], 1);
 				rte_pktmbuf_free(m);
 				continue;
 			}
@@ -683,12 +760,12 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			/* A flood that no port can take is a drop too: counted on
 			 * the ingress port as unknown_dst (no destination). */
 			if (ndst == 0)
-				ctr_add(&in->st.drop[SN_DROP_UNKNOWN_DST], 1);
+				sn_port_ctr_add(&in->st.drop[SN_DROP_UNKNOWN_DST], 1);
 		}
 		pkts[keep++] = m;
 	}
-	ctr_add(&in->st.rx_packets, n);
-	ctr_add(&in->st.rx_bytes, bytes);
+	sn_port_ctr_add(&in->st.rx_packets, n);
+	sn_port_ctr_add(&in->st.rx_bytes, bytes);
 	flush(sw);
 	rte_pktmbuf_free_bulk(pkts, keep);
 }
@@ -720,7 +797,7 @@ int sn_switch_worker(void *arg)
 	unsigned idle = 0;
 
 	rcu_register_thread();
-	sn_vqtx_worker_enter();
+	sn_vqtx_worker_enter(sw->wk);
 	sw->next_scan = rte_rdtsc() + sw->scan_tsc;
 	/* Acquire pairs with the release store in sn_switch_stop(). */
 	while (!__atomic_load_n(&sw->stop, __ATOMIC_ACQUIRE)) {
@@ -738,11 +815,13 @@ int sn_switch_worker(void *arg)
 				continue;
 			if (p->type == SN_PORT_VHOST) {
 				/* Multiqueue: every enabled TX queue this worker
-				 * owns (sn_port.h; one worker today). */
+				 * owns (sn_port.h). */
 				for (uint32_t rdy = sn_port_txq_ready(p); rdy; rdy &= rdy - 1) {
 					unsigned qi = (unsigned)__builtin_ctz(rdy);
 					uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
 
+					if (p->q[qi].owner != sw->wk)
+						continue;
 					if (p->q[qi].vq)
 						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, burst, now);
 					else
@@ -756,6 +835,8 @@ int sn_switch_worker(void *arg)
 				}
 				continue;
 			}
+			if (sw->wk != 0)
+				continue;   /* uplink RX queue 0: worker 0's */
 			uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
 
 			n = rte_eth_rx_burst(p->eth_port, 0, pkts, burst);
@@ -770,7 +851,9 @@ int sn_switch_worker(void *arg)
 		/* Ends the read-side use of t and of every port's vid: pairs
 		 * with synchronize_rcu() in sn_port.c (publish, destroy). */
 		rcu_quiescent_state();
-		if (sw->scan_pos < sw->mac_n) {
+		if (sw->wk != 0) {
+			/* aging: worker 0 only */
+		} else if (sw->scan_pos < sw->mac_n) {
 			mac_age_slice(sw, now);
 		} else if ((int64_t)(now - sw->next_scan) > 0) {
 			sw->scan_pos = 0;     /* a full scan once a second */
@@ -801,7 +884,7 @@ int sn_switch_worker(void *arg)
 			sn_pipeline_drain(sw->pl);
 		vq_service(sw, t, rte_rdtsc());
 	}
-	sn_vqtx_worker_exit();
+	sn_vqtx_worker_exit(sw->wk);
 	rcu_unregister_thread();
 	return 0;
 }
@@ -822,17 +905,38 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 		errno = ENOMEM;
 		return NULL;
 	}
-	sw->mac = rte_zmalloc("sn_mac", sizeof(*sw->mac) * cfg->mac_table_size, RTE_CACHE_LINE_SIZE);
+	buckets = cfg->mac_table_size / MAC_WAYS;
+	if (cfg->share) {
+		sw->mt = cfg->share->mt;
+	} else {
+		sw->mt = rte_zmalloc("sn_mactab", sizeof(*sw->mt), RTE_CACHE_LINE_SIZE);
+		if (sw->mt)
+			sw->mt->b = rte_zmalloc("sn_mac", sizeof(*sw->mt->b) * buckets,
+						RTE_CACHE_LINE_SIZE);
+		sw->mt_owner = true;
+	}
 	sw->bl = rte_zmalloc("sn_backlog", sizeof(*sw->bl) * SN_PORT_MAX, RTE_CACHE_LINE_SIZE);
-	if (!sw->mac || !sw->bl) {
-		rte_free(sw->mac);
+	if (!sw->mt || !sw->mt->b || !sw->bl) {
+		if (sw->mt_owner && sw->mt) {
+			rte_free(sw->mt->b);
+			rte_free(sw->mt);
+		}
 		rte_free(sw->bl);
 		rte_free(sw);
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (sw->mt_owner) {
+		for (unsigned i = 0; i < buckets; i++)
+			rte_seqlock_init(&sw->mt->b[i].lock);
+		sw->mt->nb = buckets;
+		sw->mt->bucket_shift = 64 - (unsigned)__builtin_ctz(buckets);
+		sw->mt->aging_tsc = (uint64_t)cfg->mac_aging_s * rte_get_tsc_hz();
+	}
 	sw->reg = reg;
 	sw->mp = mp;
+	sw->wk = cfg->worker;
+	sw->txq = (uint16_t)cfg->worker;
 	sw->gso.direct_pool = mp;    /* segment headers */
 	sw->gso.indirect_pool = mp;  /* segment payloads: attached to the frame */
 	sw->gso.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
@@ -845,10 +949,8 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	sw->burst = cfg->burst;
 	sw->idle_sleep_us = cfg->idle_sleep_us;
 	sw->cf = cfg->cpufair;
-	sw->mac_n = cfg->mac_table_size;
-	buckets = cfg->mac_table_size / MAC_WAYS;
-	sw->bucket_shift = 64 - (unsigned)__builtin_ctz(buckets);
-	sw->aging_tsc = (uint64_t)cfg->mac_aging_s * rte_get_tsc_hz();
+	sw->mac_n = sw->mt->nb;
+	sw->aging_tsc = sw->mt->aging_tsc;
 	sw->scan_tsc = rte_get_tsc_hz();
 	sw->scan_pos = sw->mac_n;
 	return sw;
@@ -863,16 +965,21 @@ void sn_switch_destroy(struct sn_switch *sw)
 {
 	if (!sw)
 		return;
-	rte_free(sw->mac);
+	if (sw->mt_owner) {
+		rte_free(sw->mt->b);
+		rte_free(sw->mt);
+	}
 	rte_free(sw->bl);
 	rte_free(sw);
 }
 
 void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out)
 {
-	out->entries = __atomic_load_n(&sw->ms.entries, __ATOMIC_RELAXED);
-	out->learned = __atomic_load_n(&sw->ms.learned, __ATOMIC_RELAXED);
-	out->aged = __atomic_load_n(&sw->ms.aged, __ATOMIC_RELAXED);
-	out->moves = __atomic_load_n(&sw->ms.moves, __ATOMIC_RELAXED);
-	out->full = __atomic_load_n(&sw->ms.full, __ATOMIC_RELAXED);
+	const struct sn_mac_stats *ms = &sw->mt->ms;
+
+	out->entries = __atomic_load_n(&ms->entries, __ATOMIC_RELAXED);
+	out->learned = __atomic_load_n(&ms->learned, __ATOMIC_RELAXED);
+	out->aged = __atomic_load_n(&ms->aged, __ATOMIC_RELAXED);
+	out->moves = __atomic_load_n(&ms->moves, __ATOMIC_RELAXED);
+	out->full = __atomic_load_n(&ms->full, __ATOMIC_RELAXED);
 }

@@ -1,17 +1,21 @@
-/* sn_switch.h — the L2 learning switch and the worker lcore's poll loop.
+/* sn_switch.h — the L2 learning switch and a worker lcore's poll loop.
  *
- * One worker lcore runs sn_switch_worker(): it busy-polls every port of the
- * RCU-published port table, learns source MACs, forwards known unicast,
+ * Each worker lcore runs sn_switch_worker() on its own struct sn_switch
+ * (layouts 1core/2core: one; ncore: W, sharing one MAC table): it
+ * busy-polls the TX queues it owns (sn_port.h "Queues"; worker 0 also
+ * the uplink's RX queue) of the RCU-published port table, learns source
+ * MACs, forwards known unicast,
  * floods broadcast/multicast/unknown unicast to every other up port (never
  * back out of the ingress port) and counts every packet once.
  *
  * Concurrency contract:
- *  - The MAC table and the staging buffers belong to the worker alone
- *    (learning, lookup and aging all run there, so the table needs no
- *    synchronization at all).
- *  - Counters (per port in sn_port.st, MAC table stats here) have the
- *    worker as sole writer; sn_switch_mac_stats() may be called from any
- *    thread and reads them with relaxed atomic loads.
+ *  - Staging buffers and backlogs belong to their worker alone. The MAC
+ *    table is shared by the workers: per-bucket rte_seqlock, lock-free
+ *    readers, locked writers (contract in sn_switch.c); aging runs on
+ *    worker 0.
+ *  - Counters (per port in sn_port.st: sn_port_ctr_add, MAC table stats
+ *    here: fetch-add) may have several writers; sn_switch_mac_stats()
+ *    may be called from any thread and reads them with relaxed loads.
  *  - sn_switch_stop() (main) sets a flag the worker reads each iteration
  *    (release/acquire); the main thread then waits with
  *    rte_eal_wait_lcore() before destroying anything.
@@ -32,7 +36,12 @@ struct sn_switch_config {
 	unsigned mac_table_size;   /* entries, power of two >= 16 */
 	unsigned mac_aging_s;
 	unsigned idle_sleep_us;    /* nap after IDLE_SPINS empty polls; 0 = busy poll */
-	struct sn_pipeline *pipeline; /* policy enforcement (issue 6); NULL = none */
+	struct sn_pipeline *pipeline; /* policy enforcement (issue 6): this
+	                               * worker's instance; NULL = none */
+	unsigned worker;           /* worker index (0..W-1), uplink TX queue */
+	struct sn_switch *share;   /* NULL: create the MAC table; else use the
+	                            * table of this switch (freed with it, so
+	                            * destroy it last) */
 	struct sn_cpufair *cpufair;   /* CPU fair dropping (issue 6); NULL = off;
 	                               * the worker owns it while it runs */
 };

@@ -33,6 +33,7 @@
 #include <rte_mbuf.h>
 #include <rte_vhost.h>
 
+#include "sn_common.h"
 #include "sn_config.h"
 #include "sn_log.h"
 #include "sn_vnethdr.h"
@@ -54,8 +55,14 @@ static_assert(SN_VQTX_UNMARKED_HOLD_US_DEFAULT == SN_CONFIG_UNMARKED_HOLD_US_DEF
 	      "one default for unmarked_max_hold_us");
 
 enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
-static uint32_t g_worker_state;     /* release by the worker, acquire in stop */
-static unsigned g_worker_lcore = LCORE_ID_ANY;
+/* Per worker index (layout ncore: several workers, each owning the TX
+ * queues assigned to it): state released by that worker, acquired by
+ * stop; its lcore written by the worker at enter (relaxed: only the owner
+ * itself compares against it in the free callback; others read it only
+ * to abort). */
+static uint32_t g_worker_state[SN_VQTX_WORKERS_MAX];
+static unsigned g_worker_lcore[SN_VQTX_WORKERS_MAX] = {
+	[0 ... SN_VQTX_WORKERS_MAX - 1] = LCORE_ID_ANY };
 
 struct slot {
 	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
@@ -71,6 +78,7 @@ struct sn_vqtx {
 	uint64_t unmarked_hold_tsc;   /* > 0 */
 	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one
 	                               * struct sn_vqtx per TX queue) */
+	unsigned worker;              /* owning worker index (sn_vqtx_set_worker) */
 
 	/* Handshake VHOST <-> WORKER. */
 	uint32_t stop_req;            /* release by stop, acquire by worker */
@@ -343,9 +351,9 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 			break;
 		/* Acquire pairs with the release in sn_vqtx_worker_exit(): a
 		 * worker that is gone touches nothing any more. */
-		if (__atomic_load_n(&g_worker_state, __ATOMIC_ACQUIRE) == WORKER_GONE ||
+		if (__atomic_load_n(&g_worker_state[q->worker], __ATOMIC_ACQUIRE) == WORKER_GONE ||
 		    (waited >= STOP_WAIT_MS &&
-		     __atomic_load_n(&g_worker_state, __ATOMIC_ACQUIRE) == WORKER_NONE)) {
+		     __atomic_load_n(&g_worker_state[q->worker], __ATOMIC_ACQUIRE) == WORKER_NONE)) {
 			teardown(q);
 			break;
 		}
@@ -371,16 +379,23 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
 }
 
-void sn_vqtx_worker_enter(void)
+void sn_vqtx_worker_enter(unsigned worker)
 {
-	g_worker_lcore = rte_lcore_id();
-	__atomic_store_n(&g_worker_state, WORKER_RUNNING, __ATOMIC_RELEASE);
+	SN_VERIFY(worker < SN_VQTX_WORKERS_MAX);
+	__atomic_store_n(&g_worker_lcore[worker], rte_lcore_id(), __ATOMIC_RELAXED);
+	__atomic_store_n(&g_worker_state[worker], WORKER_RUNNING, __ATOMIC_RELEASE);
 }
 
-void sn_vqtx_worker_exit(void)
+void sn_vqtx_worker_exit(unsigned worker)
 {
 	/* Release: everything the worker wrote is visible to sn_vqtx_stop(). */
-	__atomic_store_n(&g_worker_state, WORKER_GONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&g_worker_state[worker], WORKER_GONE, __ATOMIC_RELEASE);
+}
+
+void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker)
+{
+	SN_VERIFY(worker < SN_VQTX_WORKERS_MAX);
+	q->worker = worker;
 }
 
 static void complete(struct sn_vqtx *q, uint16_t head)
@@ -426,9 +441,10 @@ static void extbuf_free_cb(void *addr, void *opaque)
 	struct sn_vqtx *q = s->q;
 
 	(void)addr;
-	if (rte_lcore_id() != g_worker_lcore) {
-		sn_log("vqtx: fatal: frame freed on lcore %u, owner is %u",
-		       rte_lcore_id(), g_worker_lcore);
+	if (rte_lcore_id() != __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED)) {
+		sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
+		       rte_lcore_id(), q->worker,
+		       __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED));
 		abort();
 	}
 	q->outstanding--;

@@ -24,8 +24,8 @@
  *    stop_ack release -> vhost thread acquire), then sets the vring base.
  *    If the worker is not running (startup, shutdown), the caller tears
  *    down itself: nobody else can touch the ring then.
- *  - WORKER lcore (exactly one, the one that called
- *    sn_vqtx_worker_enter()): sn_vqtx_recv(), sn_vqtx_service(),
+ *  - WORKER lcore (exactly one per queue: the one that called
+ *    sn_vqtx_worker_enter() with the queue's worker index): sn_vqtx_recv(), sn_vqtx_service(),
  *    sn_vqtx_stop_ack() and every free of an mbuf that came from
  *    sn_vqtx_recv(). The extbuf free callback writes the used entry
  *    directly (this worker owns the ring: the "completion list" of a ring
@@ -145,10 +145,16 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid);
  * afterwards. No-op if not started. */
 void sn_vqtx_stop(struct sn_vqtx *q);
 
-/* WORKER: mark the owner lcore running / gone (release; sn_vqtx_stop
- * acquires it to decide who tears down). */
-void sn_vqtx_worker_enter(void);
-void sn_vqtx_worker_exit(void);
+/* WORKER with index `worker` (0 in layouts 1core/2core; 0..W-1 in ncore):
+ * mark it running on the calling lcore / gone (release; sn_vqtx_stop
+ * acquires the state of the queue's owner to decide who tears down). */
+#define SN_VQTX_WORKERS_MAX 8
+void sn_vqtx_worker_enter(unsigned worker);
+void sn_vqtx_worker_exit(unsigned worker);
+/* MAIN, before the port is published: the worker index that owns this TX
+ * queue (sn_port.h "Queues"; default 0). Only that worker's lcore may
+ * recv, service, ack a stop and free its mbufs. */
+void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker);
 
 /* WORKER, port up: take up to max frames as zero-copy mbuf chains into
  * pkts (returns how many). A valid checksum/TSO request in the virtio-net

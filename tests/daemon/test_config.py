@@ -59,6 +59,8 @@ BAD = [
      "config: datapath.mac_table_size: must be a power of two"),
     ("datapath-aging-zero", {"datapath": {"mac_aging_s": 0}}, "config: datapath.mac_aging_s:"),
     ("datapath-cpu-fair-big", {"datapath": {"cpu_fair_pct": 101}}, "config: datapath.cpu_fair_pct:"),
+    ("datapath-cpu-fair-ncore", {"datapath": {"cpu_fair_pct": 50, "layout": "ncore"}},
+     "config: datapath.cpu_fair_pct: CPU fair dropping runs on the single worker"),
     ("datapath-unknown", {"datapath": {"queues": 2}}, "config: datapath.queues: unknown key"),
     ("uplink-type", {"uplink": 5}, "config: uplink: must be an object"),
     ("uplink-devargs-empty", {"uplink": {"devargs": ""}}, "config: uplink.devargs:"),

@@ -98,10 +98,29 @@ def test_queues_validated(schednicd, sn_tmpdir):
         assert "ports[0].queues" in str(e.value) + b.log_tail(), b.log_tail()
 
 
+# ncore (issue 5 "every TX queue is owned by exactly one worker lcore",
+# issue 6 layouts): two worker lcores, each port's TX queues on different
+# workers (vm0: q0 -> worker 0, q1 -> worker 1; vm1 the other way round),
+# so every RX ring is filled by both workers at once.
+NCORE_MAP = {"vm0": [0, 1], "vm1": [1, 0]}
+
+
+@pytest.mark.parametrize("layout", ["1core", "ncore"])
 @pytest.mark.parametrize("mode", ["immediate", "deferred"])
-def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode):
+def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode, layout):
     names = ["vm0", "vm1"]
-    d = schednicd(ports=[mqport(sn_tmpdir, n, completion=mode) for n in names])
+    if layout == "ncore":
+        d = schednicd(ports=[mqport(sn_tmpdir, n, completion=mode, workers=NCORE_MAP[n])
+                             for n in names],
+                      datapath={"layout": "ncore", "workers": 2}, eal={"arbiter_cpu": 1})
+        listed = {p["name"]: p for p in d.rpc("port.list")["ports"]}
+        st = port_table(d.stats())
+        for n in names:
+            assert [q["worker"] for q in listed[n]["queues"]] == NCORE_MAP[n], listed[n]
+            assert [q["worker"] for q in st[n]["queues"]] == NCORE_MAP[n], st[n]
+        assert len(d.stats()["arbiter"]["workers"]) == 2
+    else:
+        d = schednicd(ports=[mqport(sn_tmpdir, n, completion=mode) for n in names])
     # 4 flows each way: flows 0-3 vm0 -> vm1 (TX queues 0,1,0,1), 4-7 back.
     # Paced (--rate, all flows together): immediate mode has no
     # backpressure, a full RX ring is a drop, and sn-gen drains one burst

@@ -34,7 +34,9 @@ def sngen(spawn, sn_gen_bin, sn_tmpdir):
 # daemon it starts in that layout. 2core puts the arbiter lcore on the
 # worker's CPU (sn-gen busy-polls CPU 0; two busy pollers of one daemon on
 # one CPU only trade time slices, which the link emulation's 100 ms slack
-# and the mailboxes absorb at these rates).
+# and the mailboxes absorb at these rates). ncore: 2 workers (default
+# datapath.workers), both on eal.worker_cpu, the arbiter there too; ports
+# are assigned to the workers round-robin (vm0 -> 0, vm1 -> 1, ...).
 
 
 @pytest.fixture
@@ -62,14 +64,21 @@ def schednicd(schednicd, request):
 def check_layout(d, layout, timeout=10.0):
     """The daemon runs the layout asked for: in 2core the arbiter lcore
     loops on its own (arbiter_thread.loops grows), in 1core it never
-    exists (0)."""
+    exists (0); in ncore (2 workers by default) the arbiter and every
+    worker lcore loop (arbiter.workers[k].loops)."""
     deadline = time.monotonic() + timeout
     while True:
-        loops = d.stats()["arbiter"]["arbiter_thread"]["loops"]
+        a = d.stats()["arbiter"]
+        loops = a["arbiter_thread"]["loops"]
         if layout == "1core":
             assert loops == 0, f"1core daemon runs an arbiter lcore ({loops} loops)"
+            assert len(a["workers"]) == 1, a["workers"]
             return
-        if loops > 0:
+        if layout == "ncore":
+            assert len(a["workers"]) >= 2, a["workers"]
+        else:
+            assert len(a["workers"]) == 1, a["workers"]
+        if loops > 0 and all(w["loops"] > 0 for w in a["workers"]):
             return
-        assert time.monotonic() < deadline, "2core daemon: the arbiter lcore never ran"
+        assert time.monotonic() < deadline, f"{layout} daemon: an lcore never ran: {a}"
         time.sleep(0.1)

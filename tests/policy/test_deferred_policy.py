@@ -15,7 +15,7 @@ import time
 import pytest
 
 from snlib.wait import wait_for
-LAYOUTS = ["1core", "2core"]   # lcore layouts (issue 6), see conftest.py
+LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000
 SINK_MAC = "02:00:00:00:00:99"

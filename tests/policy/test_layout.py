@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-LAYOUTS = ["1core", "2core"]   # lcore layouts, see conftest.py
+LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts, see conftest.py
 
 
 def cpu_seconds(pid):
@@ -35,7 +35,7 @@ def test_idle_daemon_naps_and_reports_wakeup_delay(schednicd, layout, nap_us):
     time.sleep(2.0)
     w1, a1 = threads(d)
     c1 = cpu_seconds(d.proc.pid)
-    lcores = [("worker", w0, w1)] + ([("arbiter", a0, a1)] if layout == "2core" else [])
+    lcores = [("worker", w0, w1)] + ([("arbiter", a0, a1)] if layout != "1core" else [])
     for name, x0, x1 in lcores:
         naps = x1["sleeps"] - x0["sleeps"]
         assert naps > 100, (name, x0, x1)
@@ -57,12 +57,15 @@ def test_busy_poll_never_naps(schednicd, layout):
     time.sleep(1.5)
     w, a = threads(d)
     assert w["loops"] > 20000 and w["sleeps"] == 0, w
-    if layout == "2core":
+    if layout != "1core":
         assert a["loops"] > 20000 and a["sleeps"] == 0, a
+    for k in d.stats()["arbiter"]["workers"]:     # ncore: each worker lcore
+        assert k["loops"] > 20000 and k["sleeps"] == 0, k
 
 
 @pytest.mark.parametrize("bad, msg", [
     ({"layout": "3core"}, "datapath.layout"),
+    ({"layout": "ncore", "workers": 1}, "datapath.workers"),
     ({"layout": 2}, "datapath.layout"),
     ({"idle_sleep_us": 100001}, "datapath.idle_sleep_us"),
 ])

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-LAYOUTS = ["1core", "2core"]   # lcore layouts (issue 6), see conftest.py
+LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000                     # bytes, without FCS (sn-gen --size)
 SINK_MAC = "02:00:00:00:00:99"   # never learned: flooded to the uplink
