@@ -2,8 +2,9 @@
 guests (Carousel, seed 002, §5.2 and §7.1.2).
 
 HOL: one VM, one TX queue, deferred port, two TCP flows to the uplink host
-sharing that queue: SLOW (dst port 5202) paced at SLOW_BPS by a flow class,
-FAST (dst port 5201) limited to FAST_BPS by another class. The slow flow's
+sharing that queue: SLOW (dst port 5202) paced at 5 Mbit/s by a flow class,
+FAST (dst port 5201) limited to 100 Mbit/s by another class (both scaled,
+see below). The slow flow's
 buffers wait in the shaper (descriptors held); with the patched driver the
 guest reaps the fast flow's completions at once (interrupt on the next used
 entry, hunk C) and TSQ throttles only the slow socket, so the fast flow
@@ -23,9 +24,13 @@ slot array leaked, and the only drops are counted hold-expiry / device-stop
 drain / shaper causes.
 
 Rates: TCG guests on the 2 shared cores of CI do not reliably reach
-100 Mbit/s of paced TCP next to a second flow; both rates are scaled by the
-same factor (SN_HOL_SCALE, default below, documented in
-guest-driver-patch/README.md "Head-of-line and robustness experiments").
+100 Mbit/s of TCP (measured 5-65 Mbit/s unshaped, depending on the other
+load); the HOL test first measures the patched guest alone through the
+unpaced fast class and scales both rates by the same factor: at most 1
+(SN_HOL_SCALE), at most CAP_FRACTION of that capacity, so the fast limit
+is something the guest can offer next to the slow flow. Documented with
+the numbers in guest-driver-patch/README.md ("Head-of-line and robustness
+experiments"). The robustness test uses fixed 10 / 0.5 Mbit/s.
 """
 import os
 import re
@@ -42,10 +47,11 @@ from test_guest_patch import (  # noqa: F401
 
 pytestmark = pytest.mark.vm
 
-SCALE = float(os.environ.get("SN_HOL_SCALE", "0.1"))   # at most; see hol_rates()
+SCALE = float(os.environ.get("SN_HOL_SCALE", "1"))   # at most; see hol_rates()
 CAP_FRACTION = 0.5        # fast limit <= this share of the guest's unshaped rate
-SLOW_BPS = int(5e6 * SCALE)
-FAST_BPS = int(100e6 * SCALE)
+# Robustness: fixed rates well inside what a loaded TCG guest reaches.
+SLOW_BPS = 500_000
+FAST_BPS = 10_000_000
 FAST_PORT, SLOW_PORT, FLOOD_PORT = 5201, 5202, 5203
 MAX_HOLD_US = 2_000_000          # far below the patched guest's 10 s watchdog
 HOL_S = 7
@@ -276,6 +282,7 @@ ALLOWED_POLICY_DROPS = {"hold_timeout", "src_stopped", "horizon"}
 # Egress drops towards the guest while its driver is gone (ACKs from the
 # uplink host) and floods nobody receives.
 ALLOWED_PORT_DROPS = {"port_down", "unknown_dst", "ring_full"}
+HELD_TARGET = 200          # of 256 TX descriptors (the queue stops at < 19 free)
 
 
 def reload_with_modprobe(g):
@@ -319,14 +326,15 @@ def wait_daemon_idle(d, port, baseline, timeout=30):
 def start_held_traffic(d, g):
     """Slow TCP flow + a UDP flood through the clamped class (8 sockets:
     more skbs than the 256-entry TX ring, so the ring fills and the queue
-    stops/wakes); returns the largest held_now seen within 3 s of traffic."""
+    stops/wakes); returns the largest held_now seen, once it reached
+    HELD_TARGET (the ring is then nearly full) or after 20 s."""
     since = class_frames(d, "vm0")
     iperf_bg(g, SLOW_PORT, 120, "/tmp/slow.out")
     iperf_bg(g, FLOOD_PORT, 120, "/tmp/flood.out", f"-u -b {20 * SLOW_BPS} -l 1200 -P 8")
     wait_class_active(d, g, "vm0", "slow", since)
     wait_class_active(d, g, "vm0", "flood", since)
-    held, t_end = 0, time.monotonic() + 3
-    while time.monotonic() < t_end:
+    held, t_end = 0, time.monotonic() + 20
+    while time.monotonic() < t_end and held < HELD_TARGET:
         held = max(held, port_of(d, "vm0")["completion"]["held_now"])
         time.sleep(0.1)
     return held
