@@ -157,8 +157,9 @@ void sn_vqtx_free(struct sn_vqtx *q)
 	if (q->vr || q->outstanding) {
 		sn_log("vqtx: freed with %u frames outstanding (slots leaked)", q->outstanding);
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
-	} else
+	} else {
 		free(q->slots);
+	}
 	sn_vring_free(q->vr);
 	rte_free(q->scratch);
 	rte_free(q);
@@ -328,9 +329,9 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
 	sn_vring_free(q->vr);
 	q->vr = NULL;
-	if (q->outstanding == 0)
+	if (q->outstanding == 0) {
 		free(q->slots);
-	else {
+	} else {
 		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots leaked)",
 		       q->vid, q->outstanding);
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
