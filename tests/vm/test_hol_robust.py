@@ -183,8 +183,14 @@ def hol_run(d, g, port, record_result, label, fast_bps, slow_bps, with_slow=True
         wait_class_active(d, g, port, "slow", since)
         time.sleep(1)
     iperf_bg(g, FAST_PORT, HOL_S + 2, "/tmp/fast.json", "-J -O 1")
-    wait_class_active(d, g, port, "fast", since)
-    time.sleep(1.5)
+    # iperf3's control connection matches the class too: wait for data
+    # (64 KiB), since a loaded guest may take seconds to start the stream.
+    b0 = classes_of(port_of(d, port))["fast"]["offered_bytes"]
+    deadline = time.monotonic() + 30
+    while classes_of(port_of(d, port))["fast"]["offered_bytes"] < b0 + 65536:
+        assert time.monotonic() < deadline, f"{port}: fast flow never started"
+        time.sleep(0.1)
+    time.sleep(1)
     t0, c0, p0 = class_sample(d, port)
     held, t_end = [], time.monotonic() + HOL_S - 1
     while time.monotonic() < t_end:
