@@ -167,10 +167,12 @@ void sn_vqtx_free(struct sn_vqtx *q)
 {
 	if (!q)
 		return;
-	if (q->vr || q->outstanding)
+	if (q->vr || q->outstanding) {
 		sn_log("vqtx: freed with %u frames outstanding (slots leaked)", q->outstanding);
-	else
+		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
+	} else {
 		free(q->slots);
+	}
 	sn_vring_free(q->vr);
 	rte_free(q->scratch);
 	rte_free(q);
@@ -369,11 +371,13 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
 	sn_vring_free(q->vr);
 	q->vr = NULL;
-	if (q->outstanding == 0)
+	if (q->outstanding == 0) {
 		free(q->slots);
-	else
+	} else {
 		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots leaked)",
 		       q->vid, q->outstanding);
+		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
+	}
 	q->slots = NULL;
 	q->vid = -1;
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
@@ -448,6 +452,7 @@ static void extbuf_free_cb(void *addr, void *opaque)
 		abort();
 	}
 	q->outstanding--;
+	ctr_set(&q->st.extbuf_in_use, q->outstanding);
 	hold_record(q, rte_rdtsc() - s->pop_tsc);
 	if (s->epoch != q->epoch || !q->vr) {
 		ctr_inc(&q->st.late_free);
@@ -532,6 +537,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		ctr_inc(&q->st.popped);
 		pkts[out++] = segs[0];
 	}
+	ctr_set(&q->st.extbuf_in_use, q->outstanding);
 	return out;
 }
 

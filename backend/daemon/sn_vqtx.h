@@ -81,6 +81,13 @@ struct sn_vqtx_stats {
 	uint64_t gso_requests;   /* frames with a valid GSO (TCPv4) request */
 	uint64_t forced;         /* held at device stop: dropped and completed */
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
+	/* issue 7 (leak check): frames popped whose guest buffer is still
+	 * referenced by an mbuf, all connections (0 when idle, else a leak);
+	 * frames still referenced when a ring's slot array was abandoned at
+	 * stop or free (the array is leaked on purpose: the free callback
+	 * still reads it). */
+	uint64_t extbuf_in_use;
+	uint64_t slots_leaked;
 	uint64_t marked;         /* frames whose header carried the opt-in marker */
 	uint64_t unmarked;       /* frames without it (held unmarked_max_hold_us at most) */
 	uint64_t opted_in;       /* 1: the guest opted in on this connection (below) */
