@@ -85,7 +85,8 @@ def settled_comp(d, pred, what):
     last, since = None, time.monotonic()
     while time.monotonic() < deadline:
         c = comp(d)
-        key = json.dumps(c, sort_keys=True)
+        # held_occupancy accumulates time while the ring is live: not a counter that settles
+        key = json.dumps({k: v for k, v in c.items() if k != "held_occupancy"}, sort_keys=True)
         if key != last:
             last, since = key, time.monotonic()
         elif pred(c) and time.monotonic() - since >= 0.3:
