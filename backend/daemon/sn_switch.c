@@ -708,6 +708,7 @@ int sn_switch_worker(void *arg)
 		uint64_t now = rte_rdtsc();
 		unsigned got = 0;
 
+		sn_vqtx_set_now(now);       /* s10-P: hold-time clock, one rdtsc per iteration */
 		if (sw->pl)
 			sn_pipeline_run(sw->pl, t);   /* issue 6: due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {

@@ -141,13 +141,19 @@ void sn_vqtx_worker_exit(void);
  * header becomes mbuf offload metadata (ol_flags, l2/l3/l4_len,
  * tso_segsz), as rte_vhost_dequeue_burst sets it. Malformed chains, invalid
  * offload requests and frames without mbufs are completed with length 0
- * and counted here. now = TSC. */
+ * and counted here. now = TSC (the frames' pop stamp). Wraps the frames
+ * with one mempool allocation per burst. */
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
 /* WORKER, every loop iteration, up or not: publish new used entries,
  * notify the guest if sn_vring_used_flush() says so, log the used ring for
- * live migration, refresh the exported counters. */
+ * live migration; refresh the exported counters at most every 100 us
+ * (always at teardown), so stats readers see them up to 100 us late. */
 void sn_vqtx_service(struct sn_vqtx *q);
+/* WORKER, once per loop iteration before any sn_vqtx call: the worker's
+ * TSC for this iteration, the clock of hold times (the free callback
+ * records pop -> free at this resolution) and of counter publication. */
+void sn_vqtx_set_now(uint64_t now);
 /* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
  * worker then frees every mbuf of this queue it holds and calls
  * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes and
