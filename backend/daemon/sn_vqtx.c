@@ -601,6 +601,23 @@ uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
 	return q->max_hold_tsc ? pop_tsc + q->max_hold_tsc : UINT64_MAX;
 }
 
+enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q)
+{
+	const struct slot *s;
+	uint64_t now;
+
+	if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != extbuf_free_cb) {
+		*q = NULL;
+		return SN_VQTX_KEEP;
+	}
+	s = m->shinfo->fcb_opaque;
+	*q = s->q;
+	if (sn_vqtx_stop_pending(s->q))
+		return SN_VQTX_STOPPING;
+	now = t_is_worker ? g_now_tsc : rte_rdtsc();
+	return sn_vqtx_deadline(s->q, s->pop_tsc) <= now ? SN_VQTX_EXPIRED : SN_VQTX_KEEP;
+}
+
 void sn_vqtx_count_timeout(struct sn_vqtx *q)
 {
 	ctr_inc(&q->st.hold_timeouts);

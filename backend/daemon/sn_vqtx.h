@@ -169,6 +169,14 @@ struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc);
  * (max_hold_us, or unmarked_max_hold_us for its class; UINT64_MAX: no
  * limit). */
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc);
+/* WORKER, or another datapath lcore holding the frame (read-only, as
+ * sn_vqtx_of): sn_vqtx_of + sn_vqtx_stop_pending + sn_vqtx_deadline in one
+ * call, for the per-frame checks of the pipeline. *q = the frame's queue
+ * (NULL: not a deferred frame, SN_VQTX_KEEP). The worker judges the
+ * deadline by its iteration clock (sn_vqtx_set_now: one rdtsc per
+ * iteration, not per frame), any other lcore by rte_rdtsc(). */
+enum sn_vqtx_verdict { SN_VQTX_KEEP, SN_VQTX_STOPPING, SN_VQTX_EXPIRED };
+enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */
 void sn_vqtx_count_timeout(struct sn_vqtx *q);
