@@ -480,16 +480,12 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 			ret_push(pl, m, RET_GSO, 0);
 			continue;
 		}
-		if (!sn_vqtx_of(m, &pop)) {
-			pkts[kept++] = m;
-			continue;
-		}
 		if (deferred_drop(pl, m, arb))
 			continue;
 		/* s10-P: a PMD done with its mbufs when tx_burst returns
-		 * (sn_port_tx_sync) takes the guest frame itself, from the
-		 * worker (the free in the PMD completes it on this lcore). */
-		if (!remote && up->tx_sync) {
+		 * (sn_port_tx_sync) takes a deferred guest frame itself, from
+		 * the worker (the free in the PMD completes it on this lcore). */
+		if ((!remote && up->tx_sync) || !sn_vqtx_of(m, &pop)) {
 			pkts[kept++] = m;
 			continue;
 		}
