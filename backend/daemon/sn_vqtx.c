@@ -56,10 +56,10 @@ static_assert(SN_VQTX_UNMARKED_HOLD_US_DEFAULT == SN_CONFIG_UNMARKED_HOLD_US_DEF
 enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
 static uint32_t g_worker_state;     /* release by the worker, acquire in stop */
 static unsigned g_worker_lcore = LCORE_ID_ANY;
-/* The worker's clock (TSC) at its latest sn_vqtx_recv(): the time base of
- * hold times recorded by the free callback (one rdtsc per loop iteration
- * instead of one per completed frame; resolution one loop iteration).
- * WORKER only. */
+/* The worker's clock (TSC), set by sn_vqtx_set_now() at the start of each
+ * loop iteration: the time base of hold times recorded by the free callback
+ * and of the worker's hold-limit checks (one rdtsc per iteration instead of
+ * one per completed frame; resolution one loop iteration). WORKER only. */
 static uint64_t g_now_tsc;
 /* True on the worker lcore only (set by sn_vqtx_worker_enter): the free
  * callback's owner check. Our own initial-exec TLS variable: one %fs load,
