@@ -390,18 +390,20 @@ static void a_drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_
  * the frame: the vqtx counters are the worker's). */
 static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 {
-	uint64_t pop;
-	struct sn_vqtx *q = sn_vqtx_of(m, &pop);
+	struct sn_vqtx *q;
 	enum sn_pipeline_drop cause;
 
-	if (!q)
-		return false;
-	if (sn_vqtx_stop_pending(q))
+	/* s10-P: one call, and the worker's iteration clock, per frame. */
+	switch (sn_vqtx_verdict(m, &q)) {
+	case SN_VQTX_STOPPING:
 		cause = SN_PL_DROP_SRC_STOP;
-	else if (sn_vqtx_deadline(q, pop) <= rte_rdtsc())
+		break;
+	case SN_VQTX_EXPIRED:
 		cause = SN_PL_DROP_HOLD;
-	else
+		break;
+	default:
 		return false;
+	}
 	if (arb && pl->arb_remote) {
 		ret_push(pl, m, RET_DROP, (uint8_t)cause);
 		return true;
@@ -529,12 +531,15 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 			ret_push(pl, m, RET_GSO, 0);
 			continue;
 		}
-		if (!sn_vqtx_of(m, &pop)) {
+		if (deferred_drop(pl, m, arb))
+			continue;
+		/* s10-P: a PMD done with its mbufs when tx_burst returns
+		 * (sn_port_tx_sync) takes a deferred guest frame itself, from
+		 * the worker (the free in the PMD completes it on this lcore). */
+		if ((!remote && up->tx_sync) || !sn_vqtx_of(m, &pop)) {
 			pkts[kept++] = m;
 			continue;
 		}
-		if (deferred_drop(pl, m, arb))
-			continue;
 		c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);   /* dynfields (meta) too */
 		if (!c) {
 			if (arb)

@@ -508,6 +508,19 @@ err_free:
 	return rc;
 }
 
+bool sn_port_tx_sync(uint16_t eth_port)
+{
+	static const char *const sync_pmds[] = { "net_vhost", "net_tap", "net_null" };
+	struct rte_eth_dev_info info;
+
+	if (rte_eth_dev_info_get(eth_port, &info) || !info.driver_name)
+		return false;
+	for (size_t i = 0; i < RTE_DIM(sync_pmds); i++)
+		if (strcmp(info.driver_name, sync_pmds[i]) == 0)
+			return true;
+	return false;
+}
+
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port)
 {
 	struct sn_port *p;
@@ -523,6 +536,7 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 		return -ENOMEM;
 	p->slot = (uint16_t)slot;
 	p->eth_port = eth_port;
+	p->tx_sync = sn_port_tx_sync(eth_port);
 	p->running = 1;
 	p->up = 1;      /* started ethdev; published below (release) */
 	pthread_mutex_lock(&reg->lock);
@@ -536,7 +550,8 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 		rte_free(p);
 		return rc;
 	}
-	sn_log("port %s: added (uplink, ethdev %u)", name, eth_port);
+	sn_log("port %s: added (uplink, ethdev %u, %s)", name, eth_port,
+	       p->tx_sync ? "zero-copy for deferred frames" : "deferred frames copied");
 	return 0;
 }
 

@@ -115,6 +115,10 @@ struct sn_port {
 	bool client;
 	uint16_t slot;        /* index in sn_port_table.by_slot */
 	uint16_t eth_port;    /* uplink: ethdev port id */
+	bool tx_sync;         /* uplink: its PMD is done with every mbuf when
+	                       * rte_eth_tx_burst() returns (sn_port_tx_sync());
+	                       * frames of deferred ports then go out
+	                       * zero-copy from the worker */
 	uint32_t gen;         /* unique per port object; MAC entries check it */
 	bool registered;      /* vhost driver registered (main only) */
 	struct sn_vqtx *vq;   /* "completion": "deferred": == q[0].vq, our own
@@ -178,6 +182,15 @@ unsigned sn_ports_workers(const struct sn_ports *reg);
 int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		       const struct sn_vhost_opts *opts);
 /* Main thread: the uplink is an already started ethdev. */
+/* True for the PMDs known to copy (or write) a frame and free its mbufs
+ * inside rte_eth_tx_burst(), keeping no reference after it returns:
+ * net_vhost (rte_vhost_enqueue_burst copies into the peer's ring), net_tap
+ * (writev), net_null. Their frames may be guest buffers of a deferred
+ * port (zero-copy): the descriptor completes before tx_burst returns, on
+ * the calling lcore. Any other PMD (hardware DMA, net_ring) may keep the
+ * mbuf until a later TX completion, beyond a device stop: it gets a copy.
+ * MAIN, before the uplink is published. */
+bool sn_port_tx_sync(uint16_t eth_port);
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port);
 /* Main thread: -ENOENT, -EBUSY for the uplink unless force. A deferred
  * port's driver is unregistered while the port is still published, so its

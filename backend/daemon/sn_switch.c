@@ -318,8 +318,11 @@ static inline void stage_add(struct sn_switch *sw, struct sn_port *in, struct sn
 	struct stage *s = &sw->stage[p->slot];
 
 	if (p->type == SN_PORT_UPLINK) {
-		if (in->vq) {
-			/* Guest memory must not outlive a device stop in a PMD. */
+		if (in->vq && !p->tx_sync) {
+			/* Guest memory must not outlive a device stop in a PMD
+			 * (s10-P: unless the PMD is done with it when tx_burst
+			 * returns, sn_port_tx_sync(); the worker's tx_burst
+			 * then frees, i.e. completes, the guest frame itself). */
 			m = rte_pktmbuf_copy(m, sw->mp, 0, UINT32_MAX);
 			if (!m) {
 				sn_port_ctr_add(&in->st.drop[SN_DROP_NO_MBUF], 1);
@@ -805,6 +808,7 @@ int sn_switch_worker(void *arg)
 		uint64_t now = rte_rdtsc();
 		unsigned got = 0;
 
+		sn_vqtx_set_now(now);       /* s10-P: hold-time clock, one rdtsc per iteration */
 		if (sw->pl)
 			sn_pipeline_run(sw->pl, t);   /* issue 6: due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {

@@ -63,6 +63,21 @@ enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
 static uint32_t g_worker_state[SN_VQTX_WORKERS_MAX];
 static unsigned g_worker_lcore[SN_VQTX_WORKERS_MAX] = {
 	[0 ... SN_VQTX_WORKERS_MAX - 1] = LCORE_ID_ANY };
+/* The calling worker's clock (TSC), set by sn_vqtx_set_now() at the start
+ * of each loop iteration: the time base of hold times recorded by the free
+ * callback and of the worker's hold-limit checks (one rdtsc per iteration
+ * instead of one per completed frame; resolution one loop iteration).
+ * Thread-local: every worker lcore (layout ncore) has its own. */
+static __thread uint64_t t_now_tsc __attribute__((tls_model("initial-exec")));
+/* Worker index + 1 on a worker lcore (set by sn_vqtx_worker_enter), 0
+ * elsewhere: the free callback's owner check. Our own initial-exec TLS
+ * variable: one %fs load, where rte_lcore_id() costs a __tls_get_addr call
+ * per frame from here. */
+static __thread unsigned t_worker __attribute__((tls_model("initial-exec")));
+/* sn_vqtx_service() publishes counters at most this often (plus always at
+ * teardown): readers (stats.get, ~ms apart) see them at most this late. */
+#define PUB_EVERY_US 100u
+static __thread uint64_t t_pub_tsc;  /* PUB_EVERY_US in TSC, set by worker_enter */
 
 struct slot {
 	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
@@ -94,6 +109,8 @@ struct sn_vqtx {
 	uint32_t epoch;
 	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
 	bool dirty;
+	bool stats_pending;           /* counters changed since publish_stats() */
+	uint64_t next_pub;            /* TSC: publish_stats() not before */
 	bool opted_out;               /* an unmarked frame on this connection */
 	uint32_t marked_run;          /* marked frames since start (capped) */
 	uint64_t occ_tsc;             /* occupancy accounted up to here (0: ring not
@@ -108,6 +125,8 @@ struct sn_vqtx {
 	struct sn_vqtx_stats st;
 	struct sn_vqtx_stats acc;
 };
+
+static void extbuf_free_cb(void *addr, void *opaque);
 
 uint64_t sn_vqtx_features_off(void)
 {
@@ -222,6 +241,12 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		rc = -ENOMEM;
 		goto out;
 	}
+	for (uint32_t i = 0; i < vring.size; i++) {   /* constant per connection */
+		q->slots[i].q = q;
+		q->slots[i].head = (uint16_t)i;
+		q->slots[i].shinfo.free_cb = extbuf_free_cb;
+		q->slots[i].shinfo.fcb_opaque = &q->slots[i];
+	}
 	q->vr = sn_vring_create(&cfg, &vm);
 	if (!q->vr) {
 		rc = -errno;
@@ -330,6 +355,7 @@ static void teardown(struct sn_vqtx *q)
 	}
 	flush(q, false);
 	publish_stats(q);
+	q->stats_pending = false;
 	accumulate(q);
 	q->epoch++;
 	q->dirty = false;
@@ -386,6 +412,9 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 void sn_vqtx_worker_enter(unsigned worker)
 {
 	SN_VERIFY(worker < SN_VQTX_WORKERS_MAX);
+	t_worker = worker + 1;
+	t_pub_tsc = rte_get_tsc_hz() / (1000000u / PUB_EVERY_US);
+	t_now_tsc = rte_rdtsc();
 	__atomic_store_n(&g_worker_lcore[worker], rte_lcore_id(), __ATOMIC_RELAXED);
 	__atomic_store_n(&g_worker_state[worker], WORKER_RUNNING, __ATOMIC_RELEASE);
 }
@@ -420,7 +449,7 @@ static void hold_record(struct sn_vqtx *q, uint64_t cycles)
 }
 
 /* Owner: account a frame's marker; true if it may be held long. */
-static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p)
+static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p, uint32_t *marked)
 {
 	if (p->hdr.num_buffers != rte_cpu_to_le_16(SN_VQTX_OPTIN_MAGIC)) {
 		ctr_inc(&q->st.unmarked);
@@ -431,7 +460,7 @@ static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p)
 		}
 		return false;
 	}
-	ctr_inc(&q->st.marked);
+	(*marked)++;
 	if (q->opted_out)
 		return false;
 	if (q->marked_run < SN_VQTX_OPTIN_AFTER && ++q->marked_run == SN_VQTX_OPTIN_AFTER)
@@ -445,7 +474,7 @@ static void extbuf_free_cb(void *addr, void *opaque)
 	struct sn_vqtx *q = s->q;
 
 	(void)addr;
-	if (rte_lcore_id() != __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED)) {
+	if (unlikely(t_worker != q->worker + 1)) {
 		sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
 		       rte_lcore_id(), q->worker,
 		       __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED));
@@ -453,7 +482,7 @@ static void extbuf_free_cb(void *addr, void *opaque)
 	}
 	q->outstanding--;
 	ctr_set(&q->st.extbuf_in_use, q->outstanding);
-	hold_record(q, rte_rdtsc() - s->pop_tsc);
+	hold_record(q, t_now_tsc > s->pop_tsc ? t_now_tsc - s->pop_tsc : 0);
 	if (s->epoch != q->epoch || !q->vr) {
 		ctr_inc(&q->st.late_free);
 		return;
@@ -461,11 +490,58 @@ static void extbuf_free_cb(void *addr, void *opaque)
 	complete(q, s->head);
 }
 
+/* Owner: wrap one good frame's segments (mbufs from *stash, refilled one
+ * frame at a time when it runs dry) around its guest buffers. Returns the
+ * head mbuf, or NULL when no mbuf could be had (counted by the caller). */
+static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
+				   const struct sn_vring_pkt *p, const struct sn_vnethdr_offl *o,
+				   struct rte_mbuf **stash, uint32_t *nstash, bool hold_long,
+				   uint64_t now)
+{
+	struct rte_mbuf *own[SN_VRING_MAX_SEGS], **segs;
+	struct slot *s;
+
+	if (*nstash >= p->nseg) {
+		*nstash -= p->nseg;
+		segs = &stash[*nstash];
+	} else if (rte_pktmbuf_alloc_bulk(mp, own, p->nseg) == 0) {
+		segs = own;
+	} else {
+		return NULL;
+	}
+	s = &q->slots[p->head];         /* q, head, free_cb, fcb_opaque: set at start */
+	s->epoch = q->epoch;
+	s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
+	rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
+	for (uint16_t j = 0; j < p->nseg; j++) {
+		struct rte_mbuf *m = segs[j];
+		uint16_t len = (uint16_t)p->iov[j].iov_len;
+
+		rte_pktmbuf_attach_extbuf(m, p->iov[j].iov_base,
+					  (rte_iova_t)(uintptr_t)p->iov[j].iov_base,
+					  len, &s->shinfo);
+		m->data_len = len;
+		m->next = j + 1 < p->nseg ? segs[j + 1] : NULL;
+	}
+	segs[0]->nb_segs = p->nseg;
+	segs[0]->pkt_len = p->len;
+	if (o->ol_flags) {
+		segs[0]->ol_flags |= o->ol_flags;
+		segs[0]->l2_len = o->l2;
+		segs[0]->l3_len = o->l3;
+		segs[0]->l4_len = o->l4;
+		segs[0]->tso_segsz = o->segsz;
+		ctr_inc(o->segsz ? &q->st.gso_requests : &q->st.csum_requests);
+	}
+	return segs[0];
+}
+
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now)
 {
 	struct sn_vring_pkt *vp = q->scratch;
-	uint32_t n;
+	struct rte_mbuf *stash[SN_CONFIG_BURST_MAX];
+	uint32_t n, nstash = 0, good = 0, marked = 0;
 	uint16_t out = 0;
 
 	if (max > SN_CONFIG_BURST_MAX)
@@ -483,77 +559,77 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	sn_vring_get_base(q->vr, &a1, &u);
 	if (n || a1 != a0 || sn_vring_is_broken(q->vr) != was_broken)
 		q->dirty = true;
+	if (n == 0)
+		return 0;
+	/* One mempool access per burst (the common frame is one segment);
+	 * frames that need more, or a pool too low for the whole burst, fall
+	 * back to one allocation per frame. Left-overs go back at the end. */
+	if (rte_pktmbuf_alloc_bulk(mp, stash, n) == 0)
+		nstash = n;
 	for (uint32_t i = 0; i < n; i++) {
-		struct rte_mbuf *segs[SN_VRING_MAX_SEGS];
 		struct sn_vring_pkt *p = &vp[i];
 		struct sn_vnethdr_offl o;
-		struct slot *s;
+		struct rte_mbuf *m;
 		bool hold_long;
 
 		if (p->err) {  /* counted by sn_vring under its cause */
 			complete(q, p->head);
 			continue;
 		}
-		hold_long = optin_frame(q, p);
+		hold_long = optin_frame(q, p, &marked);
 		if (sn_vnethdr_parse(p, &o)) {
 			ctr_inc(&q->st.offload);
 			complete(q, p->head);
 			continue;
 		}
-		if (rte_pktmbuf_alloc_bulk(mp, segs, p->nseg)) {
+		m = wrap_frame(q, mp, p, &o, stash, &nstash, hold_long, now);
+		if (m == NULL) {
 			ctr_inc(&q->st.no_mbuf);
 			complete(q, p->head);
 			continue;
 		}
-		s = &q->slots[p->head];
-		s->q = q;
-		s->head = p->head;
-		s->epoch = q->epoch;
-		s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
-		s->shinfo.free_cb = extbuf_free_cb;
-		s->shinfo.fcb_opaque = s;
-		rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
-		for (uint16_t j = 0; j < p->nseg; j++) {
-			struct rte_mbuf *m = segs[j];
-			uint16_t len = (uint16_t)p->iov[j].iov_len;
-
-			rte_pktmbuf_attach_extbuf(m, p->iov[j].iov_base,
-						  (rte_iova_t)(uintptr_t)p->iov[j].iov_base,
-						  len, &s->shinfo);
-			m->data_len = len;
-			m->next = j + 1 < p->nseg ? segs[j + 1] : NULL;
-		}
-		segs[0]->nb_segs = p->nseg;
-		segs[0]->pkt_len = p->len;
-		if (o.ol_flags) {
-			segs[0]->ol_flags |= o.ol_flags;
-			segs[0]->l2_len = o.l2;
-			segs[0]->l3_len = o.l3;
-			segs[0]->l4_len = o.l4;
-			segs[0]->tso_segsz = o.segsz;
-			ctr_inc(o.segsz ? &q->st.gso_requests : &q->st.csum_requests);
-		}
 		q->outstanding++;
-		ctr_inc(&q->st.popped);
-		pkts[out++] = segs[0];
+		good++;
+		pkts[out++] = m;
 	}
+	if (nstash)
+		rte_pktmbuf_free_bulk(stash, nstash);
+	/* Per-frame counters once per burst (one writer: this worker). */
+	if (marked)
+		ctr_set(&q->st.marked, q->st.marked + marked);
+	if (good)
+		ctr_set(&q->st.popped, q->st.popped + good);
 	ctr_set(&q->st.extbuf_in_use, q->outstanding);
 	return out;
 }
 
 void sn_vqtx_service(struct sn_vqtx *q, uint64_t now)
 {
-	if (!q->dirty && now - q->occ_tsc < q->occ_period)
+	if (!q->dirty && !q->stats_pending && now - q->occ_tsc < q->occ_period)
 		return;
 	/* Acquire pairs with the release in sn_vqtx_start(). */
 	if (!__atomic_load_n(&q->live, __ATOMIC_ACQUIRE))
 		return;
 	occ_account(q, now);
-	if (!q->dirty)
+	if (!(q->dirty || q->stats_pending))
 		return;
-	q->dirty = false;
-	flush(q, true);
-	publish_stats(q);
+	if (q->dirty) {
+		q->dirty = false;
+		flush(q, true);
+		q->stats_pending = true;
+	}
+	/* Counters: at most every PUB_EVERY_US (about 40 stores each time;
+	 * once per loop iteration they cost as much as a frame). */
+	if (t_now_tsc >= q->next_pub) {
+		publish_stats(q);
+		q->stats_pending = false;
+		q->next_pub = t_now_tsc + t_pub_tsc;
+	}
+}
+
+void sn_vqtx_set_now(uint64_t now)
+{
+	t_now_tsc = now;
 }
 
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q)
@@ -586,6 +662,23 @@ uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
 	if (pop_tsc & 1)
 		return pop_tsc + q->unmarked_hold_tsc;
 	return q->max_hold_tsc ? pop_tsc + q->max_hold_tsc : UINT64_MAX;
+}
+
+enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q)
+{
+	const struct slot *s;
+	uint64_t now;
+
+	if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != extbuf_free_cb) {
+		*q = NULL;
+		return SN_VQTX_KEEP;
+	}
+	s = m->shinfo->fcb_opaque;
+	*q = s->q;
+	if (sn_vqtx_stop_pending(s->q))
+		return SN_VQTX_STOPPING;
+	now = t_worker ? t_now_tsc : rte_rdtsc();
+	return sn_vqtx_deadline(s->q, s->pop_tsc) <= now ? SN_VQTX_EXPIRED : SN_VQTX_KEEP;
 }
 
 void sn_vqtx_count_timeout(struct sn_vqtx *q)

@@ -168,14 +168,21 @@ void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker);
  * header becomes mbuf offload metadata (ol_flags, l2/l3/l4_len,
  * tso_segsz), as rte_vhost_dequeue_burst sets it. Malformed chains, invalid
  * offload requests and frames without mbufs are completed with length 0
- * and counted here. now = TSC. */
+ * and counted here. now = TSC (the frames' pop stamp). Wraps the frames
+ * with one mempool allocation per burst. */
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
 /* WORKER, every loop iteration, up or not: publish new used entries,
  * notify the guest if sn_vring_used_flush() says so, log the used ring for
- * live migration, refresh the exported counters, account the held
- * occupancy up to now (TSC; the loop's time, taken before its pops). */
+ * live migration, account the held occupancy up to now (TSC; the loop's
+ * time, taken before its pops), refresh the exported counters at most every
+ * 100 us (always at teardown), so stats readers see them up to 100 us late. */
 void sn_vqtx_service(struct sn_vqtx *q, uint64_t now);
+/* WORKER, once per loop iteration before any sn_vqtx call: the calling
+ * worker's TSC for this iteration, the clock of hold times (the free
+ * callback records pop -> free at this resolution) and of counter
+ * publication. */
+void sn_vqtx_set_now(uint64_t now);
 /* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
  * worker then frees every mbuf of this queue it holds and calls
  * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes and
@@ -191,6 +198,14 @@ struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc);
  * (max_hold_us, or unmarked_max_hold_us for its class; UINT64_MAX: no
  * limit). */
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc);
+/* WORKER, or another datapath lcore holding the frame (read-only, as
+ * sn_vqtx_of): sn_vqtx_of + sn_vqtx_stop_pending + sn_vqtx_deadline in one
+ * call, for the per-frame checks of the pipeline. *q = the frame's queue
+ * (NULL: not a deferred frame, SN_VQTX_KEEP). The worker judges the
+ * deadline by its iteration clock (sn_vqtx_set_now: one rdtsc per
+ * iteration, not per frame), any other lcore by rte_rdtsc(). */
+enum sn_vqtx_verdict { SN_VQTX_KEEP, SN_VQTX_STOPPING, SN_VQTX_EXPIRED };
+enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */
 void sn_vqtx_count_timeout(struct sn_vqtx *q);

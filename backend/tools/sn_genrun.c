@@ -525,6 +525,7 @@ static int run_bench(struct sn_gen *g)
 	uint64_t t_end = t_meas + secs_to_tsc(g, g->duration_s);
 	uint64_t tx0 = 0, rx0 = 0, meas_start = 0;
 	int measuring = 0;
+	uint16_t nm = 0;                /* built frames in m[0..nm) not sent yet */
 
 	while (!sn_gen_stop) {
 		uint64_t now = rte_rdtsc();
@@ -541,22 +542,37 @@ static int run_bench(struct sn_gen *g)
 			g->completed = 1;
 			break;
 		}
-		if (rte_pktmbuf_alloc_bulk(g->mp, m, g->burst) == 0) {
-			for (uint16_t i = 0; i < g->burst; i++) {
-				rte_memcpy(rte_pktmbuf_mtod(m[i], void *), tmpl, g->size);
-				m[i]->data_len = g->size;
-				m[i]->pkt_len = g->size;
+		/* Frames the ring did not take stay ready for the next
+		 * round: a full TX ring (a switch holding descriptors, or
+		 * slower than us) costs one tx_burst call, not an allocation,
+		 * a copy and a free of every frame it refused. */
+		if (nm < g->burst) {
+			uint16_t k = (uint16_t)(g->burst - nm);
+
+			if (rte_pktmbuf_alloc_bulk(g->mp, m + nm, k) == 0) {
+				for (uint16_t i = nm; i < g->burst; i++) {
+					rte_memcpy(rte_pktmbuf_mtod(m[i], void *), tmpl, g->size);
+					m[i]->data_len = g->size;
+					m[i]->pkt_len = g->size;
+				}
+				nm = g->burst;
+			} else {
+				g->alloc_fail++;
 			}
-			uint16_t s = rte_eth_tx_burst(tx->id, 0, m, g->burst);
+		}
+		if (nm > 0) {
+			uint16_t s = rte_eth_tx_burst(tx->id, 0, m, nm);
+
 			tx->tx_packets += s;
 			tx->tx_bytes += (uint64_t)s * g->size;
-			if (s < g->burst)
-				rte_pktmbuf_free_bulk(m + s, g->burst - s);
-		} else {
-			g->alloc_fail++;
+			if (s > 0 && s < nm)
+				memmove(m, m + s, (size_t)(nm - s) * sizeof(m[0]));
+			nm = (uint16_t)(nm - s);
 		}
 		poll_rx(g);
 	}
+	if (nm > 0)
+		rte_pktmbuf_free_bulk(m, nm);
 	return 0;
 }
 

@@ -329,12 +329,51 @@ static enum sn_vring_err walk_chain(struct sn_vring *vr, uint16_t head,
 	return SN_VRING_OK;
 }
 
+/* The common frame: one direct, read-only descriptor holding the whole
+ * virtio-net header and the payload (Linux and DPDK drivers push the
+ * header in front of a linear frame). Decided on one copy of the
+ * descriptor, like walk_chain(): a chain cannot loop or be too long with a
+ * single descriptor, so the visited bitmap is not needed. Returns false
+ * (nothing written but p->hdr) when the chain needs the full walk. */
+static inline bool parse_single(struct sn_vring *vr, uint16_t head,
+				struct sn_vring_pkt *p)
+{
+	struct sn_vring_desc d;
+	enum sn_vring_err e;
+	unsigned char *host;
+
+	read_desc(&vr->desc[head], &d);
+	if ((d.flags & (SN_VRING_DESC_F_NEXT | SN_VRING_DESC_F_INDIRECT |
+			SN_VRING_DESC_F_WRITE)) != 0 ||
+	    d.len <= vr->hdr_len || d.len - vr->hdr_len > vr->max_pkt_len)
+		return false;
+	host = sn_vring_gpa_to_hva(vr, d.addr, d.len, &e);
+	if (host == NULL)
+		return false;
+	if (vr->hdr_len == sizeof(p->hdr)) {
+		memcpy(&p->hdr, host, sizeof(p->hdr));
+	} else {
+		memcpy(&p->hdr, host, 10);
+		p->hdr.num_buffers = 0;
+	}
+	p->head = head;
+	p->nseg = 1;
+	p->len = d.len - vr->hdr_len;
+	p->err = SN_VRING_OK;
+	p->iov[0].iov_base = host + vr->hdr_len;
+	p->iov[0].iov_len = p->len;
+	vr->st.popped++;
+	return true;
+}
+
 static void parse_chain(struct sn_vring *vr, uint16_t head,
 			struct sn_vring_pkt *p)
 {
 	struct walk w;
 	uint32_t i, v;
 
+	if (parse_single(vr, head, p))
+		return;
 	memset(&p->hdr, 0, sizeof(p->hdr));
 	p->head = head;
 	p->nseg = 0;
