@@ -267,7 +267,7 @@ void sn_twheel_dump(const struct sn_twheel *w)
 		"twheel: gran %lu ns slots %lu front %lu (t=%lu) count %lu pool %u/%u free, %u items/node%s\n"
 		"  inserted %lu extracted %lu past %lu clamped %lu drop_range %lu drop_nobufs %lu\n",
 		(unsigned long)w->gran, (unsigned long)w->mask + 1, (unsigned long)w->front,
-		(unsigned long)w->base, (unsigned long)sn_twheel_count(w), w->pool_free,
+		(unsigned long)(w->base1 - 1), (unsigned long)sn_twheel_count(w), w->pool_free,
 		w->pool_nodes, w->node_items, w->fspan ? "" : " (no fast division)",
 		(unsigned long)w->inserted, (unsigned long)w->extracted,
 		(unsigned long)w->st.past, (unsigned long)w->st.clamped,
