@@ -106,7 +106,8 @@ struct sn_twheel {
 	uint64_t front;           /* absolute slot being drained; all items lie in
 				   * [front, front + slots - 1] */
 	uint64_t mask;            /* slots - 1 */
-	uint64_t wmask;           /* node words - 1 */
+	uint32_t wmask;           /* node words - 1 */
+	uint32_t shift;           /* log2(node words) */
 	void **item;              /* pool, as item words */
 	uint32_t *wr;             /* per slot: write cursor (see above) */
 	/* Second cache line: extract, counters, slow path. */
@@ -116,10 +117,10 @@ struct sn_twheel {
 	uint64_t inserted;        /* accepted inserts; count = inserted - extracted */
 	uint64_t extracted;
 	uint64_t gran;            /* ns per slot */
-	uint32_t shift;           /* log2(node words) */
 	uint32_t free_head;       /* pool free list (LIFO: hot nodes reused first) */
 	uint32_t warm;            /* next word of slot front + 1 to prefetch while
 				   * idle: 0 = not started, SN_TWHEEL_NIL = done */
+	uint32_t pad_;
 	/* Third cache line: rare counters, general division, geometry. */
 	struct sn_twheel_stats st SN_CACHE_ALIGNED;   /* past, clamped, drops */
 	struct sn_cffs *occ;      /* bit per non-empty slot */
@@ -212,7 +213,7 @@ int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 static inline void sn_twheel_prefetch_node_(const struct sn_twheel *w, uint32_t node)
 {
 	const char *p = (const char *)(w->item + ((size_t)node << w->shift));
-	size_t bytes = (w->wmask + 1) * sizeof(void *);
+	size_t bytes = ((size_t)w->wmask + 1) * sizeof(void *);
 
 	for (size_t off = 0; off < bytes && off < 1024; off += SN_CACHE_LINE)
 		__builtin_prefetch(p + off);
@@ -229,7 +230,7 @@ static inline unsigned sn_twheel_drain_slot_(struct sn_twheel *w, uint32_t pos,
 
 	for (;;) {
 		uint32_t node = r >> w->shift;
-		uint32_t end = node == last ? c : (uint32_t)(r | w->wmask) + 1;
+		uint32_t end = node == last ? c : (r | w->wmask) + 1;
 		unsigned k = SN_MIN(end - r, max - got);
 		uint32_t nx;
 
