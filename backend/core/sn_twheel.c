@@ -16,18 +16,32 @@
  *    The free list is LIFO so the node just drained, still in cache, is
  *    the next one handed out. Exhaustion is -ENOBUFS to the caller, never
  *    a silent loss.
- *  - Node size. A full wheel (Carousel's case: ~1 M packets in flight)
- *    does not fit in the caches, and a slot's nodes are found only by
- *    following links, so extract pays one serialized miss per node; with
- *    7-item nodes that miss dominated. Big nodes cut the chase by 9x, and
- *    extract prefetches every line of the next node (and the next slot's
- *    head node) while it copies the current one. The slot, not the node,
- *    keeps the read index of its head node and the write index of its
- *    tail node: insert then touches the hot slot array and one item line,
- *    never a node header, and an empty slot's write index reads "full" so
- *    the fast path is one compare. The cFFS is touched only when a slot
- *    turns empty or non-empty. Sparse wheels (about one item per slot)
- *    should ask for small nodes: each non-empty slot holds a whole node.
+ *  - Layout for a wheel that does not fit in the caches (Carousel's case:
+ *    ~1 M packets in flight, an 8 MB pool). The pool is one array of item
+ *    words; a slot is two 32-bit cursors into it (write position in its
+ *    tail node, read position in its head node), and node links live in
+ *    their own array. Insert's fast path is then one multiply (below), the
+ *    slot's write cursor (4 B per slot: 16 KiB for 4096 slots, L1-resident)
+ *    and one item store; the cursor's low bits being zero means "tail node
+ *    full or slot empty", the only test. Allocation and extract never read
+ *    a node's header, which would be a cold line. Big nodes make extract
+ *    follow one link per 63 items instead of per 7.
+ *  - Memory stalls, the cost at 1 M items, are prefetched away: each line
+ *    of the pool is written once (8 inserts into one slot, spread over a
+ *    slot's lifetime) and read once (when the slot comes due) with ~1 ms
+ *    and 8 MB of other traffic in between, so both the write (allocating
+ *    the line) and the read miss the caches. Insert prefetches the line after the item it writes:
+ *    the slot's next insert that crosses a line finds it in cache. An
+ *    extract that finds nothing due (a polling caller) prefetches a few
+ *    lines of the next slot, so that slot's items are in cache when it
+ *    comes due; the drain also prefetches each next node as it enters one.
+ *  - Division. ts -> slot is ceil(ts / g). On the fast path (ts within the
+ *    horizon) it is front + 1 + floor((ts - base - 1) / g), and the floor
+ *    is one multiply by c = ceil(2^64 / g), exact for every dividend below
+ *    the horizon when e * horizon < 2^64, e = c*g - 2^64 < g (Lemire,
+ *    Kaser, Kurz 2019, Thm. 1); checked at create, which otherwise sends
+ *    all inserts to the general path (a corrected multiply). Gran = 1 ns
+ *    always takes that path.
  *  - Past timestamps go to the front slot (released at the next extract);
  *    beyond-horizon ones are clamped to the last slot (pacing) or rejected
  *    (hard limits), chosen per insert call as the paper's two options.
@@ -43,9 +57,8 @@
  *    within one revolution of the front, which is exactly the condition
  *    under which the circular search of sn_cffs returns time order.
  *
- * The hot paths (insert, extract, next_due) are inline in sn_twheel.h.
- * Timestamps are divided by the granularity with a precomputed reciprocal
- * (one 64x64->128 multiply and a correction) instead of a hardware divide.
+ * The hot paths (insert, extract, next_due) are inline in sn_twheel.h;
+ * every case insert's fast path does not cover is sn_twheel_insert_slow_.
  *
  * Concurrency: single-threaded, one wheel per worker core (Carousel runs
  * one shaper per core); the pool belongs to the wheel, so no node ever
