@@ -16,18 +16,32 @@
  *    The free list is LIFO so the node just drained, still in cache, is
  *    the next one handed out. Exhaustion is -ENOBUFS to the caller, never
  *    a silent loss.
- *  - Node size. A full wheel (Carousel's case: ~1 M packets in flight)
- *    does not fit in the caches, and a slot's nodes are found only by
- *    following links, so extract pays one serialized miss per node; with
- *    7-item nodes that miss dominated. Big nodes cut the chase by 9x, and
- *    extract prefetches every line of the next node (and the next slot's
- *    head node) while it copies the current one. The slot, not the node,
- *    keeps the read index of its head node and the write index of its
- *    tail node: insert then touches the hot slot array and one item line,
- *    never a node header, and an empty slot's write index reads "full" so
- *    the fast path is one compare. The cFFS is touched only when a slot
- *    turns empty or non-empty. Sparse wheels (about one item per slot)
- *    should ask for small nodes: each non-empty slot holds a whole node.
+ *  - Layout for a wheel that does not fit in the caches (Carousel's case:
+ *    ~1 M packets in flight, an 8 MB pool). The pool is one array of item
+ *    words; a slot is two 32-bit cursors into it (write position in its
+ *    tail node, read position in its head node), and node links live in
+ *    their own array. Insert's fast path is then one multiply (below), the
+ *    slot's write cursor (4 B per slot: 16 KiB for 4096 slots, L1-resident)
+ *    and one item store; the cursor's low bits being zero means "tail node
+ *    full or slot empty", the only test. Allocation and extract never read
+ *    a node's header, which would be a cold line. Big nodes make extract
+ *    follow one link per 63 items instead of per 7.
+ *  - Memory stalls, the cost at 1 M items, are prefetched away: each line
+ *    of the pool is written once (8 inserts into one slot, spread over a
+ *    slot's lifetime) and read once (when the slot comes due) with ~1 ms
+ *    and 8 MB of other traffic in between, so both the write (allocating
+ *    the line) and the read miss the caches. Insert prefetches the line after the item it writes:
+ *    the slot's next insert that crosses a line finds it in cache. An
+ *    extract that finds nothing due (a polling caller) prefetches a few
+ *    lines of the next slot, so that slot's items are in cache when it
+ *    comes due; the drain also prefetches each next node as it enters one.
+ *  - Division. ts -> slot is ceil(ts / g). On the fast path (ts within the
+ *    horizon) it is front + 1 + floor((ts - base - 1) / g), and the floor
+ *    is one multiply by c = ceil(2^64 / g), exact for every dividend below
+ *    the horizon when e * horizon < 2^64, e = c*g - 2^64 < g (Lemire,
+ *    Kaser, Kurz 2019, Thm. 1); checked at create, which otherwise sends
+ *    all inserts to the general path (a corrected multiply). Gran = 1 ns
+ *    always takes that path.
  *  - Past timestamps go to the front slot (released at the next extract);
  *    beyond-horizon ones are clamped to the last slot (pacing) or rejected
  *    (hard limits), chosen per insert call as the paper's two options.
@@ -43,9 +57,8 @@
  *    within one revolution of the front, which is exactly the condition
  *    under which the circular search of sn_cffs returns time order.
  *
- * The hot paths (insert, extract, next_due) are inline in sn_twheel.h.
- * Timestamps are divided by the granularity with a precomputed reciprocal
- * (one 64x64->128 multiply and a correction) instead of a hardware divide.
+ * The hot paths (insert, extract, next_due) are inline in sn_twheel.h;
+ * every case insert's fast path does not cover is sn_twheel_insert_slow_.
  *
  * Concurrency: single-threaded, one wheel per worker core (Carousel runs
  * one shaper per core); the pool belongs to the wheel, so no node ever
@@ -61,21 +74,65 @@
 
 /* Large arrays (pool, slots) are touched at random: back them with
  * transparent huge pages when the kernel allows it (a hint; failure is
- * harmless), which removes most TLB misses on the extract path. */
-static void *alloc_big(size_t sz)
+ * harmless), which removes most TLB misses on the extract path. Zeroed if
+ * asked, else one word per 4 KiB written: either way the pages fault in
+ * here rather than on the datapath. */
+static void *alloc_big(size_t sz, int zero)
 {
-	void *p;
+	char *p;
 
-	if (sz < HUGE_PAGE)
-		return aligned_alloc(SN_CACHE_LINE,
-				     (sz + SN_CACHE_LINE - 1) & ~(size_t)(SN_CACHE_LINE - 1));
-	sz = (sz + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-	p = aligned_alloc(HUGE_PAGE, sz);
+	sz = (sz + SN_CACHE_LINE - 1) & ~(size_t)(SN_CACHE_LINE - 1);
+	if (sz < HUGE_PAGE) {
+		p = aligned_alloc(SN_CACHE_LINE, sz);
+	} else {
+		sz = (sz + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+		p = aligned_alloc(HUGE_PAGE, sz);
 #ifdef MADV_HUGEPAGE
-	if (p)
-		(void)madvise(p, sz, MADV_HUGEPAGE);
+		if (p)
+			(void)madvise(p, sz, MADV_HUGEPAGE);
 #endif
+	}
+	if (p && zero)
+		memset(p, 0, sz);
+	else if (p)
+		for (size_t off = 0; off < sz; off += 4096)
+			p[off] = 0;
 	return p;
+}
+
+/* ceil(t / gran) for any t: the quotient from one multiply, one more for
+ * the remainder that both corrects it and rounds it up. */
+static uint64_t slot_ceil(const struct sn_twheel *w, uint64_t t)
+{
+	uint64_t q = (uint64_t)(((unsigned __int128)t * w->recip) >> 64);
+	uint64_t r = t - q * w->gran;
+
+	if (r >= w->gran) {
+		q++;
+		r -= w->gran;
+	}
+	return q + (r != 0);
+}
+
+/* The insert fast path's division: floor(d / g) = mulhi(d, c) with
+ * c = ceil(2^64 / g) = (2^64 + e) / g, 0 <= e < g. Writing d = q*g + r,
+ * c*d / 2^64 = d/g + e*d / (g * 2^64), which stays below q + 1 for every
+ * r <= g - 1 iff e*d < 2^64 (Lemire, Kaser, Kurz, "Faster remainder by
+ * direct computation", 2019, Theorem 1). The fast path sees d < fspan, so
+ * it is exact iff e * (fspan - 1) < 2^64; otherwise (and for g = 1, where
+ * c does not fit) fspan = 0 sends every insert to the general path. */
+static void setup_fast_division(struct sn_twheel *w)
+{
+	uint64_t g = w->gran, span;
+
+	w->fspan = 0;
+	w->mulc = 0;
+	if (g < 2)
+		return;
+	span = w->mask > UINT64_MAX / g ? UINT64_MAX : w->mask * g;
+	w->mulc = UINT64_MAX / g + 1;
+	if ((unsigned __int128)(w->mulc * g) * (span - 1) < ((unsigned __int128)1 << 64))
+		w->fspan = span;
 }
 
 struct sn_twheel *sn_twheel_create(const struct sn_twheel_params *p)
@@ -85,8 +142,8 @@ struct sn_twheel *sn_twheel_create(const struct sn_twheel_params *p)
 
 	if (!p || p->granularity_ns == 0 || !sn_is_pow2(p->slots) || p->slots < 2 ||
 	    p->slots > SN_TWHEEL_MAX_SLOTS || p->pool_nodes == 0 ||
-	    p->pool_nodes > (1u << 31) || items < SN_TWHEEL_NODE_ITEMS_MIN ||
-	    items > SN_TWHEEL_NODE_ITEMS_MAX || !sn_is_pow2(items + 1)) {
+	    items < SN_TWHEEL_NODE_ITEMS_MIN || items > SN_TWHEEL_NODE_ITEMS_MAX ||
+	    !sn_is_pow2(items + 1) || (uint64_t)p->pool_nodes * (items + 1) >= (1ull << 32)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -98,30 +155,38 @@ struct sn_twheel *sn_twheel_create(const struct sn_twheel_params *p)
 	w->recip = UINT64_MAX / p->granularity_ns;
 	w->mask = p->slots - 1;
 	w->node_items = items;
-	w->node_shift = (uint32_t)__builtin_ctz((items + 1) * (uint32_t)sizeof(void *));
+	w->wmask = items;
+	w->shift = (uint32_t)__builtin_ctz(items + 1);
 	w->pool_nodes = p->pool_nodes;
+	setup_fast_division(w);
 	w->occ = sn_cffs_create(p->slots);
 	if (!w->occ)
 		goto err_free_wheel;
-	w->slot = alloc_big((size_t)p->slots * sizeof(*w->slot));
-	if (!w->slot)
+	w->wr = alloc_big((size_t)p->slots * sizeof(*w->wr), 1);
+	if (!w->wr)
 		goto err_free_occ;
-	w->node = alloc_big((size_t)p->pool_nodes << w->node_shift);
-	if (!w->node)
-		goto err_free_slots;
-	for (uint32_t i = 0; i < p->slots; i++)
-		w->slot[i] = (struct sn_twheel_slot){ .head = SN_TWHEEL_NIL,
-						      .tail = SN_TWHEEL_NIL,
-						      .wr = (uint16_t)items };
+	w->rd = alloc_big((size_t)p->slots * sizeof(*w->rd), 1);
+	if (!w->rd)
+		goto err_free_wr;
+	w->next = alloc_big((size_t)p->pool_nodes * sizeof(*w->next), 0);
+	if (!w->next)
+		goto err_free_rd;
+	w->item = alloc_big(((size_t)p->pool_nodes << w->shift) * sizeof(void *), 0);
+	if (!w->item)
+		goto err_free_next;
 	for (uint32_t i = 0; i < p->pool_nodes; i++)
-		sn_twheel_node_(w, i)->next = i + 1 < p->pool_nodes ? i + 1 : SN_TWHEEL_NIL;
+		w->next[i] = i + 1 < p->pool_nodes ? i + 1 : SN_TWHEEL_NIL;
 	w->free_head = 0;
 	w->pool_free = p->pool_nodes;
-	w->front = sn_twheel_slot_of(w, p->start_ns);
+	sn_twheel_set_front_(w, sn_twheel_slot_of(w, p->start_ns));
 	return w;
 
-err_free_slots:
-	free(w->slot);
+err_free_next:
+	free(w->next);
+err_free_rd:
+	free(w->rd);
+err_free_wr:
+	free(w->wr);
 err_free_occ:
 	sn_cffs_free(w->occ);
 err_free_wheel:
@@ -135,22 +200,65 @@ void sn_twheel_free(struct sn_twheel *w)
 {
 	if (!w)
 		return;
-	free(w->node);
-	free(w->slot);
+	free(w->item);
+	free(w->next);
+	free(w->rd);
+	free(w->wr);
 	sn_cffs_free(w->occ);
 	free(w);
 }
 
+int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mode)
+{
+	uint64_t s = slot_ceil(w, ts);   /* never release early */
+	uint32_t pos, c, node;
+
+	if (s <= w->front) {
+		s = w->front;
+		w->st.past++;
+	} else if (s - w->front > w->mask) {
+		if (mode == SN_TWHEEL_REJECT) {
+			w->st.drop_range++;
+			return -ERANGE;
+		}
+		s = w->front + w->mask;
+		w->st.clamped++;
+	}
+	pos = (uint32_t)(s & w->mask);
+	c = w->wr[pos];
+	if (!(c & w->wmask)) {
+		/* Empty slot (c = 0) or full tail node: take a node. */
+		node = w->free_head;
+		if (node == SN_TWHEEL_NIL) {
+			w->st.drop_nobufs++;
+			return -ENOBUFS;
+		}
+		w->free_head = w->next[node];
+		w->pool_free--;
+		if (c == 0) {
+			w->rd[pos] = (node << w->shift) + 1;
+			sn_cffs_set(w->occ, pos);
+		} else {
+			w->next[(c - 1) >> w->shift] = node;
+		}
+		c = (node << w->shift) + 1;
+	}
+	w->item[c] = item;
+	w->wr[pos] = c + 1;
+	w->inserted++;
+	return 0;
+}
+
 uint64_t sn_twheel_horizon_ns(const struct sn_twheel *w)
 {
-	return ((uint64_t)w->mask + 1) * w->gran;
+	return (w->mask + 1) * w->gran;
 }
 
 int sn_twheel_rewind(struct sn_twheel *w, uint64_t now)
 {
-	if (w->count)
+	if (sn_twheel_count(w))
 		return -EBUSY;
-	w->front = sn_twheel_slot_of(w, now);
+	sn_twheel_set_front_(w, sn_twheel_slot_of(w, now));
 	return 0;
 }
 
@@ -162,16 +270,19 @@ uint32_t sn_twheel_pool_free(const struct sn_twheel *w)
 void sn_twheel_stats_get(const struct sn_twheel *w, struct sn_twheel_stats *out)
 {
 	*out = w->st;
+	out->inserted = w->inserted;
+	out->extracted = w->extracted;
 }
 
 void sn_twheel_dump(const struct sn_twheel *w)
 {
 	fprintf(stderr,
-		"twheel: gran %lu ns slots %u front %lu (t=%lu) count %lu pool %u/%u free, %u items/node\n"
+		"twheel: gran %lu ns slots %lu front %lu (t=%lu) count %lu pool %u/%u free, %u items/node%s\n"
 		"  inserted %lu extracted %lu past %lu clamped %lu drop_range %lu drop_nobufs %lu\n",
-		(unsigned long)w->gran, w->mask + 1, (unsigned long)w->front,
-		(unsigned long)(w->front * w->gran), (unsigned long)w->count, w->pool_free,
-		w->pool_nodes, w->node_items, (unsigned long)w->st.inserted, (unsigned long)w->st.extracted,
+		(unsigned long)w->gran, (unsigned long)w->mask + 1, (unsigned long)w->front,
+		(unsigned long)(w->base1 - 1), (unsigned long)sn_twheel_count(w), w->pool_free,
+		w->pool_nodes, w->node_items, w->fspan ? "" : " (no fast division)",
+		(unsigned long)w->inserted, (unsigned long)w->extracted,
 		(unsigned long)w->st.past, (unsigned long)w->st.clamped,
 		(unsigned long)w->st.drop_range, (unsigned long)w->st.drop_nobufs);
 	sn_cffs_dump(w->occ, 16);

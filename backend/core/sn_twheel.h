@@ -33,15 +33,17 @@
 #define SN_TWHEEL_H
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "sn_cffs.h"
 #include "sn_common.h"
 
-/* Item references per pool node: node_items in the params; the node is
- * (node_items + 1) pointers wide (a link word, then the items), a power of
- * two from 64 B to 8 KiB. */
+/* Item references per pool node: node_items in the params, 2^k - 1. A
+ * node is node_items + 1 pointer-sized words (64 B to 8 KiB); word 0 is
+ * not used for items (the node's link lives in a separate array), so a
+ * position inside the pool is one 32-bit word index. */
 #define SN_TWHEEL_NODE_ITEMS     63     /* default: 512 B nodes */
 #define SN_TWHEEL_NODE_ITEMS_MIN 7      /* 64 B: one cache line */
 #define SN_TWHEEL_NODE_ITEMS_MAX 1023   /* 8 KiB */
@@ -58,13 +60,14 @@ enum sn_twheel_horizon {
 struct sn_twheel_params {
 	uint64_t granularity_ns;  /* slot width, >= 1 */
 	uint32_t slots;           /* pow2, 2 .. SN_TWHEEL_MAX_SLOTS; horizon = slots * g */
-	uint32_t pool_nodes;      /* global pool size, 1 .. 2^31; each node holds
-				   * node_items items of one slot */
+	uint32_t pool_nodes;      /* global pool size, >= 1 and
+				   * pool_nodes * (node_items + 1) < 2^32; each node
+				   * holds node_items items of one slot */
 	uint64_t start_ns;        /* initial "now" */
 	uint32_t node_items;      /* items per pool node: 0 = SN_TWHEEL_NODE_ITEMS,
 				   * else 2^k - 1 in [NODE_ITEMS_MIN, NODE_ITEMS_MAX].
 				   * Dense wheels (many items per slot) want big nodes:
-				   * one pointer chase per node on extract. Sparse ones
+				   * one link per node on extract. Sparse ones
 				   * (about one item per slot) want small ones: every
 				   * non-empty slot holds at least one node. */
 };
@@ -78,55 +81,66 @@ struct sn_twheel_stats {
 	uint64_t drop_nobufs;     /* -ENOBUFS */
 };
 
-/* ---- private layout (public only for the inline hot path) ---- */
-
-/* A pool node: link + node_items item references (flexible array; nodes
- * are node_bytes apart in the pool). Only the slot knows how much of its
- * head and tail nodes is in use, so an insert writes just the item's line
- * and extract reads just the item lines and the link. */
-struct sn_twheel_node {
-	uint32_t next;            /* pool index of the next node of the slot / free list */
-	uint32_t pad_;
-	void *items[];
-};
-
-/* Empty slot: head = tail = NIL, rd = 0, wr = node_items ("tail full"), so
- * the insert fast path is one compare: wr < node_items. */
-struct sn_twheel_slot {
-	uint32_t head, tail;      /* pool indices, SN_TWHEEL_NIL when empty */
-	uint16_t rd;              /* next item to read in the head node */
-	uint16_t wr;              /* next free item in the tail node */
-	uint32_t pad_;
-};
-static_assert(sizeof(struct sn_twheel_slot) == 16, "slot is 16 bytes");
-
+/* ---- private layout (public only for the inline hot path) ----
+ *
+ * The pool is one array of item words, `1 << shift` words per node; node
+ * i owns words [i << shift, (i + 1) << shift) and stores items in all but
+ * its word 0. A slot is two 32-bit cursors into that array:
+ *   wr[slot]: the word the next item of the slot goes to (in its tail
+ *             node). Its low `shift` bits are 0 when the tail node is full
+ *             (the cursor ran onto the next node's word 0) and for an
+ *             empty slot (wr = 0), so the insert fast path is one test.
+ *   rd[slot]: the next item to extract (in its head node); never a word 0.
+ * A slot is empty iff rd = wr = 0; non-empty slots have rd != wr. Links
+ * (next node of a slot, and the LIFO free list) live in next[], apart from
+ * the items: allocation and extract touch no cold node header, and the
+ * chain of a slot can be followed (for prefetching) without its items. */
 struct sn_twheel {
-	/* First cache line: read on every insert / extract. */
+	/* First cache line: insert's fast path reads only these. */
+	uint64_t base1;           /* front * gran + 1: start (ns) of the front slot, + 1 */
+	uint64_t fspan;           /* insert fast path takes base1 <= ts < base1 + fspan:
+				   * (slots - 1) * gran, or 0 when the one-multiply
+				   * division below is not exact for the wheel */
+	uint64_t mulc;            /* ceil(2^64 / gran): floor(d / gran) = mulhi(d, mulc)
+				   * for every d < fspan (checked at create) */
 	uint64_t front;           /* absolute slot being drained; all items lie in
 				   * [front, front + slots - 1] */
+	uint64_t mask;            /* slots - 1 */
+	uint32_t wmask;           /* node words - 1 */
+	uint32_t shift;           /* log2(node words) */
+	void **item;              /* pool, as item words */
+	uint32_t *wr;             /* per slot: write cursor (see above) */
+	/* Second cache line: extract, counters, slow path. */
+	uint32_t *rd;             /* per slot: read cursor */
+	uint32_t *next;           /* per node: next node of its slot / free list */
+	uint64_t base_next;       /* base + gran (saturated): extract's fast path bound */
+	uint64_t inserted;        /* accepted inserts; count = inserted - extracted */
+	uint64_t extracted;
 	uint64_t gran;            /* ns per slot */
-	uint64_t recip;           /* floor((2^64-1) / gran): division by multiply */
-	uint32_t mask;            /* slots - 1 */
 	uint32_t free_head;       /* pool free list (LIFO: hot nodes reused first) */
-	uint64_t count;           /* items queued */
-	struct sn_twheel_slot *slot;
-	char *node;               /* pool base; node i at node + (i << node_shift) */
+	uint32_t warm;            /* next word of slot front + 1 to prefetch while
+				   * idle: 0 = not started, SN_TWHEEL_NIL = done */
+	uint32_t pad_;
+	/* Third cache line: rare counters, general division, geometry. */
+	struct sn_twheel_stats st SN_CACHE_ALIGNED;   /* past, clamped, drops */
 	struct sn_cffs *occ;      /* bit per non-empty slot */
-	/* Second cache line: counters. */
-	struct sn_twheel_stats st SN_CACHE_ALIGNED;
-	/* Node geometry (read on every insert / extract) and pool use. */
+	uint64_t recip;           /* floor((2^64-1) / gran): general division, corrected */
 	uint32_t node_items;
-	uint32_t node_shift;      /* log2(node bytes) */
 	uint32_t pool_nodes;
 	uint32_t pool_free;
 };
+static_assert(offsetof(struct sn_twheel, rd) == SN_CACHE_LINE, "insert fields in line 0");
+static_assert(offsetof(struct sn_twheel, st) == 2 * SN_CACHE_LINE, "hot fields in 2 lines");
 
 struct sn_twheel *sn_twheel_create(const struct sn_twheel_params *p);
 /* Frees the wheel; queued items are not touched. */
 void sn_twheel_free(struct sn_twheel *w);
 
 /* Items queued. */
-static inline uint64_t sn_twheel_count(const struct sn_twheel *w) { return w->count; }
+static inline uint64_t sn_twheel_count(const struct sn_twheel *w)
+{
+	return w->inserted - w->extracted;
+}
 /* Horizon in ns (slots * granularity). */
 uint64_t sn_twheel_horizon_ns(const struct sn_twheel *w);
 /* Move the front of an EMPTY wheel to the slot of `now` (forwards or
@@ -139,9 +153,14 @@ uint32_t sn_twheel_pool_free(const struct sn_twheel *w);
 void sn_twheel_stats_get(const struct sn_twheel *w, struct sn_twheel_stats *out);
 /* Print geometry, front, occupancy and pool use to stderr. */
 void sn_twheel_dump(const struct sn_twheel *w);
+/* Is slot array index pos non-empty? (Scans and tests; O(1).) */
+static inline int sn_twheel_slot_busy(const struct sn_twheel *w, uint32_t pos)
+{
+	return w->wr[pos] != 0;
+}
 
-/* floor(t / gran) with one multiply: q = mulhi(t, recip) is floor(t/gran)
- * or one less (recip >= 2^64/gran - 1), fixed by one compare. */
+/* floor(t / gran) for any t with one multiply: q = mulhi(t, recip) is
+ * floor(t/gran) or one less (recip >= 2^64/gran - 1), fixed by one compare. */
 static inline uint64_t sn_twheel_slot_of(const struct sn_twheel *w, uint64_t t)
 {
 	uint64_t q = (uint64_t)(((unsigned __int128)t * w->recip) >> 64);
@@ -151,86 +170,50 @@ static inline uint64_t sn_twheel_slot_of(const struct sn_twheel *w, uint64_t t)
 	return q;
 }
 
-/* ceil(t / gran), the same way: one multiply for the quotient, one for
- * the remainder that both corrects it and rounds it up. */
-static inline uint64_t sn_twheel_slot_ceil_(const struct sn_twheel *w, uint64_t t)
-{
-	uint64_t q = (uint64_t)(((unsigned __int128)t * w->recip) >> 64);
-	uint64_t r = t - q * w->gran;
-
-	if (r >= w->gran) {
-		q++;
-		r -= w->gran;
-	}
-	return q + (r != 0);
-}
-
-static inline struct sn_twheel_node *sn_twheel_node_(const struct sn_twheel *w, uint32_t idx)
-{
-	return (struct sn_twheel_node *)(w->node + ((size_t)idx << w->node_shift));
-}
+/* Every case the fast path below does not take: past, beyond the horizon,
+ * a full or absent tail node, an inexact fast division. */
+int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mode);
 
 /* Insert `item` (any value, never dereferenced) due at `ts`; mode is one
- * of enum sn_twheel_horizon. O(1): the slot, one item line of its tail
- * node, and only when the tail node is full a pool node and (slot turning
- * non-empty) the cFFS levels whose words turn non-zero. 0, -ERANGE or
+ * of enum sn_twheel_horizon. O(1). The fast path (ts within the horizon,
+ * the slot's tail node has room) is one multiply, the slot's write cursor
+ * and one item store; the slow path takes a pool node and (slot turning
+ * non-empty) sets the cFFS bits whose words turn non-zero. 0, -ERANGE or
  * -ENOBUFS. */
 static inline __attribute__((always_inline))
 int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 {
-	uint64_t s = sn_twheel_slot_ceil_(w, ts);   /* never release early */
-	struct sn_twheel_slot *sl;
-	struct sn_twheel_node *n;
-	uint32_t pos, idx;
+	/* ts in (base, base + fspan] goes to slot front + 1 + floor(d / g),
+	 * d = ts - base - 1, i.e. ceil(ts / g): never released early. */
+	uint64_t d = ts - w->base1;
 
-	if (s <= w->front) {
-		s = w->front;
-		w->st.past++;
-	} else if (sn_unlikely(s - w->front > w->mask)) {
-		if (mode == SN_TWHEEL_REJECT) {
-			w->st.drop_range++;
-			return -ERANGE;
+	if (sn_likely(d < w->fspan)) {
+		uint64_t k = (uint64_t)(((unsigned __int128)d * w->mulc) >> 64);
+		uint64_t pos = (w->front + 1 + k) & w->mask;
+		uint32_t c = w->wr[pos];
+
+		if (sn_likely(c & w->wmask)) {
+			void **slot_item = &w->item[c];
+
+			/* Cursor before item: the pointer store cannot then
+			 * make the compiler reload w->wr. */
+			w->wr[pos] = c + 1;
+			*slot_item = item;
+			/* The slot's next line: its first store then hits. */
+			__builtin_prefetch(slot_item + 8, 1);
+			w->inserted++;
+			return 0;
 		}
-		s = w->front + w->mask;
-		w->st.clamped++;
 	}
-	pos = (uint32_t)s & w->mask;
-	sl = &w->slot[pos];
-	if (sn_likely(sl->wr < w->node_items)) {
-		sn_twheel_node_(w, sl->tail)->items[sl->wr++] = item;
-		goto done;
-	}
-	idx = w->free_head;
-	if (sn_unlikely(idx == SN_TWHEEL_NIL)) {
-		w->st.drop_nobufs++;
-		return -ENOBUFS;
-	}
-	n = sn_twheel_node_(w, idx);
-	w->free_head = n->next;
-	w->pool_free--;
-	n->next = SN_TWHEEL_NIL;
-	n->items[0] = item;
-	if (sl->tail == SN_TWHEEL_NIL) {
-		sl->head = idx;
-		sl->rd = 0;
-		sn_cffs_set(w->occ, pos);
-	} else {
-		sn_twheel_node_(w, sl->tail)->next = idx;
-	}
-	sl->tail = idx;
-	sl->wr = 1;
-done:
-	w->count++;
-	w->st.inserted++;
-	return 0;
+	return sn_twheel_insert_slow_(w, item, ts, mode);
 }
 
-/* Start loading a whole node (all its lines): nodes are reached by
- * pointer chasing through a pool far larger than the caches. */
-static inline void sn_twheel_prefetch_node_(const struct sn_twheel *w, uint32_t idx)
+/* Start loading a node's item lines (at most 1 KiB of them): nodes are
+ * reached through links into a pool far larger than the caches. */
+static inline void sn_twheel_prefetch_node_(const struct sn_twheel *w, uint32_t node)
 {
-	const char *p = (const char *)sn_twheel_node_(w, idx);
-	size_t bytes = (size_t)1 << w->node_shift;
+	const char *p = (const char *)(w->item + ((size_t)node << w->shift));
+	size_t bytes = ((size_t)w->wmask + 1) * sizeof(void *);
 
 	for (size_t off = 0; off < bytes && off < 1024; off += SN_CACHE_LINE)
 		__builtin_prefetch(p + off);
@@ -241,39 +224,89 @@ static inline void sn_twheel_prefetch_node_(const struct sn_twheel *w, uint32_t 
 static inline unsigned sn_twheel_drain_slot_(struct sn_twheel *w, uint32_t pos,
 					     void **out, unsigned max)
 {
-	struct sn_twheel_slot *sl = &w->slot[pos];
+	uint32_t r = w->rd[pos];
+	const uint32_t c = w->wr[pos], last = (c - 1) >> w->shift;
 	unsigned got = 0;
 
-	while (got < max) {
-		uint32_t idx = sl->head;
-		struct sn_twheel_node *n = sn_twheel_node_(w, idx);
-		unsigned end = idx == sl->tail ? sl->wr : w->node_items;
-		unsigned k = SN_MIN(end - sl->rd, max - got);
-		uint32_t next = n->next;
+	for (;;) {
+		uint32_t node = r >> w->shift;
+		uint32_t end = node == last ? c : (r | w->wmask) + 1;
+		unsigned k = SN_MIN(end - r, max - got);
+		uint32_t nx;
 
 		/* Start the next node's misses before copying this one. */
-		if (next != SN_TWHEEL_NIL)
-			sn_twheel_prefetch_node_(w, next);
-		memcpy(out + got, &n->items[sl->rd], k * sizeof(void *));
+		if (node != last && r == (node << w->shift) + 1)
+			sn_twheel_prefetch_node_(w, w->next[node]);
+		memcpy(out + got, w->item + r, k * sizeof(void *));
 		got += k;
-		sl->rd = (uint16_t)(sl->rd + k);
-		if (sl->rd < end)
-			break;
-		n->next = w->free_head;
-		w->free_head = idx;
+		r += k;
+		if (r != end)
+			break;                  /* stopped by max */
+		nx = w->next[node];
+		w->next[node] = w->free_head;   /* node drained: back to the pool */
+		w->free_head = node;
 		w->pool_free++;
-		sl->rd = 0;
-		if (idx == sl->tail) {
-			sl->head = sl->tail = SN_TWHEEL_NIL;
-			sl->wr = (uint16_t)w->node_items;
+		if (node == last) {
+			w->rd[pos] = w->wr[pos] = 0;
 			sn_cffs_clear(w->occ, pos);
-			break;
+			goto out;
 		}
-		sl->head = next;
+		r = (nx << w->shift) + 1;
+		if (got == max)
+			break;
 	}
-	w->count -= got;
-	w->st.extracted += got;
+	w->rd[pos] = r;
+out:
+	w->extracted += got;
 	return got;
+}
+
+/* Front moves to absolute slot s (every path that moves it comes here). */
+static inline void sn_twheel_set_front_(struct sn_twheel *w, uint64_t s)
+{
+	uint64_t base = s * w->gran;
+
+	w->front = s;
+	w->warm = 0;
+	w->base1 = base + 1;
+	w->base_next = base + w->gran < base ? UINT64_MAX : base + w->gran;
+}
+
+/* Called by an extract that found nothing due: prefetch the next few
+ * lines (SN_TWHEEL_WARM_LINES) of slot front + 1, the next to be drained,
+ * walking its chain through next[]. A caller that polls (Carousel's
+ * shaper, the daemon's worker) thus has the slot's items in cache when it
+ * comes due, instead of paying one miss per line during the drain, where
+ * prefetching one node ahead hides only the time of copying one node.
+ * Only the nodes of slot front + 1 are read; they cannot be freed before
+ * the front moves, which restarts the walk (set_front_). */
+#define SN_TWHEEL_WARM_LINES 8
+static inline void sn_twheel_warm_next_(struct sn_twheel *w)
+{
+	uint32_t p = w->warm, npos, c, tail;
+
+	if (p == SN_TWHEEL_NIL)
+		return;
+	npos = (uint32_t)((w->front + 1) & w->mask);
+	if (p == 0 && (p = w->rd[npos]) == 0)
+		return;                         /* next slot empty (so far) */
+	c = w->wr[npos];
+	tail = (c - 1) >> w->shift;
+	for (int i = 0; i < SN_TWHEEL_WARM_LINES; i++) {
+		uint32_t node = p >> w->shift;
+
+		__builtin_prefetch(&w->item[p]);
+		p = (p | 7) + 1;                /* first word of the next line */
+		if (node == tail) {
+			if (p >= c) {
+				p = SN_TWHEEL_NIL;  /* items added later are hot */
+				break;
+			}
+		} else if (!(p & w->wmask)) {
+			p = (w->next[node] << w->shift) + 1;
+		}
+	}
+	w->warm = p;
 }
 
 /* Release up to max items due at `now` (slot start <= now) into out[], in
@@ -283,19 +316,24 @@ static inline unsigned sn_twheel_drain_slot_(struct sn_twheel *w, uint32_t pos,
 static inline unsigned sn_twheel_extract(struct sn_twheel *w, uint64_t now,
 					 void **out, unsigned max)
 {
-	uint64_t ns = sn_twheel_slot_of(w, now);
+	uint64_t ns;
 	unsigned got = 0;
 
-	if (ns <= w->front) {
+	if (now < w->base_next) {
 		/* Fast path: only the front slot can be due. */
-		uint32_t pos = (uint32_t)w->front & w->mask;
+		uint32_t pos = (uint32_t)(w->front & w->mask);
 
-		if (w->slot[pos].head == SN_TWHEEL_NIL || max == 0)
+		if (w->rd[pos] == w->wr[pos]) {
+			sn_twheel_warm_next_(w);
+			return 0;
+		}
+		if (max == 0)
 			return 0;
 		return sn_twheel_drain_slot_(w, pos, out, max);
 	}
+	ns = sn_twheel_slot_of(w, now);
 	while (got < max) {
-		uint32_t fpos = (uint32_t)w->front & w->mask;
+		uint32_t fpos = (uint32_t)(w->front & w->mask);
 		uint32_t pos = sn_cffs_find_next(w->occ, fpos);
 		uint64_t s;
 
@@ -304,19 +342,20 @@ static inline unsigned sn_twheel_extract(struct sn_twheel *w, uint64_t now,
 		s = w->front + ((pos - fpos) & w->mask);
 		if (s > ns)
 			break;
-		w->front = s;
+		if (s != w->front)
+			sn_twheel_set_front_(w, s);
 		got += sn_twheel_drain_slot_(w, pos, out + got, max - got);
 		/* The next slot is usually the next one due: warm its head. */
 		{
-			const struct sn_twheel_slot *nx = &w->slot[(pos + 1) & w->mask];
+			uint32_t nr = w->rd[(pos + 1) & w->mask];
 
-			if (nx->head != SN_TWHEEL_NIL)
-				sn_twheel_prefetch_node_(w, nx->head);
+			if (nr)
+				sn_twheel_prefetch_node_(w, nr >> w->shift);
 		}
 	}
 	/* Stopped by max: later due slots may remain, so the front stays. */
-	if (got < max)
-		w->front = SN_MAX(w->front, ns);
+	if (got < max && ns > w->front)
+		sn_twheel_set_front_(w, ns);
 	return got;
 }
 
@@ -324,10 +363,10 @@ static inline unsigned sn_twheel_extract(struct sn_twheel *w, uint64_t now,
  * May be <= the last `now` passed to extract (items are due already). */
 static inline uint64_t sn_twheel_next_due(const struct sn_twheel *w)
 {
-	uint32_t fpos = (uint32_t)w->front & w->mask;
+	uint32_t fpos = (uint32_t)(w->front & w->mask);
 	uint32_t pos;
 
-	if (w->count == 0)
+	if (sn_twheel_count(w) == 0)
 		return UINT64_MAX;
 	pos = sn_cffs_find_next(w->occ, fpos);
 	return (w->front + ((pos - fpos) & w->mask)) * w->gran;
