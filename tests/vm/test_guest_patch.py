@@ -13,7 +13,7 @@
 The traffic tests run on immediate ports, so completion latencies measured
 there are those of immediate completion; test_opt_in_visible_in_schednicd
 checks schednicd's opt-in detection (issue 7 part 2) on deferred ports; the
-hold-related experiments are not here.
+hold-related experiments are in test_backpressure.py and test_hol_robust.py.
 """
 import os
 import re
