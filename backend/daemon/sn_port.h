@@ -184,8 +184,9 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 /* Main thread: the uplink is an already started ethdev. */
 /* True for the PMDs known to copy (or write) a frame and free its mbufs
  * inside rte_eth_tx_burst(), keeping no reference after it returns:
- * net_vhost (rte_vhost_enqueue_burst copies into the peer's ring), net_tap
- * (writev), net_null. Their frames may be guest buffers of a deferred
+ * net_vhost (rte_vhost_enqueue_burst copies into the peer's ring) and
+ * net_null (net_tap also writev()s and frees, but its 22.11 TX crashed on
+ * guest external buffers with offload requests, so it is left out). Their frames may be guest buffers of a deferred
  * port (zero-copy): the descriptor completes before tx_burst returns, on
  * the calling lcore. Any other PMD (hardware DMA, net_ring) may keep the
  * mbuf until a later TX completion, beyond a device stop: it gets a copy.
