@@ -45,6 +45,16 @@ def rate_between(pp, t0, t1):
     return (b[1] - a[1]) * 8 / (b[0] - a[0])
 
 
+def covered(pp, t0, t1):
+    """The exact pairs span more than half of [t0, t1] (what rate_between
+    needs). Finding (2026-11-22, open): about one policy.set in four had no
+    clock_consistent pair for ~0.8 s after it on the final code; such a
+    window is measured again, like one with shaper underruns."""
+    a = [x for x in pp if x[0] >= t0]
+    b = [x for x in pp if x[0] <= t1]
+    return bool(a and b) and b[-1][0] - a[0][0] > 0.5 * (t1 - t0)
+
+
 def change(s, port, policy, port_name="vm0"):
     t = time.monotonic()
     s.rpc("policy.set", {"policy": policy})
@@ -74,14 +84,16 @@ def test_rate_change_within_100ms(build_dir, completion):
             for _ in range(4):
                 q0 = s.port_policy()["vm0"]
                 t, pp = change(s, "vm0", {"ports": {"vm0": {"rate_bps": new}}})
-                q1 = pp[-1][2]
-                if q1["underruns"] == q0["underruns"]:
+                q1 = pp[-1][2] if pp else None
+                if (q1 and q1["underruns"] == q0["underruns"]
+                        and covered(pp, t + 0.1, t + 1.3)):
                     break
                 # the generator was starved (loaded machine): set it back, again
                 s.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": old}}}})
                 time.sleep(0.5)
             else:
-                pytest.fail("no change without shaper underruns in 4 tries")
+                pytest.fail("no change without shaper underruns and with exact pairs "
+                            "in 4 tries")
             r = rate_between(pp, t + 0.1, t + 1.3)
             print(f"\n{completion} {old}->{new}: {r:.0f} bit/s from T+100 ms "
                   f"({len(pp)} pairs); lost inside: {no_loss(q0, q1)}")
