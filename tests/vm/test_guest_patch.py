@@ -152,17 +152,17 @@ def tx_frames(g):
     return int(m.group(1))
 
 
-def reload_driver(g, peer, args=""):
-    """rmmod + insmod of the patched module while idle, NIC reconfigured as
-    /init does, then ping the peer."""
+def reload_module(g, load, down_first=True, tries=50, timeout=60):
+    """rmmod virtio_net, then `load` (an insmod or modprobe command line),
+    then find the NIC by its MAC and configure it as the guest's /init does."""
+    down = f"ip link set dev {g.ifname} down\n" if down_first else ""
     g.check(f"""
 set -e
-ip link set dev {g.ifname} down
-rmmod virtio_net
+{down}rmmod virtio_net
 test ! -e /sys/class/net/{g.ifname}
-insmod /lib/modules/{KVER}/updates/virtio_net.ko {args}
+{load}
 i=0
-while [ $i -lt 50 ]; do
+while [ $i -lt {tries} ]; do
     for d in /sys/class/net/*; do
         [ "$(cat $d/address)" = "{g.mac}" ] && dev=${{d##*/}}
     done
@@ -173,7 +173,13 @@ done
 ip link set dev $dev name {g.ifname}
 ip addr add {g.ip} dev {g.ifname}
 ip link set dev {g.ifname} up
-""", timeout=60)
+""", timeout=timeout)
+
+
+def reload_driver(g, peer, args=""):
+    """rmmod + insmod of the patched module while idle, NIC reconfigured as
+    /init does, then ping the peer."""
+    reload_module(g, f"insmod /lib/modules/{KVER}/updates/virtio_net.ko {args}")
     g.check(f"ping -c 3 -W 5 {peer.addr}", timeout=60)
 
 

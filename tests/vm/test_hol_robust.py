@@ -43,7 +43,7 @@ import pytest
 from guest import UPLINK_HOST_IP, iperf_mbps, quiet_stats
 # Shared fixtures/helpers of the guest-driver tests (patched image, guests).
 from test_guest_patch import (  # noqa: F401
-    assert_clean_kernel_log, ethtool_stats, guests, patched_image, patched_ko)
+    assert_clean_kernel_log, ethtool_stats, guests, patched_image, patched_ko, reload_module)
 
 pytestmark = pytest.mark.vm
 
@@ -312,24 +312,7 @@ HELD_TARGET = 200          # of 256 TX descriptors (the queue stops at < 19 free
 def reload_with_modprobe(g):
     """rmmod virtio_net; modprobe virtio_net (the patched module in
     updates/ wins), then configure the NIC as the guest's /init does."""
-    g.check(f"""
-set -e
-rmmod virtio_net
-test ! -e /sys/class/net/{g.ifname}
-modprobe virtio_net
-i=0
-while [ $i -lt 100 ]; do
-    for d in /sys/class/net/*; do
-        [ "$(cat $d/address)" = "{g.mac}" ] && dev=${{d##*/}}
-    done
-    [ -n "$dev" ] && break
-    sleep 0.1; i=$((i + 1))
-done
-[ -n "$dev" ]
-ip link set dev $dev name {g.ifname}
-ip addr add {g.ip} dev {g.ifname}
-ip link set dev {g.ifname} up
-""", timeout=90)
+    reload_module(g, "modprobe virtio_net", down_first=False, tries=100, timeout=90)
 
 
 def wait_daemon_idle(d, port, baseline, timeout=30):
