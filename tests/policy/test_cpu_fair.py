@@ -14,12 +14,13 @@ bottleneck (its polled bursts come back full).
  - cpu_fair_pct 100: frames of the flow whose virtual queue of CPU time
    is above θ are dropped right after the dequeue. Asserted: the
    expensive port is dropped (> 10 % of its frames) and the cheap one
-   hardly (< 5 %); the cheap port forwards > 1.5x the frames of the
+   hardly (< 5 %); the cheap port forwards > 1.35x the frames of the
    expensive one (tail drop: within 0.8-1.25x, asserted too); CPU time per
    port (Algorithm 2's apportioned cost, stats.get ports[].cpu_fair.cpu_ns)
-   is within 50 % of equal: max-min fair, where the cheap port may stay
-   below its share because one burst per queue per poll round bounds what
-   it can take (then it keeps everything and the expensive one the rest).
+   is max-min fair: within 50 % of equal, or the cheap port stays below
+   its share because one burst per queue per poll round bounds what it
+   can take, and then it keeps (> 99 %) everything and the expensive one
+   gets the rest.
 Per-frame costs on a loaded shared host are noisy, hence the loose bounds
 (measured at load 13: forwarded frames vm1/vm0 1.00 with tail drop, 2.48
 with fair dropping; CPU time vm0/vm1 1.22).
@@ -67,10 +68,16 @@ def test_cpu_fair_drop(build_dir):
     # the expensive flow is the one cut
     assert f0["dropped"] > 0.10 * (f0["kept"] + f0["dropped"]), fair
     assert f1["dropped"] < 0.05 * (f1["kept"] + f1["dropped"]), fair
-    # cycle-fair, not packet-fair: the cheap port forwards many more frames
-    # for about the same CPU time
-    assert f1["kept"] > 1.5 * f0["kept"], fair
-    assert max(f0["cpu_ns"], f1["cpu_ns"]) <= 1.5 * min(f0["cpu_ns"], f1["cpu_ns"]), fair
+    # cycle-fair, not packet-fair: the cheap port forwards clearly more
+    # frames than with tail drop (where the ratio is 0.8-1.25, below)
+    assert f1["kept"] > 1.35 * f0["kept"], fair
+    # max-min fair CPU time: within 50 % of equal, or the port below its
+    # share is demand-bound (hardly dropped: it keeps all it could take in
+    # one burst per poll round) and the other one gets the rest (CI on
+    # 2 cores: vm0/vm1 CPU 1.48 with vm1 dropping 0.2 %)
+    lo, hi = sorted((f0, f1), key=lambda f: f["cpu_ns"])
+    assert (hi["cpu_ns"] <= 1.5 * lo["cpu_ns"]
+            or lo["dropped"] < 0.01 * (lo["kept"] + lo["dropped"])), fair
     # tail drop (same run): packet-fair, no CPU fair counters
     assert tail["cpu_fair"] is None
     t0, t1 = tail["vm0"]["fwd_pps"], tail["vm1"]["fwd_pps"]

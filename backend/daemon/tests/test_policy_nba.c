@@ -14,9 +14,11 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <urcu-qsbr.h>
@@ -133,6 +135,21 @@ static void part1(void)
 static struct sn_policy_store *g_st;
 static atomic_int g_stop;
 static atomic_ulong g_reads[2];
+static _Atomic uint64_t g_now;	/* the publisher's clock, read by the readers */
+
+/* Wait (bounded: 10 s) until both readers have gone round their loop at
+ * least once more than `since`; false if one never does. Without it the
+ * 400 publications can finish before a reader thread is first scheduled
+ * (seen on a loaded 2-core CI host) and the test proves nothing. */
+static bool readers_progressed(const unsigned long since[2])
+{
+	for (int ms = 0; ms < 10000; ms++) {
+		if (atomic_load(&g_reads[0]) > since[0] && atomic_load(&g_reads[1]) > since[1])
+			return true;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
+	return false;
+}
 
 static void *reader(void *arg)
 {
@@ -145,7 +162,7 @@ static void *reader(void *arg)
 
 		for (unsigned i = 0; i < p->n_aggs; i++) {
 			b += 1000;
-			sn_nba_report(p->aggs[i].nba, w, b, t_now);
+			sn_nba_report(p->aggs[i].nba, w, b, atomic_load(&g_now));
 			CHECK(sn_nba_grant(p->aggs[i].nba, w) <= p->aggs[i].rate_bps / 8);
 		}
 		atomic_fetch_add(&g_reads[w], 1);
@@ -163,15 +180,22 @@ static void part2(void)
 	parse(pol_text(80000000, 10), &p);
 	g_st = sn_policy_store_create(&p);
 	CHECK(g_st && sn_policy_store_set_workers(g_st, 2) == 0);
+	atomic_store(&g_now, t_now);
 	for (uintptr_t i = 0; i < 2; i++)
 		CHECK(pthread_create(&th[i], NULL, reader, (void *)i) == 0);
 	for (unsigned k = 0; k < 400; k++) {
+		if (k % 100 == 0) {	/* readers really run between publications */
+			unsigned long seen[2] = { atomic_load(&g_reads[0]), atomic_load(&g_reads[1]) };
+
+			CHECK(readers_progressed(seen));
+		}
 		/* Alternate: same instance kept / replaced / removed. */
 		const char *txt = k % 3 == 2 ? "{}" : pol_text(8000000 + k * 1000, k % 3 ? 10 : 20);
 
 		parse(txt, &p);
 		CHECK(sn_policy_publish(g_st, &p) == 0);
 		sn_policy_tick(g_st, t_now += MS);
+		atomic_store(&g_now, t_now);
 	}
 	atomic_store(&g_stop, 1);
 	for (int i = 0; i < 2; i++)
