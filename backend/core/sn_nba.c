@@ -31,6 +31,13 @@
  *    left unused by a core below its share is now 1 % of its demand
  *    (growth_ppm), so the aggregate's total stays within 1 % of its rate
  *    while the other cores are backlogged.
+ *  - Estimates are noisy: a worker sharing a CPU counts frames late by a
+ *    time slice, which moves bytes between 100 ms windows (±10 % and
+ *    more). A core granted too much wastes the excess (the others were
+ *    cut for it), one granted too little only queues and is repaid next
+ *    period, so noise costs aggregate throughput. The rate is therefore
+ *    the mean of the new sample and the previous rate, except that a
+ *    change of more than 25 % is taken at once (growth is not delayed).
  *  - When total demand is below the aggregate, the surplus is spread over
  *    the active cores rather than kept back, so a growing core is not
  *    capped at last period's usage.
@@ -42,6 +49,7 @@
  * since they have different writers.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +62,7 @@
 #define NBA_DEFAULT_SAT_PPM      10000u
 #define NBA_DEFAULT_GROWTH_PPM   10000u
 #define NBA_SEQ_RETRIES          1024
+#define NBA_JUMP                 0.25 /* rate change taken at once, not smoothed */
 
 /* Written by the owning core only (seqlock writer), read by the control
  * thread (seqlock reader). */
@@ -81,7 +90,8 @@ struct nba_ctl {
 	uint64_t prev_bytes;  /* report consumed at the previous update */
 	uint64_t prev_ts;
 	int have_prev;
-	double rate;          /* r_i, bytes/s */
+	double rate;          /* r_i, bytes/s: smoothed per-period samples */
+	int have_rate;        /* rate holds a measured sample */
 	uint64_t backlog;     /* q_i, bytes */
 	double demand;        /* d_i = r_i + q_i/period, bytes/s */
 	enum sn_nba_state state;
@@ -270,6 +280,7 @@ static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
 
 	if (rc == -ENOENT) {            /* never reported */
 		c->rate = 0;
+		c->have_rate = 0;
 		c->backlog = 0;
 		c->demand = 0;
 		return;
@@ -289,7 +300,16 @@ static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
 		return;
 	}
 	if (sn_time_after(ts, c->prev_ts)) {
-		c->rate = (double)(bytes - c->prev_bytes) * 1e9 / (double)(ts - c->prev_ts);
+		double r = (double)(bytes - c->prev_bytes) * 1e9 / (double)(ts - c->prev_ts);
+
+		/* Smoothing: the mean of the new sample and the previous rate,
+		 * unless they differ by more than NBA_JUMP (a real change of
+		 * demand is taken at once). */
+		if (!c->have_rate || r == 0 || fabs(r - c->rate) > NBA_JUMP * c->rate)
+			c->rate = r;
+		else
+			c->rate = (c->rate + r) / 2;
+		c->have_rate = 1;
 		c->prev_bytes = bytes;
 		c->prev_ts = ts;
 	}
@@ -297,6 +317,7 @@ static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
 	c->demand = c->rate + (double)backlog * 1e9 / (double)nba->period_ns;
 	if (sn_time_after(now, ts) && now - ts > nba->stale_ns) {
 		c->rate = 0;
+		c->have_rate = 0;
 		c->backlog = 0;
 		c->demand = 0;
 	}

@@ -17,10 +17,12 @@
  *  - create/free: no other thread may use the instance concurrently.
  *
  * Allocation rule (what sn_nba_update computes, in this order):
- *  1. demand d_i = r_i + q_i / period, where r_i = bytes reported since
- *     the previous update / time between the two reports (the rate the
- *     core's traffic arrives at its shaper, frames it queued or dropped
- *     included) and q_i = the backlog of its latest report (bytes its
+ *  1. demand d_i = r_i + q_i / period, where r_i = the rate the core's
+ *     traffic arrives at its shaper (frames it queued or dropped
+ *     included), from the sample s = bytes reported since the previous
+ *     update / time between the two reports: r_i = s if it is the first
+ *     sample, 0, or differs from the previous r_i by more than 25 %, else
+ *     r_i = (r_i + s) / 2 (smoothing of measurement noise); and q_i = the backlog of its latest report (bytes its
  *     share of the aggregate still owes: queued behind its grant). d_i is
  *     the rate that serves the arrivals and clears the backlog within one
  *     period, so a core whose grant binds asks for more in proportion to

@@ -20,6 +20,7 @@ DEF_PERIOD = 100_000_000
 DEF_HEADROOM_PPM = 10_000
 DEF_SAT_PPM = 10_000
 DEF_GROWTH_PPM = 10_000
+JUMP = 0.25          # a rate sample this far from the estimate replaces it
 
 
 def sn_trace_bin() -> Path:
@@ -94,7 +95,8 @@ class Model:
         self.grant = [aggregate // cores] * cores
         self.latest = [None] * cores          # (bytes, ts, backlog) last reported
         self.prev = [None] * cores            # (bytes, ts) consumed
-        self.rate = [0.0] * cores             # r_i: arrival rate estimate
+        self.rate = [0.0] * cores             # r_i: arrival rate estimate (smoothed)
+        self.have_rate = [False] * cores
         self.demand = [0.0] * cores           # d_i = r_i + backlog / period
         self.state = ["idle"] * cores
         self.last_update = None
@@ -110,6 +112,7 @@ class Model:
     def _estimate(self, i, now):
         if self.latest[i] is None:
             self.rate[i] = self.demand[i] = 0.0
+            self.have_rate[i] = False
             return
         b, ts, q = self.latest[i]
         drain = float(q) * 1e9 / float(self.period)   # clears the backlog in one period
@@ -120,11 +123,17 @@ class Model:
             return
         pb, pts = self.prev[i]
         if ts > pts:
-            self.rate[i] = float((b - pb) % (1 << 64)) * 1e9 / float(ts - pts)
+            r = float((b - pb) % (1 << 64)) * 1e9 / float(ts - pts)
+            if not self.have_rate[i] or r == 0 or abs(r - self.rate[i]) > JUMP * self.rate[i]:
+                self.rate[i] = r                      # first sample, or a real change
+            else:
+                self.rate[i] = (self.rate[i] + r) / 2
+            self.have_rate[i] = True
             self.prev[i] = (b, ts)
         self.demand[i] = self.rate[i] + drain
         if now > ts and now - ts > self.stale:
             self.rate[i] = self.demand[i] = 0.0
+            self.have_rate[i] = False
 
     def update(self, now):
         if self.last_update is not None and not self.dirty and now < self.last_update + self.period:
