@@ -22,8 +22,9 @@
  *     included), from the sample s = bytes reported since the previous
  *     update / time between the two reports: r_i = s if it is the first
  *     sample, 0, or differs from the previous r_i by more than 25 %, else
- *     r_i = (r_i + s) / 2 (smoothing of measurement noise); and q_i = the backlog of its latest report (bytes its
- *     share of the aggregate still owes: queued behind its grant). d_i is
+ *     r_i = (r_i + s) / 2 (smoothing of measurement noise); and q_i =
+ *     the backlog of its latest report (bytes its share of the aggregate
+ *     still owes: queued behind its grant). d_i is
  *     the rate that serves the arrivals and clears the backlog within one
  *     period, so a core whose grant binds asks for more in proportion to
  *     what it could not send, and one that merely lags a little asks for
@@ -34,9 +35,10 @@
  *     one. Never reported: d_i = 0.
  *  2. every active core's demand is raised by growth_ppm (default 1 %;
  *     none with SN_NBA_SAT_OFF, which means plain water-filling of d_i):
- *     a little room to grow before the backlog term has to do it. What an
- *     unsaturated core leaves of this margin is the only share of the
- *     aggregate that may go unused, at most growth_ppm of its demand.
+ *     a little room to grow before the backlog term has to do it. The
+ *     margin a core below its share leaves unused is lost to the others:
+ *     at most growth_ppm of its demand (plus what estimation noise the
+ *     smoothing leaves).
  *  3. idle cores (d_i = 0) get headroom h = min(A*headroom_ppm/1e6, A/n)
  *     each, so they can ramp up (Carousel: 1 %).
  *  4. the rest C = A - n_idle*h is split max-min over the active cores:
