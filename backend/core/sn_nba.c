@@ -63,6 +63,7 @@
 #define NBA_DEFAULT_GROWTH_PPM   10000u
 #define NBA_SEQ_RETRIES          1024
 #define NBA_JUMP                 0.25 /* rate change taken at once, not smoothed */
+#define NBA_FREE_BACKLOG         0.5  /* of a period at the grant: not counted */
 
 /* Written by the owning core only (seqlock writer), read by the control
  * thread (seqlock reader). */
@@ -272,6 +273,18 @@ static int read_slot(struct nba_slot *s, uint64_t *bytes, uint64_t *ts, uint64_t
 	return -EAGAIN;
 }
 
+/* Rate that clears, within one period, the part of a backlog beyond what
+ * a core below its share keeps anyway (NBA_FREE_BACKLOG periods of its
+ * grant: bursts of frames counted late behind a shaper running at 1 %
+ * above its arrival rate). */
+static double excess_rate(const struct sn_nba *nba, uint32_t i, uint64_t backlog)
+{
+	double g = (double)atomic_load_explicit(&nba->grants[i].bps, memory_order_relaxed);
+	double free_ = NBA_FREE_BACKLOG * g * (double)nba->period_ns / 1e9;
+
+	return (double)backlog > free_ ? ((double)backlog - free_) * 1e9 / (double)nba->period_ns : 0;
+}
+
 static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
 {
 	struct nba_ctl *c = &nba->ctl[i];
@@ -296,7 +309,7 @@ static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
 		c->rate = (double)atomic_load_explicit(&nba->grants[i].bps,
 						       memory_order_relaxed);
 		c->backlog = backlog;
-		c->demand = c->rate + (double)backlog * 1e9 / (double)nba->period_ns;
+		c->demand = c->rate + excess_rate(nba, i, backlog);
 		return;
 	}
 	if (sn_time_after(ts, c->prev_ts)) {
@@ -314,7 +327,7 @@ static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
 		c->prev_ts = ts;
 	}
 	c->backlog = backlog;
-	c->demand = c->rate + (double)backlog * 1e9 / (double)nba->period_ns;
+	c->demand = c->rate + excess_rate(nba, i, backlog);
 	if (sn_time_after(now, ts) && now - ts > nba->stale_ns) {
 		c->rate = 0;
 		c->have_rate = 0;

@@ -21,6 +21,7 @@ DEF_HEADROOM_PPM = 10_000
 DEF_SAT_PPM = 10_000
 DEF_GROWTH_PPM = 10_000
 JUMP = 0.25          # a rate sample this far from the estimate replaces it
+FREE_BACKLOG = 0.5   # backlog up to this many periods at the grant is not demand
 
 
 def sn_trace_bin() -> Path:
@@ -115,7 +116,9 @@ class Model:
             self.have_rate[i] = False
             return
         b, ts, q = self.latest[i]
-        drain = float(q) * 1e9 / float(self.period)   # clears the backlog in one period
+        # clears, in one period, the backlog beyond half a period at the grant
+        free = FREE_BACKLOG * float(self.grant[i]) * float(self.period) / 1e9
+        drain = (float(q) - free) * 1e9 / float(self.period) if float(q) > free else 0.0
         if self.prev[i] is None:
             self.prev[i] = (b, ts)
             self.rate[i] = float(self.grant[i])

@@ -175,8 +175,8 @@ def test_randomized_vs_model(sn_trace, seed):
 
 def test_backlogged_core_takes_the_rest(sn_trace):
     """A core whose source is back-pressured measures exactly its grant;
-    its backlog (a quarter period's worth) makes it ask for more each
-    period, so it converges to everything core 0 (100 MB/s + 1 % growth)
+    its backlog (80 ms at its grant, 30 ms beyond the free half period)
+    makes it ask for more each period, so it converges to everything core 0 (100 MB/s + 1 % growth)
     leaves, and is reported saturated while its grant binds."""
     lines = [config_line(2, 10**9)]
     lines += ["report 0 0 0", "report 1 0 0", "update 0"]
@@ -190,7 +190,7 @@ def test_backlogged_core_takes_the_rest(sn_trace):
     for r in range(1, 7):
         t = r * 100 * MS
         b1 += grants[1] // 10                      # core 1 uses its grant
-        q1 = grants[1] // 40                       # and holds 25 ms of it queued
+        q1 = grants[1] * 8 // 100                  # and holds 80 ms of it queued
         lines += [f"report 0 {r * 10**7} {t}", f"report 1 {b1} {t} {q1}", f"update {t}"]
         m.report(0, r * 10**7, t)
         m.report(1, b1, t, q1)

@@ -185,15 +185,16 @@ static void test_backlog_demand(void)
 
 	prime(nba, 2, bytes);
 	/* core 1's source is back-pressured: it measures exactly its grant
-	 * (500) but holds a 50 MB backlog: demand 500 + 50 MB / 100 ms. Core 0
-	 * gets its 100 + 1 %, core 1 the rest. */
+	 * (500) but holds an 80 MB backlog, 55 MB beyond the free half period
+	 * (25 MB): demand 500 + 55 MB / 100 ms. Core 0 gets its 100 + 1 %,
+	 * core 1 the rest. */
 	rate[0] = 100 * MS;
 	rate[1] = sn_nba_grant(nba, 1);
-	q[1] = 50 * MS;
+	q[1] = 80 * MS;
 	round_q(nba, 2, bytes, rate, q, 100 * MS);
 	CHECK(sn_nba_core_stats(nba, 1, &st) == 0 && st.state == SN_NBA_SATURATED);
-	CHECK_NEAR(st.demand_bps, 1000 * MS, 1.0);
-	CHECK(st.backlog_bytes == 50 * MS);
+	CHECK_NEAR(st.demand_bps, 1050 * MS, 1.0);
+	CHECK(st.backlog_bytes == 80 * MS);
 	CHECK(sn_nba_core_stats(nba, 0, &st) == 0 && st.state == SN_NBA_ACTIVE);
 	CHECK_NEAR(sn_nba_grant(nba, 0), 101 * MS, 1.0);
 	CHECK_NEAR(sn_nba_grant(nba, 1), 899 * MS, 2.0);
@@ -207,22 +208,31 @@ static void test_backlog_demand(void)
 	CHECK_NEAR(st.demand_bps, 105 * MS, 1.0);
 	CHECK_NEAR(sn_nba_grant(nba, 0), 106.05 * MS, 2.0);
 	CHECK_NEAR(sn_nba_grant(nba, 1), 893.95 * MS, 2.0);
-	/* ... then down to 95, having fallen 1 MB behind: it asks for the
-	 * smoothed 100 plus the 10 MB/s that clears those bytes in one period */
+	/* ... then down to 95, 1 MB behind (less than half a period at its
+	 * grant: what a worker counting bursts late keeps queued anyway, not
+	 * demand): the smoothed 100 */
 	rate[0] = 95 * MS;
 	q[0] = 1 * MS;
 	rate[1] = sn_nba_grant(nba, 1);
 	round_q(nba, 2, bytes, rate, q, 300 * MS);
 	CHECK(sn_nba_core_stats(nba, 0, &st) == 0);
-	CHECK_NEAR(st.demand_bps, 110 * MS, 1.0);
-	CHECK_NEAR(sn_nba_grant(nba, 0), 111.1 * MS, 2.0);
+	CHECK_NEAR(st.demand_bps, 100 * MS, 1.0);
+	CHECK_NEAR(sn_nba_grant(nba, 0), 101 * MS, 2.0);
+	/* 10 MB behind: 4.95 MB beyond the free 5.05 MB (half a period at
+	 * its grant 101), cleared in one period: 100 + 49.5 */
+	q[0] = 10 * MS;
+	rate[0] = 100 * MS;
+	rate[1] = sn_nba_grant(nba, 1);
+	round_q(nba, 2, bytes, rate, q, 400 * MS);
+	CHECK(sn_nba_core_stats(nba, 0, &st) == 0);
+	CHECK_NEAR(st.demand_bps, 149.5 * MS, 1.0);
 	/* a change of more than 25 % is taken at once: core 1 drops to 300
 	 * with no backlog, core 0 rises to 200 (its average was 100): demands
 	 * 202 + 303 leave 495 to spread */
 	rate[0] = 200 * MS;
 	q[0] = q[1] = 0;
 	rate[1] = 300 * MS;
-	round_q(nba, 2, bytes, rate, q, 400 * MS);
+	round_q(nba, 2, bytes, rate, q, 500 * MS);
 	CHECK(sn_nba_core_stats(nba, 1, &st) == 0 && st.state == SN_NBA_ACTIVE);
 	CHECK_NEAR(st.demand_bps, 300 * MS, 1.0);
 	CHECK(sn_nba_core_stats(nba, 0, &st) == 0);
