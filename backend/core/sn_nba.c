@@ -17,12 +17,16 @@
  *    therefore reports, with its byte count, its backlog: what its share
  *    has accepted but not yet released (the "would have sent more" of
  *    the shaper: its pacing debt). Demand is the arrival rate plus the
- *    rate that clears that backlog within one period (sn_nba.h rule 1).
- *    A core whose grant binds keeps a backlog, so it asks for more every
- *    period, in proportion to what it could not send, until the split is
- *    max-min; a core that lags only because its estimate jittered low
- *    asks for exactly the bytes it owes and then uses them, so the grant
- *    is not wasted.
+ *    rate that clears, within one period, the backlog beyond half a
+ *    period at its grant (sn_nba.h rule 1). A core whose grant binds
+ *    keeps a growing (or ring-sized) backlog, so it asks for more every
+ *    period until the split is max-min; a core below its share keeps
+ *    only the bursts it counted late, which a shaper 1 % above its
+ *    arrival rate drains for seconds: counting those as demand gave it
+ *    grant it never used (measured: 3 % of the aggregate), hence the
+ *    free half period. A back-pressured core with less queued than that
+ *    still grows through rule 4's surplus spreading (the gap halves every
+ *    period), only more slowly.
  *  - Why not a "saturated = unbounded demand" flag on usage ~ grant, as a
  *    first version did: a core below its share, granted demand + 10 %,
  *    was flagged whenever its next 100 ms estimate rose 4.5 % (workers

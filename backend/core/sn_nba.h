@@ -24,11 +24,15 @@
  *     sample, 0, or differs from the previous r_i by more than 25 %, else
  *     r_i = (r_i + s) / 2 (smoothing of measurement noise); and q_i =
  *     the backlog of its latest report (bytes its share of the aggregate
- *     still owes: queued behind its grant). d_i is
- *     the rate that serves the arrivals and clears the backlog within one
+ *     still owes: queued behind its grant) beyond half a period at its
+ *     current grant (q_i = max(0, backlog - grant * period / 2)). d_i is
+ *     the rate that serves the arrivals and clears that excess within one
  *     period, so a core whose grant binds asks for more in proportion to
- *     what it could not send, and one that merely lags a little asks for
- *     exactly the rate that drains it (nothing left unused). No new
+ *     what it could not send. The free half period: a core below its
+ *     share, granted 1 % above its arrival rate, keeps frames it counted
+ *     late (a descheduled worker's burst) queued for seconds; counting
+ *     them as demand handed it grant it never used (3 % of the aggregate
+ *     in tests/policy/test_ncore.py). No new
  *     report: the previous r_i is kept unless the last report is older
  *     than stale_ns, then d_i = 0. A core's first report gives no
  *     interval yet: its current grant stands in for r_i until the next
