@@ -17,18 +17,32 @@
  *  - create/free: no other thread may use the instance concurrently.
  *
  * Allocation rule (what sn_nba_update computes, in this order):
- *  1. demand d_i = bytes reported since the previous update / time between
- *     the two reports. No new report: the previous estimate is kept unless
- *     the last report is older than stale_ns, then d_i = 0. A core's
- *     first report gives no interval yet: its current grant stands in
- *     for its demand until the next one. Never reported: d_i = 0.
- *  2. saturated: a core whose demand reached its current grant (within
- *     saturation_ppm) is limited by the grant, not by its traffic: its
- *     demand is unbounded for the split (SN_NBA_SAT_OFF disables this).
- *     With saturation detection on, every other active core's demand is
- *     raised by growth_ppm (ramp-up room) so that a core granted what it
- *     asked for is not mistaken for a saturated one next period; this
- *     needs (1 + growth)(1 - saturation) > 1, checked at create.
+ *  1. demand d_i = r_i + q_i / period, where r_i = the rate the core's
+ *     traffic arrives at its shaper (frames it queued or dropped
+ *     included), from the sample s = bytes reported since the previous
+ *     update / time between the two reports: r_i = s if it is the first
+ *     sample, 0, or differs from the previous r_i by more than 25 %, else
+ *     r_i = (r_i + s) / 2 (smoothing of measurement noise); and q_i =
+ *     the backlog of its latest report (bytes its share of the aggregate
+ *     still owes: queued behind its grant) beyond half a period at its
+ *     current grant (q_i = max(0, backlog - grant * period / 2)). d_i is
+ *     the rate that serves the arrivals and clears that excess within one
+ *     period, so a core whose grant binds asks for more in proportion to
+ *     what it could not send. The free half period: a core below its
+ *     share, granted 1 % above its arrival rate, keeps frames it counted
+ *     late (a descheduled worker's burst) queued for seconds; counting
+ *     them as demand handed it grant it never used (3 % of the aggregate
+ *     in tests/policy/test_ncore.py). No new
+ *     report: the previous r_i is kept unless the last report is older
+ *     than stale_ns, then d_i = 0. A core's first report gives no
+ *     interval yet: its current grant stands in for r_i until the next
+ *     one. Never reported: d_i = 0.
+ *  2. every active core's demand is raised by growth_ppm (default 1 %;
+ *     none with SN_NBA_SAT_OFF, which means plain water-filling of d_i):
+ *     a little room to grow before the backlog term has to do it. The
+ *     margin a core below its share leaves unused is lost to the others:
+ *     at most growth_ppm of its demand (plus what estimation noise the
+ *     smoothing leaves).
  *  3. idle cores (d_i = 0) get headroom h = min(A*headroom_ppm/1e6, A/n)
  *     each, so they can ramp up (Carousel: 1 %).
  *  4. the rest C = A - n_idle*h is split max-min over the active cores:
@@ -36,6 +50,15 @@
  *     does not, grant_i = d_i + (C - sum d)/n_active (work conservation).
  *     No active core at all: every core gets A/n.
  *  5. grants are rounded down to whole bytes/s, so their sum is <= A.
+ *  State (stats only, does not change the split): SATURATED when the
+ *  core's demand d_i exceeds its previous grant by more than
+ *  saturation_ppm (the grant was binding: it asks for more than it got),
+ *  else ACTIVE; SN_NBA_SAT_OFF: never SATURATED.
+ * Why not "usage reached the grant means unbounded demand" (the previous
+ * rule): a core just below its share, granted demand + margin, looked
+ * saturated whenever its 100 ms estimate rose by a few percent (workers
+ * time-sharing a CPU measure that much jitter), was handed an equal split
+ * it could not use, and the aggregate's total fell 3-16 % short.
  * Before the first update every core holds A/n.
  */
 #ifndef SN_NBA_H
@@ -51,10 +74,12 @@ struct sn_nba_cfg {
 	uint64_t period_ns;      /* lazy update period (0 = default 100 ms) */
 	uint64_t stale_ns;       /* report age meaning idle (0 = 2 * period) */
 	uint32_t headroom_ppm;   /* per idle core, of the aggregate (default 10000 = 1 %) */
-	uint32_t saturation_ppm; /* demand >= grant*(1 - ppm/1e6) is saturated;
-				    SN_NBA_SAT_OFF disables, 0 = default 50000 */
-	uint32_t growth_ppm;     /* demand inflation when saturation is on
-				    (0 = default 100000 = 10 %) */
+	uint32_t saturation_ppm; /* state only: demand > grant*(1 + ppm/1e6) is
+				    SATURATED; 0 = default 10000 = 1 %;
+				    SN_NBA_SAT_OFF: never SATURATED and no
+				    growth margin (plain water-filling) */
+	uint32_t growth_ppm;     /* demand margin of every active core
+				    (0 = default 10000 = 1 %), <= 1e6 */
 	uint32_t flags;          /* SN_NBA_F_* */
 };
 
@@ -65,11 +90,12 @@ struct sn_nba_cfg {
 enum sn_nba_state {
 	SN_NBA_IDLE = 0,   /* zero demand: holds the headroom */
 	SN_NBA_ACTIVE,     /* measured demand */
-	SN_NBA_SATURATED,  /* demand reached its grant: treated as unbounded */
+	SN_NBA_SATURATED,  /* demand reached its grant: the grant was binding */
 };
 
 struct sn_nba_core_stats {
-	double demand_bps;         /* estimated demand, bytes/s */
+	double demand_bps;         /* estimated demand d_i (rate + backlog/period), bytes/s */
+	uint64_t backlog_bytes;    /* q_i: backlog of the latest report used */
 	uint64_t grant_bps;        /* current grant */
 	enum sn_nba_state state;
 };
@@ -80,10 +106,13 @@ struct sn_nba;
 struct sn_nba *sn_nba_create(const struct sn_nba_cfg *cfg);
 void sn_nba_free(struct sn_nba *nba);
 
-/* Core `core` publishes its cumulative byte count for the aggregate
- * (monotone, wraps modulo 2^64) measured at now_ns. Owner thread of the
- * slot only. -EINVAL for a bad core id. */
-int sn_nba_report(struct sn_nba *nba, uint32_t core, uint64_t bytes, uint64_t now_ns);
+/* Core `core` publishes, measured at now_ns, its cumulative byte count
+ * for the aggregate (bytes offered to its share: monotone, wraps modulo
+ * 2^64) and its backlog: bytes accepted but not yet due under its grant
+ * (0 when its share is not behind). Owner thread of the slot only.
+ * -EINVAL for a bad core id. */
+int sn_nba_report(struct sn_nba *nba, uint32_t core, uint64_t bytes, uint64_t backlog,
+		  uint64_t now_ns);
 
 /* Current grant of `core` in bytes/s (0 for a bad core id). Any thread. */
 uint64_t sn_nba_grant(const struct sn_nba *nba, uint32_t core);

@@ -18,8 +18,10 @@
  *  - Aggregates: the worker keeps one sn_tstamp per aggregate at its NBA
  *    grant (Carousel: "each core enforces its share of an aggregate as a
  *    local rate limit"). tick() reports the bytes offered to the aggregate
- *    (its demand, dropped frames included) to the aggregate's sn_nba and
- *    adopts a new grant when the NBA epoch moved.
+ *    (its demand, dropped frames included) and its backlog (the share's
+ *    pacing debt: bytes it accepted that its grant has not yet let out)
+ *    to the aggregate's sn_nba and adopts a new grant when the NBA epoch
+ *    moved.
  * All state is the worker's: no locks; counters are relaxed atomic stores.
  */
 #include "sn_classify.h"
@@ -473,6 +475,16 @@ static void sweep(struct sn_classify *c, uint64_t now)
 	}
 }
 
+/* Bytes the worker's share of the aggregate has accepted but not yet
+ * released: its pacing debt (LTS - now) at the current grant. The NBA's
+ * "would have sent more" signal (sn_nba.h rule 1). */
+static uint64_t agg_backlog(const struct agg *a, uint64_t now)
+{
+	if (a->ts.lts <= now)
+		return 0;
+	return (uint64_t)((double)(a->ts.lts - now) * (double)a->ts.rate / (double)SN_TSTAMP_NS_BITS);
+}
+
 void sn_classify_tick(struct sn_classify *c, uint64_t now)
 {
 	for (unsigned i = 0; i < SN_POLICY_AGGS_MAX; i++) {
@@ -481,7 +493,8 @@ void sn_classify_tick(struct sn_classify *c, uint64_t now)
 
 		if (!a->nba)
 			continue;
-		SN_VERIFY(sn_nba_report(a->nba, c->worker, a->demand_bytes, now) == 0);
+		SN_VERIFY(sn_nba_report(a->nba, c->worker, a->demand_bytes, agg_backlog(a, now),
+					now) == 0);
 		e = sn_nba_epoch(a->nba);
 		if (e != a->epoch) {
 			a->epoch = e;

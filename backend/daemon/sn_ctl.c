@@ -501,9 +501,10 @@ static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
 
 			if (sn_nba_core_stats(pa->nba, k, &ns))
 				continue;
-			if (json_array_append_new(w, json_pack("{s:I, s:I, s:I, s:s}", "worker",
+			if (json_array_append_new(w, json_pack("{s:I, s:I, s:I, s:I, s:s}", "worker",
 					(json_int_t)k, "grant_bps", (json_int_t)(ns.grant_bps * 8),
 					"demand_bps", (json_int_t)(ns.demand_bps * 8),
+					"backlog_bytes", (json_int_t)ns.backlog_bytes,
 					"state", state[ns.state]))) {
 				json_decref(w);
 				w = NULL;

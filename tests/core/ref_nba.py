@@ -18,8 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 DEF_PERIOD = 100_000_000
 DEF_HEADROOM_PPM = 10_000
-DEF_SAT_PPM = 50_000
-DEF_GROWTH_PPM = 100_000
+DEF_SAT_PPM = 10_000
+DEF_GROWTH_PPM = 10_000
+JUMP = 0.25          # a rate sample this far from the estimate replaces it
+FREE_BACKLOG = 0.5   # backlog up to this many periods at the grant is not demand
 
 
 def sn_trace_bin() -> Path:
@@ -89,17 +91,20 @@ class Model:
             self.growth = 1.0
         else:
             self.sat = (saturation_ppm or DEF_SAT_PPM) / 1e6
+            # growth margin of every active core (none with saturation off)
             self.growth = 1 + (growth_ppm or DEF_GROWTH_PPM) / 1e6
         self.grant = [aggregate // cores] * cores
-        self.latest = [None] * cores          # (bytes, ts) last reported
+        self.latest = [None] * cores          # (bytes, ts, backlog) last reported
         self.prev = [None] * cores            # (bytes, ts) consumed
-        self.demand = [0.0] * cores
+        self.rate = [0.0] * cores             # r_i: arrival rate estimate (smoothed)
+        self.have_rate = [False] * cores
+        self.demand = [0.0] * cores           # d_i = r_i + backlog / period
         self.state = ["idle"] * cores
         self.last_update = None
         self.dirty = False
 
-    def report(self, core, nbytes, ts):
-        self.latest[core] = (nbytes, ts)
+    def report(self, core, nbytes, ts, backlog=0):
+        self.latest[core] = (nbytes, ts, backlog)
 
     def set_aggregate(self, agg):
         self.agg = agg
@@ -107,19 +112,31 @@ class Model:
 
     def _estimate(self, i, now):
         if self.latest[i] is None:
-            self.demand[i] = 0.0
+            self.rate[i] = self.demand[i] = 0.0
+            self.have_rate[i] = False
             return
-        b, ts = self.latest[i]
+        b, ts, q = self.latest[i]
+        # clears, in one period, the backlog beyond half a period at the grant
+        free = FREE_BACKLOG * float(self.grant[i]) * float(self.period) / 1e9
+        drain = (float(q) - free) * 1e9 / float(self.period) if float(q) > free else 0.0
         if self.prev[i] is None:
             self.prev[i] = (b, ts)
-            self.demand[i] = float(self.grant[i])
+            self.rate[i] = float(self.grant[i])
+            self.demand[i] = self.rate[i] + drain
             return
         pb, pts = self.prev[i]
         if ts > pts:
-            self.demand[i] = float((b - pb) % (1 << 64)) * 1e9 / float(ts - pts)
+            r = float((b - pb) % (1 << 64)) * 1e9 / float(ts - pts)
+            if not self.have_rate[i] or r == 0 or abs(r - self.rate[i]) > JUMP * self.rate[i]:
+                self.rate[i] = r                      # first sample, or a real change
+            else:
+                self.rate[i] = (self.rate[i] + r) / 2
+            self.have_rate[i] = True
             self.prev[i] = (b, ts)
+        self.demand[i] = self.rate[i] + drain
         if now > ts and now - ts > self.stale:
-            self.demand[i] = 0.0
+            self.rate[i] = self.demand[i] = 0.0
+            self.have_rate[i] = False
 
     def update(self, now):
         if self.last_update is not None and not self.dirty and now < self.last_update + self.period:
@@ -134,12 +151,11 @@ class Model:
             if d <= 0:
                 self.state[i] = "idle"
                 continue
-            if self.sat is not None and d >= self.grant[i] * (1 - self.sat):
-                self.state[i] = "saturated"
-                dem.append(math.inf)
+            if self.sat is not None and d > self.grant[i] * (1 + self.sat):
+                self.state[i] = "saturated"       # informational: the grant binds
             else:
                 self.state[i] = "active"
-                dem.append(d * self.growth)
+            dem.append(d * self.growth)
             active.append(i)
         alloc = [0.0] * self.n
         if not active:

@@ -263,7 +263,8 @@ def test_aggregate_over_two_ports(schednicd, sngen, layout):
     assert by["vm0"]["sent_bytes"] > by["vm1"]["sent_bytes"] > 0, by
     # Water-filling over one worker: the whole aggregate, worker saturated.
     assert ag["nba"] == [{"worker": 0, "grant_bps": 100_000_000,
-                          "demand_bps": ag["nba"][0]["demand_bps"], "state": "saturated"}], ag
+                          "demand_bps": ag["nba"][0]["demand_bps"],
+                          "backlog_bytes": ag["nba"][0]["backlog_bytes"], "state": "saturated"}], ag
     assert ag["nba"][0]["demand_bps"] > 100e6, ag     # offered ~117 Mbit/s
     assert ag["worker0_grant_bps"] == 100_000_000 and ag["drops"]["horizon"] > 0, ag
 

@@ -273,17 +273,18 @@ def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps):
 def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
     """vm0 (worker 0) offers ~28 Mbit/s, below its fair share of the 100
     Mbit/s aggregate; vm1 (worker 1) ~123 Mbit/s. Water-filling max-min
-    predicts 28 / 72. Asserted: worker 0's demand is met (median window
-    within 3 % of its offer), worker 1 never gets more than the max-min
-    rest, the total never exceeds the aggregate (+1 %), the grants always
-    sum to it. NOT met here (printed, see backend/daemon/README.md
-    "Layout ncore"): the total within 1 % of the aggregate. sn_nba grants
-    a worker below its share 1.1 x its estimated demand and treats it as
-    saturated once its next estimate reaches 95 % of that (sn_nba.h rule
-    2): a 4.5 % rise of the estimate, which the estimates from workers
-    time-sharing one CPU exceed, flips it to saturated for a period (grants
-    50 / 50), so worker 1 alternates between 72 and 50 Mbit/s; and the
-    10 % margin itself is never used."""
+    predicts 28 / 72. Per 2 s window: the total never exceeds the
+    aggregate (+1 %), the grants always sum to it, worker 1 never gets more
+    than the max-min rest. Over the windows in which both generators
+    offered their nominal load (within 5 %; median, the host is loaded):
+    the total within 1 % of the aggregate, worker 0's demand met (within
+    3 % of its offer) and worker 1 within 2 % of the aggregate of the
+    water-filling rest. This failed (84-97 Mbit/s) with the first NBA rule,
+    which treated a worker whose 100 ms estimate reached 95 % of its 1.1 x
+    demand grant as unbounded (equal split for a period); sn_nba now takes
+    demand = smoothed arrival rate + (reported backlog beyond half a period
+    at the grant) / period, with a 1 % margin
+    (sn_nba.h, backend/daemon/README.md "Layout ncore")."""
     pol = {"aggregates": {"agg": {"rate_bps": AGG, "update_ms": 100}},
            "ports": {n: {"classes": [{"name": "bulk", "proto": "udp", "aggregate": "agg"}]}
                      for n in ("vm0", "vm1")}}
@@ -295,22 +296,37 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
     wait_class(d, "vm0", ["bulk"])
     wait_class(d, "vm1", ["bulk"])
     time.sleep(0.3)
-    got, ratio0, totals = [], [], []
-    for _ in range(6):
+    got, ratio0, totals, dev1 = [], [], [], []
+    nominal = {"vm0": 2500 * AGG_SIZE * 8, "vm1": 11000 * AGG_SIZE * 8}
+    for _ in range(14):
         total, sent, offered, st = agg_window(d)
         nba = {w["worker"]: w for w in st["aggregates"]["agg"]["nba"]}
         got.append((round(total), {n: round(v) for n, v in sent.items()},
                     {n: round(v) for n, v in offered.items()},
-                    {k: (w["state"], w["grant_bps"]) for k, w in nba.items()}))
+                    {k: (w["state"], w["grant_bps"], w["backlog_bytes"]) for k, w in nba.items()}))
         want = water_fill(AGG, offered)
         assert total < AGG * 1.01, got
         assert sent["vm1"] < want["vm1"] + 0.01 * AGG, got
         assert nba[0]["grant_bps"] + nba[1]["grant_bps"] >= AGG * 0.999, got
+        # A window in which a generator (or a worker) was descheduled for
+        # a while offers other loads than the test sets up (seen under a
+        # load average of 5: vm1 offering 18 Mbit/s for 2 s): not this
+        # test's case, measured again.
+        if any(abs(offered[n] - nominal[n]) > 0.05 * nominal[n] for n in nominal):
+            continue
         ratio0.append(sent["vm0"] / offered["vm0"])
         totals.append(total)
+        dev1.append(abs(sent["vm1"] - want["vm1"]) / AGG)
+        if len(totals) == 6:
+            break
+    assert len(totals) >= 3, f"too few windows with the intended offered loads: {got}"
     ratio0.sort()
     totals.sort()
-    print(f"worker below its share: totals {[round(t / 1e6, 1) for t in totals]} Mbit/s "
+    dev1.sort()
+    print(f"worker below its share: totals {[round(t / 1e6, 2) for t in totals]} Mbit/s "
           f"of {AGG / 1e6:.0f}; windows: {got}")
-    assert abs(ratio0[len(ratio0) // 2] - 1) < 0.03, got
+    med = len(totals) // 2
+    assert abs(totals[med] - AGG) < 0.01 * AGG, got
+    assert abs(ratio0[med] - 1) < 0.03, got
+    assert dev1[med] < 0.02, got
     assert d.alive()

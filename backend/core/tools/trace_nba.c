@@ -6,7 +6,9 @@
  *   config cores=N aggregate=BYTES_PER_S [period=NS] [stale=NS]
  *          [headroom_ppm=P] [saturation_ppm=P|off] [growth_ppm=P]
  *       must come first, exactly once. headroom_ppm=0 really means none.
- *   report CORE BYTES TS_NS   core CORE's cumulative byte count at TS_NS
+ *   report CORE BYTES TS_NS [BACKLOG]
+ *                             core CORE's cumulative byte count at TS_NS
+ *                             and its backlog in bytes (default 0)
  *   update NOW_NS             sn_nba_update(nba, NOW_NS)
  *   aggregate BYTES_PER_S     sn_nba_set_aggregate
  *
@@ -112,7 +114,7 @@ int sn_trace_nba_main(int argc, char **argv)
 		return help ? 0 : 2;
 	}
 	while (fgets(line, sizeof(line), stdin)) {
-		uint64_t a, b, c;
+		uint64_t a, b, c, q = 0;
 		int n;
 
 		lineno++;
@@ -138,9 +140,10 @@ int sn_trace_nba_main(int argc, char **argv)
 			fprintf(stderr, "sn-trace nba: line %lu: config must come first\n", lineno);
 			goto bad;
 		}
-		if (!strcmp(tok[0], "report") && n == 4 && !trace_parse_u64(tok[1], &a) &&
-		    !trace_parse_u64(tok[2], &b) && !trace_parse_u64(tok[3], &c) && a < cfg.n_cores) {
-			sn_nba_report(nba, (uint32_t)a, b, c);
+		if (!strcmp(tok[0], "report") && (n == 4 || n == 5) && !trace_parse_u64(tok[1], &a) &&
+		    !trace_parse_u64(tok[2], &b) && !trace_parse_u64(tok[3], &c) && a < cfg.n_cores &&
+		    (n == 4 || !trace_parse_u64(tok[4], &q))) {
+			sn_nba_report(nba, (uint32_t)a, b, n == 5 ? q : 0, c);
 		} else if (!strcmp(tok[0], "update") && n == 2 && !trace_parse_u64(tok[1], &a)) {
 			print_update(nba, cfg.n_cores, a, sn_nba_update(nba, a));
 		} else if (!strcmp(tok[0], "aggregate") && n == 2 && !trace_parse_u64(tok[1], &a) &&
