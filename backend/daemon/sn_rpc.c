@@ -856,6 +856,18 @@ static int listen_on(struct sn_rpc_server *srv, const char *path)
 	return 0;
 }
 
+/* The server's own memory (the listening socket and clients are closed
+ * by the caller): shared by the create error path and destroy. */
+static void server_free(struct sn_rpc_server *srv)
+{
+	json_decref(srv->schema);
+	free(srv->methods);
+	free(srv->pfds);
+	free(srv->clients);
+	free(srv->path);
+	free(srv);
+}
+
 struct sn_rpc_server *sn_rpc_server_create(const struct sn_rpc_config *cfg)
 {
 	struct sn_rpc_server *srv;
@@ -895,12 +907,7 @@ struct sn_rpc_server *sn_rpc_server_create(const struct sn_rpc_config *cfg)
 err_free:
 	if (srv->lfd >= 0)
 		close(srv->lfd);
-	json_decref(srv->schema);
-	free(srv->methods);
-	free(srv->pfds);
-	free(srv->clients);
-	free(srv->path);
-	free(srv);
+	server_free(srv);
 	errno = -rc;
 	return NULL;
 }
@@ -919,10 +926,5 @@ void sn_rpc_server_destroy(struct sn_rpc_server *srv)
 	if (stat(srv->path, &st) == 0 && st.st_dev == srv->sock_dev &&
 	    st.st_ino == srv->sock_ino)
 		unlink(srv->path);
-	json_decref(srv->schema);
-	free(srv->methods);
-	free(srv->pfds);
-	free(srv->clients);
-	free(srv->path);
-	free(srv);
+	server_free(srv);
 }

@@ -162,6 +162,15 @@ def paused_sink_setup(schednicd, sngen, sn_tmpdir, n_slow, n_fast, max_hold_us=0
     return d, gen, sink, t0
 
 
+def send_all_held(d, gen, n_slow, n_fast):
+    """Both flows sent (sink paused): counters once schednicd has taken
+    every frame from vm0 and holds some of their descriptors."""
+    gen.go(0)
+    gen.go(1)
+    return wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + n_slow + n_fast
+                        and comp(t, "vm0")["held_now"] > 0, timeout=90)
+
+
 def test_paused_sink_holds_descriptors_then_delivers_all(schednicd, sngen, sn_tmpdir):
     n_slow, n_fast = 1500, 3000
     d, gen, sink, t0 = paused_sink_setup(schednicd, sngen, sn_tmpdir, n_slow, n_fast)
@@ -169,10 +178,7 @@ def test_paused_sink_holds_descriptors_then_delivers_all(schednicd, sngen, sn_tm
     os.kill(sink.proc.pid, signal.SIGSTOP)
     try:
         # vm1's RX ring fills; the rest waits in its backlog, descriptors held
-        gen.go(0)
-        gen.go(1)
-        t = wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + n_slow + n_fast
-                         and comp(t, "vm0")["held_now"] > 0, timeout=90)
+        t = send_all_held(d, gen, n_slow, n_fast)
         c = comp(t, "vm0")
         held = c["held_now"]
         assert t["vm1"]["tx_packets"] - t0["vm1"]["tx_packets"] + held == n_slow, (t["vm1"], c)
@@ -230,10 +236,7 @@ def test_held_descriptors_completed_on_stop(schednicd, sngen, sn_tmpdir, how):
     base = idle_in_use(d)
     os.kill(sink.proc.pid, signal.SIGSTOP)
     try:
-        gen.go(0)
-        gen.go(1)
-        t = wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + n_slow + n_fast
-                         and comp(t, "vm0")["held_now"] > 0, timeout=90)
+        t = send_all_held(d, gen, n_slow, n_fast)
         held = comp(t, "vm0")["held_now"]
         if how == "kill-peer":
             gen.proc.send_signal(signal.SIGKILL)
