@@ -78,16 +78,31 @@ class LibvirtGuest(Guest):
             self.conn = None
 
 
+def hooked_libvirtd(schednicd, libvirtd, sn_tmpdir):
+    """(schednicd without ports, a private libvirtd whose qemu hook adds
+    and removes its ports from the domain XML)."""
+    d = schednicd(ports=[])
+    hook_cfg = {"socket": d.socket, "socket_dirs": [str(sn_tmpdir)]}
+    lv = libvirtd(hooks={"qemu": (EXAMPLES / "hooks" / "qemu").read_text(),
+                         "schednic.json": json.dumps(hook_cfg)})
+    return d, lv
+
+
+def create_domains(lv, sn_tmpdir, xmls):
+    """virsh create each {name: domain XML} (transient domains)."""
+    for name, xml in xmls.items():
+        f = sn_tmpdir / f"{name}.xml"
+        f.write_text(xml)
+        lv.virsh("create", str(f))
+
+
 def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
                                    record_result):
     """Both example domains under a private libvirtd whose qemu hook
     (qemu-configs/libvirt/hooks/qemu) creates and deletes the schednicd
     ports from the domain XML."""
     require_tool("qemu-system-x86_64")
-    d = schednicd(ports=[])
-    hook_cfg = {"socket": d.socket, "socket_dirs": [str(sn_tmpdir)]}
-    lv = libvirtd(hooks={"qemu": (EXAMPLES / "hooks" / "qemu").read_text(),
-                         "schednic.json": json.dumps(hook_cfg)})
+    d, lv = hooked_libvirtd(schednicd, libvirtd, sn_tmpdir)
     # Domain 1: QEMU vhost-user client -> the hook adds a server-mode port.
     x0 = domain_xml(EXAMPLES / "vm-vhostuser-client.xml", "sn-lv0",
                     sn_tmpdir / "sn-lv0.0.sock", "52:54:00:77:00:30", f"{SUBNET}.30/24",
@@ -99,10 +114,7 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
     guests = []
     try:
         t0 = time.monotonic()
-        for name, xml in (("sn-lv0", x0), ("sn-lv1", x1)):
-            f = sn_tmpdir / f"{name}.xml"
-            f.write_text(xml)
-            lv.virsh("create", str(f))
+        create_domains(lv, sn_tmpdir, {"sn-lv0": x0, "sn-lv1": x1})
         ports = {p["name"]: p for p in d.rpc("port.list")["ports"]}
         assert sorted(ports) == ["sn-lv0.0", "sn-lv1.0"], ports
         assert ports["sn-lv0.0"]["mode"] == "server" and ports["sn-lv1.0"]["mode"] == "client"
@@ -141,10 +153,7 @@ def test_libvirt_multiqueue_domain(schednicd, libvirtd, guest_image, sn_tmpdir):
     qemu:override vectors=0): the hook adds the port with "queues": 2, the
     guest enables both channels and its streams leave on both TX queues."""
     require_tool("qemu-system-x86_64")
-    d = schednicd(ports=[])
-    hook_cfg = {"socket": d.socket, "socket_dirs": [str(sn_tmpdir)]}
-    lv = libvirtd(hooks={"qemu": (EXAMPLES / "hooks" / "qemu").read_text(),
-                         "schednic.json": json.dumps(hook_cfg)})
+    d, lv = hooked_libvirtd(schednicd, libvirtd, sn_tmpdir)
     x0 = domain_xml(EXAMPLES / "vm-multiqueue.xml", "sn-mq1",
                     sn_tmpdir / "sn-mq1.0.sock", "52:54:00:77:00:32", f"{SUBNET}.32/24",
                     "server", guest_image, sn_tmpdir)
@@ -153,10 +162,7 @@ def test_libvirt_multiqueue_domain(schednicd, libvirtd, guest_image, sn_tmpdir):
                     "client", guest_image, sn_tmpdir)
     guests = []
     try:
-        for name, xml in (("sn-mq1", x0), ("sn-lv3", x1)):
-            f = sn_tmpdir / f"{name}.xml"
-            f.write_text(xml)
-            lv.virsh("create", str(f))
+        create_domains(lv, sn_tmpdir, {"sn-mq1": x0, "sn-lv3": x1})
         a = LibvirtGuest(lv, "sn-mq1", sn_tmpdir, "52:54:00:77:00:32", f"{SUBNET}.32/24")
         b = LibvirtGuest(lv, "sn-lv3", sn_tmpdir, "52:54:00:77:00:33", f"{SUBNET}.33/24")
         guests += [a, b]
