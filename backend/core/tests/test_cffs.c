@@ -14,16 +14,7 @@
 
 #include "sn_cffs.h"
 
-static int n_test;
-
-#define CHECK(cond, ...) do {                                              \
-	if (!(cond)) {                                                     \
-		printf("not ok - %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-		printf(__VA_ARGS__);                                       \
-		printf("\n");                                              \
-		exit(1);                                                   \
-	}                                                                  \
-} while (0)
+#include "sn_tap.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

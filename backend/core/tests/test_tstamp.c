@@ -16,16 +16,7 @@
 
 #include "sn_tstamp.h"
 
-static int n_test;
-
-#define CHECK(cond, ...) do {                                              \
-	if (!(cond)) {                                                     \
-		printf("not ok - %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-		printf(__VA_ARGS__);                                       \
-		printf("\n");                                              \
-		exit(1);                                                   \
-	}                                                                  \
-} while (0)
+#include "sn_tap.h"
 
 typedef unsigned __int128 u128;
 

@@ -15,16 +15,7 @@
 
 #include "sn_twheel.h"
 
-static int n_test;
-
-#define CHECK(cond, ...) do {                                              \
-	if (!(cond)) {                                                     \
-		printf("not ok - %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-		printf(__VA_ARGS__);                                       \
-		printf("\n");                                              \
-		exit(1);                                                   \
-	}                                                                  \
-} while (0)
+#include "sn_tap.h"
 
 #define ID(i) ((void *)(uintptr_t)(i))
 #define UN(p) ((uint64_t)(uintptr_t)(p))
