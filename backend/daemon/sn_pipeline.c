@@ -866,6 +866,30 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
 	return pl->held;
 }
 
+/* s11-V3 (issue 7): see sn_pipeline.h. The port limit's next release
+ * time is max(LTS, now) + len / rate; a frame is stamped beyond the horizon
+ * when that passes now + horizon (less 1/64 of it: the wheel's front may
+ * trail pl->now by the slots not yet swept). Per frame at most
+ * SN_PIPELINE_ROOM_FRAME bytes at ns_byte + 1 ns per byte (an upper bound
+ * of 8e9 / rate). */
+uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
+			      uint16_t max)
+{
+	const struct pstate *ps = &pl->ps[in->slot];
+	uint64_t h, end, start, k;
+
+	if (ps->gen != in->gen || !ps->shaped || !ps->has_rate)
+		return max;
+	h = sn_twheel_horizon_ns(pl->wheel);
+	end = pl->now + h - h / 64;
+	start = RTE_MAX(ps->ts.lts, pl->now);
+	k = start < end ? (end - start) / ((uint64_t)SN_PIPELINE_ROOM_FRAME *
+					   (ps->ts.ns_byte + 1)) : 0;
+	if (k == 0 && ps->ts.lts <= pl->now)
+		k = 1;
+	return (uint16_t)RTE_MIN(k, (uint64_t)max);
+}
+
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)
 {
 	const struct pstate *ps = &pl->ps[in->slot];

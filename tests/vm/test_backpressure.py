@@ -71,6 +71,11 @@ pytestmark = pytest.mark.vm
 
 R_BPS = int(float(os.environ.get("SN_BP_RATE_MBPS", "20")) * 1e6)
 NS = (1, 4, 16)
+# EXPERIMENT (V3): SN_BP_HORIZON=clamp adds a catch-all class with horizon clamp
+VM0_POLICY = {"rate_bps": R_BPS}
+if os.environ.get("SN_BP_HORIZON") == "clamp":
+    VM0_POLICY = {"rate_bps": R_BPS, "classes": [
+        {"name": "all", "rate_bps": R_BPS, "scope": "class", "horizon": "clamp"}]}
 IPERF_S = 8          # per case
 WARM_S = 2.5         # slow start and the first flows' ramp, not measured
 TAIL_S = 1.0         # the window ends this long before iperf3 does
@@ -175,7 +180,7 @@ def rig(schednicd_bin, patched_image):  # noqa: F811
                  "mode": "server", "completion": "deferred", "max_hold_us": 2_000_000},
                 {"name": "vm1", "type": "vhost-user", "path": str(tmp / "vm1.sock"),
                  "mode": "server", "completion": "immediate"}],
-            "policy": {"ports": {"vm0": {"rate_bps": R_BPS}, "vm1": {"rate_bps": R_BPS}}},
+            "policy": {"ports": {"vm0": VM0_POLICY, "vm1": {"rate_bps": R_BPS}}},
         }
         d = _root.Schednicd(schednicd_bin, tmp, cfg)
         d.start()
@@ -231,11 +236,14 @@ def run_case(rig, mode, n):
     time.sleep(WARM_S)
     s0 = consistent_stats(d)
     c0, k0, w0 = sched_ns(g.proc.pid), sched_ns(d.proc.pid, "rte-worker"), time.monotonic()
-    wheel, held = [], []
+    wheel, held, outst = [], [], []
     while time.monotonic() < t_start + IPERF_S - TAIL_S and th.is_alive():
         p = d.port_stats(port)
         wheel.append(p["policy"]["wheel_depth"])
         held.append(p["completion"]["held_now"])
+        # held in schednic + posted on the TX ring but not taken yet (the
+        # frames the guest has outstanding at the device)
+        outst.append(p["completion"]["held_now"] + p["completion"]["waiting_now"])
         time.sleep(0.1)
     s1 = consistent_stats(d)
     c1, k1, w1 = sched_ns(g.proc.pid), sched_ns(d.proc.pid, "rte-worker"), time.monotonic()
@@ -263,13 +271,17 @@ def run_case(rig, mode, n):
                       for (lo, hi), ns in sorted(hist.items())}
     db, da = drop_counts(before, port), drop_counts(after, port)
     drops = {k: da[k] - db[k] for k in da if da[k] != db[k]}
-    wheel_s = sorted(wheel)
+    wheel_s, outst_s = sorted(wheel), sorted(outst)
     m = {
         "n": n, "mode": mode, "window_s": dt, "rate_mbps": rate / 1e6,
         "uplink_mbps": uplink_rate / 1e6, "goodput_mbps": goodput, "retransmits": retrans,
         "held": occ, "held_now_max": max(held, default=0),
         "wheel_p50": wheel_s[len(wheel_s) // 2] if wheel_s else 0,
         "wheel_max": wheel_s[-1] if wheel_s else 0, "drops": drops,
+        "outstanding_p50": outst_s[len(outst_s) // 2] if outst_s else 0,
+        "outstanding_max": outst_s[-1] if outst_s else 0,
+        "horizon_waits": after_p["completion"]["horizon_waits"]
+        - {x["name"]: x for x in before["ports"]}[port]["completion"]["horizon_waits"],
         "underruns": p1["policy"]["underruns"] - p0["policy"]["underruns"],
         "frame_bytes": (p1["policy"]["sent_bytes"] - p0["policy"]["sent_bytes"])
         / max(1, p1["policy"]["sent_packets"] - p0["policy"]["sent_packets"]),
@@ -393,15 +405,16 @@ def _print_table():
     print(f"\nbackpressure results, R = {R_BPS / 1e6:.0f} Mbit/s, {IPERF_S} s iperf3 -P N, "
           f"window {WARM_S}..{IPERF_S - TAIL_S} s")
     print("| completion | N | sent Mbit/s | goodput Mbit/s | mean frame B | held p50/p99/max | "
-          "wheel p50/max | drops | retrans | underruns | inflight_max | flow_inflight_max "
-          "| guest CPU / wait | worker wait | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "wheel p50/max | outstanding p50/max | horizon waits | drops | retrans | underruns "
+          "| inflight_max | flow_inflight_max | guest CPU / wait | worker wait | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (mode, n), m in sorted(RESULTS.items()):
         h = m["held"]
         drops = ", ".join(f"{k} {v}" for k, v in m["drops"].items()) or "0"
         print(f"| {mode} | {n} | {m['rate_mbps']:.2f} | {m['goodput_mbps']:.2f} | "
               f"{m['frame_bytes']:.0f} | "
               f"{h['p50']}/{h['p99']}/{h['max']} | {m['wheel_p50']}/{m['wheel_max']} | "
+              f"{m['outstanding_p50']}/{m['outstanding_max']} | {m['horizon_waits']} | "
               f"{drops} | {m['retransmits']} | {m['underruns']} | {m['inflight_max']} | "
               f"{m['flow_inflight_max']} | {100 * m['guest_cpu']:.0f} % / "
               f"{100 * m['guest_wait']:.0f} % | {100 * m['worker_wait']:.1f} % | "
