@@ -83,6 +83,7 @@ GUEST_CPU = 0
 STARVED = 0.2        # guest QEMU runnable without a CPU for >= 20 % of the window
 WORKER_STARVED = 0.02  # schednicd's worker: 2 % of the window is the whole rate margin
 RESULTS = {}         # (mode, n) -> measurements, for the summary table
+RX_RING_ARGS = ("-global", "virtio-net-pci.rx_queue_size=1024")
 
 
 def _load(path, name):
@@ -186,8 +187,12 @@ def rig(schednicd_bin, patched_image):  # noqa: F811
         d.start()
         up.attach()
         for name, port, host in (("bp-def", "vm0", 10), ("bp-imm", "vm1", 11)):
+            # RX ring 1024 (QEMU's maximum, default 256): the ACKs of 16
+            # flows filled a 256-entry ring while the TCG guest was busy
+            # sending (ring_full drops of ACKs, s11-V3 runs).
             g = Guest(name, d.vhost_path(port), tmp, patched_image,
-                      mac=f"52:54:00:77:00:{host:02x}", ip=f"10.77.0.{host}/24", role="client")
+                      mac=f"52:54:00:77:00:{host:02x}", ip=f"10.77.0.{host}/24", role="client",
+                      extra_args=RX_RING_ARGS)
             guests.append(g)
             g.start(cpu=GUEST_CPU)
         for g in guests:
