@@ -323,7 +323,7 @@ static json_t *completion_json(const struct sn_port *p)
 			return NULL;
 		}
 	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			 "s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
+			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
 			 "unmarked_max_hold_us", (json_int_t)p->unmarked_max_hold_us,
@@ -338,6 +338,8 @@ static json_t *completion_json(const struct sn_port *p)
 			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
 			 "extbuf_in_use", (json_int_t)vs.extbuf_in_use,
 			 "slots_leaked", (json_int_t)vs.slots_leaked,
+			 "horizon_waits", (json_int_t)vs.horizon_waits,   /* s11-V3 */
+			 "waiting_now", (json_int_t)vs.waiting_now,
 			 "vring_errors", errs,
 			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
 			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs),

@@ -181,6 +181,7 @@ struct pstate {
 	struct sn_tstamp ts;
 	uint32_t gen;             /* port generation this state belongs to */
 	bool shaped, has_rate, has_class;  /* has_class: policy wants a class */
+	uint32_t room_lmax;       /* s11-V3: longest frame submitted (0: none yet) */
 	uint64_t w_returned;      /* frames taken back from the return mailbox */
 	/* Arbiter half only (the arbiter thread in 2core). */
 	uint32_t a_gen;           /* port generation the arbiter counters belong to */
@@ -823,6 +824,8 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 		dispatch(pl, m);
 		return;
 	}
+	if (unlikely(m->pkt_len > ps->room_lmax))
+		ps->room_lmax = m->pkt_len;   /* s11-V3: sn_pipeline_src_room() */
 	ts = sn_tstamp_consolidate_peek(cr.pol, cr.n, pl->now, m->pkt_len, nx);
 	md->ts = ts;
 	rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
@@ -864,6 +867,32 @@ void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *ar
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
 {
 	return pl->held;
+}
+
+/* s11-V3 (issue 7): see sn_pipeline.h. The port limit's next release
+ * time is max(LTS, now) + len / rate; a frame is stamped beyond the horizon
+ * when that passes now + horizon (less 1/64 of it: the wheel's front may
+ * trail pl->now by the slots not yet swept). Per frame at most the longest
+ * frame the port submitted so far (at least SN_PIPELINE_ROOM_FRAME_MIN; a
+ * longer one than ever before may still land beyond the horizon, once) at
+ * ns_byte + 1 ns per byte (an upper bound of 8e9 / rate). */
+uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
+			      uint16_t max)
+{
+	const struct pstate *ps = &pl->ps[in->slot];
+	uint64_t h, end, start, k;
+
+	if (ps->gen != in->gen || !ps->shaped || !ps->has_rate)
+		return max;
+	h = sn_twheel_horizon_ns(pl->wheel);
+	end = pl->now + h - h / 64;
+	start = RTE_MAX(ps->ts.lts, pl->now);
+	k = start < end ? (end - start) / ((uint64_t)RTE_MAX(ps->room_lmax,
+							       SN_PIPELINE_ROOM_FRAME_MIN) *
+					   (ps->ts.ns_byte + 1)) : 0;
+	if (k == 0 && ps->ts.lts <= pl->now)
+		k = 1;
+	return (uint16_t)RTE_MIN(k, (uint64_t)max);
 }
 
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)
@@ -1191,6 +1220,7 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 			 * counters; its scheduler class, if any, carries on. */
 			__atomic_store_n(&ps->gen, p ? p->gen : 0, __ATOMIC_RELAXED);
 			ps->has_rate = false;
+			ps->room_lmax = 0;    /* s11-V3 */
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
 				ctr_set((uint64_t *)&ps->st + i, 0);
 		}

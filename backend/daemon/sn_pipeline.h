@@ -177,6 +177,20 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
  * copies submit() staged (staging holds port pointers of this iteration's
  * snapshot, which must not outlive the quiescent state). */
 void sn_pipeline_flush(struct sn_pipeline *pl);
+/* s11-V3 (issue 7). Worker: how many frames (at most max, each as long
+ * as the longest the port submitted so far, at least
+ * SN_PIPELINE_ROOM_FRAME_MIN bytes) port `in` may hand to submit() now
+ * without its port rate limit stamping one beyond the wheel horizon (0:
+ * none; max when the port has no rate limit of its own). For a guest that
+ * is backpressured by deferred completions the caller leaves the rest in
+ * the guest's TX ring: it waits there instead of being dropped at the
+ * horizon (a horizon drop only turns into a TCP retransmit), and the rate
+ * stays a hard limit. When the port's limit is idle at least one frame is
+ * allowed (progress even when one maximal frame spans the horizon: it is
+ * then dropped as before). */
+#define SN_PIPELINE_ROOM_FRAME_MIN 1518u
+uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
+			      uint16_t max);
 /* Worker: frames held (wheel + arbiter); > 0 means run() has work later. */
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl);
 /* Worker: frames from port `in` held (wheel + mailbox + scheduler). */

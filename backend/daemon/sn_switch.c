@@ -826,9 +826,23 @@ int sn_switch_worker(void *arg)
 
 					if (p->q[qi].owner != sw->wk)
 						continue;
-					if (p->q[qi].vq)
-						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, burst, now);
-					else
+					if (p->q[qi].vq) {
+						uint16_t mx = burst;
+
+						/* s11-V3 (issue 7): an opted-in guest is
+						 * backpressured by its completions; while
+						 * its port's rate limit is a wheel horizon
+						 * ahead, its frames wait in its ring rather
+						 * than being dropped at the horizon. */
+						if (sw->pl && sn_vqtx_opted_in(p->q[qi].vq)) {
+							mx = sn_pipeline_src_room(sw->pl, p, burst);
+							if (!mx) {
+								sn_vqtx_count_horizon_wait(p->q[qi].vq);
+								continue;
+							}
+						}
+						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, mx, now);
+					} else
 						n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1),
 									    sw->mp, pkts, burst);
 					if (!n)

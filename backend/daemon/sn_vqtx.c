@@ -103,6 +103,7 @@ struct sn_vqtx {
 	/* Ring state: written by start/stop while not live, else WORKER only. */
 	int vid;
 	struct sn_vring *vr;
+	const struct vring_avail *avail;  /* s11-V3: the guest's avail ring (waiting_now) */
 	struct slot *slots;
 	uint32_t size;
 	uint64_t used_bytes;          /* used ring size, for dirty logging */
@@ -257,6 +258,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	}
 	sn_vring_kick_enable(q->vr, false);  /* we poll */
 	q->vid = vid;
+	q->avail = vring.avail;
 	q->size = vring.size;
 	q->used_bytes = 4 + 8ULL * vring.size + 2;
 	q->dirty = true;
@@ -280,6 +282,13 @@ out:
 static void publish_stats(struct sn_vqtx *q)
 {
 	const struct sn_vring_stats *vs = sn_vring_stats(q->vr);
+	uint16_t a, u;
+
+	/* s11-V3: the guest writes avail->idx concurrently (a relaxed read of
+	 * a 16-bit index; sn_vring_tx_pop() does the ordered read). */
+	sn_vring_get_base(q->vr, &a, &u);
+	ctr_set(&q->st.waiting_now,
+		(uint16_t)(__atomic_load_n(&q->avail->idx, __ATOMIC_RELAXED) - a));
 
 	ctr_set(&q->st.completed, q->acc.completed + vs->completed);
 	ctr_set(&q->st.out_of_order, q->acc.out_of_order + vs->out_of_order);
@@ -355,6 +364,7 @@ static void teardown(struct sn_vqtx *q)
 	}
 	flush(q, false);
 	publish_stats(q);
+	ctr_set(&q->st.waiting_now, 0);   /* s11-V3: the ring is handed back */
 	q->stats_pending = false;
 	accumulate(q);
 	q->epoch++;
@@ -684,6 +694,17 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
 void sn_vqtx_count_timeout(struct sn_vqtx *q)
 {
 	ctr_inc(&q->st.hold_timeouts);
+}
+
+bool sn_vqtx_opted_in(const struct sn_vqtx *q)
+{
+	return !q->opted_out && q->marked_run >= SN_VQTX_OPTIN_AFTER;
+}
+
+void sn_vqtx_count_horizon_wait(struct sn_vqtx *q)
+{
+	ctr_inc(&q->st.horizon_waits);
+	q->stats_pending = true;   /* waiting_now changes without a pop */
 }
 
 void sn_vqtx_count_forced(struct sn_vqtx *q)

@@ -88,6 +88,16 @@ struct sn_vqtx_stats {
 	 * still reads it). */
 	uint64_t extbuf_in_use;
 	uint64_t slots_leaked;
+	/* s11-V3 (issue 7): worker loop iterations in which this opted-in
+	 * queue was not polled because its port's rate limit was already a
+	 * wheel horizon ahead (sn_pipeline_src_room(): its frames wait in the
+	 * guest's ring instead of being dropped at the horizon). */
+	uint64_t horizon_waits;
+	/* s11-V3: descriptor chains the guest has posted on this ring that
+	 * the worker has not taken yet (avail index - last avail index), as
+	 * of the latest counter publication: with held_now, what the guest
+	 * has outstanding at the device. */
+	uint64_t waiting_now;
 	uint64_t marked;         /* frames whose header carried the opt-in marker */
 	uint64_t unmarked;       /* frames without it (held unmarked_max_hold_us at most) */
 	uint64_t opted_in;       /* 1: the guest opted in on this connection (below) */
@@ -209,6 +219,13 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */
 void sn_vqtx_count_timeout(struct sn_vqtx *q);
+/* s11-V3 (issue 7). WORKER (owner): the guest opted in on this queue and
+ * connection (marker confirmed, no unmarked frame): its frames may wait,
+ * in the guest's ring or held, as long as completions come back in time
+ * (max_hold_us). Count one loop iteration the queue was not polled for
+ * that reason (horizon_waits). */
+bool sn_vqtx_opted_in(const struct sn_vqtx *q);
+void sn_vqtx_count_horizon_wait(struct sn_vqtx *q);
 /* WORKER: count one frame dropped because its port is stopping. */
 void sn_vqtx_count_forced(struct sn_vqtx *q);
 

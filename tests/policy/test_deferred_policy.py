@@ -144,3 +144,41 @@ def test_stop_of_shaped_deferred_port_with_frames_in_the_pipeline(schednicd, sng
     assert c["completed"] == c["popped"] == b["completion"]["popped"] + 100, c
     assert t["vm0"]["policy"]["uplink_packets"] > b["policy"]["uplink_packets"]
     assert accounted(t["vm0"]), t["vm0"]["policy"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_opted_in_guest_waits_in_its_ring_not_dropped_at_the_horizon(schednicd, sngen,
+                                                                     sn_tmpdir, layout):
+    """s11-V3 (issue 7): at 2 Mbit/s the wheel horizon (262 ms) holds 65 KB,
+    the guest's ring 256 KB: the opted-in guest's excess waits in its ring
+    (completion.horizon_waits, waiting_now) instead of being dropped at the
+    horizon; the rate stays a hard limit and every frame is sent. (Before
+    s11-V3: ~190 of the first 256 frames dropped as `horizon`.)"""
+    rate, n = 2_000_000, 1000          # 1 Mbyte: 4 s at the limit
+    d, g = setup(schednicd, sngen, sn_tmpdir, rate, n)
+    (g.sync / "go-0").touch()
+    wait_for(lambda: ports(d)["vm0"]["completion"]["horizon_waits"] > 0, "ring left unpolled")
+    waiting = []
+    a, ta = ports(d), d.stats()["uptime_s"]
+    for _ in range(15):
+        time.sleep(0.1)
+        waiting.append(ports(d)["vm0"]["completion"]["waiting_now"])
+    b, tb = ports(d), d.stats()["uptime_s"]
+    r = (b["vm0"]["policy"]["uplink_bytes"] - a["vm0"]["policy"]["uplink_bytes"]) * 8 / (tb - ta)
+    assert r < rate * 1.05, r
+    assert max(waiting) > 0, waiting               # frames waited in the ring
+    # what the shaper took stays inside the horizon: < 65.5 KB of 1000 B frames
+    assert b["vm0"]["policy"]["wheel_depth"] <= 66, b["vm0"]["policy"]
+    g.wait("sent-0", timeout=120)
+    t = wait_for(lambda: (lambda t: t if t["vm0"]["rx_packets"] == n
+                          and t["vm0"]["completion"]["held_now"] == 0
+                          and t["vm0"]["policy"]["wheel_depth"] == 0
+                          and t["vm0"]["policy"]["qfq_backlog"] == 0 else None)(ports(d)),
+                 "everything sent", timeout=60)
+    c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
+    assert not any(pol["drops"].values()), pol     # no horizon drop
+    assert pol["sent_packets"] == pol["uplink_packets"] == n, pol
+    assert c["popped"] == c["completed"] == n and c["waiting_now"] == 0, c
+    assert c["hold_timeouts"] == 0 and c["forced"] == 0, c
+    g.finish()
+    assert d.alive()
