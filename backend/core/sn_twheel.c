@@ -245,7 +245,6 @@ int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mod
 	}
 	w->item[c] = item;
 	w->wr[pos] = c + 1;
-	w->inserted++;
 	return 0;
 }
 
@@ -254,9 +253,28 @@ uint64_t sn_twheel_horizon_ns(const struct sn_twheel *w)
 	return (w->mask + 1) * w->gran;
 }
 
+/* Every node in use belongs to exactly one non-empty slot and is full but
+ * for the words its slot already read (head node: words 1 .. rd - 1) or
+ * has not written yet (tail node: wr .. node_items; none when the tail is
+ * full, wr's low bits 0). The head and the tail may be the same node. */
+uint64_t sn_twheel_count(const struct sn_twheel *w)
+{
+	uint64_t n = (uint64_t)(w->pool_nodes - w->pool_free) * w->node_items;
+
+	for (uint32_t pos = sn_cffs_find_ge(w->occ, 0); pos != SN_CFFS_NONE;
+	     pos = sn_cffs_find_ge(w->occ, pos + 1)) {
+		uint32_t r = w->rd[pos] & w->wmask, c = w->wr[pos] & w->wmask;
+
+		n -= r - 1;
+		if (c)
+			n -= w->node_items + 1 - c;
+	}
+	return n;
+}
+
 int sn_twheel_rewind(struct sn_twheel *w, uint64_t now)
 {
-	if (sn_twheel_count(w))
+	if (!sn_twheel_empty(w))
 		return -EBUSY;
 	sn_twheel_set_front_(w, sn_twheel_slot_of(w, now));
 	return 0;
@@ -270,8 +288,8 @@ uint32_t sn_twheel_pool_free(const struct sn_twheel *w)
 void sn_twheel_stats_get(const struct sn_twheel *w, struct sn_twheel_stats *out)
 {
 	*out = w->st;
-	out->inserted = w->inserted;
 	out->extracted = w->extracted;
+	out->inserted = w->extracted + sn_twheel_count(w);
 }
 
 void sn_twheel_dump(const struct sn_twheel *w)
@@ -282,7 +300,7 @@ void sn_twheel_dump(const struct sn_twheel *w)
 		(unsigned long)w->gran, (unsigned long)w->mask + 1, (unsigned long)w->front,
 		(unsigned long)(w->base1 - 1), (unsigned long)sn_twheel_count(w), w->pool_free,
 		w->pool_nodes, w->node_items, w->fspan ? "" : " (no fast division)",
-		(unsigned long)w->inserted, (unsigned long)w->extracted,
+		(unsigned long)(w->extracted + sn_twheel_count(w)), (unsigned long)w->extracted,
 		(unsigned long)w->st.past, (unsigned long)w->st.clamped,
 		(unsigned long)w->st.drop_range, (unsigned long)w->st.drop_nobufs);
 	sn_cffs_dump(w->occ, 16);
