@@ -158,17 +158,28 @@ static void test_pool(void)
 		CHECK(sn_twheel_insert(w, ID(i), 50, 0) == 0, "fill %d", i);
 	CHECK(sn_twheel_insert(w, ID(21), 50, 0) == -ENOBUFS, "full");
 	CHECK(sn_twheel_pool_free(w) == 0, "pool empty");
-	CHECK(sn_twheel_extract(w, 50, out, 7) == 7, "free one node");
+	/* count() is derived from the pool and the cursors: tail node full
+	 * (cursor on the next node's word 0), then a part-read head node. */
+	CHECK(sn_twheel_count(w) == 21, "count, tail full: %lu", (unsigned long)sn_twheel_count(w));
+	CHECK(sn_twheel_extract(w, 50, out, 3) == 3, "part of the head");
+	CHECK(sn_twheel_count(w) == 18, "count, head part-read: %lu",
+	      (unsigned long)sn_twheel_count(w));
+	CHECK(sn_twheel_extract(w, 50, out, 4) == 4, "rest of the head node");
 	CHECK(sn_twheel_pool_free(w) == 1, "one node back");
+	CHECK(sn_twheel_count(w) == 14 && !sn_twheel_empty(w), "count 14");
 	/* Other slots: one node each. */
 	CHECK(sn_twheel_insert(w, ID(100), 60, 0) == 0, "reuse");
 	CHECK(sn_twheel_insert(w, ID(101), 70, 0) == -ENOBUFS, "full again");
 	CHECK(sn_twheel_insert(w, ID(102), 60, 0) == 0, "same node has room");
+	CHECK(sn_twheel_count(w) == 16, "count, two slots");
 	sn_twheel_stats_get(w, &st);
 	CHECK(st.drop_nobufs == 2, "nobufs counted");
+	CHECK(st.inserted == 23 && st.extracted == 7, "stats inserted %lu extracted %lu",
+	      (unsigned long)st.inserted, (unsigned long)st.extracted);
 	CHECK(sn_twheel_extract(w, 1000, out, 64) == 16, "drain");
 	CHECK(UN(out[13]) == 20 && UN(out[14]) == 100 && UN(out[15]) == 102, "order");
-	CHECK(sn_twheel_pool_free(w) == 3 && sn_twheel_count(w) == 0, "pool back");
+	CHECK(sn_twheel_pool_free(w) == 3 && sn_twheel_count(w) == 0 && sn_twheel_empty(w),
+	      "pool back");
 	sn_twheel_free(w);
 	printf("ok %d - pool exhaustion and reuse\n", ++n_test);
 }
@@ -315,8 +326,14 @@ static void run_model(uint64_t g, uint32_t slots, uint32_t nodes, uint64_t steps
 			CHECK(sn_twheel_next_due(w) == best, "next_due %lu want %lu",
 			      (unsigned long)sn_twheel_next_due(w), (unsigned long)best);
 		}
-		CHECK(sn_twheel_count(w) == np, "count");
+		/* count() is O(non-empty slots): every 16th step (and at the end)
+		 * keeps the ASan run of the 2^16-slot model within its timeout. */
+		CHECK(sn_twheel_empty(w) == (np == 0), "empty");
+		if (!(step & 15))
+			CHECK(sn_twheel_count(w) == np, "count %lu want %zu",
+			      (unsigned long)sn_twheel_count(w), np);
 	}
+	CHECK(sn_twheel_count(w) == np, "final count");
 	revs = (now - start) / ((uint64_t)slots * g);
 	sn_twheel_free(w);
 	free(pend);

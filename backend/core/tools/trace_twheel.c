@@ -307,7 +307,7 @@ static void run(struct ctx *c, struct sn_twheel *w)
 			       (unsigned long)p->arrival, (unsigned long)p->ts,
 			       rc == -ERANGE ? "range" : "nobufs");
 	}
-	while (sn_twheel_count(w)) {
+	while (!sn_twheel_empty(w)) {
 		now = SN_MAX(now, sn_twheel_next_due(w));
 		release_at(c, w, now);
 	}
