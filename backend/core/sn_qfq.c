@@ -597,6 +597,43 @@ int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len)
 	return 0;
 }
 
+/* n enqueues to one class, as n sn_qfq_enqueue calls would do: the class
+ * line is read once, the per-item work is the two admission checks and the
+ * ring write, and a class that was idle activates once, with its first
+ * packet (V and the group sets cannot change between the pushes, so this
+ * is the state the first single enqueue would have produced). */
+uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
+			      const uint32_t *lens, uint32_t n, int *err)
+{
+	struct qfq_class *cl;
+	uint32_t lmax, room, was, i;
+
+	if (sn_unlikely(id >= q->max_classes || !q->classes[id].q.lmax)) {
+		if (n)
+			*err = -ENOENT;
+		return 0;
+	}
+	cl = &q->classes[id];
+	lmax = cl->q.lmax;
+	was = sn_sched_q_count(&cl->q);
+	room = cl->q.mask + 1 - was;
+	for (i = 0; i < n; i++) {
+		if (sn_unlikely(lens[i] - 1 >= lmax)) {
+			*err = -EMSGSIZE;
+			break;
+		}
+		if (sn_unlikely(i == room)) {
+			*err = -ENOBUFS;
+			break;
+		}
+		sn_sched_q_push(&cl->q, items[i], lens[i]);
+	}
+	q->backlog += i;
+	if (!was && i)
+		qfq_enqueue_activate(q, cl, lens[0]);
+	return i;
+}
+
 /* Serve the head class of the front slot of the lowest-index ER group,
  * then re-stamp only that class and group.
  * GCC's SLP vectorizer would merge the group-set stores into one SSE store

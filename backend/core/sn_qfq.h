@@ -23,6 +23,9 @@ int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
 		     void (*drop)(void *item, uint32_t len, void *arg), void *arg);
 
 int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len);
+/* sn_sched_enqueue_burst for QFQ (same contract). */
+uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
+			      const uint32_t *lens, uint32_t n, int *err);
 void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id);
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len);
 

@@ -166,7 +166,7 @@ uint32_t sn_sched_enqueue_burst(struct sn_sched *s, uint32_t class_id, void *con
 	int r = 0;
 
 	switch (s->algo) {
-	case SN_SCHED_QFQ:  ENQ_LOOP(sn_qfq_enqueue, s->u.qfq); break;
+	case SN_SCHED_QFQ:  return sn_qfq_enqueue_burst(s->u.qfq, class_id, items, lens, n, err);
 	case SN_SCHED_DRR:  ENQ_LOOP(sn_drr_enqueue, s->u.drr); break;
 	case SN_SCHED_FIFO: ENQ_LOOP(sn_fifo_enqueue, s->u.fifo); break;
 	default:            r = -EINVAL; break;
