@@ -639,9 +639,11 @@ uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
  * GCC's SLP vectorizer would merge the group-set stores into one SSE store
  * assembled with shuffles: more instructions than it saves. */
 #if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-slp-vectorize")))
+#define QFQ_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#else
+#define QFQ_NO_SLP
 #endif
-void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
+QFQ_INLINE void *qfq_dequeue_one(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 {
 	uint32_t *bm = q->bitmaps;
 	struct qfq_group *g;
@@ -699,6 +701,28 @@ unchanged:
 	qfq_update_eligible(q, bm, &V, old_V, 1);
 	q->V = V;
 	return item;
+}
+
+QFQ_NO_SLP void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
+{
+	return qfq_dequeue_one(q, len, id);
+}
+
+/* The dequeue loop of link emulation in one call: no dispatch, and the
+ * register saves of a dequeue paid once per burst. */
+QFQ_NO_SLP uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_t *lens,
+					 uint32_t n, uint64_t budget, uint32_t overhead,
+					 uint64_t *bytes)
+{
+	uint64_t taken = 0;
+	uint32_t i;
+
+	for (i = 0; i < n && taken < budget && q->bitmaps[ER]; i++) {
+		items[i] = qfq_dequeue_one(q, &lens[i], NULL);
+		taken += (uint64_t)lens[i] + overhead;
+	}
+	*bytes = taken;
+	return i;
 }
 
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len)

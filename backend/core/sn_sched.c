@@ -181,6 +181,24 @@ void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id)
 	return s->dequeue(s->u.any, len, class_id);
 }
 
+uint32_t sn_sched_dequeue_burst(struct sn_sched *s, void **items, uint32_t *lens, uint32_t n,
+				uint64_t budget, uint32_t overhead, uint64_t *bytes)
+{
+	uint64_t taken = 0;
+	uint32_t i;
+
+	if (s->algo == SN_SCHED_QFQ)
+		return sn_qfq_dequeue_burst(s->u.qfq, items, lens, n, budget, overhead, bytes);
+	for (i = 0; i < n && taken < budget; i++) {
+		items[i] = s->dequeue(s->u.any, &lens[i], NULL);
+		if (!items[i])
+			break;
+		taken += (uint64_t)lens[i] + overhead;
+	}
+	*bytes = taken;
+	return i;
+}
+
 int sn_sched_peek_len(struct sn_sched *s, uint32_t *len)
 {
 	return s->peek_len(s->u.any, len);
