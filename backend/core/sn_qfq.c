@@ -49,6 +49,12 @@
  * dequeue that leaves its group in place skips the V-jump test (ER cannot
  * be empty); group headers are one cache line each, bucket heads apart; a
  * class caches its own id. sn_qfq_check() is never called here.
+ *
+ * Bursts (the arbiter's path): sn_qfq_enqueue_burst reads the class line
+ * once and activates an idle class once, with its first packet (nothing
+ * else can change between the pushes); sn_qfq_dequeue_burst runs the same
+ * inlined dequeue in a loop, so dispatch and register saves are paid once
+ * per burst. Both give exactly the schedule of the single calls.
  */
 #include "sn_qfq.h"
 
