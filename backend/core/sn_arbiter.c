@@ -383,9 +383,10 @@ static void scan_inputs(struct sn_arbiter *arb)
 }
 
 /* link_idle += bytes * 8e9 / link_bps, exactly, on the caller's copies
- * (*idle, *rem) of link_idle / link_rem. bytes < 2^31 (one burst, see
- * link_budget), so num < 2^64 and the reciprocal estimate is at most 2
- * below the true quotient. */
+ * (*idle, *rem) of link_idle / link_rem. bytes is one burst: below
+ * link_budget's cap 2^31 plus the one item that crosses the budget, so
+ * num < 2^64 and the reciprocal estimate is at most 2 below the true
+ * quotient. */
 static inline void link_advance(const struct sn_arbiter *arb, uint64_t *idle, uint64_t *rem,
 				uint64_t bytes)
 {
