@@ -16,7 +16,11 @@
  * released, i.e. when the next one may start. While link_idle <= now (an
  * item may start at exactly now; PSPAT writes "<" on a coarser clock) the
  * scheduler picks the next item and link_idle advances by
- * (len + overhead) * 8e9 / link_bps ns, computed exactly: the integer
+ * (len + overhead) * 8e9 / link_bps ns. The loop runs inside the scheduler
+ * (sn_sched_dequeue_burst), given the number of bytes that may still start
+ * by now (link_budget, exact), and link_idle advances once per burst by
+ * the bytes taken: the same items, the same link_idle. It is computed
+ * exactly: the integer
  * quotient is added and the remainder (in units of 1/link_bps ns) is
  * carried, so release times never drift from the ideal line however long
  * the link stays busy. The division is done with a precomputed reciprocal
@@ -81,6 +85,7 @@ struct sn_arbiter {
 	uint32_t release_burst;
 	uint32_t n_rel;
 	void **rel;
+	uint32_t *lens;          /* release_burst lengths (sn_sched_dequeue_burst) */
 
 	uint64_t last_in;        /* items read in the last scan */
 	uint64_t last_released;
@@ -133,7 +138,8 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
 	arb->clients = calloc(p->max_clients, sizeof(*arb->clients));
 	arb->clists = calloc(p->n_clists, sizeof(*arb->clists));
 	arb->rel = calloc(arb->release_burst, sizeof(*arb->rel));
-	if (!arb->active || !arb->clients || !arb->clists || !arb->rel)
+	arb->lens = calloc(arb->release_burst, sizeof(*arb->lens));
+	if (!arb->active || !arb->clients || !arb->clists || !arb->rel || !arb->lens)
 		goto fail_free;
 	for (i = 0; i < arb->n_clists; i++) {
 		arb->clists[i] = sn_mbox_create(arb->clist_size, NULL);
@@ -174,6 +180,7 @@ void sn_arbiter_free(struct sn_arbiter *arb)
 	free(arb->clients);
 	free(arb->active);
 	free(arb->rel);
+	free(arb->lens);
 	free(arb);
 }
 
@@ -375,13 +382,15 @@ static void scan_inputs(struct sn_arbiter *arb)
 	arb->last_in = in;
 }
 
-/* link_idle += (len + overhead) * 8e9 / link_bps, exactly, on the
- * caller's copies (*idle, *rem) of link_idle / link_rem. num < 2^50, so
- * the reciprocal estimate is at most 2 below the true quotient. */
+/* link_idle += bytes * 8e9 / link_bps, exactly, on the caller's copies
+ * (*idle, *rem) of link_idle / link_rem. bytes is one burst: below
+ * link_budget's cap 2^31 plus the one item that crosses the budget, so
+ * num < 2^64 and the reciprocal estimate is at most 2 below the true
+ * quotient. */
 static inline void link_advance(const struct sn_arbiter *arb, uint64_t *idle, uint64_t *rem,
-				uint32_t len)
+				uint64_t bytes)
 {
-	uint64_t num = ((uint64_t)len + arb->overhead) * 8000000000ull;
+	uint64_t num = bytes * 8000000000ull;
 	uint64_t q = (uint64_t)(((unsigned __int128)num * arb->inv_bps) >> 64);
 	uint64_t r = num - q * arb->link_bps;
 
@@ -395,6 +404,25 @@ static inline void link_advance(const struct sn_arbiter *arb, uint64_t *idle, ui
 		*rem -= arb->link_bps;
 		(*idle)++;
 	}
+}
+
+#define LINK_BUDGET_MAX (1ull << 31)
+
+/* Bytes the link may start before it is busy past now. With D = now - idle
+ * (>= 0), the next item may start while floor((rem + 8e9 * taken) / bps)
+ * <= D, i.e. while 8e9 * taken < X = (D + 1) * bps - rem, i.e. while
+ * taken < ceil(X / 8e9): that is the budget of sn_sched_dequeue_burst, so
+ * a burst releases exactly the items the one-at-a-time loop would. Capped
+ * at 2^31, more than any burst can take (4096 items of 64 KiB + 1 KiB), so
+ * that link_advance's numerator fits 64 bits. */
+static inline uint64_t link_budget(const struct sn_arbiter *arb, uint64_t idle, uint64_t rem,
+				   uint64_t now)
+{
+	unsigned __int128 x = (unsigned __int128)(now - idle + 1) * arb->link_bps - rem;
+
+	if (x >= (unsigned __int128)LINK_BUDGET_MAX * 8000000000ull)
+		return LINK_BUDGET_MAX;
+	return ((uint64_t)x + 8000000000ull - 1) / 8000000000ull;
 }
 
 uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
@@ -426,21 +454,21 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 	rem = arb->link_rem;
 	n_rel = arb->n_rel;
 	while (!sn_time_after(idle, now)) {
-		uint32_t len;
-		void *item = sn_sched_dequeue(arb->sched, &len, NULL);
+		uint64_t budget = link_budget(arb, idle, rem, now), taken;
+		uint32_t k = sn_sched_dequeue_burst(arb->sched, arb->rel + n_rel, arb->lens,
+						    burst - n_rel, budget, arb->overhead, &taken);
 
-		if (item == NULL) {
-			arb->link_was_idle = 1;
-			break;
-		}
-		link_advance(arb, &idle, &rem, len);
-		bytes += len;
-		released++;
-		arb->rel[n_rel++] = item;
+		link_advance(arb, &idle, &rem, taken);
+		bytes += taken - (uint64_t)k * arb->overhead;
+		released += k;
+		n_rel += k;
 		if (n_rel == burst) {
 			arb->n_rel = n_rel;
 			flush_release(arb);
 			n_rel = 0;
+		} else if (taken < budget) {
+			arb->link_was_idle = 1;  /* the scheduler ran empty */
+			break;
 		}
 	}
 	arb->link_idle = idle;

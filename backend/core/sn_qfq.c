@@ -49,6 +49,12 @@
  * dequeue that leaves its group in place skips the V-jump test (ER cannot
  * be empty); group headers are one cache line each, bucket heads apart; a
  * class caches its own id. sn_qfq_check() is never called here.
+ *
+ * Bursts (the arbiter's path): sn_qfq_enqueue_burst reads the class line
+ * once and activates an idle class once, with its first packet (nothing
+ * else can change between the pushes); sn_qfq_dequeue_burst runs the same
+ * inlined dequeue in a loop, so dispatch and register saves are paid once
+ * per burst. Both give exactly the schedule of the single calls.
  */
 #include "sn_qfq.h"
 
@@ -597,14 +603,53 @@ int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len)
 	return 0;
 }
 
+/* n enqueues to one class, as n sn_qfq_enqueue calls would do: the class
+ * line is read once, the per-item work is the two admission checks and the
+ * ring write, and a class that was idle activates once, with its first
+ * packet (V and the group sets cannot change between the pushes, so this
+ * is the state the first single enqueue would have produced). */
+uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
+			      const uint32_t *lens, uint32_t n, int *err)
+{
+	struct qfq_class *cl;
+	uint32_t lmax, room, was, i;
+
+	if (sn_unlikely(id >= q->max_classes || !q->classes[id].q.lmax)) {
+		if (n)
+			*err = -ENOENT;
+		return 0;
+	}
+	cl = &q->classes[id];
+	lmax = cl->q.lmax;
+	was = sn_sched_q_count(&cl->q);
+	room = cl->q.mask + 1 - was;
+	for (i = 0; i < n; i++) {
+		if (sn_unlikely(lens[i] - 1 >= lmax)) {
+			*err = -EMSGSIZE;
+			break;
+		}
+		if (sn_unlikely(i == room)) {
+			*err = -ENOBUFS;
+			break;
+		}
+		sn_sched_q_push(&cl->q, items[i], lens[i]);
+	}
+	q->backlog += i;
+	if (!was && i)
+		qfq_enqueue_activate(q, cl, lens[0]);
+	return i;
+}
+
 /* Serve the head class of the front slot of the lowest-index ER group,
  * then re-stamp only that class and group.
  * GCC's SLP vectorizer would merge the group-set stores into one SSE store
  * assembled with shuffles: more instructions than it saves. */
 #if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-slp-vectorize")))
+#define QFQ_NO_SLP __attribute__((optimize("no-tree-slp-vectorize")))
+#else
+#define QFQ_NO_SLP
 #endif
-void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
+QFQ_INLINE void *qfq_dequeue_one(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 {
 	uint32_t *bm = q->bitmaps;
 	struct qfq_group *g;
@@ -662,6 +707,28 @@ unchanged:
 	qfq_update_eligible(q, bm, &V, old_V, 1);
 	q->V = V;
 	return item;
+}
+
+QFQ_NO_SLP void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
+{
+	return qfq_dequeue_one(q, len, id);
+}
+
+/* The dequeue loop of link emulation in one call: no dispatch, and the
+ * register saves of a dequeue paid once per burst. */
+QFQ_NO_SLP uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_t *lens,
+					 uint32_t n, uint64_t budget, uint32_t overhead,
+					 uint64_t *bytes)
+{
+	uint64_t taken = 0;
+	uint32_t i;
+
+	for (i = 0; i < n && taken < budget && q->bitmaps[ER]; i++) {
+		items[i] = qfq_dequeue_one(q, &lens[i], NULL);
+		taken += (uint64_t)lens[i] + overhead;
+	}
+	*bytes = taken;
+	return i;
 }
 
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len)

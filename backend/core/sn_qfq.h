@@ -23,7 +23,13 @@ int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
 		     void (*drop)(void *item, uint32_t len, void *arg), void *arg);
 
 int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len);
+/* sn_sched_enqueue_burst for QFQ (same contract). */
+uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
+			      const uint32_t *lens, uint32_t n, int *err);
 void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id);
+/* sn_sched_dequeue_burst for QFQ (same contract). */
+uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_t *lens, uint32_t n,
+			      uint64_t budget, uint32_t overhead, uint64_t *bytes);
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len);
 
 uint64_t sn_qfq_backlog(const struct sn_qfq *q);

@@ -166,7 +166,7 @@ uint32_t sn_sched_enqueue_burst(struct sn_sched *s, uint32_t class_id, void *con
 	int r = 0;
 
 	switch (s->algo) {
-	case SN_SCHED_QFQ:  ENQ_LOOP(sn_qfq_enqueue, s->u.qfq); break;
+	case SN_SCHED_QFQ:  return sn_qfq_enqueue_burst(s->u.qfq, class_id, items, lens, n, err);
 	case SN_SCHED_DRR:  ENQ_LOOP(sn_drr_enqueue, s->u.drr); break;
 	case SN_SCHED_FIFO: ENQ_LOOP(sn_fifo_enqueue, s->u.fifo); break;
 	default:            r = -EINVAL; break;
@@ -179,6 +179,24 @@ uint32_t sn_sched_enqueue_burst(struct sn_sched *s, uint32_t class_id, void *con
 void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id)
 {
 	return s->dequeue(s->u.any, len, class_id);
+}
+
+uint32_t sn_sched_dequeue_burst(struct sn_sched *s, void **items, uint32_t *lens, uint32_t n,
+				uint64_t budget, uint32_t overhead, uint64_t *bytes)
+{
+	uint64_t taken = 0;
+	uint32_t i;
+
+	if (s->algo == SN_SCHED_QFQ)
+		return sn_qfq_dequeue_burst(s->u.qfq, items, lens, n, budget, overhead, bytes);
+	for (i = 0; i < n && taken < budget; i++) {
+		items[i] = s->dequeue(s->u.any, &lens[i], NULL);
+		if (!items[i])
+			break;
+		taken += (uint64_t)lens[i] + overhead;
+	}
+	*bytes = taken;
+	return i;
 }
 
 int sn_sched_peek_len(struct sn_sched *s, uint32_t *len)

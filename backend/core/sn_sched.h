@@ -69,6 +69,16 @@ uint32_t sn_sched_enqueue_burst(struct sn_sched *s, uint32_t class_id, void *con
  * *class_id (either may be NULL) receive its length and class. */
 void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id);
 
+/* Dequeue up to n items in order, exactly as repeated sn_sched_dequeue
+ * calls would, while the bytes taken so far in this call (each item counted
+ * as its len + overhead) are below budget: the item that reaches budget is
+ * the last one. items[i] / lens[i] receive them; *bytes gets the sum of
+ * len + overhead over the items taken. Returns the count: fewer than n with
+ * *bytes < budget means the scheduler ran empty. For link emulation
+ * (sn_arbiter): one call per release batch instead of one per item. */
+uint32_t sn_sched_dequeue_burst(struct sn_sched *s, void **items, uint32_t *lens, uint32_t n,
+				uint64_t budget, uint32_t overhead, uint64_t *bytes);
+
 /* Length of the item the next dequeue would return: 0 or -ENOENT if empty.
  * Lets link emulation decide before committing to a dequeue. */
 int sn_sched_peek_len(struct sn_sched *s, uint32_t *len);

@@ -4,7 +4,8 @@
  *
  * Ops: class add / change / delete with raw (often invalid) weight and
  * lmax, also while backlogged; enqueue with raw lengths; dequeue; peek;
- * bursts. Checked after every op: the return code is the one the model
+ * bursts (sn_sched_enqueue_burst, sn_sched_dequeue_burst with a byte
+ * budget). Checked after every op: the return code is the one the model
  * predicts (-EINVAL/-EEXIST/-ENOSPC/-ENOENT/-EMSGSIZE/-ENOBUFS), dequeued
  * items come out per class in FIFO order and never twice, a delete hands
  * exactly the class's queued items to the drop callback in order, backlog
@@ -154,26 +155,66 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		case 3: /* enqueue */
 		case 4:
-		case 5: {
+		case 5: { /* op 5: a burst, through sn_sched_enqueue_burst */
 			uint32_t burst = op % 8 == 5 ? 1 + take(&in, 1) % 8 : 1;
 			uint32_t l0 = take(&in, 3) % (SN_SCHED_MAX_LMAX + 8);
+			void *items[8];
+			uint32_t lens[8], got = 0, i;
+			int err = 1;
 
-			for (uint32_t i = 0; i < burst; i++) {
-				uint32_t l = (l0 + i * 97) % (SN_SCHED_MAX_LMAX + 8);
+			for (i = 0; i < burst; i++) {
+				lens[i] = (l0 + i * 97) % (SN_SCHED_MAX_LMAX + 8);
+				items[i] = mc ? tag(c, mc->seq_tail + i) : NULL;
+			}
+			if (burst > 1)
+				got = sn_sched_enqueue_burst(s, c, items, lens, burst, &err);
+			for (i = 0; i < burst; i++) {
+				uint32_t l = lens[i];
 
-				rc = sn_sched_enqueue(s, c, mc ? tag(c, mc->seq_tail) : NULL, l);
 				want = !mc || !mc->present ? -ENOENT :
 				       l == 0 || l > mc->lmax ? -EMSGSIZE :
 				       mc->seq_tail - mc->seq_head == QLEN ? -ENOBUFS : 0;
+				if (burst == 1)
+					rc = sn_sched_enqueue(s, c, items[i], l);
+				else  /* the burst stops at its first refusal */
+					rc = i < got ? 0 : err;
 				SN_VERIFY(rc == want);
-				if (!rc) {
-					mc->lens[mc->seq_tail % QLEN] = l;
-					mc->seq_tail++;
-					total++;
-				}
+				if (rc)
+					break;
+				mc->lens[mc->seq_tail % QLEN] = l;
+				mc->seq_tail++;
+				total++;
 			}
+			SN_VERIFY(burst == 1 || (got == i && (got < burst || err == 1)));
 			break;
 		}
+		case 6:
+			if (op & 8) { /* sn_sched_dequeue_burst with a byte budget */
+				void *items[16];
+				uint32_t lens[16], n = 1 + take(&in, 1) % 16, k, i;
+				uint64_t budget = take(&in, 2), taken = 0, bytes = 7;
+				uint32_t oh = take(&in, 1) % 32;
+
+				k = sn_sched_dequeue_burst(s, items, lens, n, budget, oh, &bytes);
+				for (i = 0; i < k; i++) {
+					uint32_t cls = NCLS;
+
+					SN_VERIFY(taken < budget && total);
+					for (uint32_t j = 0; j < NCLS; j++)
+						if (m[j].present && m[j].seq_tail != m[j].seq_head &&
+						    items[i] == tag(j, m[j].seq_head))
+							cls = j;
+					SN_VERIFY(cls < NCLS &&
+						  lens[i] == m[cls].lens[m[cls].seq_head % QLEN]);
+					m[cls].seq_head++;
+					total--;
+					taken += lens[i] + oh;
+				}
+				/* stops at n, at the budget, or when empty */
+				SN_VERIFY(bytes == taken && (k == n || taken >= budget || !total));
+				break;
+			}
+			/* fall through */
 		default: { /* dequeue, with a peek first */
 			uint32_t n = op % 8 == 7 ? 1 + take(&in, 1) % 16 : 1;
 

@@ -237,6 +237,63 @@ static void test_link_timing(void)
 	check_link_timing(SN_SCHED_QFQ, 400000000000ull, 24, 1, 20000);
 }
 
+/* Scans at random times releasing many items each (bursts, release batches
+ * split by release_burst, 4 clients/classes): every scan releases exactly
+ * the items whose ideal start (the link's exact timeline, in release
+ * order) is due by then, and none that were due at the previous scan. The
+ * scheduler is kept backlogged, so the timeline has no idle gaps. */
+static void check_link_bursts(enum sn_sched_algo algo, uint64_t bps, uint32_t oh, uint32_t count)
+{
+	const uint64_t t0 = 7777;
+	struct sn_arbiter *arb = mk(algo, bps, oh, 1024, t0, 256);
+	struct sn_arbiter_client *c[4];
+	struct sn_mbox *cl = sn_arbiter_clist(arb, 0);
+	struct pkt *pk = calloc(count, sizeof(*pk));
+	uint64_t bits = 0, rng = 0xfeedbeef, now = t0, prev = t0 - 1;
+	uint64_t avg_ns = (uint64_t)(762 + oh) * 8 * 1000000000ull / bps + 1;
+	uint32_t fed = 0, seen = 0, late = 0, early = 0, k;
+
+	for (k = 0; k < 4; k++) {
+		CHECK(sn_sched_class_add(sn_arbiter_sched(arb), k, 1 + 3 * k, 1500) == 0);
+		c[k] = sn_arbiter_client_add(arb, k, 256);
+	}
+	for (k = 0; k < count; k++) {
+		rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+		pk[k].len = 64 + (uint32_t)(rng % 1437);
+		pk[k].seq = k;
+	}
+	while (lg.n_rel < count - 400 && !failures) {
+		while (fed < count && fed < lg.n_rel + 900 &&
+		       sn_arbiter_submit(cl, sn_arbiter_client_mbox(c[fed % 4]), &pk[fed]) == 0)
+			fed++;
+		scan(arb, now);
+		for (; seen < lg.n_rel; seen++) {
+			uint64_t start = t0 + ideal_ns(bits, bps);
+
+			late += start > now;
+			early += start <= prev;
+			bits += 8ull * (lg.rel[seen]->len + oh);
+		}
+		/* the next item (backlogged) is not due yet */
+		CHECK(t0 + ideal_ns(bits, bps) > now);
+		CHECK(sn_arbiter_link_idle(arb) == t0 + ideal_ns(bits, bps));
+		prev = now;
+		rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+		now += rng % (20 * avg_ns);  /* 0 .. ~20 items per scan */
+	}
+	CHECK(!late && !early && lg.n_drop == 0);
+	free(pk);
+	sn_arbiter_free(arb);
+}
+
+static void test_link_bursts(void)
+{
+	check_link_bursts(SN_SCHED_QFQ, 1000000000ull, 24, 100000);
+	check_link_bursts(SN_SCHED_QFQ, 999999937ull, 0, 50000);
+	check_link_bursts(SN_SCHED_DRR, 7000000000ull, 24, 50000);
+	check_link_bursts(SN_SCHED_FIFO, 400000000000ull, 24, 50000);
+}
+
 /* A late scan catches up within slack; beyond slack link_idle resets. */
 static void test_slack(void)
 {
@@ -778,6 +835,7 @@ int main(void)
 {
 	test_params();
 	test_link_timing();
+	test_link_bursts();
 	test_slack();
 	test_idle_no_credit();
 	test_read_limit();

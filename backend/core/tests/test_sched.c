@@ -499,6 +499,68 @@ static void test_enqueue_burst(void)
 	}
 }
 
+/* A burst must leave the scheduler exactly as the single enqueues would:
+ * two instances of each algorithm, one fed item by item, one by bursts
+ * (random classes, sizes, lengths including too long ones, queues running
+ * full, dequeues and lmax changes in between), give the same dequeue
+ * sequence, the same refusals and pass the self-check throughout. */
+static void test_burst_equals_singles(void)
+{
+	enum { NCL = 40, ROUNDS = 20000 };
+
+	for (size_t a = 0; a < SN_ARRAY_SIZE(algos); a++) {
+		struct sn_sched *s1 = mk(algos[a], NCL, 16, 0), *s2 = mk(algos[a], NCL, 16, 0);
+		uint32_t serial = 0, mism = 0, bad_check = 0;
+
+		for (uint32_t c = 0; c < NCL - 2; c++) {  /* ids NCL-2, NCL-1: missing */
+			uint32_t w = 1 + (uint32_t)(rnd() % 1000), lm = 64 + (uint32_t)(rnd() % 9000);
+
+			mism += sn_sched_class_add(s1, c, w, lm) != 0 || sn_sched_class_add(s2, c, w, lm) != 0;
+		}
+		for (uint32_t r = 0; r < ROUNDS; r++) {
+			void *items[24];
+			uint32_t lens[24], id = (uint32_t)(rnd() % NCL), n = (uint32_t)(rnd() % 24), i;
+			uint32_t got1 = 0, got2;
+			int e1 = 1, e2 = 1;
+
+			for (i = 0; i < n; i++) {
+				items[i] = (void *)(uintptr_t)(++serial);
+				lens[i] = rnd() % 50 ? 1 + (uint32_t)(rnd() % 9100) : 0;
+			}
+			for (i = 0; i < n; i++) {
+				int rc = sn_sched_enqueue(s1, id, items[i], lens[i]);
+
+				if (rc) {
+					e1 = rc;
+					break;
+				}
+				got1++;
+			}
+			got2 = sn_sched_enqueue_burst(s2, id, items, lens, n, &e2);
+			mism += got1 != got2 || e1 != e2;
+			for (uint32_t k = (uint32_t)(rnd() % 30); k; k--) {
+				uint32_t l1 = 0, l2 = 0, c1 = 0, c2 = 0;
+				void *i1 = sn_sched_dequeue(s1, &l1, &c1), *i2 = sn_sched_dequeue(s2, &l2, &c2);
+
+				mism += i1 != i2 || l1 != l2 || c1 != c2;
+			}
+			if (rnd() % 500 == 0) {
+				uint32_t c = (uint32_t)(rnd() % (NCL - 2)), w = 1 + (uint32_t)(rnd() % 1000);
+				uint32_t lm = 64 + (uint32_t)(rnd() % 9000);
+
+				mism += sn_sched_class_change(s1, c, w, lm) != sn_sched_class_change(s2, c, w, lm);
+			}
+			if (r % 1000 == 0)
+				bad_check += sn_sched_check(s1) != 0 || sn_sched_check(s2) != 0;
+		}
+		OK(!mism && !bad_check && sn_sched_backlog(s1) == sn_sched_backlog(s2),
+		   "%s: bursts and single enqueues give the same schedule (%u mismatches)",
+		   sn_sched_algo_name(algos[a]), mism);
+		sn_sched_free(s1);
+		sn_sched_free(s2);
+	}
+}
+
 int main(void)
 {
 	test_errors();
@@ -508,6 +570,7 @@ int main(void)
 	test_fifo_grow();
 	test_soak();
 	test_enqueue_burst();
+	test_burst_equals_singles();
 	printf("1..%d\n", n_test);
 	if (n_fail)
 		fprintf(stderr, "%d of %d failed\n", n_fail, n_test);
