@@ -127,6 +127,77 @@ MODES = {
 }
 
 
+def thread_sched(pid):
+    """{tid: (ns on a CPU, ns runnable but waiting)} from schedstat."""
+    out = {}
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                v = (task / "schedstat").read_text().split()
+                out[task.name] = (int(v[0]), int(v[1]))
+            except (OSError, ValueError, IndexError):
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def sample_sched(args, gen_pid, sw_pid, out):
+    """s11-D: over sn-gen's measured window, the share of wall time the
+    busiest thread of sn-gen and of the switch spent on a CPU and waiting
+    for one (a busy poller that is never preempted has oncpu 1, wait 0)."""
+    time.sleep(args.warmup + 0.2)
+    t0 = time.monotonic()
+    a = {"gen": thread_sched(gen_pid), "switch": thread_sched(sw_pid)}
+    time.sleep(max(0.5, args.duration - 0.5))
+    wall = (time.monotonic() - t0) * 1e9
+    b = {"gen": thread_sched(gen_pid), "switch": thread_sched(sw_pid)}
+    for k in ("gen", "switch"):
+        d = [(b[k][t][0] - a[k][t][0], b[k][t][1] - a[k][t][1]) for t in b[k] if t in a[k]]
+        if d and wall > 0:
+            cpu, wait = max(d)
+            out[k] = {"oncpu": round(cpu / wall, 3), "wait": round(wait / wall, 3)}
+
+
+def gen_proxies(b):
+    """sn-gen's batching over its measured window (s11-D): frames accepted
+    per tx_burst call, share of calls that took nothing (TX ring full),
+    share of loop iterations whose sink poll found nothing."""
+    calls, loops = b.get("tx_calls", 0), b.get("loops", 0)
+    return {"tx_per_call": round(b["tx_packets"] / calls, 2) if calls else None,
+            "tx_zero_frac": round(b["tx_zero_calls"] / calls, 3) if calls else None,
+            "rx_per_loop": round(b["rx_packets"] / loops, 2) if loops else None,
+            "rx_empty_frac": round(b["rx_empty_polls"] / loops, 3) if loops else None}
+
+
+def daemon_proxies(a, b):
+    """The daemon's batching between two stats.get snapshots (s11-D): vm0's
+    TX queue 0 frames per non-empty poll, share of worker iterations whose
+    poll of it found nothing, held descriptors (deferred: time-weighted
+    occupancy percentiles over the interval)."""
+    qa = next(p for p in a["ports"] if p["name"] == "vm0")["queues"][0]
+    qb = next(p for p in b["ports"] if p["name"] == "vm0")["queues"][0]
+    frames = qb["rx_packets"] - qa["rx_packets"]
+    bursts = qb["rx_bursts"] - qa["rx_bursts"]
+    loops = b["arbiter"]["worker_thread"]["loops"] - a["arbiter"]["worker_thread"]["loops"]
+    out = {"burst": round(frames / bursts, 2) if bursts else None,
+           "empty_poll_frac": round(1 - bursts / loops, 3) if loops else None}
+    ha = {(lo, hi): ns for lo, hi, ns in qa["completion"]["held_occupancy"]["hist"]}
+    hist = [(lo, hi, ns - ha.get((lo, hi), 0))
+            for lo, hi, ns in qb["completion"]["held_occupancy"]["hist"]]
+    total = sum(ns for _, _, ns in hist)
+    if total > 0:
+        for pct in (50, 99):
+            run = 0
+            for lo, hi, ns in hist:
+                run += ns
+                if run >= total * pct / 100:
+                    out[f"held_p{pct}"] = hi
+                    break
+        out["held_mean"] = round(sum((lo + hi) / 2 * ns for lo, hi, ns in hist) / total, 1)
+    return out
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -166,7 +237,7 @@ class Bench:
         self.procs.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def run_gen(self, socks, extra=()):
+    def run_gen(self, socks, sw_pid, extra=()):
         a = self.args
         prefix = self.prefix("gen")
         argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
@@ -175,14 +246,19 @@ class Bench:
         for s in socks:
             argv += ["--port", s]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
+        sched = {}
+        th = threading.Thread(target=sample_sched, args=(a, p.pid, sw_pid, sched), daemon=True)
+        th.start()
         try:
             out, _ = p.communicate(timeout=a.duration + a.warmup + 60)
         finally:
             self.reap(p)
+        th.join(5)
         if p.returncode != 0:
             raise RuntimeError(f"sn-gen exited {p.returncode}: "
                                f"{p.logfile.read_text(errors='replace')[-2000:]}")
         res = json.loads(out)
+        res["sched"] = sched
         return res
 
     def run_testpmd(self):
@@ -201,13 +277,13 @@ class Bench:
         try:
             wait_for(lambda: all(os.path.exists(s) for s in socks), 30, "testpmd sockets",
                      tp, tp.logfile)
-            res = self.run_gen(socks)
+            res = self.run_gen(socks, tp.pid)
         finally:
             self.reap(tp)
             for s in socks:
                 Path(s).unlink(missing_ok=True)
         return {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
-                "window_s": res["bench"]["window_s"]}
+                "window_s": res["bench"]["window_s"], "gen": gen_proxies(res["bench"]), "sched": res["sched"]}
 
     def run_switch(self, overlay):
         prefix = self.prefix("d")
@@ -247,23 +323,22 @@ class Bench:
                 return False
         try:
             wait_for(answers, 60, "schednicd control socket", d, d.logfile)
-            arb = {}
-            if peer:
-                # arbiter counters at the start and end of sn-gen's window
-                def sample_arbiter():
-                    time.sleep(self.args.warmup + 0.2)
-                    try:
-                        arb["a"] = rpc(ctl, "stats.get")["arbiter"]
-                        time.sleep(max(0.5, self.args.duration - 0.5))
-                        arb["b"] = rpc(ctl, "stats.get")["arbiter"]
-                    except (OSError, ValueError, RuntimeError):
-                        pass
-                th = threading.Thread(target=sample_arbiter, daemon=True)
-                th.start()
-            res = self.run_gen(socks, overlay.get("_gen", ()))
+            snap = {}
+            # counters at the start and end of sn-gen's window (arbiter
+            # decisions; s11-D: the daemon's batching proxies)
+            def sample_window():
+                time.sleep(self.args.warmup + 0.2)
+                try:
+                    snap["a"] = rpc(ctl, "stats.get")
+                    time.sleep(max(0.5, self.args.duration - 0.5))
+                    snap["b"] = rpc(ctl, "stats.get")
+                except (OSError, ValueError, RuntimeError):
+                    pass
+            th = threading.Thread(target=sample_window, daemon=True)
+            th.start()
+            res = self.run_gen(socks, d.pid, overlay.get("_gen", ()))
             stats = rpc(ctl, "stats.get")
-            if peer:
-                th.join(5)
+            th.join(5)
             try:
                 rpc(ctl, "shutdown")
                 d.wait(15)
@@ -276,7 +351,11 @@ class Bench:
         drops = {p["name"]: {k: v for k, v in p["drops"].items() if v}
                  for p in stats["ports"]}
         out = {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
-               "window_s": res["bench"]["window_s"], "drops": drops}
+               "window_s": res["bench"]["window_s"], "drops": drops,
+               "gen": gen_proxies(res["bench"]), "sched": res["sched"]}
+        if "a" in snap and "b" in snap:
+            out["daemon"] = daemon_proxies(snap["a"], snap["b"])
+        arb = {k: v["arbiter"] for k, v in snap.items()}
         if peer:
             pol = {p["name"]: p["policy"] for p in stats["ports"] if "policy" in p}
             out["policy_drops"] = {n: {k: v for k, v in q["drops"].items() if v}
