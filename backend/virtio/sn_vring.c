@@ -427,50 +427,6 @@ static void unhold(struct sn_vring *vr, uint16_t id)
 	vr->st.held--;
 }
 
-/* s11-D (issue 5 throughput): the descriptors and frames of a burst were
- * just written by the driver on another core, so every first touch here is
- * a cross-core cache miss; parsing them one after the other serialises
- * two or three of them per frame (descriptor, then the header line its
- * address points to, later the frame's first data line in the switch).
- * DPDK's own dequeue (the immediate path) prefetches ahead; we do the same
- * in two passes over a batch: all descriptors first, then, once they have
- * arrived, the header and first data line of every frame, so that the
- * misses of a batch overlap instead of adding up. Prefetch only: the
- * descriptor copies read here are hints, never validated or used (the
- * parse reads its own single copy, rule 1), an address outside guest
- * memory is not prefetched, and a prefetch never faults. */
-#define PREFETCH_BATCH 32u
-
-static inline void prefetch_frames(const struct sn_vring *vr, const uint16_t *heads,
-				   uint32_t nh)
-{
-	enum sn_vring_err e;
-	uint32_t k;
-
-	for (k = 0; k < nh; k++)
-		if (heads[k] < vr->size)
-			__builtin_prefetch(&vr->desc[heads[k]], 0, 3);
-	for (k = 0; k < nh; k++) {
-		const struct sn_vring_desc *d;
-		uint64_t addr;
-		uint32_t len;
-		const char *host;
-
-		if (heads[k] >= vr->size)
-			continue;
-		d = &vr->desc[heads[k]];
-		addr = __atomic_load_n(&d->addr, __ATOMIC_RELAXED);
-		len = __atomic_load_n(&d->len, __ATOMIC_RELAXED);
-		if (len <= vr->hdr_len)
-			continue;    /* header-only first descriptor, indirect, bad: no hint */
-		host = sn_vring_gpa_to_hva(vr, addr, len, &e);
-		if (host == NULL)
-			continue;
-		__builtin_prefetch(host, 0, 3);
-		__builtin_prefetch(host + vr->hdr_len, 0, 3);
-	}
-}
-
 uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 			 uint32_t max)
 {
@@ -490,30 +446,20 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 		return 0;
 	}
 	while (navail != 0 && cnt < max) {
-		uint16_t heads[PREFETCH_BATCH];
-		uint32_t nh = min_u32(min_u32(navail, max - cnt), PREFETCH_BATCH);
-
-		/* Each avail entry is loaded once, here; everything below uses
-		 * heads[] (rule 1). */
-		for (uint32_t k = 0; k < nh; k++)
-			heads[k] = __atomic_load_n(&vr->avail->ring[(vr->last_avail + k) & vr->mask],
-						   __ATOMIC_RELAXED);
-		prefetch_frames(vr, heads, nh);
-		for (uint32_t k = 0; k < nh; k++) {
-			head = heads[k];
-			vr->last_avail++;
-			navail--;
-			if (head >= vr->size) {
-				vr->st.err[SN_VRING_E_HEAD_OOB]++;
-				continue;
-			}
-			if (vr->held[head]) {
-				vr->st.err[SN_VRING_E_HEAD_BUSY]++;
-				continue;
-			}
-			parse_chain(vr, head, &out[cnt++]);
-			hold(vr, head);
+		head = __atomic_load_n(&vr->avail->ring[vr->last_avail & vr->mask],
+				       __ATOMIC_RELAXED);
+		vr->last_avail++;
+		navail--;
+		if (head >= vr->size) {
+			vr->st.err[SN_VRING_E_HEAD_OOB]++;
+			continue;
 		}
+		if (vr->held[head]) {
+			vr->st.err[SN_VRING_E_HEAD_BUSY]++;
+			continue;
+		}
+		parse_chain(vr, head, &out[cnt++]);
+		hold(vr, head);
 	}
 	if (vr->kick_on && vr->event_idx)
 		__atomic_store_n(vr->avail_event, vr->last_avail, __ATOMIC_RELAXED);
