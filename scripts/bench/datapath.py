@@ -242,7 +242,7 @@ class Bench:
         prefix = self.prefix("gen")
         argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
-                "--log-level", "warning", *extra]
+                "--log-level", "warning", "--queue-size", a.queue_size, *extra]
         for s in socks:
             argv += ["--port", s]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
@@ -375,11 +375,16 @@ def main():
     ap.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=2.0, help="warmup seconds per run")
     ap.add_argument("--size", type=int, default=64, help="frame size without FCS")
+    ap.add_argument("--queue-size", type=int, default=1024,
+                    help="virtqueue size of sn-gen's virtio-user ports, the same in every mode "
+                         "and for testpmd (the driver sets it; default 1024, sn-gen's default)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")
     args = ap.parse_args()
     if args.runs < 1 or args.duration <= 0 or not 60 <= args.size <= 1514:
         ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
+    if args.queue_size not in (64, 128, 256, 512, 1024, 2048, 4096):
+        ap.error("--queue-size: a power of two, 64..4096")
 
     modes = args.modes.split(",")
     for m in modes:
@@ -423,6 +428,7 @@ def main():
             out_modes[m]["arbiter_decisions_per_s"] = round(statistics.median(dec))
     out = {
         "packet_size": args.size,
+        "queue_size": args.queue_size,
         "testpmd_mpps": round(tp, 3),
         "modes": out_modes,
         "runs": runs,
