@@ -24,6 +24,14 @@ Output: one JSON object on stdout:
    "ratio": R}, ..., "scheduled": {"mpps": M, "ratio": R,
    "arbiter_decisions_per_s": D}}, "runs": {...raw per-run results...},
    "command": "..."}
+Each run in "runs" also carries batching proxies (s11-D): "gen" (sn-gen
+frames per tx_burst call and per loop, shares of calls / sink polls that
+found nothing), "daemon" (vm0's mean burst, share of worker iterations
+whose poll of it found nothing, held occupancy over the window) and
+"sched" (share of the window sn-gen's and the switch's busiest thread
+spent on a CPU and waiting for one); see backend/daemon/README.md
+"Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
+every mode and the testpmd baseline alike.
 Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
 the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
