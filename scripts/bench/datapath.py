@@ -206,6 +206,20 @@ def daemon_proxies(a, b):
     return out
 
 
+def median_proxies(rs):
+    """Medians over runs of the batching proxies (s11-D), None when absent."""
+    out = {}
+    for part, keys in (("gen", ("tx_per_call", "rx_empty_frac")),
+                       ("daemon", ("burst", "empty_poll_frac", "held_p99"))):
+        for k in keys:
+            v = [r[part][k] for r in rs if r.get(part) and r[part].get(k) is not None]
+            out[f"{part}_{k}"] = statistics.median(v) if v else None
+    for who in ("gen", "switch"):
+        v = [r["sched"][who]["oncpu"] for r in rs if who in r.get("sched", {})]
+        out[f"{who}_oncpu"] = statistics.median(v) if v else None
+    return out
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -431,6 +445,7 @@ def main():
     for m in modes:
         mm = statistics.median(r["mpps"] for r in runs[m])
         out_modes[m] = {"mpps": round(mm, 3), "ratio": round(mm / tp, 3) if tp > 0 else None}
+        out_modes[m]["proxies"] = median_proxies(runs[m])
         dec = [r["arbiter_decisions_per_s"] for r in runs[m] if "arbiter_decisions_per_s" in r]
         if dec:
             out_modes[m]["arbiter_decisions_per_s"] = round(statistics.median(dec))
@@ -438,6 +453,7 @@ def main():
         "packet_size": args.size,
         "queue_size": args.queue_size,
         "testpmd_mpps": round(tp, 3),
+        "testpmd_proxies": median_proxies(runs["testpmd"]),
         "modes": out_modes,
         "runs": runs,
         "loadavg": load,
