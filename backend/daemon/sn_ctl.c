@@ -435,13 +435,14 @@ static json_t *queues_json(const struct sn_port *p)
 		sn_portq_stats_read(p, qi, &qs);
 		if (p->q[qi].vq)
 			sn_vqtx_stats_read(p->q[qi].vq, &vs);
-		o = json_pack("{s:i, s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, "
+		o = json_pack("{s:i, s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, "
 			      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 			      "s:b, s:b, s:I, s:I, s:o}}",
 			      "queue", (int)qi, "owner", (int)p->q[qi].owner,
 			      "worker", (int)p->q[qi].owner,
 			      "tx_enabled", (on >> (2 * qi + 1)) & 1, "rx_enabled", (on >> (2 * qi)) & 1,
 			      "rx_packets", (json_int_t)qs.rx_packets, "rx_bytes", (json_int_t)qs.rx_bytes,
+			      "rx_bursts", (json_int_t)qs.rx_bursts,
 			      "tx_packets", (json_int_t)qs.tx_packets, "tx_bytes", (json_int_t)qs.tx_bytes,
 			      "ring_full", (json_int_t)qs.ring_full,
 			      "completion",

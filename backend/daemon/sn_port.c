@@ -636,6 +636,7 @@ void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_s
 
 	out->rx_packets = __atomic_load_n(&st->rx_packets, __ATOMIC_RELAXED);
 	out->rx_bytes = __atomic_load_n(&st->rx_bytes, __ATOMIC_RELAXED);
+	out->rx_bursts = __atomic_load_n(&st->rx_bursts, __ATOMIC_RELAXED);
 	out->tx_packets = __atomic_load_n(&st->tx_packets, __ATOMIC_RELAXED);
 	out->tx_bytes = __atomic_load_n(&st->tx_bytes, __ATOMIC_RELAXED);
 	out->ring_full = __atomic_load_n(&st->ring_full, __ATOMIC_RELAXED);
@@ -656,6 +657,7 @@ void sn_port_count_txq(struct sn_port *p, unsigned qi, struct rte_mbuf *const *p
 		bytes += pkts[i]->pkt_len;
 	q_add(&p->q[qi].st.rx_packets, n);
 	q_add(&p->q[qi].st.rx_bytes, bytes);
+	q_add(&p->q[qi].st.rx_bursts, 1);
 }
 
 uint32_t sn_port_flow_hash(const struct rte_mbuf *m)

@@ -94,6 +94,8 @@ struct sn_port_stats {
 /* Per queue pair counters (see "Queues" above for the writers). */
 struct sn_portq_stats {
 	uint64_t rx_packets, rx_bytes;   /* TX queue: frames taken from the guest */
+	uint64_t rx_bursts;              /* TX queue: polls that took >= 1 frame
+	                                  * (rx_packets / rx_bursts = mean burst) */
 	uint64_t tx_packets, tx_bytes;   /* RX queue: frames delivered to the guest */
 	uint64_t ring_full;              /* RX queue: dropped, its ring was full */
 };

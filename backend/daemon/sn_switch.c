@@ -770,7 +770,9 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	sn_port_ctr_add(&in->st.rx_packets, n);
 	sn_port_ctr_add(&in->st.rx_bytes, bytes);
 	flush(sw);
-	rte_pktmbuf_free_bulk(pkts, keep);
+	/* s11-D: deferred frames delivered by copy are completed and their
+	 * mbufs recycled without a detach (sn_vqtx.h); others freed as usual. */
+	sn_vqtx_free_bulk(pkts, keep);
 }
 
 /* issue 6 (seed 003 §III-E): with CPU fair dropping, a burst dequeued at

@@ -12,6 +12,20 @@
  * the used entry {head, 0} in whatever order frames finish; the worker
  * publishes the used index once per loop iteration (sn_vqtx_service).
  *
+ * Recycling (s11-D, issue 5 throughput): the common end of a deferred
+ * frame is a copy into a peer VM's RX ring, after which the worker frees
+ * it in switch_burst(). rte_pktmbuf_free() of an extbuf mbuf detaches it
+ * (restores the mbuf's own buffer, looks up the pool's private sizes and
+ * the object's IOVA) and returns it to the mempool, and the next burst
+ * allocates it again only to attach another guest buffer: ~100
+ * instructions per frame that the immediate path does not pay.
+ * sn_vqtx_free_bulk() completes such a frame directly (the same code as
+ * the free callback) and keeps the mbuf, still external, in a small
+ * per-worker stash that the next sn_vqtx_recv() re-attaches first. A
+ * stashed mbuf holds no guest reference: its shinfo is a per-worker
+ * dummy whose callback does nothing, so freeing it the ordinary way (stash
+ * overflow, worker exit) detaches it harmlessly.
+ *
  * Device stop (GET_VRING_BASE -> destroy_device, or port deletion through
  * rte_vhost_driver_unregister): the worker frees every frame of the queue
  * it still holds, drop-completes anything else still held, publishes and
@@ -78,6 +92,19 @@ static __thread unsigned t_worker __attribute__((tls_model("initial-exec")));
  * teardown): readers (stats.get, ~ms apart) see them at most this late. */
 #define PUB_EVERY_US 100u
 static __thread uint64_t t_pub_tsc;  /* PUB_EVERY_US in TSC, set by worker_enter */
+/* Recycle stash (see the design note): completed single-segment frames'
+ * mbufs of pool t_stash_mp, external, shinfo = &t_stash_shinfo. Worker
+ * lcore only (TLS: one stash per worker). */
+#define STASH_MAX (2 * SN_CONFIG_BURST_MAX)
+static __thread struct rte_mbuf *t_stash[STASH_MAX];
+static __thread unsigned t_nstash;
+static __thread struct rte_mempool *t_stash_mp;
+static __thread struct rte_mbuf_ext_shared_info t_stash_shinfo;
+/* Loop iterations since a frame was last stashed; at STASH_IDLE_ITERS the
+ * stash goes back to the pool (sn_vqtx_set_now), so an idle worker holds
+ * no mbufs and mempool in_use returns to its baseline (leak checks). */
+#define STASH_IDLE_ITERS 1024u
+static __thread unsigned t_stash_idle;
 
 struct slot {
 	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
@@ -128,6 +155,7 @@ struct sn_vqtx {
 };
 
 static void extbuf_free_cb(void *addr, void *opaque);
+static void stash_flush(void);
 
 uint64_t sn_vqtx_features_off(void)
 {
@@ -431,6 +459,7 @@ void sn_vqtx_worker_enter(unsigned worker)
 
 void sn_vqtx_worker_exit(unsigned worker)
 {
+	stash_flush();
 	/* Release: everything the worker wrote is visible to sn_vqtx_stop(). */
 	__atomic_store_n(&g_worker_state[worker], WORKER_GONE, __ATOMIC_RELEASE);
 }
@@ -478,12 +507,12 @@ static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p, uint32_
 	return true;
 }
 
-static void extbuf_free_cb(void *addr, void *opaque)
+/* The frame of slot s is done (left, or dropped): its guest buffer is no
+ * longer referenced. Owner worker only. */
+static inline void frame_done(struct slot *s)
 {
-	struct slot *s = opaque;
 	struct sn_vqtx *q = s->q;
 
-	(void)addr;
 	if (unlikely(t_worker != q->worker + 1)) {
 		sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
 		       rte_lcore_id(), q->worker,
@@ -498,6 +527,103 @@ static void extbuf_free_cb(void *addr, void *opaque)
 		return;
 	}
 	complete(q, s->head);
+}
+
+static void extbuf_free_cb(void *addr, void *opaque)
+{
+	(void)addr;
+	frame_done(opaque);
+}
+
+static void stash_noop_cb(void *addr, void *opaque)
+{
+	(void)addr, (void)opaque;
+}
+
+/* Owner: the stash back to the pool. Stashed mbufs hold no guest buffer:
+ * detached by the no-op callback (the dummy shinfo's count set to 1 before
+ * each, as after an attach). */
+static void stash_flush(void)
+{
+	while (t_nstash) {
+		rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
+		rte_pktmbuf_free(t_stash[--t_nstash]);
+	}
+	t_stash_idle = 0;
+}
+
+/* Owner: return mbufs that get_mbufs() handed out and wrap_frame() did not
+ * use: stashed ones back to the stash, fresh ones to the pool. A stashed
+ * mbuf that does not fit is freed alone, its dummy shinfo's count set to
+ * 1 first so that the detach finds it exactly as after an attach. */
+static void put_back(struct rte_mbuf **m, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (!RTE_MBUF_HAS_EXTBUF(m[i])) {
+			rte_pktmbuf_free(m[i]);
+		} else if (t_nstash < STASH_MAX) {
+			t_stash[t_nstash++] = m[i];
+		} else {
+			rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
+			rte_pktmbuf_free(m[i]);
+		}
+	}
+}
+
+void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
+{
+	struct rte_mbuf *rest[SN_CONFIG_BURST_MAX];
+	unsigned nrest = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+
+		/* Ours, one segment, no other reference to the mbuf or to the
+		 * guest buffer: complete here and keep the mbuf. */
+		if (RTE_MBUF_HAS_EXTBUF(m) && m->shinfo->free_cb == extbuf_free_cb &&
+		    m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
+		    rte_mbuf_ext_refcnt_read(m->shinfo) == 1 &&
+		    t_nstash < STASH_MAX && (t_stash_mp == NULL || m->pool == t_stash_mp)) {
+			frame_done(m->shinfo->fcb_opaque);
+			if (t_stash_mp == NULL) {
+				t_stash_mp = m->pool;
+				t_stash_shinfo.free_cb = stash_noop_cb;
+			}
+			rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
+			m->shinfo = &t_stash_shinfo;
+			t_stash[t_nstash++] = m;
+			t_stash_idle = 0;
+			continue;
+		}
+		rest[nrest++] = m;
+		if (nrest == SN_CONFIG_BURST_MAX) {
+			rte_pktmbuf_free_bulk(rest, nrest);
+			nrest = 0;
+		}
+	}
+	if (nrest)
+		rte_pktmbuf_free_bulk(rest, nrest);
+}
+
+/* Owner: up to n mbufs of pool mp for sn_vqtx_recv(): stashed ones first
+ * (reset like a fresh allocation, still external: wrap_frame re-attaches
+ * every field of the buffer), the rest from the pool. Returns how many
+ * (n, or the stashed count when the pool is short). */
+static uint32_t get_mbufs(struct rte_mempool *mp, struct rte_mbuf **out, uint32_t n)
+{
+	uint32_t k = 0;
+
+	if (mp == t_stash_mp) {
+		while (k < n && t_nstash) {
+			struct rte_mbuf *m = t_stash[--t_nstash];
+
+			rte_pktmbuf_reset(m);   /* keeps RTE_MBUF_F_EXTERNAL */
+			out[k++] = m;
+		}
+	}
+	if (k < n && rte_pktmbuf_alloc_bulk(mp, out + k, n - k) == 0)
+		k = n;
+	return k;
 }
 
 /* Owner: wrap one good frame's segments (mbufs from *stash, refilled one
@@ -527,9 +653,19 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 		struct rte_mbuf *m = segs[j];
 		uint16_t len = (uint16_t)p->iov[j].iov_len;
 
-		rte_pktmbuf_attach_extbuf(m, p->iov[j].iov_base,
-					  (rte_iova_t)(uintptr_t)p->iov[j].iov_base,
-					  len, &s->shinfo);
+		if (RTE_MBUF_HAS_EXTBUF(m)) {
+			/* Recycled (get_mbufs): what attach_extbuf sets,
+			 * on an mbuf that is external already. */
+			m->buf_addr = p->iov[j].iov_base;
+			rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)p->iov[j].iov_base);
+			m->buf_len = len;
+			m->data_off = 0;
+			m->shinfo = &s->shinfo;
+		} else {
+			rte_pktmbuf_attach_extbuf(m, p->iov[j].iov_base,
+						  (rte_iova_t)(uintptr_t)p->iov[j].iov_base,
+						  len, &s->shinfo);
+		}
 		m->data_len = len;
 		m->next = j + 1 < p->nseg ? segs[j + 1] : NULL;
 	}
@@ -574,8 +710,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	/* One mempool access per burst (the common frame is one segment);
 	 * frames that need more, or a pool too low for the whole burst, fall
 	 * back to one allocation per frame. Left-overs go back at the end. */
-	if (rte_pktmbuf_alloc_bulk(mp, stash, n) == 0)
-		nstash = n;
+	nstash = get_mbufs(mp, stash, n);
 	for (uint32_t i = 0; i < n; i++) {
 		struct sn_vring_pkt *p = &vp[i];
 		struct sn_vnethdr_offl o;
@@ -603,7 +738,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		pkts[out++] = m;
 	}
 	if (nstash)
-		rte_pktmbuf_free_bulk(stash, nstash);
+		put_back(stash, nstash);
 	/* Per-frame counters once per burst (one writer: this worker). */
 	if (marked)
 		ctr_set(&q->st.marked, q->st.marked + marked);
@@ -640,6 +775,8 @@ void sn_vqtx_service(struct sn_vqtx *q, uint64_t now)
 void sn_vqtx_set_now(uint64_t now)
 {
 	t_now_tsc = now;
+	if (unlikely(t_nstash != 0) && ++t_stash_idle >= STASH_IDLE_ITERS)
+		stash_flush();
 }
 
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q)

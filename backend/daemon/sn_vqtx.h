@@ -182,6 +182,13 @@ void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker);
  * with one mempool allocation per burst. */
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
+/* WORKER: free n mbufs like rte_pktmbuf_free_bulk(); a single-segment
+ * frame of sn_vqtx_recv() that nothing else references (mbuf and guest
+ * buffer refcnt 1) is completed here and its mbuf kept for the worker's
+ * next sn_vqtx_recv() instead of being detached and returned to the pool
+ * (s11-D: saves ~100 instructions per delivered frame). Any other mbuf is
+ * freed normally. */
+void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n);
 /* WORKER, every loop iteration, up or not: publish new used entries,
  * notify the guest if sn_vring_used_flush() says so, log the used ring for
  * live migration, account the held occupancy up to now (TSC; the loop's

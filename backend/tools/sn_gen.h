@@ -104,6 +104,10 @@ struct sn_gen {
 	/* bench results */
 	uint64_t bench_tx, bench_rx;
 	double bench_window_s;
+	/* bench window, batching proxies (s11-D): loop iterations, tx_burst
+	 * calls and those that took no frame, receive polls of the sink port
+	 * that found nothing */
+	uint64_t bench_loops, bench_tx_calls, bench_tx_zero, bench_rx_empty;
 };
 
 extern volatile sig_atomic_t sn_gen_stop;

@@ -524,6 +524,7 @@ static int run_bench(struct sn_gen *g)
 	uint64_t t_meas = start + secs_to_tsc(g, g->warmup_s);
 	uint64_t t_end = t_meas + secs_to_tsc(g, g->duration_s);
 	uint64_t tx0 = 0, rx0 = 0, meas_start = 0;
+	uint64_t loops = 0, tx_calls = 0, tx_zero = 0, rx_empty = 0;
 	int measuring = 0;
 	uint16_t nm = 0;                /* built frames in m[0..nm) not sent yet */
 
@@ -539,6 +540,10 @@ static int run_bench(struct sn_gen *g)
 			g->bench_tx = tx->tx_packets - tx0;
 			g->bench_rx = rx->rx_packets - rx0;
 			g->bench_window_s = (double)(now - meas_start) / (double)g->hz;
+			g->bench_loops = loops;
+			g->bench_tx_calls = tx_calls;
+			g->bench_tx_zero = tx_zero;
+			g->bench_rx_empty = rx_empty;
 			g->completed = 1;
 			break;
 		}
@@ -563,13 +568,19 @@ static int run_bench(struct sn_gen *g)
 		if (nm > 0) {
 			uint16_t s = rte_eth_tx_burst(tx->id, 0, m, nm);
 
+			tx_calls += measuring;
+			tx_zero += measuring && s == 0;
 			tx->tx_packets += s;
 			tx->tx_bytes += (uint64_t)s * g->size;
 			if (s > 0 && s < nm)
 				memmove(m, m + s, (size_t)(nm - s) * sizeof(m[0]));
 			nm = (uint16_t)(nm - s);
 		}
+		uint64_t rx_before = rx->rx_packets;
+
 		poll_rx(g);
+		loops += measuring;
+		rx_empty += measuring && rx->rx_packets == rx_before;
 	}
 	if (nm > 0)
 		rte_pktmbuf_free_bulk(m, nm);

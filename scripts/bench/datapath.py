@@ -24,6 +24,14 @@ Output: one JSON object on stdout:
    "ratio": R}, ..., "scheduled": {"mpps": M, "ratio": R,
    "arbiter_decisions_per_s": D}}, "runs": {...raw per-run results...},
    "command": "..."}
+Each run in "runs" also carries batching proxies (s11-D): "gen" (sn-gen
+frames per tx_burst call and per loop, shares of calls / sink polls that
+found nothing), "daemon" (vm0's mean burst, share of worker iterations
+whose poll of it found nothing, held occupancy over the window) and
+"sched" (share of the window sn-gen's and the switch's busiest thread
+spent on a CPU and waiting for one); see backend/daemon/README.md
+"Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
+every mode and the testpmd baseline alike.
 Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
 the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
@@ -127,6 +135,91 @@ MODES = {
 }
 
 
+def thread_sched(pid):
+    """{tid: (ns on a CPU, ns runnable but waiting)} from schedstat."""
+    out = {}
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                v = (task / "schedstat").read_text().split()
+                out[task.name] = (int(v[0]), int(v[1]))
+            except (OSError, ValueError, IndexError):
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def sample_sched(args, gen_pid, sw_pid, out):
+    """s11-D: over sn-gen's measured window, the share of wall time the
+    busiest thread of sn-gen and of the switch spent on a CPU and waiting
+    for one (a busy poller that is never preempted has oncpu 1, wait 0)."""
+    time.sleep(args.warmup + 0.2)
+    t0 = time.monotonic()
+    a = {"gen": thread_sched(gen_pid), "switch": thread_sched(sw_pid)}
+    time.sleep(max(0.5, args.duration - 0.5))
+    wall = (time.monotonic() - t0) * 1e9
+    b = {"gen": thread_sched(gen_pid), "switch": thread_sched(sw_pid)}
+    for k in ("gen", "switch"):
+        d = [(b[k][t][0] - a[k][t][0], b[k][t][1] - a[k][t][1]) for t in b[k] if t in a[k]]
+        if d and wall > 0:
+            cpu, wait = max(d)
+            out[k] = {"oncpu": round(cpu / wall, 3), "wait": round(wait / wall, 3)}
+
+
+def gen_proxies(b):
+    """sn-gen's batching over its measured window (s11-D): frames accepted
+    per tx_burst call, share of calls that took nothing (TX ring full),
+    share of loop iterations whose sink poll found nothing."""
+    calls, loops = b.get("tx_calls", 0), b.get("loops", 0)
+    return {"tx_per_call": round(b["tx_packets"] / calls, 2) if calls else None,
+            "tx_zero_frac": round(b["tx_zero_calls"] / calls, 3) if calls else None,
+            "rx_per_loop": round(b["rx_packets"] / loops, 2) if loops else None,
+            "rx_empty_frac": round(b["rx_empty_polls"] / loops, 3) if loops else None}
+
+
+def daemon_proxies(a, b):
+    """The daemon's batching between two stats.get snapshots (s11-D): vm0's
+    TX queue 0 frames per non-empty poll, share of worker iterations whose
+    poll of it found nothing, held descriptors (deferred: time-weighted
+    occupancy percentiles over the interval)."""
+    qa = next(p for p in a["ports"] if p["name"] == "vm0")["queues"][0]
+    qb = next(p for p in b["ports"] if p["name"] == "vm0")["queues"][0]
+    frames = qb["rx_packets"] - qa["rx_packets"]
+    bursts = qb["rx_bursts"] - qa["rx_bursts"]
+    loops = b["arbiter"]["worker_thread"]["loops"] - a["arbiter"]["worker_thread"]["loops"]
+    out = {"burst": round(frames / bursts, 2) if bursts else None,
+           "empty_poll_frac": round(1 - bursts / loops, 3) if loops else None}
+    ha = {(lo, hi): ns for lo, hi, ns in qa["completion"]["held_occupancy"]["hist"]}
+    hist = [(lo, hi, ns - ha.get((lo, hi), 0))
+            for lo, hi, ns in qb["completion"]["held_occupancy"]["hist"]]
+    total = sum(ns for _, _, ns in hist)
+    if total > 0:
+        for pct in (50, 99):
+            run = 0
+            for lo, hi, ns in hist:
+                run += ns
+                if run >= total * pct / 100:
+                    out[f"held_p{pct}"] = hi
+                    break
+        out["held_mean"] = round(sum((lo + hi) / 2 * ns for lo, hi, ns in hist) / total, 1)
+    return out
+
+
+def median_proxies(rs):
+    """Medians over runs of the batching proxies (s11-D), None when absent."""
+    out = {}
+    for part, keys in (("gen", ("tx_per_call", "rx_empty_frac")),
+                       ("daemon", ("burst", "empty_poll_frac", "held_p99"))):
+        for k in keys:
+            v = [r[part][k] for r in rs if r.get(part) and r[part].get(k) is not None]
+            out[f"{part}_{k}"] = statistics.median(v) if v else None
+    for who in ("gen", "switch"):
+        v = [r["sched"][who]["oncpu"] for r in rs if who in r.get("sched", {})]
+        out[f"{who}_oncpu"] = statistics.median(v) if v else None
+    return out
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -166,23 +259,28 @@ class Bench:
         self.procs.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def run_gen(self, socks, extra=()):
+    def run_gen(self, socks, sw_pid, extra=()):
         a = self.args
         prefix = self.prefix("gen")
         argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
-                "--log-level", "warning", *extra]
+                "--log-level", "warning", "--queue-size", a.queue_size, *extra]
         for s in socks:
             argv += ["--port", s]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
+        sched = {}
+        th = threading.Thread(target=sample_sched, args=(a, p.pid, sw_pid, sched), daemon=True)
+        th.start()
         try:
             out, _ = p.communicate(timeout=a.duration + a.warmup + 60)
         finally:
             self.reap(p)
+        th.join(5)
         if p.returncode != 0:
             raise RuntimeError(f"sn-gen exited {p.returncode}: "
                                f"{p.logfile.read_text(errors='replace')[-2000:]}")
         res = json.loads(out)
+        res["sched"] = sched
         return res
 
     def run_testpmd(self):
@@ -201,13 +299,13 @@ class Bench:
         try:
             wait_for(lambda: all(os.path.exists(s) for s in socks), 30, "testpmd sockets",
                      tp, tp.logfile)
-            res = self.run_gen(socks)
+            res = self.run_gen(socks, tp.pid)
         finally:
             self.reap(tp)
             for s in socks:
                 Path(s).unlink(missing_ok=True)
         return {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
-                "window_s": res["bench"]["window_s"]}
+                "window_s": res["bench"]["window_s"], "gen": gen_proxies(res["bench"]), "sched": res["sched"]}
 
     def run_switch(self, overlay):
         prefix = self.prefix("d")
@@ -247,23 +345,22 @@ class Bench:
                 return False
         try:
             wait_for(answers, 60, "schednicd control socket", d, d.logfile)
-            arb = {}
-            if peer:
-                # arbiter counters at the start and end of sn-gen's window
-                def sample_arbiter():
-                    time.sleep(self.args.warmup + 0.2)
-                    try:
-                        arb["a"] = rpc(ctl, "stats.get")["arbiter"]
-                        time.sleep(max(0.5, self.args.duration - 0.5))
-                        arb["b"] = rpc(ctl, "stats.get")["arbiter"]
-                    except (OSError, ValueError, RuntimeError):
-                        pass
-                th = threading.Thread(target=sample_arbiter, daemon=True)
-                th.start()
-            res = self.run_gen(socks, overlay.get("_gen", ()))
+            snap = {}
+            # counters at the start and end of sn-gen's window (arbiter
+            # decisions; s11-D: the daemon's batching proxies)
+            def sample_window():
+                time.sleep(self.args.warmup + 0.2)
+                try:
+                    snap["a"] = rpc(ctl, "stats.get")
+                    time.sleep(max(0.5, self.args.duration - 0.5))
+                    snap["b"] = rpc(ctl, "stats.get")
+                except (OSError, ValueError, RuntimeError):
+                    pass
+            th = threading.Thread(target=sample_window, daemon=True)
+            th.start()
+            res = self.run_gen(socks, d.pid, overlay.get("_gen", ()))
             stats = rpc(ctl, "stats.get")
-            if peer:
-                th.join(5)
+            th.join(5)
             try:
                 rpc(ctl, "shutdown")
                 d.wait(15)
@@ -276,7 +373,11 @@ class Bench:
         drops = {p["name"]: {k: v for k, v in p["drops"].items() if v}
                  for p in stats["ports"]}
         out = {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
-               "window_s": res["bench"]["window_s"], "drops": drops}
+               "window_s": res["bench"]["window_s"], "drops": drops,
+               "gen": gen_proxies(res["bench"]), "sched": res["sched"]}
+        if "a" in snap and "b" in snap:
+            out["daemon"] = daemon_proxies(snap["a"], snap["b"])
+        arb = {k: v["arbiter"] for k, v in snap.items()}
         if peer:
             pol = {p["name"]: p["policy"] for p in stats["ports"] if "policy" in p}
             out["policy_drops"] = {n: {k: v for k, v in q["drops"].items() if v}
@@ -296,11 +397,16 @@ def main():
     ap.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=2.0, help="warmup seconds per run")
     ap.add_argument("--size", type=int, default=64, help="frame size without FCS")
+    ap.add_argument("--queue-size", type=int, default=1024,
+                    help="virtqueue size of sn-gen's virtio-user ports, the same in every mode "
+                         "and for testpmd (the driver sets it; default 1024, sn-gen's default)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")
     args = ap.parse_args()
     if args.runs < 1 or args.duration <= 0 or not 60 <= args.size <= 1514:
         ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
+    if args.queue_size not in (64, 128, 256, 512, 1024, 2048, 4096):
+        ap.error("--queue-size: a power of two, 64..4096")
 
     modes = args.modes.split(",")
     for m in modes:
@@ -339,12 +445,15 @@ def main():
     for m in modes:
         mm = statistics.median(r["mpps"] for r in runs[m])
         out_modes[m] = {"mpps": round(mm, 3), "ratio": round(mm / tp, 3) if tp > 0 else None}
+        out_modes[m]["proxies"] = median_proxies(runs[m])
         dec = [r["arbiter_decisions_per_s"] for r in runs[m] if "arbiter_decisions_per_s" in r]
         if dec:
             out_modes[m]["arbiter_decisions_per_s"] = round(statistics.median(dec))
     out = {
         "packet_size": args.size,
+        "queue_size": args.queue_size,
         "testpmd_mpps": round(tp, 3),
+        "testpmd_proxies": median_proxies(runs["testpmd"]),
         "modes": out_modes,
         "runs": runs,
         "loadavg": load,

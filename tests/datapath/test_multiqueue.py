@@ -150,6 +150,9 @@ def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode, layout):
         # TX side (guest -> us): both queues polled, exactly what was sent.
         assert [q["rx_packets"] for q in p["queues"]] == gp["tx_by_queue"], (p["queues"], gp)
         assert all(q["rx_packets"] > 0 for q in p["queues"]), p["queues"]
+        # s11-D: rx_bursts = polls that took >= 1 frame, at most 32 (datapath.burst) each
+        assert all(0 < q["rx_bursts"] <= q["rx_packets"] <= 32 * q["rx_bursts"]
+                   for q in p["queues"]), p["queues"]
         assert qsum(p, "rx_packets") == p["rx_packets"] == gp["tx_packets"]
         assert qsum(p, "rx_bytes") == p["rx_bytes"] == gp["tx_bytes"]
         # RX side (us -> guest): flows spread by hash, totals consistent.
