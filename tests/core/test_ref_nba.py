@@ -261,3 +261,95 @@ def test_bad_input_rejected(sn_trace):
                   ["config cores=2 aggregate=5 bogus=1"]):
         with pytest.raises(RuntimeError):
             ref.run(lines)
+
+
+def contention_sim(seed, secs=20, stall_p=0.02, stall_max=30, stalls=(), H=262, ring=256,
+                   L=1400, pps=(2500, 11000), A=12_500_000):
+    """The issue-6 ncore case (tests/policy/test_ncore.py, worker below its
+    share) on a host where every thread time-shares a CPU, in 1 ms steps,
+    driven by the model (equal to the C allocator: the tests above).
+    Four threads: source i (a guest / sn-gen: sends pps[i] frames of L
+    bytes, catching up after a stall, into a ring of `ring` frames) and
+    worker i (when it runs: stamps every frame in its ring at its grant,
+    LTS' = max(LTS + L/grant, now), dropped beyond the H ms horizon;
+    releases every frame due; reports offered bytes and its backlog
+    (LTS - now at the grant) to the NBA). Each thread, when running,
+    stalls with probability stall_p per ms for 1..stall_max ms; `stalls`
+    adds (thread, start ms, length ms). The NBA updates every 100 ms.
+    Returns the aggregate's total per 2 s window (Mbit/s), per worker the
+    offered / sent Mbit/s and frames dropped, and the states seen for
+    worker 0."""
+    rng = random.Random(seed)
+    m = ref.Model(2, A)
+    for i in range(2):
+        m.report(i, 0, 0)
+    m.update(0)
+    off = {k: 0 for k in ("s0", "s1", "w0", "w1")}
+    forced = {(k, t0): n for k, t0, n in stalls}
+    ringq, gen, lts = [0, 0], [0, 0], [0.0, 0.0]
+    wheel = [[], []]
+    offered, sent, drops = [0, 0], [0, 0], [0, 0]
+    snaps, states0 = [], set()
+    for t in range(1, secs * 1000 + 1):
+        for k in off:
+            if (k, t) in forced:
+                off[k] = t + forced[(k, t)]
+            elif t >= off[k] and rng.random() < stall_p:
+                off[k] = t + rng.randint(1, stall_max)
+        for i in range(2):
+            if t >= off[f"s{i}"]:
+                n = max(0, min(pps[i] * t // 1000 - gen[i], ring - ringq[i]))
+                ringq[i] += n
+                gen[i] += n
+            if t < off[f"w{i}"]:
+                continue
+            g = m.grant[i]                       # adopted when the worker runs
+            for _ in range(ringq[i]):
+                offered[i] += L
+                nl = max(lts[i] + L * 1000 / g, t)
+                if nl > t + H:
+                    drops[i] += 1                # not charged to the share
+                    continue
+                lts[i] = nl
+                wheel[i].append(nl)
+            ringq[i] = 0
+            k = 0
+            while k < len(wheel[i]) and wheel[i][k] <= t:
+                k += 1
+            sent[i] += k * L
+            del wheel[i][:k]
+            m.report(i, offered[i], t * MS, int(max(0.0, lts[i] - t) * g / 1000))
+        if t % 100 == 0:
+            m.update(t * MS)
+            states0.add(m.state[0])
+        if t % 2000 == 0:
+            snaps.append(sum(sent))
+    tots = [(b - a) * 8 / 2.0 / 1e6 for a, b in zip(snaps, snaps[1:])]
+    mbit = lambda v: [x * 8 / secs / 1e6 for x in v]
+    return tots, mbit(offered), mbit(sent), drops, states0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_worker_below_its_share_under_cpu_contention(seed):
+    """Every thread (both sources, both workers) off its CPU for 1-30 ms at
+    a time (about a third of the time), and worker 0 once for 300 ms: the
+    aggregate's median 2 s total within 1 % of 100 Mbit/s, no window above
+    it + 1 %; worker 0 sends what it is offered within 1 % (water-filling:
+    28, the rest to worker 1) and is never called idle while descheduled.
+    Measured, seeds 0-2: medians 99.66-99.87, worker 0 sent 99.6 % of its
+    offer. The previous rule (last 100 ms sample, jumps taken at once,
+    rate + 1 % with nothing queued, idle after two silent periods) fails
+    all three: medians 98.8-99.3, worker 0 called idle during its stall
+    (1 % headroom) and 870-900 of its frames dropped beyond the horizon
+    (98 % of its offer sent). With stalls up to 100 ms (threads off about
+    60 % of the time): 91.6-93.2 with this rule, 84.3-87.4 with the
+    previous one (what is left is lost while a source is off for longer
+    than the reserve)."""
+    tots, off, snt, drops, states0 = contention_sim(seed, stalls=(("w0", 5000, 300),))
+    med = sorted(tots)[len(tots) // 2]
+    print(f"seed {seed}: totals {[round(x, 2) for x in tots]}, offered {off}, sent {snt}")
+    assert abs(med - 100) < 1, tots
+    assert max(tots) < 101, tots
+    assert abs(snt[0] - off[0]) < 0.01 * off[0], (off, snt, drops)
+    assert abs(snt[1] - (100 - off[0])) < 1.5, (off, snt)
+    assert "idle" not in states0, states0
