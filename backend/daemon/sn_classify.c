@@ -495,7 +495,7 @@ static uint64_t agg_backlog(const struct agg *a, uint64_t now)
 	return (uint64_t)((double)(a->ts.lts - now) * (double)a->ts.rate / (double)SN_TSTAMP_NS_BITS);
 }
 
-uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now)
+uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_ns)
 {
 	uint32_t changed = 0;
 
@@ -515,9 +515,15 @@ uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now)
 			agg_set_grant(a, c->worker);
 			if (a->ts.rate != old && a->ts.lts > now) {
 				/* The bytes owed stay owed, at the new rate from
-				 * now (the stamp's fraction is dropped: < 1 ns). */
+				 * now (the stamp's fraction is dropped: < 1 ns),
+				 * but for the frames a cut pushes beyond the
+				 * horizon: the wheel drops them, and an LTS left
+				 * beyond it would stamp every new frame there too
+				 * (dropped; nothing sent between the last kept
+				 * frame and LTS). */
 				a->scale = (double)old / (double)a->ts.rate;
-				a->ts.lts = now + (uint64_t)((double)(a->ts.lts - now) * a->scale);
+				a->ts.lts = now + RTE_MIN((uint64_t)((double)(a->ts.lts - now) * a->scale),
+							  horizon_ns);
 				a->ts.lts_rem = 0;
 				changed |= 1u << i;
 			}

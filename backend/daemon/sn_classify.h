@@ -110,10 +110,11 @@ void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uin
 /* Worker, about once per ms: NBA reports and grants, flow ageing.
  * Returns the aggregates (bit i: aggregate slot i) whose grant changed
  * while their share owed bytes (LTS > now): their LTS was rescaled to the
- * new grant (LTS' = now + (LTS - now) * old / new: the bytes owed are
- * kept), and the frames they stamped are due for the same rescaling
+ * new grant (LTS' = min(now + (LTS - now) * old / new, now + horizon_ns):
+ * the bytes owed are kept, but for those of frames the wheel's horizon
+ * drops), and the frames they stamped are due for the same rescaling
  * (sn_classify_agg_restamp). 0: nothing to do. */
-uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now);
+uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_ns);
 /* Worker: release time of a queued frame of class (slot, cls), stamped
  * ts, after sn_classify_tick() returned `changed` at `now`: rescaled like
  * its aggregate's LTS if the class belongs to one of them and has no

@@ -1421,7 +1421,9 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	/* Worker-half periodic work (its own timer in both layouts). */
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_fair_stats(pl);
-		uint32_t agg_changed = sn_classify_tick(pl->cls, pl->now); /* issue 6: NBA, flow ageing */
+		/* issue 6: NBA, flow ageing */
+		uint32_t agg_changed = sn_classify_tick(pl->cls, pl->now,
+							sn_twheel_horizon_ns(pl->wheel));
 
 		if (agg_changed)       /* s11-B2: new NBA grants apply to queued frames */
 			restamp_aggs(pl, agg_changed);
