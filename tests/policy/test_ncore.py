@@ -202,18 +202,29 @@ def agg_window(d, window=2.0):
     clock of the worker that owns its queue (policy.clock_ns): the two
     workers time-share one CPU here, so one worker's counters may lag the
     other's by a time slice when stats.get reads them; against its own
-    clock each is exact. The aggregate's total is the sum over the ports."""
-    sa = d.stats()
+    clock each is exact if read as a consistent pair (clock_consistent: a
+    worker descheduled in the middle of its loop for over 2 s, seen at a
+    load average of 12, moved its counters but not its clock). The
+    aggregate's total is the sum over the ports."""
+    def snap():
+        out, st = {}, None
+        for _ in range(200):
+            st = d.stats()
+            for p in st["ports"]:
+                if "policy" in p and p["name"] not in out and p["policy"]["clock_consistent"]:
+                    out[p["name"]] = (p["policy"]["clock_ns"] / 1e9, p["policy"]["classes"][0])
+            if len(out) == 2:
+                return out, st
+            time.sleep(0.01)
+        pytest.fail(f"no consistent policy counters: {out}")
+    ca, _ = snap()
     time.sleep(window)
-    sb = d.stats()
-
-    def cls(s):
-        return {p["name"]: (p["policy"]["clock_ns"] / 1e9, p["policy"]["classes"][0])
-                for p in s["ports"] if "policy" in p}
-    ca, cb = cls(sa), cls(sb)
+    cb, sb = snap()
     sent, offered = {}, {}
     for n in cb:
-        dt = max(cb[n][0] - ca[n][0], 1e-9)   # 0 only if a worker never ran
+        dt = cb[n][0] - ca[n][0]
+        if dt <= 0:                # the worker never ran: measure again
+            return None
         sent[n] = (cb[n][1]["sent_bytes"] - ca[n][1]["sent_bytes"]) * 8 / dt
         offered[n] = (cb[n][1]["offered_bytes"] - ca[n][1]["offered_bytes"]) * 8 / dt
     return sum(sent.values()), sent, offered, sb
@@ -242,7 +253,10 @@ def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps):
     time.sleep(0.3)                       # > one update period
     got = []
     for _ in range(10):
-        total, sent, offered, st = agg_window(d)
+        w = agg_window(d)
+        if w is None:
+            continue
+        total, sent, offered, st = w
         want = water_fill(AGG, offered)
         got.append((round(total), {n: round(v) for n, v in sent.items()},
                     {n: round(v) for n, v in offered.items()}))
@@ -304,7 +318,10 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
     got, ratio0, totals, dev1 = [], [], [], []
     nominal = {"vm0": 2500 * AGG_SIZE * 8, "vm1": 11000 * AGG_SIZE * 8}
     for _ in range(14):
-        total, sent, offered, st = agg_window(d)
+        w = agg_window(d)
+        if w is None:
+            continue
+        total, sent, offered, st = w
         nba = {w["worker"]: w for w in st["aggregates"]["agg"]["nba"]}
         got.append((round(total), {n: round(v) for n, v in sent.items()},
                     {n: round(v) for n, v in offered.items()},
