@@ -34,7 +34,7 @@
  *     descheduled for tens of ms), so any 100 ms estimate is off by tens
  *     of percent either way; with a reserve queued the core keeps sending
  *     at its grant through such a gap or over-estimate instead of leaving
- *     grant unused (tests/policy/test_ncore.py: 3-6 % of the aggregate
+ *     grant unused (tests/policy/test_ncore.py: 2-8 % of the aggregate
  *     lost under load with the previous rule, which granted r_i + 1 %
  *     with nothing queued). Cost: the frames of a core below its share
  *     wait about half a period in its wheel. The window (not the last
