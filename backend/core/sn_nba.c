@@ -16,17 +16,38 @@
  *    about its real demand; without care the split freezes. The worker
  *    therefore reports, with its byte count, its backlog: what its share
  *    has accepted but not yet released (the "would have sent more" of
- *    the shaper: its pacing debt). Demand is the arrival rate plus the
- *    rate that clears, within one period, the backlog beyond half a
- *    period at its grant (sn_nba.h rule 1). A core whose grant binds
- *    keeps a growing (or ring-sized) backlog, so it asks for more every
- *    period until the split is max-min; a core below its share keeps
- *    only the bursts it counted late, which a shaper 1 % above its
- *    arrival rate drains for seconds: counting those as demand gave it
- *    grant it never used (measured: 3 % of the aggregate), hence the
- *    free half period. A back-pressured core with less queued than that
- *    still grows through rule 4's surplus spreading (the gap halves every
- *    period), only more slowly.
+ *    the shaper: its pacing debt). Demand is the arrival rate plus what
+ *    brings the backlog to a reserve of half a period of that rate within
+ *    two periods (sn_nba.h rule 1). A core whose grant binds keeps a
+ *    growing (or ring-sized) backlog, so it asks for more every period
+ *    until the split is max-min; a core below its share settles with its
+ *    reserve queued and is granted its arrival rate.
+ *  - Why a reserve (s11, issue 6 ncore under CPU contention): the grant
+ *    a core does not use is lost to the aggregate, while a grant below
+ *    its arrivals only delays its frames, and on a host where workers and
+ *    their sources time-share CPUs arrivals come in bursts and gaps of
+ *    tens of ms (the source descheduled, then catching up; the worker
+ *    descheduled, then counting a ring-full at once). The previous rule
+ *    (the last 100 ms sample, jumps over 25 % taken at once, + 1 %, no
+ *    backlog counted below half a period) handed such a core grants of
+ *    up to 1.8 x its rate for a period after a burst and cut it to 0.5 x
+ *    after a gap; what it was over-granted, with nothing queued, was
+ *    lost (measured: the core below its share granted 32 Mbit/s on
+ *    average for 28 used). With half a period queued the core keeps
+ *    sending at its grant through a gap, a worker's own time slice off
+ *    the CPU included, and an over-grant drains the reserve instead.
+ *  - The rate is measured over the last four intervals between updates,
+ *    not smoothed sample by sample: frames counted a time slice late
+ *    move bytes between 100 ms samples (+-40 % seen), not between 400 ms
+ *    windows. Growth is not delayed by it: a core whose arrivals grow
+ *    queues, and the backlog term raises its demand within a period.
+ *  - A core without a new report did not run (a running worker reports
+ *    every millisecond, traffic or not): its estimate stands. The first
+ *    version called a report older than two periods idle; a worker
+ *    descheduled for 470 ms (seen at a load average of 13) then held the
+ *    1 % headroom, and the burst it found on waking was dropped beyond
+ *    its wheel's horizon at that rate. Now only a core silent for
+ *    stale_ns (default 10 periods) is idle.
  *  - Why not a "saturated = unbounded demand" flag on usage ~ grant, as a
  *    first version did: a core below its share, granted demand + 10 %,
  *    was flagged whenever its next 100 ms estimate rose 4.5 % (workers
@@ -35,13 +56,6 @@
  *    left unused by a core below its share is now 1 % of its demand
  *    (growth_ppm), so the aggregate's total stays within 1 % of its rate
  *    while the other cores are backlogged.
- *  - Estimates are noisy: a worker sharing a CPU counts frames late by a
- *    time slice, which moves bytes between 100 ms windows (±10 % and
- *    more). A core granted too much wastes the excess (the others were
- *    cut for it), one granted too little only queues and is repaid next
- *    period, so noise costs aggregate throughput. The rate is therefore
- *    the mean of the new sample and the previous rate, except that a
- *    change of more than 25 % is taken at once (growth is not delayed).
  *  - When total demand is below the aggregate, the surplus is spread over
  *    the active cores rather than kept back, so a growing core is not
  *    capped at last period's usage.
@@ -66,8 +80,10 @@
 #define NBA_DEFAULT_SAT_PPM      10000u
 #define NBA_DEFAULT_GROWTH_PPM   10000u
 #define NBA_SEQ_RETRIES          1024
-#define NBA_JUMP                 0.25 /* rate change taken at once, not smoothed */
-#define NBA_FREE_BACKLOG         0.5  /* of a period at the grant: not counted */
+#define NBA_WINDOW               4    /* rate: over the last 4 measured intervals */
+#define NBA_RESERVE              0.5  /* backlog target: this many periods of the rate */
+#define NBA_GAIN                 2.0  /* a backlog off target is cleared over 2 periods */
+#define NBA_DEFAULT_STALE        10   /* periods without a report: gone (idle) */
 
 /* Written by the owning core only (seqlock writer), read by the control
  * thread (seqlock reader). */
@@ -92,11 +108,12 @@ struct nba_key {
 
 /* Control-thread private state per core. */
 struct nba_ctl {
-	uint64_t prev_bytes;  /* report consumed at the previous update */
-	uint64_t prev_ts;
-	int have_prev;
-	double rate;          /* r_i, bytes/s: smoothed per-period samples */
-	int have_rate;        /* rate holds a measured sample */
+	/* Reports consumed at the last NBA_WINDOW + 1 updates that brought a
+	 * new one: hist[head] is the latest, n_hist how many are valid. */
+	uint64_t hist_bytes[NBA_WINDOW + 1];
+	uint64_t hist_ts[NBA_WINDOW + 1];
+	uint32_t head, n_hist;
+	double rate;          /* r_i, bytes/s: over the window */
 	uint64_t backlog;     /* q_i, bytes */
 	double demand;        /* d_i = r_i + q_i/period, bytes/s */
 	enum sn_nba_state state;
@@ -146,7 +163,7 @@ struct sn_nba *sn_nba_create(const struct sn_nba_cfg *cfg)
 	memset(nba, 0, sizeof(*nba));
 	nba->n = cfg->n_cores;
 	nba->period_ns = cfg->period_ns ? cfg->period_ns : NBA_DEFAULT_PERIOD_NS;
-	nba->stale_ns = cfg->stale_ns ? cfg->stale_ns : 2 * nba->period_ns;
+	nba->stale_ns = cfg->stale_ns ? cfg->stale_ns : NBA_DEFAULT_STALE * nba->period_ns;
 	if (cfg->flags & SN_NBA_F_NO_HEADROOM)
 		nba->headroom_ppm = 0;
 	else
@@ -277,16 +294,20 @@ static int read_slot(struct nba_slot *s, uint64_t *bytes, uint64_t *ts, uint64_t
 	return -EAGAIN;
 }
 
-/* Rate that clears, within one period, the part of a backlog beyond what
- * a core below its share keeps anyway (NBA_FREE_BACKLOG periods of its
- * grant: bursts of frames counted late behind a shaper running at 1 %
- * above its arrival rate). */
-static double excess_rate(const struct sn_nba *nba, uint32_t i, uint64_t backlog)
+/* d_i (sn_nba.h rule 1): the rate, plus what brings the backlog to its
+ * reserve (NBA_RESERVE periods of the rate) over NBA_GAIN periods. */
+static double demand_of(const struct sn_nba *nba, double rate, uint64_t backlog)
 {
-	double g = (double)atomic_load_explicit(&nba->grants[i].bps, memory_order_relaxed);
-	double free_ = NBA_FREE_BACKLOG * g * (double)nba->period_ns / 1e9;
+	double T = (double)nba->period_ns / 1e9;
 
-	return (double)backlog > free_ ? ((double)backlog - free_) * 1e9 / (double)nba->period_ns : 0;
+	return rate + ((double)backlog - NBA_RESERVE * rate * T) / (NBA_GAIN * T);
+}
+
+static void forget(struct nba_ctl *c)
+{
+	c->rate = 0;
+	c->backlog = 0;
+	c->demand = 0;
 }
 
 static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
@@ -296,48 +317,39 @@ static void estimate(struct sn_nba *nba, uint32_t i, uint64_t now)
 	int rc = read_slot(&nba->slots[i], &bytes, &ts, &backlog);
 
 	if (rc == -ENOENT) {            /* never reported */
-		c->rate = 0;
-		c->have_rate = 0;
-		c->backlog = 0;
-		c->demand = 0;
+		c->n_hist = 0;
+		forget(c);
 		return;
 	}
 	if (rc == -EAGAIN)              /* writer busy: keep last estimate */
 		return;
-	if (!c->have_prev) {
+	if (c->n_hist == 0) {
 		/* First report: no interval yet; the grant it already holds
 		 * is its best rate guess until the next report. */
-		c->prev_bytes = bytes;
-		c->prev_ts = ts;
-		c->have_prev = 1;
+		c->head = 0;
+		c->hist_bytes[0] = bytes;
+		c->hist_ts[0] = ts;
+		c->n_hist = 1;
 		c->rate = (double)atomic_load_explicit(&nba->grants[i].bps,
 						       memory_order_relaxed);
-		c->backlog = backlog;
-		c->demand = c->rate + excess_rate(nba, i, backlog);
-		return;
-	}
-	if (sn_time_after(ts, c->prev_ts)) {
-		double r = (double)(bytes - c->prev_bytes) * 1e9 / (double)(ts - c->prev_ts);
+	} else if (sn_time_after(ts, c->hist_ts[c->head])) {
+		uint32_t old;
 
-		/* Smoothing: the mean of the new sample and the previous rate,
-		 * unless they differ by more than NBA_JUMP (a real change of
-		 * demand is taken at once). */
-		if (!c->have_rate || r == 0 || fabs(r - c->rate) > NBA_JUMP * c->rate)
-			c->rate = r;
-		else
-			c->rate = (c->rate + r) / 2;
-		c->have_rate = 1;
-		c->prev_bytes = bytes;
-		c->prev_ts = ts;
+		c->head = (c->head + 1) % (NBA_WINDOW + 1);
+		c->hist_bytes[c->head] = bytes;
+		c->hist_ts[c->head] = ts;
+		if (c->n_hist < NBA_WINDOW + 1)
+			c->n_hist++;
+		/* the oldest kept report: up to NBA_WINDOW intervals back */
+		old = (c->head + NBA_WINDOW + 1 - (c->n_hist - 1)) % (NBA_WINDOW + 1);
+		c->rate = (double)(bytes - c->hist_bytes[old]) * 1e9 /
+			  (double)(ts - c->hist_ts[old]);
 	}
+	/* else: no new report (the core did not run): its estimate stands */
 	c->backlog = backlog;
-	c->demand = c->rate + excess_rate(nba, i, backlog);
-	if (sn_time_after(now, ts) && now - ts > nba->stale_ns) {
-		c->rate = 0;
-		c->have_rate = 0;
-		c->backlog = 0;
-		c->demand = 0;
-	}
+	c->demand = demand_of(nba, c->rate, backlog);
+	if (sn_time_after(now, ts) && now - ts > nba->stale_ns)
+		forget(c);
 }
 
 /* Active cores sorted by demand. */

@@ -17,32 +17,38 @@
  *  - create/free: no other thread may use the instance concurrently.
  *
  * Allocation rule (what sn_nba_update computes, in this order):
- *  1. demand d_i = r_i + q_i / period, where r_i = the rate the core's
- *     traffic arrives at its shaper (frames it queued or dropped
- *     included), from the sample s = bytes reported since the previous
- *     update / time between the two reports: r_i = s if it is the first
- *     sample, 0, or differs from the previous r_i by more than 25 %, else
- *     r_i = (r_i + s) / 2 (smoothing of measurement noise); and q_i =
- *     the backlog of its latest report (bytes its share of the aggregate
- *     still owes: queued behind its grant) beyond half a period at its
- *     current grant (q_i = max(0, backlog - grant * period / 2)). d_i is
- *     the rate that serves the arrivals and clears that excess within one
- *     period, so a core whose grant binds asks for more in proportion to
- *     what it could not send. The free half period: a core below its
- *     share, granted 1 % above its arrival rate, keeps frames it counted
- *     late (a descheduled worker's burst) queued for seconds; counting
- *     them as demand handed it grant it never used (3 % of the aggregate
- *     in tests/policy/test_ncore.py). No new
- *     report: the previous r_i is kept unless the last report is older
- *     than stale_ns, then d_i = 0. A core's first report gives no
- *     interval yet: its current grant stands in for r_i until the next
- *     one. Never reported: d_i = 0.
+ *  1. demand d_i = r_i + (q_i - R_i) / (2 * period), where r_i = the
+ *     rate the core's traffic arrives at its shaper (frames it queued or
+ *     dropped included) over a window: bytes reported since the report
+ *     consumed NBA_WINDOW (4) updates ago (fewer at first) / time between
+ *     the two reports; q_i = the backlog of its latest report (bytes its
+ *     share still owes: queued behind its grant); R_i = its reserve,
+ *     half a period of r_i. A core below its share thus settles with
+ *     half a period of its traffic queued (granted its rate while
+ *     q_i = R_i, less while it holds less), and a core whose grant binds
+ *     asks for more in proportion to what it could not send (its excess
+ *     cleared over two periods). Why a reserve: a grant above what the
+ *     core then sends is lost to the aggregate (the others were cut for
+ *     it), one below only delays its frames. Arrivals at a worker that
+ *     time-shares a CPU come in bursts (its source or the worker itself
+ *     descheduled for tens of ms), so any 100 ms estimate is off by tens
+ *     of percent either way; with a reserve queued the core keeps sending
+ *     at its grant through such a gap or over-estimate instead of leaving
+ *     grant unused (tests/policy/test_ncore.py: 2-8 % of the aggregate
+ *     lost under load with the previous rule, which granted r_i + 1 %
+ *     with nothing queued). Cost: the frames of a core below its share
+ *     wait about half a period in its wheel. The window (not the last
+ *     100 ms sample) keeps frames counted a time slice late from moving
+ *     the rate. No new report (the core did not run: a running worker
+ *     reports every millisecond, traffic or not): its previous r_i and
+ *     q_i stand, it is not idle, unless the last report is older than
+ *     stale_ns (default 10 periods: the core is gone), then d_i = 0. A
+ *     core's first report gives no interval yet: its current grant
+ *     stands in for r_i until the next one. Never reported: d_i = 0.
  *  2. every active core's demand is raised by growth_ppm (default 1 %;
  *     none with SN_NBA_SAT_OFF, which means plain water-filling of d_i):
- *     a little room to grow before the backlog term has to do it. The
- *     margin a core below its share leaves unused is lost to the others:
- *     at most growth_ppm of its demand (plus what estimation noise the
- *     smoothing leaves).
+ *     a little room to grow before the backlog term has to do it (a core
+ *     below its share then settles a little under its reserve).
  *  3. idle cores (d_i = 0) get headroom h = min(A*headroom_ppm/1e6, A/n)
  *     each, so they can ramp up (Carousel: 1 %).
  *  4. the rest C = A - n_idle*h is split max-min over the active cores:
@@ -54,7 +60,7 @@
  *  core's demand d_i exceeds its previous grant by more than
  *  saturation_ppm (the grant was binding: it asks for more than it got),
  *  else ACTIVE; SN_NBA_SAT_OFF: never SATURATED.
- * Why not "usage reached the grant means unbounded demand" (the previous
+ * Why not "usage reached the grant means unbounded demand" (the first
  * rule): a core just below its share, granted demand + margin, looked
  * saturated whenever its 100 ms estimate rose by a few percent (workers
  * time-sharing a CPU measure that much jitter), was handed an equal split
@@ -72,7 +78,8 @@ struct sn_nba_cfg {
 	uint32_t n_cores;        /* 1..SN_NBA_MAX_CORES */
 	uint64_t aggregate_bps;  /* aggregate limit in BYTES per second, > 0 */
 	uint64_t period_ns;      /* lazy update period (0 = default 100 ms) */
-	uint64_t stale_ns;       /* report age meaning idle (0 = 2 * period) */
+	uint64_t stale_ns;       /* report age meaning gone, idle (0 = 10 periods);
+				    younger: the previous estimate stands */
 	uint32_t headroom_ppm;   /* per idle core, of the aggregate (default 10000 = 1 %) */
 	uint32_t saturation_ppm; /* state only: demand > grant*(1 + ppm/1e6) is
 				    SATURATED; 0 = default 10000 = 1 %;

@@ -21,7 +21,16 @@
  *    (its demand, dropped frames included) and its backlog (the share's
  *    pacing debt: bytes it accepted that its grant has not yet let out)
  *    to the aggregate's sn_nba and adopts a new grant when the NBA epoch
- *    moved.
+ *    moved. A new grant applies to the share's queued frames too (s11,
+ *    issue 6): LTS and the stamps of its frames in the wheel are rescaled
+ *    by old / new grant from now (the caller restamps the wheel), so a
+ *    saturated worker, whose share runs a full horizon (262 ms) ahead,
+ *    follows its grant at once instead of 262 ms late. That lag made
+ *    every grant moved from one worker to another take effect at once on
+ *    the worker below its share and a horizon later on the saturated one:
+ *    the aggregate's total swung around its rate (seen: 101.1 % over 2 s
+ *    at a load average of 17), and in the contention model
+ *    (tests/core/test_ref_nba.py) cost 0.2-3 % of it.
  * All state is the worker's: no locks; counters are relaxed atomic stores.
  */
 #include "sn_classify.h"
@@ -76,6 +85,7 @@ struct agg {
 	struct sn_tstamp ts;
 	struct sn_nba *nba;        /* NULL = slot unused */
 	uint64_t epoch;
+	double scale;              /* old / new grant of its last rescaling */
 	uint64_t demand_bytes;     /* cumulative, reported to the NBA */
 	char name[SN_POLICY_NAME_MAX + 1];
 	struct sn_classify_agg_stats st __rte_cache_aligned;
@@ -485,11 +495,14 @@ static uint64_t agg_backlog(const struct agg *a, uint64_t now)
 	return (uint64_t)((double)(a->ts.lts - now) * (double)a->ts.rate / (double)SN_TSTAMP_NS_BITS);
 }
 
-void sn_classify_tick(struct sn_classify *c, uint64_t now)
+uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_ns)
 {
+	uint32_t changed = 0;
+
+	static_assert(SN_POLICY_AGGS_MAX <= 32, "one bit per aggregate");
 	for (unsigned i = 0; i < SN_POLICY_AGGS_MAX; i++) {
 		struct agg *a = &c->agg[i];
-		uint64_t e;
+		uint64_t e, old;
 
 		if (!a->nba)
 			continue;
@@ -498,11 +511,40 @@ void sn_classify_tick(struct sn_classify *c, uint64_t now)
 		e = sn_nba_epoch(a->nba);
 		if (e != a->epoch) {
 			a->epoch = e;
+			old = a->ts.rate;
 			agg_set_grant(a, c->worker);
+			if (a->ts.rate != old && a->ts.lts > now) {
+				/* The bytes owed stay owed, at the new rate from
+				 * now (the stamp's fraction is dropped: < 1 ns),
+				 * but for the frames a cut pushes beyond the
+				 * horizon: the wheel drops them, and an LTS left
+				 * beyond it would stamp every new frame there too
+				 * (dropped; nothing sent between the last kept
+				 * frame and LTS). */
+				a->scale = (double)old / (double)a->ts.rate;
+				a->ts.lts = now + RTE_MIN((uint64_t)((double)(a->ts.lts - now) * a->scale),
+							  horizon_ns);
+				a->ts.lts_rem = 0;
+				changed |= 1u << i;
+			}
 		}
 	}
 	if (rte_hash_count(c->h) > 0)
 		sweep(c, now);
+	return changed;
+}
+
+uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uint8_t cls,
+				 uint32_t changed, uint64_t now, uint64_t ts)
+{
+	const struct cls *kc;
+
+	if (ts <= now || cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= c->n_cls[slot])
+		return ts;
+	kc = &c->cls[slot][cls];
+	if (kc->has_ts || kc->agg < 0 || !(changed & (1u << kc->agg)))
+		return ts;
+	return now + (uint64_t)((double)(ts - now) * c->agg[kc->agg].scale);
 }
 
 int sn_classify_class_stats(const struct sn_classify *c, uint16_t slot, unsigned cls,

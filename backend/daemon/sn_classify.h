@@ -107,8 +107,21 @@ void sn_classify_dropped(struct sn_classify *c, const struct sn_classify_res *r,
 void sn_classify_released(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len);
 /* Worker: a frame of that class was handed to the uplink. */
 void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uint32_t len);
-/* Worker, about once per ms: NBA reports and grants, flow ageing. */
-void sn_classify_tick(struct sn_classify *c, uint64_t now);
+/* Worker, about once per ms: NBA reports and grants, flow ageing.
+ * Returns the aggregates (bit i: aggregate slot i) whose grant changed
+ * while their share owed bytes (LTS > now): their LTS was rescaled to the
+ * new grant (LTS' = min(now + (LTS - now) * old / new, now + horizon_ns):
+ * the bytes owed are kept, but for those of frames the wheel's horizon
+ * drops), and the frames they stamped are due for the same rescaling
+ * (sn_classify_agg_restamp). 0: nothing to do. */
+uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_ns);
+/* Worker: release time of a queued frame of class (slot, cls), stamped
+ * ts, after sn_classify_tick() returned `changed` at `now`: rescaled like
+ * its aggregate's LTS if the class belongs to one of them and has no
+ * pacing of its own (the aggregate set the stamp), else ts. The caller
+ * checks the port's own limit. */
+uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uint8_t cls,
+				 uint32_t changed, uint64_t now, uint64_t ts);
 
 /* Any thread. -ENOENT if the slot has no such class / aggregate. */
 int sn_classify_class_stats(const struct sn_classify *c, uint16_t slot, unsigned cls,

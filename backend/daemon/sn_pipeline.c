@@ -1095,6 +1095,48 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 	}
 }
 
+/* Worker half. s11-B2 (issue 6, NBA): a new grant of an aggregate applies
+ * to the frames its share already queued: sn_classify_tick() rescaled the
+ * share's LTS and returned the aggregates in `changed`; their frames in
+ * the wheel get the same rescaling (sn_classify_agg_restamp: frames of a
+ * class paced by the aggregate alone; a port limit or class pacing keeps
+ * its stamp), the others keep theirs. Same extract / rewind / reinsert as
+ * restamp_wheel(); a frame that lands beyond the horizon (a grant cut
+ * with a full wheel) is what the share drops at the new grant anyway:
+ * counted as "horizon". O(frames in the wheel), at most once per NBA
+ * period, only when the grant changed while the share owed bytes. */
+static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
+{
+	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
+	unsigned got;
+
+	if (n == 0 || n > pl->cfg.pool_nodes)
+		return;
+	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
+						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
+		k += got;
+	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
+	for (uint64_t i = 0; i < k; i++) {
+		struct rte_mbuf *m = pl->restamp_buf[i];
+		struct meta *md = meta_of(pl, m);
+		struct pstate *ps = &pl->ps[md->src];
+		uint64_t ts = md->ts;
+
+		if (!ps->has_rate)
+			ts = sn_classify_agg_restamp(pl->cls, md->src, md->cls, changed, pl->now, ts);
+		if (sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT)) {
+			struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
+
+			sn_classify_dropped(pl->cls, &r, m->pkt_len, SN_CL_DROP_HORIZON);
+			ctr_add(&ps->st.wheel_depth, -1ull);
+			pl->held--;
+			drop(pl, m, SN_PL_DROP_HORIZON);
+			continue;
+		}
+		md->ts = ts;
+	}
+}
+
 /* Arbiter half: the policy's algorithm, link and per-port classes. */
 static void apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
 		      const struct sn_port_table *t)
@@ -1409,7 +1451,12 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	/* Worker-half periodic work (its own timer in both layouts). */
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_fair_stats(pl);
-		sn_classify_tick(pl->cls, pl->now);   /* issue 6: NBA, flow ageing */
+		/* issue 6: NBA, flow ageing */
+		uint32_t agg_changed = sn_classify_tick(pl->cls, pl->now,
+							sn_twheel_horizon_ns(pl->wheel));
+
+		if (agg_changed)       /* s11-B2: new NBA grants apply to queued frames */
+			restamp_aggs(pl, agg_changed);
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
 	if (caught_up)

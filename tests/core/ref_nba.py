@@ -20,8 +20,10 @@ DEF_PERIOD = 100_000_000
 DEF_HEADROOM_PPM = 10_000
 DEF_SAT_PPM = 10_000
 DEF_GROWTH_PPM = 10_000
-JUMP = 0.25          # a rate sample this far from the estimate replaces it
-FREE_BACKLOG = 0.5   # backlog up to this many periods at the grant is not demand
+WINDOW = 4           # the rate: over the last 4 measured intervals
+RESERVE = 0.5        # backlog target: this many periods of the rate
+GAIN = 2             # a backlog off its target is cleared over this many periods
+DEF_STALE = 10       # periods without a report: the core is gone (idle)
 
 
 def sn_trace_bin() -> Path:
@@ -84,7 +86,7 @@ class Model:
         self.n = cores
         self.agg = aggregate
         self.period = period or DEF_PERIOD
-        self.stale = stale or 2 * self.period
+        self.stale = stale or DEF_STALE * self.period
         self.headroom = (DEF_HEADROOM_PPM if headroom_ppm is None else headroom_ppm) / 1e6
         if saturation_ppm == "off":
             self.sat = None
@@ -95,10 +97,9 @@ class Model:
             self.growth = 1 + (growth_ppm or DEF_GROWTH_PPM) / 1e6
         self.grant = [aggregate // cores] * cores
         self.latest = [None] * cores          # (bytes, ts, backlog) last reported
-        self.prev = [None] * cores            # (bytes, ts) consumed
-        self.rate = [0.0] * cores             # r_i: arrival rate estimate (smoothed)
-        self.have_rate = [False] * cores
-        self.demand = [0.0] * cores           # d_i = r_i + backlog / period
+        self.hist = [[] for _ in range(cores)]  # consumed (bytes, ts), newest last
+        self.rate = [0.0] * cores             # r_i: arrival rate over the window
+        self.demand = [0.0] * cores           # d_i = r_i + (q_i - reserve) / (GAIN periods)
         self.state = ["idle"] * cores
         self.last_update = None
         self.dirty = False
@@ -110,33 +111,29 @@ class Model:
         self.agg = agg
         self.dirty = True
 
+    def _demand(self, r, q):
+        T = float(self.period) / 1e9
+        return r + (float(q) - RESERVE * r * T) / (GAIN * T)
+
     def _estimate(self, i, now):
         if self.latest[i] is None:
             self.rate[i] = self.demand[i] = 0.0
-            self.have_rate[i] = False
+            self.hist[i] = []
             return
         b, ts, q = self.latest[i]
-        # clears, in one period, the backlog beyond half a period at the grant
-        free = FREE_BACKLOG * float(self.grant[i]) * float(self.period) / 1e9
-        drain = (float(q) - free) * 1e9 / float(self.period) if float(q) > free else 0.0
-        if self.prev[i] is None:
-            self.prev[i] = (b, ts)
-            self.rate[i] = float(self.grant[i])
-            self.demand[i] = self.rate[i] + drain
-            return
-        pb, pts = self.prev[i]
-        if ts > pts:
-            r = float((b - pb) % (1 << 64)) * 1e9 / float(ts - pts)
-            if not self.have_rate[i] or r == 0 or abs(r - self.rate[i]) > JUMP * self.rate[i]:
-                self.rate[i] = r                      # first sample, or a real change
-            else:
-                self.rate[i] = (self.rate[i] + r) / 2
-            self.have_rate[i] = True
-            self.prev[i] = (b, ts)
-        self.demand[i] = self.rate[i] + drain
+        h = self.hist[i]
+        if not h:
+            h.append((b, ts))
+            self.rate[i] = float(self.grant[i])   # first report: its grant
+        elif ts > h[-1][1]:
+            h.append((b, ts))
+            del h[:-(WINDOW + 1)]
+            ob, ots = h[0]
+            self.rate[i] = float((b - ob) % (1 << 64)) * 1e9 / float(ts - ots)
+        # no new report: the core did not run; its estimate stands
+        self.demand[i] = self._demand(self.rate[i], q)
         if now > ts and now - ts > self.stale:
             self.rate[i] = self.demand[i] = 0.0
-            self.have_rate[i] = False
 
     def update(self, now):
         if self.last_update is not None and not self.dirty and now < self.last_update + self.period:

@@ -88,7 +88,8 @@ KNOWN = [
 def test_known_cases(sn_trace, name, n, agg, rates, sat, want):
     lines = [config_line(n, agg, sat=sat)]
     lines += [f"report {i} 0 0" for i in range(n)] + ["update 0"]
-    lines += [f"report {i} {int(r / 10)} {100 * MS}" for i, r in enumerate(rates)]
+    # each core holds its reserve (half a period of its rate): demand = rate
+    lines += [f"report {i} {int(r / 10)} {100 * MS} {int(r / 20)}" for i, r in enumerate(rates)]
     lines += [f"update {100 * MS}"]
     out = ref.run(lines)[-1]
     for i, (g, w) in enumerate(zip(out["grant"], want)):
@@ -175,9 +176,10 @@ def test_randomized_vs_model(sn_trace, seed):
 
 def test_backlogged_core_takes_the_rest(sn_trace):
     """A core whose source is back-pressured measures exactly its grant;
-    its backlog (80 ms at its grant, 30 ms beyond the free half period)
-    makes it ask for more each period, so it converges to everything core 0 (100 MB/s + 1 % growth)
-    leaves, and is reported saturated while its grant binds."""
+    its backlog (80 ms at its grant, 30 ms beyond its reserve of half a
+    period) makes it ask for more each period, so it converges to
+    everything core 0 (100 MB/s + 1 % growth, holding its reserve) leaves,
+    and is reported saturated while its grant binds."""
     lines = [config_line(2, 10**9)]
     lines += ["report 0 0 0", "report 1 0 0", "update 0"]
     b1 = 0
@@ -191,8 +193,9 @@ def test_backlogged_core_takes_the_rest(sn_trace):
         t = r * 100 * MS
         b1 += grants[1] // 10                      # core 1 uses its grant
         q1 = grants[1] * 8 // 100                  # and holds 80 ms of it queued
-        lines += [f"report 0 {r * 10**7} {t}", f"report 1 {b1} {t} {q1}", f"update {t}"]
-        m.report(0, r * 10**7, t)
+        q0 = 5 * 10**6                             # core 0 holds its reserve
+        lines += [f"report 0 {r * 10**7} {t} {q0}", f"report 1 {b1} {t} {q1}", f"update {t}"]
+        m.report(0, r * 10**7, t, q0)
         m.report(1, b1, t, q1)
         m.update(t)
         grants = m.grant
@@ -204,8 +207,9 @@ def test_backlogged_core_takes_the_rest(sn_trace):
     assert out["state"] == ["active", "saturated"]
     assert abs(out["grant"][0] - 101 * 10**6) <= 2          # 100 MB/s + 1 % growth
     assert abs(out["grant"][1] - 899 * 10**6) <= 2
-    # it took at most two updates after the first measured one
-    assert abs(outs[3]["grant"][1] - 899 * 10**6) <= 2, [o["grant"] for o in outs]
+    # it took at most three updates after the first measured one (its
+    # backlog beyond the reserve is cleared over two periods)
+    assert abs(outs[4]["grant"][1] - 899 * 10**6) <= 2, [o["grant"] for o in outs]
 
 
 def test_worker_below_its_share_jittered(sn_trace):
@@ -213,7 +217,7 @@ def test_worker_below_its_share_jittered(sn_trace):
     0 wants 28 Mbit/s, worker 1 123, arrivals jittered +-5 % per period,
     each worker queueing what its grant does not let out. C allocator and
     model agree on every update; the split is 28 / 72 (+ margin, jitter and
-    the backlog being drained) from the second period on; the aggregate's
+    the reserve being built) from the fourth period on; the aggregate's
     total over 20 s is within 1 % of its rate and never above it."""
     rng = random.Random(6)
     A, M, T = 12_500_000, 125_000, 100 * MS
@@ -242,7 +246,7 @@ def test_worker_below_its_share_jittered(sn_trace):
     for out, (k, _, g) in zip(outs[1:], sent):
         assert all(abs(a - b) <= 2 for a, b in zip(out["grant"], g)), (k, out, g)
         assert sum(out["grant"]) <= A
-        if k >= 2:
+        if k >= 4:                             # once its reserve is built
             assert 26 * M <= out["grant"][0] <= 33 * M, (k, out)
     total = sum(s for k, s, _ in sent if k >= 5) / (0.1 * sum(1 for k, _, _ in sent if k >= 5))
     print(f"aggregate total {total / M:.2f} Mbit/s of 100")
@@ -257,3 +261,106 @@ def test_bad_input_rejected(sn_trace):
                   ["config cores=2 aggregate=5 bogus=1"]):
         with pytest.raises(RuntimeError):
             ref.run(lines)
+
+
+def contention_sim(seed, secs=20, stall_p=0.02, stall_max=30, stalls=(), H=262, ring=256,
+                   L=1400, pps=(2500, 11000), A=12_500_000, restamp=True):
+    """The issue-6 ncore case (tests/policy/test_ncore.py, worker below its
+    share) on a host where every thread time-shares a CPU, in 1 ms steps,
+    driven by the model (equal to the C allocator: the tests above).
+    Four threads: source i (a guest / sn-gen: sends pps[i] frames of L
+    bytes, catching up after a stall, into a ring of `ring` frames) and
+    worker i (when it runs: stamps every frame in its ring at its grant,
+    LTS' = max(LTS + L/grant, now), dropped beyond the H ms horizon;
+    releases every frame due; reports offered bytes and its backlog
+    (LTS - now at the grant) to the NBA; a new grant rescales LTS and the
+    queued stamps by old / new from now, as the daemon does: restamp_aggs
+    in sn_pipeline.c). Each thread, when running,
+    stalls with probability stall_p per ms for 1..stall_max ms; `stalls`
+    adds (thread, start ms, length ms). The NBA updates every 100 ms.
+    Returns the aggregate's total per 2 s window (Mbit/s), per worker the
+    offered / sent Mbit/s and frames dropped, and the states seen for
+    worker 0."""
+    rng = random.Random(seed)
+    m = ref.Model(2, A)
+    for i in range(2):
+        m.report(i, 0, 0)
+    m.update(0)
+    off = {k: 0 for k in ("s0", "s1", "w0", "w1")}
+    forced = {(k, t0): n for k, t0, n in stalls}
+    ringq, gen, lts, gprev = [0, 0], [0, 0], [0.0, 0.0], list(m.grant)
+    wheel = [[], []]
+    offered, sent, drops = [0, 0], [0, 0], [0, 0]
+    snaps, states0 = [], set()
+    for t in range(1, secs * 1000 + 1):
+        for k in off:
+            if (k, t) in forced:
+                off[k] = t + forced[(k, t)]
+            elif t >= off[k] and rng.random() < stall_p:
+                off[k] = t + rng.randint(1, stall_max)
+        for i in range(2):
+            if t >= off[f"s{i}"]:
+                n = max(0, min(pps[i] * t // 1000 - gen[i], ring - ringq[i]))
+                ringq[i] += n
+                gen[i] += n
+            if t < off[f"w{i}"]:
+                continue
+            g = m.grant[i]                       # adopted when the worker runs
+            if restamp and g != gprev[i] and lts[i] > t:
+                f = gprev[i] / g
+                lts[i] = t + (lts[i] - t) * f
+                wheel[i] = [t + (x - t) * f if x > t else x for x in wheel[i]]
+                drops[i] += sum(1 for x in wheel[i] if x > t + H)
+                wheel[i] = [x for x in wheel[i] if x <= t + H]
+                lts[i] = min(lts[i], t + H)
+            gprev[i] = g
+            for _ in range(ringq[i]):
+                offered[i] += L
+                nl = max(lts[i] + L * 1000 / g, t)
+                if nl > t + H:
+                    drops[i] += 1                # not charged to the share
+                    continue
+                lts[i] = nl
+                wheel[i].append(nl)
+            ringq[i] = 0
+            k = 0
+            while k < len(wheel[i]) and wheel[i][k] <= t:
+                k += 1
+            sent[i] += k * L
+            del wheel[i][:k]
+            m.report(i, offered[i], t * MS, int(max(0.0, lts[i] - t) * g / 1000))
+        if t % 100 == 0:
+            m.update(t * MS)
+            states0.add(m.state[0])
+        if t % 2000 == 0:
+            snaps.append(sum(sent))
+    tots = [(b - a) * 8 / 2.0 / 1e6 for a, b in zip(snaps, snaps[1:])]
+    mbit = lambda v: [x * 8 / secs / 1e6 for x in v]
+    return tots, mbit(offered), mbit(sent), drops, states0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_worker_below_its_share_under_cpu_contention(seed):
+    """Every thread (both sources, both workers) off its CPU for 1-30 ms at
+    a time (about a third of the time), and worker 0 once for 300 ms: the
+    aggregate's median 2 s total within 1 % of 100 Mbit/s, no window above
+    it + 1 %; worker 0 sends what it is offered within 1 % (water-filling:
+    28, the rest to worker 1) and is never called idle while descheduled.
+    Measured, seeds 0-2: medians 99.99-100.11 (99.66-99.87 without the
+    restamping of queued frames on a new grant), worker 0 sent 99.5-99.6 %
+    of its offer. The previous daemon (last 100 ms sample, jumps taken at
+    once, rate + 1 % with nothing queued, idle after two silent periods,
+    no restamping) fails all three: medians 98.8-99.3, worker 0 called
+    idle during its stall (1 % headroom) and 870-900 of its frames dropped
+    beyond the horizon (98 % of its offer sent). With stalls up to 100 ms
+    (threads off about 60 % of the time): 94.5-96.2 (91.6-93.2 without
+    restamping; previous daemon 84.3-87.4); what is left is lost while a
+    source is off for longer than the reserve."""
+    tots, off, snt, drops, states0 = contention_sim(seed, stalls=(("w0", 5000, 300),))
+    med = sorted(tots)[len(tots) // 2]
+    print(f"seed {seed}: totals {[round(x, 2) for x in tots]}, offered {off}, sent {snt}")
+    assert abs(med - 100) < 1, tots
+    assert max(tots) < 101, tots
+    assert abs(snt[0] - off[0]) < 0.01 * off[0], (off, snt, drops)
+    assert abs(snt[1] - (100 - off[0])) < 1.5, (off, snt)
+    assert "idle" not in states0, states0

@@ -202,18 +202,29 @@ def agg_window(d, window=2.0):
     clock of the worker that owns its queue (policy.clock_ns): the two
     workers time-share one CPU here, so one worker's counters may lag the
     other's by a time slice when stats.get reads them; against its own
-    clock each is exact. The aggregate's total is the sum over the ports."""
-    sa = d.stats()
+    clock each is exact if read as a consistent pair (clock_consistent: a
+    worker descheduled in the middle of its loop for over 2 s, seen at a
+    load average of 12, moved its counters but not its clock). The
+    aggregate's total is the sum over the ports."""
+    def snap():
+        out, st = {}, None
+        for _ in range(200):
+            st = d.stats()
+            for p in st["ports"]:
+                if "policy" in p and p["name"] not in out and p["policy"]["clock_consistent"]:
+                    out[p["name"]] = (p["policy"]["clock_ns"] / 1e9, p["policy"]["classes"][0])
+            if len(out) == 2:
+                return out, st
+            time.sleep(0.01)
+        pytest.fail(f"no consistent policy counters: {out}")
+    ca, _ = snap()
     time.sleep(window)
-    sb = d.stats()
-
-    def cls(s):
-        return {p["name"]: (p["policy"]["clock_ns"] / 1e9, p["policy"]["classes"][0])
-                for p in s["ports"] if "policy" in p}
-    ca, cb = cls(sa), cls(sb)
+    cb, sb = snap()
     sent, offered = {}, {}
     for n in cb:
-        dt = max(cb[n][0] - ca[n][0], 1e-9)   # 0 only if a worker never ran
+        dt = cb[n][0] - ca[n][0]
+        if dt <= 0:                # the worker never ran: measure again
+            return None
         sent[n] = (cb[n][1]["sent_bytes"] - ca[n][1]["sent_bytes"]) * 8 / dt
         offered[n] = (cb[n][1]["offered_bytes"] - ca[n][1]["offered_bytes"]) * 8 / dt
     return sum(sent.values()), sent, offered, sb
@@ -242,7 +253,10 @@ def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps):
     time.sleep(0.3)                       # > one update period
     got = []
     for _ in range(10):
-        total, sent, offered, st = agg_window(d)
+        w = agg_window(d)
+        if w is None:
+            continue
+        total, sent, offered, st = w
         want = water_fill(AGG, offered)
         got.append((round(total), {n: round(v) for n, v in sent.items()},
                     {n: round(v) for n, v in offered.items()}))
@@ -274,17 +288,22 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
     """vm0 (worker 0) offers ~28 Mbit/s, below its fair share of the 100
     Mbit/s aggregate; vm1 (worker 1) ~123 Mbit/s. Water-filling max-min
     predicts 28 / 72. Per 2 s window: the total never exceeds the
-    aggregate (+1 %), the grants always sum to it, worker 1 never gets more
-    than the max-min rest. Over the windows in which both generators
-    offered their nominal load (within 5 %; median, the host is loaded):
+    aggregate (+1 %) and the grants always sum to it. Over the windows in
+    which both generators offered their nominal load (within 5 %; median,
+    the host is loaded): worker 1 never more than the max-min rest (+1 %),
     the total within 1 % of the aggregate, worker 0's demand met (within
     3 % of its offer) and worker 1 within 2 % of the aggregate of the
-    water-filling rest. This failed (84-97 Mbit/s) with the first NBA rule,
-    which treated a worker whose 100 ms estimate reached 95 % of its 1.1 x
-    demand grant as unbounded (equal split for a period); sn_nba now takes
-    demand = smoothed arrival rate + (reported backlog beyond half a period
-    at the grant) / period, with a 1 % margin
-    (sn_nba.h, backend/daemon/README.md "Layout ncore")."""
+    water-filling rest. This failed (84-97 Mbit/s) with the first NBA
+    rule, which treated a worker whose 100 ms estimate reached 95 % of its
+    1.1 x demand grant as unbounded (equal split for a period), and under
+    CPU contention with the second, which granted a worker below its
+    share its last 100 ms arrival sample + 1 % with nothing queued (every
+    over-estimate lost to the aggregate) and called a worker descheduled
+    for 200 ms idle. The
+    NBA now keeps a reserve of half a period of such a worker's traffic
+    queued and measures its rate over 4 periods (sn_nba.h rule 1,
+    backend/daemon/README.md "Layout ncore"; the contention case in the
+    model: tests/core/test_ref_nba.py)."""
     pol = {"aggregates": {"agg": {"rate_bps": AGG, "update_ms": 100}},
            "ports": {n: {"classes": [{"name": "bulk", "proto": "udp", "aggregate": "agg"}]}
                      for n in ("vm0", "vm1")}}
@@ -299,21 +318,27 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
     got, ratio0, totals, dev1 = [], [], [], []
     nominal = {"vm0": 2500 * AGG_SIZE * 8, "vm1": 11000 * AGG_SIZE * 8}
     for _ in range(14):
-        total, sent, offered, st = agg_window(d)
+        w = agg_window(d)
+        if w is None:
+            continue
+        total, sent, offered, st = w
         nba = {w["worker"]: w for w in st["aggregates"]["agg"]["nba"]}
         got.append((round(total), {n: round(v) for n, v in sent.items()},
                     {n: round(v) for n, v in offered.items()},
                     {k: (w["state"], w["grant_bps"], w["backlog_bytes"]) for k, w in nba.items()}))
         want = water_fill(AGG, offered)
         assert total < AGG * 1.01, got
-        assert sent["vm1"] < want["vm1"] + 0.01 * AGG, got
         assert nba[0]["grant_bps"] + nba[1]["grant_bps"] >= AGG * 0.999, got
         # A window in which a generator (or a worker) was descheduled for
         # a while offers other loads than the test sets up (seen under a
-        # load average of 5: vm1 offering 18 Mbit/s for 2 s): not this
-        # test's case, measured again.
+        # load average of 5: vm1 offering 18 Mbit/s for 2 s; at 18, vm0
+        # offering 127 Mbit/s for 2 s catching up after a stall): not this
+        # test's case, measured again. The split follows the offers of
+        # the last 4 NBA periods, so a window's own offers only predict it
+        # while they are steady.
         if any(abs(offered[n] - nominal[n]) > 0.05 * nominal[n] for n in nominal):
             continue
+        assert sent["vm1"] < want["vm1"] + 0.01 * AGG, got
         ratio0.append(sent["vm0"] / offered["vm0"])
         totals.append(total)
         dev1.append(abs(sent["vm1"] - want["vm1"]) / AGG)

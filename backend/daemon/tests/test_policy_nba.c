@@ -66,8 +66,12 @@ static void run_rounds(struct sn_policy_store *st, double d0, double d1, int rou
 		t_now += period;
 		bytes[0] += (uint64_t)(d0 * (double)period / 1e9);
 		bytes[1] += (uint64_t)(d1 * (double)period / 1e9);
-		CHECK(sn_nba_report(nba, 0, bytes[0], 0, t_now) == 0);
-		CHECK(sn_nba_report(nba, 1, bytes[1], 0, t_now) == 0);
+		/* each holds its reserve, half a period of its rate queued
+		 * (sn_nba.h rule 1): its demand is its rate */
+		CHECK(sn_nba_report(nba, 0, bytes[0], (uint64_t)(d0 * (double)period / 2e9),
+				    t_now) == 0);
+		CHECK(sn_nba_report(nba, 1, bytes[1], (uint64_t)(d1 * (double)period / 2e9),
+				    t_now) == 0);
 		sn_policy_tick(st, t_now);
 	}
 }
