@@ -85,10 +85,15 @@ def test_rate_change_within_100ms(build_dir, completion):
         s.wait_flowing()
         time.sleep(1.0)
         for new, old in ((r2, r1), (r1, r2)):
+            tries = []
             for _ in range(4):
                 q0 = s.port_policy()["vm0"]
                 t, pp = change(s, "vm0", {"ports": {"vm0": {"rate_bps": new}}})
                 q1 = pp[-1][2] if pp else None
+                tries.append({"pairs": len(pp),
+                              "first_ms": round((pp[0][0] - t) * 1e3, 1) if pp else None,
+                              "span_s": round(pp[-1][0] - pp[0][0], 3) if pp else None,
+                              "underruns": q1["underruns"] - q0["underruns"] if q1 else None})
                 if (q1 and q1["underruns"] == q0["underruns"]
                         and covered(pp, t + 0.1, t + 1.3)):
                     break
@@ -97,7 +102,7 @@ def test_rate_change_within_100ms(build_dir, completion):
                 time.sleep(0.5)
             else:
                 pytest.fail("no change without shaper underruns and with exact pairs "
-                            "in 4 tries")
+                            f"in 4 tries: {tries}")
             r = rate_between(pp, t + 0.1, t + 1.3)
             print(f"\n{completion} {old}->{new}: {r:.0f} bit/s from T+100 ms "
                   f"({len(pp)} pairs); lost inside: {no_loss(q0, q1)}")
