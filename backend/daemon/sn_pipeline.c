@@ -1345,12 +1345,18 @@ static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
  * count says yes. */
 static bool arb_will_count(const struct sn_pipeline *pl)
 {
-	uint64_t in_arb = pl->held - sn_twheel_count(pl->wheel);
-	const struct sn_arbiter *arb = pl->aset->arb;
+	uint64_t in_arb;
+	const struct sn_arbiter *arb;
 
-	if (pl->split || !in_arb)
+	if (pl->split)   /* its own lcore (and clock), and no aset of its own */
 		return false;
-	return pl->aset_old || in_arb != sn_arbiter_backlog(arb) ||
+	in_arb = pl->held - sn_twheel_count(pl->wheel);
+	if (!in_arb)
+		return false;
+	if (pl->aset_old || !pl->aset)
+		return true;
+	arb = pl->aset->arb;
+	return in_arb != sn_arbiter_backlog(arb) ||
 	       (int64_t)(sn_arbiter_link_idle(arb) - pl->now) <= 0;
 }
 
