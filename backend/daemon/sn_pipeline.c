@@ -266,14 +266,21 @@ struct sn_pipeline {
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
 	uint64_t arb_clock_ns;    /* arbiter half's now at its latest round */
 	struct sn_pipeline_fair_stats fair_st;    /* worker writes (fair dropping) */
-	/* issue 6 (measurement): odd while run() releases frames or while it
+	/* issue 6 (measurement): odd while run() changes counters (policy
+	 * apply, returns, releases, the 1-core arbiter's sends) or while it
 	 * lags (an iteration ended by MAX_BATCHES left due frames in the
 	 * wheel), even between runs that released everything due. Worker: odd
-	 * store + release fence at run() start (pairs with the reader's
-	 * acquire fence before its second load), release store of the even
-	 * value at the end (pairs with the reader's acquire load of its first
-	 * value). See sn_pipeline_run_seq(). Covers the worker half's
-	 * counters; a remote arbiter's have their own clock (arb_clock_ns). */
+	 * store + release fence (seq_counting()) before the first counter
+	 * store of a run, and only then (pairs with the reader's acquire fence
+	 * before its second load); release store of the even value at the end
+	 * (pairs with the reader's acquire load of its first value). A run
+	 * that changes no counter moves only clock_ns (s11-L: before, every
+	 * run() went odd, so a reader raced the busy-polling worker's every
+	 * iteration, and a worker descheduled inside any run() hid all pairs
+	 * for its whole time off the CPU: ~50 % of reads inconsistent under
+	 * load, gaps up to 1.6 s). See sn_pipeline_run_seq(). Covers the
+	 * worker half's counters; a remote arbiter's have their own clock
+	 * (arb_clock_ns). */
 	uint64_t run_seq;
 	/* Worker -> arbiter: the set the worker uses (release/acquire). */
 	struct arbset *w_ack __rte_cache_aligned;
@@ -1290,6 +1297,22 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 	pl->dirty = false;
 }
 
+/* Worker half (issue 6 measurement, s11-L): about to change counters the
+ * stats reader pairs with clock_ns: make run_seq odd, unless it already
+ * is (this run counted before, or an earlier run lagged). Only the worker
+ * writes run_seq. The release fence orders the odd store before every
+ * counter store and the clock_ns store that follow: pairs with the
+ * reader's acquire fence before its second load of run_seq (sn_ctl.c). */
+static inline void seq_counting(struct sn_pipeline *pl)
+{
+	uint64_t seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+
+	if (seq & 1)
+		return;
+	__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 /* Worker half: one frame a remote arbiter handed back ("Two halves"). */
 static void ret_handle(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
@@ -1326,6 +1349,8 @@ static void ret_service(struct sn_pipeline *pl)
 
 	do {
 		got = sn_mbox_extract_burst(pl->ret, items, BATCH);
+		if (got)
+			seq_counting(pl);   /* drops, GSO uplink copies */
 		for (uint32_t i = 0; i < got; i++)
 			ret_handle(pl, items[i]);
 	} while (got == BATCH);
@@ -1383,19 +1408,38 @@ static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
 	return rel;
 }
 
+/* 1-core layout (s11-L, issue 6 measurement): will arb_round() at now
+ * change a port counter? Only if items wait in the client mailboxes
+ * (held counts wheel + mailboxes + scheduler; a mailbox item may be
+ * dropped or released) or the scheduler has a backlog the emulated link
+ * may send now (sn_arbiter_do_scan dequeues while link_idle <= now; an
+ * idle or reset link restarts at now). Conservative: any mismatch in the
+ * count says yes. */
+static bool arb_will_count(const struct sn_pipeline *pl)
+{
+	uint64_t in_arb;
+	const struct sn_arbiter *arb;
+
+	if (pl->split)   /* its own lcore (and clock), and no aset of its own */
+		return false;
+	in_arb = pl->held - sn_twheel_count(pl->wheel);
+	if (!in_arb)
+		return false;
+	if (pl->aset_old || !pl->aset)
+		return true;
+	arb = pl->aset->arb;
+	return in_arb != sn_arbiter_backlog(arb) ||
+	       (int64_t)(sn_arbiter_link_idle(arb) - pl->now) <= 0;
+}
+
 void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 {
 	const struct sn_policy *pol = sn_policy_current(pl->store);
 	void *items[BATCH];
 	unsigned got, batches = 0;
-	bool caught_up;
-	uint64_t seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+	uint64_t seq;
 
-	seq += (seq & 1) ? 2 : 1;     /* odd: stays odd while run() lags */
-	__atomic_store_n(&pl->run_seq, seq, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
 	pl->now = now_ns();
-	ctr_set(&pl->clock_ns, pl->now);
 	ctr_add(&pl->wts.loops, 1);
 	pl->t = t;
 	if (pl->split) {
@@ -1409,14 +1453,24 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		}
 		ret_service(pl);
 	}
-	if (pol->gen != pl->pol_gen || t != pl->t_seen || pl->dirty)
+	if (pol->gen != pl->pol_gen || t != pl->t_seen || pl->dirty) {
+		seq_counting(pl);
 		apply(pl, pol, t);
+	}
 	if (!pl->split && (pol->gen != pl->a_pol_gen || arb_table_stale(pl, t))) {
+		seq_counting(pl);
 		apply_arb(pl, pol, t);
 		pl->w_aset = pl->aset;
 	}
-	do {
-		got = sn_twheel_extract(pl->wheel, pl->now, items, BATCH);
+	/* The first batch before the clock: a run that releases nothing and
+	 * whose arbiter sends nothing leaves the counters as they are, so its
+	 * clock is published without moving run_seq (the pair stays exact:
+	 * nothing was due up to it). Otherwise odd first, then the clock. */
+	got = sn_twheel_extract(pl->wheel, pl->now, items, BATCH);
+	if (got || arb_will_count(pl))
+		seq_counting(pl);
+	ctr_set(&pl->clock_ns, pl->now);
+	for (;;) {
 		for (unsigned i = 0; i < got; i++) {
 			struct rte_mbuf *m = items[i];
 
@@ -1439,8 +1493,10 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		 * the link had room. (2-core: the arbiter scans on its own.) */
 		if (!pl->split && pl->held)
 			arb_round(pl, pol, t, pl->now);
-	} while (got == BATCH && ++batches < MAX_BATCHES);
-	caught_up = got < BATCH;
+		if (got < BATCH || ++batches >= MAX_BATCHES)
+			break;
+		got = sn_twheel_extract(pl->wheel, pl->now, items, BATCH);
+	}
 	if (!pl->split && !pl->held) {
 		ctr_set(&pl->arb_clock_ns, pl->now);
 		if ((int64_t)(pl->now - pl->a_next_stats) >= 0) {
@@ -1459,7 +1515,12 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			restamp_aggs(pl, agg_changed);
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
-	if (caught_up)
+	/* Caught up (got < BATCH): everything due at clock_ns is released;
+	 * an odd run_seq (this run counted, or an earlier one lagged) becomes
+	 * even. Release: pairs with the reader's acquire load of its first
+	 * value (sn_pipeline_run_seq()). Lagging: stays odd. */
+	seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+	if (got < BATCH && (seq & 1))
 		__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELEASE);
 }
 

@@ -47,9 +47,13 @@ def rate_between(pp, t0, t1):
 
 def covered(pp, t0, t1):
     """The exact pairs span more than half of [t0, t1] (what rate_between
-    needs). Finding (2026-11-22, open): about one policy.set in four had no
-    clock_consistent pair for ~0.8 s after it on the final code; such a
-    window is measured again, like one with shaper underruns."""
+    needs). A window without (a stats reader starved of its CPU) is
+    measured again, like one with shaper underruns. Finding (s10 merges,
+    fixed in s11): every worker loop iteration made the pair inexact, so
+    ~45 % of reads under load were, and a worker descheduled inside its
+    loop hid all pairs for its time off the CPU (gaps up to 1.6 s after
+    policy.set); now only an iteration that changes counters does
+    (sn_pipeline.c run_seq)."""
     a = [x for x in pp if x[0] >= t0]
     b = [x for x in pp if x[0] <= t1]
     return bool(a and b) and b[-1][0] - a[0][0] > 0.5 * (t1 - t0)
@@ -61,15 +65,37 @@ def change(s, port, policy, port_name="vm0"):
     return t, pairs(s, port_name, 1.3)
 
 
+def os_waits(s):
+    """Runqueue waits so far (schedstat) of the daemon's and sn-gen's threads."""
+    return conf.thread_waits(s.daemon.pid), conf.thread_waits(s.gen.pid)
+
+
+def waited(s, before):
+    """Since `before`: the daemon's summed and largest per-thread runqueue
+    wait, and sn-gen's largest (ms)."""
+    wd, wg = before
+    now = conf.thread_waits(s.daemon.pid)
+    return {"daemon_sum_wait_ms": round(sum(now[k] - wd.get(k, 0) for k in now) / 1e6, 1),
+            "daemon_wait_ms": conf.busiest_wait_ms(s.daemon.pid, wd),
+            "sngen_wait_ms": conf.busiest_wait_ms(s.gen.pid, wg)}
+
+
+def host_starved(x, backlog_s=0.1, span_s=0.6):
+    """A spoiled try the OS explains: underruns need a generator or worker
+    gap as long as the limit's backlog (>= ~100 ms here: a 256-frame
+    deferred ring at 20 Mbit/s; half the 262 ms wheel after a doubling);
+    a window without exact pairs over span_s needs the stats reader or
+    the worker kept off their CPUs about that long in all."""
+    return ((not x["underruns"] or
+             max(x["daemon_wait_ms"], x["sngen_wait_ms"]) >= backlog_s * 1e3) and
+            (x["covered"] or x["daemon_sum_wait_ms"] >= span_s * 1e3))
+
+
 def no_loss(before, after, allow=("horizon",)):
     return {k: after["drops"][k] - v for k, v in before["drops"].items()
             if k not in allow and after["drops"][k] != v}
 
 
-@pytest.mark.xfail(reason="KNOWN DEFECT (issue 6, open since the 2026-11-22 evening merges): "
-                   "about 1 run in 3 finds no window with exact clock_consistent pairs "
-                   "and no shaper underruns after policy.set in 4 tries (each branch "
-                   "alone passes); the rate check itself has not failed", strict=False)
 @pytest.mark.parametrize("completion", ["immediate", "deferred"])
 def test_rate_change_within_100ms(build_dir, completion):
     r1, r2 = 20_000_000, 10_000_000
@@ -85,22 +111,32 @@ def test_rate_change_within_100ms(build_dir, completion):
         s.wait_flowing()
         time.sleep(1.0)
         for new, old in ((r2, r1), (r1, r2)):
+            tries = []
             for _ in range(4):
                 q0 = s.port_policy()["vm0"]
+                w0 = os_waits(s)
                 t, pp = change(s, "vm0", {"ports": {"vm0": {"rate_bps": new}}})
-                q1 = pp[-1][2] if pp else None
-                if (q1 and q1["underruns"] == q0["underruns"]
-                        and covered(pp, t + 0.1, t + 1.3)):
+                q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
+                tries.append({"pairs": len(pp),
+                              "first_ms": round((pp[0][0] - t) * 1e3, 1) if pp else None,
+                              "span_s": round(pp[-1][0] - pp[0][0], 3) if pp else None,
+                              "covered": covered(pp, t + 0.1, t + 1.3),
+                              "underruns": q1["underruns"] - q0["underruns"], **waited(s, w0)})
+                if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
                     break
                 # the generator was starved (loaded machine): set it back, again
                 s.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": old}}}})
                 time.sleep(0.5)
             else:
+                if all(host_starved(x) for x in tries):
+                    pytest.skip("host overloaded: no change without shaper underruns and "
+                                "with exact pairs in 4 tries, each explained by runqueue "
+                                f"waits: {tries}")
                 pytest.fail("no change without shaper underruns and with exact pairs "
-                            "in 4 tries")
+                            f"in 4 tries, not explained by runqueue waits: {tries}")
             r = rate_between(pp, t + 0.1, t + 1.3)
             print(f"\n{completion} {old}->{new}: {r:.0f} bit/s from T+100 ms "
-                  f"({len(pp)} pairs); lost inside: {no_loss(q0, q1)}")
+                  f"({len(pp)} pairs); lost inside: {no_loss(q0, q1)}; tries: {tries}")
             assert abs(r - new) / new < 0.015, (r, new)
             assert no_loss(q0, q1) == {}, (q0, q1)
             if completion == "deferred":
@@ -114,8 +150,10 @@ def test_weight_swap_within_100ms(build_dir):
     with conf.Schednic(build_dir, ["vm0", "vm1"], pol, FRAME, 8000) as s:
         s.wait_flowing()
         time.sleep(1.0)
+        tries = []
         for _ in range(4):
             a0 = s.port_policy()
+            w0 = os_waits(s)
             t = time.monotonic()
             s.rpc("policy.set", {"policy": {**pol, "ports": {"vm0": {"weight": 3},
                                                              "vm1": {"weight": 1}}}})
@@ -128,13 +166,20 @@ def test_weight_swap_within_100ms(build_dir):
                                                       q))
                 time.sleep(0.005)
             a1 = s.port_policy()
-            if all(covered(got.get(n, []), t + 0.1, t + 1.3) for n in ("vm0", "vm1")):
+            tries.append({"pairs": {n: len(got.get(n, [])) for n in ("vm0", "vm1")},
+                          "covered": all(covered(got.get(n, []), t + 0.1, t + 1.3)
+                                         for n in ("vm0", "vm1")),
+                          "underruns": 0, **waited(s, w0)})
+            if tries[-1]["covered"]:
                 break
             # too few exact pairs (see covered()): swap back, measure again
             s.rpc("policy.set", {"policy": pol})
             time.sleep(0.5)
         else:
-            pytest.fail("no weight swap with exact pairs in 4 tries")
+            if all(host_starved(x) for x in tries):
+                pytest.skip("host overloaded: no weight swap with exact pairs in 4 tries, "
+                            f"each explained by runqueue waits: {tries}")
+            pytest.fail(f"no weight swap with exact pairs in 4 tries: {tries}")
     rates = {n: rate_between(got[n], t + 0.1, t + 1.3) for n in ("vm0", "vm1")}
     share0 = rates["vm0"] / (rates["vm0"] + rates["vm1"])
     print(f"\nshares from T+100 ms: vm0 {share0:.4f} (want 0.75)")

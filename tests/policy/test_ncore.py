@@ -161,7 +161,7 @@ def test_two_ports_on_two_workers_forward_and_are_shaped(schednicd, sngen):
     r1 = worker_rate(d, "vm1")
     assert abs(r0 - 20e6) / 20e6 < 0.01, r0
     assert abs(r1 - 10e6) / 10e6 < 0.01, r1
-    r0 = measure_backlogged(d, "uplink_bytes", "vm0")
+    r0 = measure_backlogged(d, "uplink_bytes", "vm0", gens=g)
     assert abs(r0 - 20e6) / 20e6 < 0.03, r0
     st = d.stats()
     t = {p["name"]: p for p in st["ports"]}

@@ -14,6 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
+import conformance as conf  # noqa: E402
+
 LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000                     # bytes, without FCS (sn-gen --size)
@@ -41,7 +45,41 @@ def measure(d, key, ports, window=3.0):
     return {n: (b[n]["policy"][key] - a[n]["policy"][key]) * 8 / (tb - ta) for n in ports}
 
 
-def measure_backlogged(d, key, port, window=3.0, tries=10):
+# What a window needs from the OS (s11): a rate limit stays backlogged
+# while its wheel holds traffic (offered > limit: up to the 262 ms wheel
+# horizon), so an underrun needs a generator or worker gap about that long;
+# the link emulation resets its clock after an arbiter gap > 100 ms
+# (slack_ns, main.c); a port's scheduler class holds 1024 frames, >= 100 ms
+# at these rates. A window spoiled only where the runqueue waits (schedstat:
+# time the OS kept a runnable thread off its CPU) were that long is the
+# host's doing, not schednic's.
+HORIZON_S, SLACK_S = 0.262, 0.1
+
+
+def os_waits(d, gens):
+    """Runqueue waits so far: (daemon threads, [each sn-gen's threads])."""
+    return conf.thread_waits(d.proc.pid), [conf.thread_waits(g.proc.pid) for g in gens]
+
+
+def waited_ms(d, gens, before):
+    """The largest runqueue wait (ms) of any daemon thread and of any
+    sn-gen thread since `before` (an os_waits() result)."""
+    wd, wg = before
+    return (conf.busiest_wait_ms(d.proc.pid, wd),
+            max((conf.busiest_wait_ms(g.proc.pid, w) for g, w in zip(gens, wg)), default=0.0))
+
+
+def fail_or_skip(what, seen, starved):
+    """No clean window in len(seen) tries: skipped with the numbers when
+    every window was spoiled by the OS (starved(window) true), else a
+    failure (a spoiled window the waits do not explain is a defect)."""
+    if seen and all(starved(x) for x in seen):
+        pytest.skip(f"host overloaded: {what}; each window's runqueue waits explain it "
+                    f"(the test needs a host that runs the daemon and sn-gen): {seen}")
+    pytest.fail(f"{what}, not explained by runqueue waits: {seen}")
+
+
+def measure_backlogged(d, key, port, window=3.0, tries=10, gens=()):
     """Rate of `key` over a window in which port's limit never went idle.
     3 s: in layout 2core a frame reaches the uplink counters one worker and
     one arbiter scheduling delay after it left the wheel; on this loaded
@@ -50,36 +88,59 @@ def measure_backlogged(d, key, port, window=3.0, tries=10):
     A rate limit is exact only while it has work: if the generator (or the
     worker) is descheduled longer than the wheel horizon on this shared
     machine, the limit idles and the daemon counts an underrun. Windows
-    with underruns are measured again; no clean window in `tries` fails."""
+    with underruns are measured again; no clean window in `tries` is
+    skipped when the OS waits of the daemon or of sn-gen (`gens`) explain
+    every one (>= the horizon), else it fails."""
+    seen = []
     for _ in range(tries):
+        w0 = os_waits(d, gens)
         ta, a, _ = pstats(d, key)
         time.sleep(window)
         tb, b, _ = pstats(d, key)
-        if b[port]["policy"]["underruns"] == a[port]["policy"]["underruns"]:
-            return (b[port]["policy"][key] - a[port]["policy"][key]) * 8 / (tb - ta)
-    pytest.fail(f"{port}: no {window}s window without shaper underruns in {tries} tries "
-                "(machine too loaded to keep the limit backlogged)")
+        ran = tb - ta        # the lcore's own clock: 0 if it never ran
+        if b[port]["policy"]["underruns"] == a[port]["policy"]["underruns"] and \
+                ran > 0.5 * window:
+            return (b[port]["policy"][key] - a[port]["policy"][key]) * 8 / ran
+        wd, wg = waited_ms(d, gens, w0)
+        seen.append({"underruns": b[port]["policy"]["underruns"] - a[port]["policy"]["underruns"],
+                     "clock_s": round(ran, 3), "daemon_wait_ms": wd, "sngen_wait_ms": wg})
+    fail_or_skip(f"{port}: no {window}s window without shaper underruns (and with the "
+                 f"lcore's clock over half of it) in {tries} tries", seen,
+                 lambda x: max(x["daemon_wait_ms"], x["sngen_wait_ms"]) >= HORIZON_S * 1e3)
 
 
-def measure_shares(d, ports, window=2.0, tries=10):
+def measure_shares(d, ports, window=2.0, tries=10, gens=(), link=False):
     """uplink bits/s per port over a window in which every port stayed
-    backlogged at the arbiter (no qfq_idle) and the link clock never reset:
-    the only windows where weighted shares and link rate are defined. A
-    starved generator on this shared machine makes the window be measured
-    again; no clean window in `tries` fails."""
+    backlogged at the arbiter (no qfq_idle): the only windows where
+    weighted shares are defined. link=True: also without a link clock
+    reset (an arbiter gap > slack loses link time: the link rate is
+    defined only without; the shares are not affected, the scheduler's
+    order does not depend on the link clock). A starved generator on this
+    shared machine makes the window be measured again; no clean window in
+    `tries` is skipped when the OS waits explain every one, else fails."""
     seen = []
     for _ in range(tries):
+        w0 = os_waits(d, gens)
         ta, a, sa = pstats(d, "uplink_bytes")
         time.sleep(window)
         tb, b, sb = pstats(d, "uplink_bytes")
-        if all(b[n]["policy"]["qfq_idle"] == a[n]["policy"]["qfq_idle"] for n in ports) and \
-                sb["arbiter"]["link_resets"] == sa["arbiter"]["link_resets"]:
+        idle = {n: b[n]["policy"]["qfq_idle"] - a[n]["policy"]["qfq_idle"] for n in ports}
+        resets = sb["arbiter"]["link_resets"] - sa["arbiter"]["link_resets"]
+        ran = tb - ta        # the arbiter's own clock: 0 if it never ran
+        if not any(idle.values()) and not (link and resets) and ran > 0.5 * window:
             return {n: (b[n]["policy"]["uplink_bytes"] - a[n]["policy"]["uplink_bytes"]) * 8 /
-                    (tb - ta) for n in ports}
-        seen.append(({n: b[n]["policy"]["qfq_idle"] - a[n]["policy"]["qfq_idle"] for n in ports},
-                     sb["arbiter"]["link_resets"] - sa["arbiter"]["link_resets"]))
-    pytest.fail(f"{ports}: no {window}s window with every port backlogged in {tries} tries "
-                f"(machine too loaded); (qfq_idle, link_resets) deltas: {seen}")
+                    ran for n in ports}
+        wd, wg = waited_ms(d, gens, w0)
+        seen.append({"qfq_idle": idle, "link_resets": resets, "clock_s": round(ran, 3),
+                     "daemon_wait_ms": wd, "sngen_wait_ms": wg})
+
+    def starved(x):
+        return (not link or x["daemon_wait_ms"] >= SLACK_S * 1e3 * x["link_resets"]) and \
+            (not any(x["qfq_idle"].values()) or
+             max(x["daemon_wait_ms"], x["sngen_wait_ms"]) >= SLACK_S * 1e3) and \
+            (x["clock_s"] > 0.5 * window or x["daemon_wait_ms"] >= 0.5 * window * 1e3)
+    fail_or_skip(f"{ports}: no {window}s window with every port backlogged"
+                 f"{' and no link reset' if link else ''} in {tries} tries", seen, starved)
 
 
 def start(schednicd, sngen, names, policy, pps=8000, seconds=40):
@@ -121,7 +182,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     pol = {"ports": {"vm0": {"rate_bps": 20_000_000}}}
     d, g = start(schednicd, sngen, ["vm0"], pol)   # offers 64 Mbit/s
     wait_flowing(d, ["vm0"])
-    r = measure_backlogged(d, "uplink_bytes", "vm0")
+    r = measure_backlogged(d, "uplink_bytes", "vm0", gens=g)
     assert abs(r - 20e6) / 20e6 < 0.01, r
     _, t, st = pstats(d)
     p = t["vm0"]["policy"]
@@ -134,7 +195,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
 
     gen = d.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": 10_000_000}}}})
     time.sleep(0.3)
-    r = measure_backlogged(d, "uplink_bytes", "vm0")
+    r = measure_backlogged(d, "uplink_bytes", "vm0", gens=g)
     assert abs(r - 10e6) / 10e6 < 0.01, r
 
     with d.client() as c:
@@ -146,7 +207,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     cur = d.rpc("policy.get")
     assert cur["generation"] == gen["generation"]
     assert cur["ports"]["vm0"]["rate_bps"] == 10_000_000 and cur["uplink"]["rate_bps"] == 0
-    r = measure_backlogged(d, "uplink_bytes", "vm0")
+    r = measure_backlogged(d, "uplink_bytes", "vm0", gens=g)
     assert abs(r - 10e6) / 10e6 < 0.01, r
     assert d.alive()
 
@@ -159,14 +220,13 @@ def test_weighted_sharing_qfq(schednicd, sngen, layout):
            "ports": {"vm0": {"weight": 1}, "vm1": {"weight": 3}}}
     d, g = start(schednicd, sngen, ["vm0", "vm1"], pol)  # 64 Mbit/s each
     wait_flowing(d, ["vm0", "vm1"])
-    r = measure_shares(d, ["vm0", "vm1"], window=3.0)
+    r = measure_shares(d, ["vm0", "vm1"], window=3.0, gens=g)
     _, t, st = pstats(d)
     total = r["vm0"] + r["vm1"]
     for name, w in (("vm0", 0.25), ("vm1", 0.75)):
         assert abs(r[name] / total - w) / w < 0.02, (r, name)
-    # Link emulation: frames + 24 B overhead each fill the link exactly.
-    wire = total * (FRAME + 24) / FRAME
-    assert abs(wire - link) / link < 0.02, (total, st["arbiter"])
+    # Never more than the link, link clock resets or not.
+    assert total * (FRAME + 24) / FRAME < link * 1.02, (total, st["arbiter"])
     assert st["arbiter"]["algorithm"] == "qfq" and st["arbiter"]["released"] > 0
     assert t["vm0"]["policy"]["drops"]["qfq_full"] > 0     # offered > share
 
@@ -174,7 +234,7 @@ def test_weighted_sharing_qfq(schednicd, sngen, layout):
     d.rpc("policy.set", {"policy": {**pol, "ports": {"vm0": {"weight": 3},
                                                      "vm1": {"weight": 1}}}})
     time.sleep(0.5)
-    r = measure_shares(d, ["vm0", "vm1"])
+    r = measure_shares(d, ["vm0", "vm1"], gens=g)
     total = r["vm0"] + r["vm1"]
     assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, (r, pstats(d)[2]["arbiter"])
 
@@ -184,7 +244,7 @@ def test_weighted_sharing_qfq(schednicd, sngen, layout):
     swapped = {**pol, "ports": {"vm0": {"weight": 3}, "vm1": {"weight": 1}}}
     d.rpc("policy.set", {"policy": {**swapped, "uplink": {**pol["uplink"], "algorithm": "drr"}}})
     time.sleep(0.5)
-    r = measure_shares(d, ["vm0", "vm1"])
+    r = measure_shares(d, ["vm0", "vm1"], gens=g)
     total = r["vm0"] + r["vm1"]
     assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, (r, pstats(d)[2]["arbiter"])
     d.rpc("policy.set", {"policy": {**swapped, "uplink": {**pol["uplink"], "algorithm": "fifo"}}})
@@ -195,6 +255,15 @@ def test_weighted_sharing_qfq(schednicd, sngen, layout):
     assert st["arbiter"]["algorithm"] == "fifo"
     assert t["vm0"]["policy"]["drops"]["policy_removed"] > 0     # the old QFQ/DRR backlog
     assert d.alive()
+
+    # Link emulation, last (a loaded host may give no window without a
+    # link clock reset: then this alone is skipped, with the numbers):
+    # back on QFQ, frames + 24 B overhead each fill the link exactly.
+    d.rpc("policy.set", {"policy": pol})
+    time.sleep(0.5)
+    r = measure_shares(d, ["vm0", "vm1"], window=3.0, tries=5, gens=g, link=True)
+    wire = (r["vm0"] + r["vm1"]) * (FRAME + 24) / FRAME
+    assert abs(wire - link) / link < 0.02, (r, pstats(d)[2]["arbiter"])
 
 
 INVALID = [
@@ -279,7 +348,7 @@ def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen, lay
     wait_flowing(d, ["vm2"])
     # The shaper's output: what vm1's ring then takes depends on how fast
     # sn-gen drains it on this shared machine (ring_full counts the rest).
-    r = measure_backlogged(d, "released_bytes", "vm0")
+    r = measure_backlogged(d, "released_bytes", "vm0", gens=[pair, hog])
     _, t, st = pstats(d)
     assert abs(r - 20e6) / 20e6 < 0.01, (r, t["vm0"]["policy"], t["vm1"]["drops"])
     p0, p2 = t["vm0"]["policy"], t["vm2"]["policy"]
