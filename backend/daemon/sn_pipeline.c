@@ -104,6 +104,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -734,13 +735,22 @@ static int arb_oversize(uint32_t class_id, uint32_t len, void *arg)
 	return 0;
 }
 
-static uint32_t arb_item_len(const void *item, void *arg)
-{
-	(void)arg;
-	return ((const struct rte_mbuf *)item)->pkt_len;
-}
-
 static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf *m);
+
+/* s11-S, 1-core layout: the worker is the arbiter thread, so its frames of
+ * slot src enter the scheduler without the client-mailbox hop
+ * (sn_arbiter_enqueue_local: same order, same drop causes and counters as
+ * a scan of the mailbox). In this layout the mailboxes are never used, so
+ * nothing can be overtaken. Counted held before the enqueue: a refused
+ * frame leaves through arb_drop() at once. Takes ownership. */
+static void arb_local(struct sn_pipeline *pl, uint16_t src, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct arbset *as = pl->w_aset;
+
+	ctr_add(&pl->ps[src].st.qfq_backlog, n);
+	pl->held += n;
+	(void)sn_arbiter_enqueue_local(as->arb, as->cl[pl->wk_id][src], (void *const *)pkts, n);
+}
 
 /* The uplink copy of a due frame: through the arbiter if its port has a
  * class there (a_ready, see "Two halves"), else straight out on the
@@ -762,6 +772,10 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 	}
 	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
 		uplink_tx(pl, &m, 1, false);
+		return;
+	}
+	if (!pl->split) {
+		arb_local(pl, src, &m, 1);
 		return;
 	}
 	/* PSPAT immediate backpressure: a full mailbox is a counted drop
@@ -807,6 +821,10 @@ static void to_uplink_burst(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint
 	}
 	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
 		uplink_tx(pl, pkts, n, false);
+		return;
+	}
+	if (!pl->split) {
+		arb_local(pl, src, pkts, n);
 		return;
 	}
 	mb = pl->w_aset->mbox[pl->wk_id][src];
@@ -978,7 +996,8 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 			due[nd++] = m;
 			continue;
 		}
-		ts = sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
+		ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
+			       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
 		/* A timestamp is the end of the frame's transmission at its
 		 * rates (> now by len/rate): compared with a clock read once
 		 * per burst, when the iteration's is not late enough. */
@@ -1121,6 +1140,9 @@ uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port
 	return h > 0 ? (uint64_t)h : 0;
 }
 
+static_assert(sizeof(((struct rte_mbuf *)0)->pkt_len) == sizeof(uint32_t),
+	      "sn_arbiter_params.len_offset reads a uint32_t");
+
 /* A new arbiter set: one client per port slot, class = slot. NULL + errno. */
 static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo algo)
 {
@@ -1137,7 +1159,10 @@ static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo alg
 		.n_clists = pl->n_wk,
 		.clist_size = 256,
 		.release_burst = BATCH,
-		.item_len = arb_item_len,
+		/* s11-S: the length read in place (rte_mbuf.pkt_len), not
+		 * through a callback per item */
+		.item_len = NULL,
+		.len_offset = offsetof(struct rte_mbuf, pkt_len),
 		.release = arb_release,
 		.drop = arb_drop,
 		.oversize = arb_oversize,
