@@ -157,8 +157,9 @@ static inline int sn_arbiter_submit(struct sn_mbox *clist, struct sn_mbox *mbox,
  * lmax_raises). For a client whose producer IS the arbiter thread (a
  * worker loop that also runs do_scan, PSPAT's single-core case): the
  * mailbox hop only copies pointers there. c's mailbox must be empty (its
- * items would otherwise be overtaken). Every item is enqueued or goes to
- * drop(); returns the number enqueued. */
+ * items would otherwise be overtaken). Across clients, items enter in the
+ * order of the calls (a scan visits its active clients in its own order).
+ * Every item is enqueued or goes to drop(); returns the number enqueued. */
 uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_client *c,
 				  void *const *items, uint32_t n);
 /* One arbiter round at time now_ns (monotonic ns, same clock as create).
