@@ -555,6 +555,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 {
 	struct sn_port *up = arb ? pl->a_uplink : pl->uplink;
 	const bool remote = arb && pl->arb_remote;
+	uint64_t flags = 0;       /* s11-S: OR of the frames' ol_flags */
 	uint16_t kept;
 
 	if (!up || !sn_port_is_up(up)) {
@@ -571,10 +572,14 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	 * original completes its descriptor (sent = completed). A remote
 	 * arbiter returns GSO frames (the switch segments them on the
 	 * worker, which copies deferred ones there). */
+	const bool sync = !remote && up->tx_sync;
+
 	kept = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i], *c;
 		uint64_t pop;
+
+		flags |= m->ol_flags;
 
 		if (remote && (m->ol_flags & GSO_FLAGS)) {
 			ret_push(pl, m, RET_GSO, 0);
@@ -585,7 +590,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		/* s10-P: a PMD done with its mbufs when tx_burst returns
 		 * (sn_port_tx_sync) takes a deferred guest frame itself, from
 		 * the worker (the free in the PMD completes it on this lcore). */
-		if ((!remote && up->tx_sync) || !sn_vqtx_of(m, &pop)) {
+		if (sync || !sn_vqtx_of(m, &pop)) {
 			pkts[kept++] = m;
 			continue;
 		}
@@ -604,6 +609,11 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		pkts[kept++] = c;
 	}
 	n = kept;
+	if (!(flags & GSO_FLAGS)) {   /* s11-S: no GSO frame: one burst */
+		if (n)
+			tx_plain(pl, up, pkts, n, arb);
+		return;
+	}
 	/* Plain frames in bursts; guest GSO frames are segmented by the
 	 * switch one at a time (main's fix O), in order. */
 	for (uint16_t i = 0, run = 0; i <= n; i++) {
