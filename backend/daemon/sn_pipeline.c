@@ -26,6 +26,12 @@
  *    never exceeds the limit mid-update), removes classes of ports that lost
  *    their entry (their queued frames are counted as "policy" drops) and
  *    rebuilds the arbiter only when the algorithm changes.
+ *  - Per burst (s11-S, issue 6 throughput): the switch submits a port's
+ *    shaped frames as one burst (submit_chunk: counters once per burst;
+ *    Carousel's fast path for a frame whose timestamp is not in the future
+ *    while its port has nothing in the wheel; one mailbox publication per
+ *    burst); in the 1-core layout the worker, being the arbiter thread,
+ *    enqueues into the scheduler directly (arb_local).
  * Every frame is freed exactly once on every path; each drop has a cause.
  *
  * Two halves. The code is split into a WORKER half (submit, wheel, VM
