@@ -532,3 +532,47 @@ uint64_t sn_arbiter_idle_ns(const struct sn_arbiter *arb, struct sn_arbiter_idle
 		return 0;
 	return pol->max_sleep_ns;
 }
+
+/* ---- s11-S: items of a client on the arbiter thread, without the mailbox.
+ * The body is drain_client()'s for one chunk that is already in hand. */
+uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_client *c,
+				  void *const *items, uint32_t n)
+{
+	uint32_t lens[DRAIN_CHUNK];
+	uint32_t total = 0, in_sched = 0, class_id = c->class_id, off = arb->len_offset;
+
+	while (total < n) {
+		void *const *buf = items + total;
+		uint32_t k = SN_MIN(n - total, DRAIN_CHUNK), i, retried, enq = 0;
+
+		if (arb->item_len) {
+			for (i = 0; i < k; i++)
+				lens[i] = arb->item_len(buf[i], arb->cb_arg);
+		} else {
+			for (i = 0; i < k; i++)
+				memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
+		}
+		for (i = 0, retried = UINT32_MAX; i < k;) {
+			int r = 0;
+			uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
+							      lens + i, k - i, &r);
+
+			enq += got;
+			i += got;
+			if (i == k)
+				break;
+			if (r == -EMSGSIZE && arb->oversize && retried != i &&
+			    arb->oversize(class_id, lens[i], arb->cb_arg) == 0) {
+				arb->st.lmax_raises++;
+				retried = i;
+				continue;
+			}
+			drop_item(arb, c, buf[i++], drop_cause(r));
+		}
+		arb->st.enqueued += enq;
+		arb->st.items_in += k;
+		in_sched += enq;
+		total += k;
+	}
+	return in_sched;
+}

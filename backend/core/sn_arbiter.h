@@ -151,6 +151,17 @@ static inline int sn_arbiter_submit(struct sn_mbox *clist, struct sn_mbox *mbox,
 	return r;
 }
 
+/* s11-S (issue 6 throughput). Arbiter thread only: n items of client c go
+ * into the scheduler directly, as a scan would read them from c's mailbox
+ * (same order, same drop causes and counters: items_in, enqueued, dropped,
+ * lmax_raises). For a client whose producer IS the arbiter thread (a
+ * worker loop that also runs do_scan, PSPAT's single-core case): the
+ * mailbox hop only copies pointers there. c's mailbox must be empty (its
+ * items would otherwise be overtaken). Across clients, items enter in the
+ * order of the calls (a scan visits its active clients in its own order).
+ * Every item is enqueued or goes to drop(); returns the number enqueued. */
+uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_client *c,
+				  void *const *items, uint32_t n);
 /* One arbiter round at time now_ns (monotonic ns, same clock as create).
  * Returns the number of items released to release() during this call. */
 uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now_ns);

@@ -26,6 +26,12 @@
  *    never exceeds the limit mid-update), removes classes of ports that lost
  *    their entry (their queued frames are counted as "policy" drops) and
  *    rebuilds the arbiter only when the algorithm changes.
+ *  - Per burst (s11-S, issue 6 throughput): the switch submits a port's
+ *    shaped frames as one burst (submit_chunk: counters once per burst;
+ *    Carousel's fast path for a frame whose timestamp is not in the future
+ *    while its port has nothing in the wheel; one mailbox publication per
+ *    burst); in the 1-core layout the worker, being the arbiter thread,
+ *    enqueues into the scheduler directly (arb_local).
  * Every frame is freed exactly once on every path; each drop has a cause.
  *
  * Two halves. The code is split into a WORKER half (submit, wheel, VM
@@ -104,6 +110,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -181,6 +188,7 @@ struct pstate {
 	struct sn_tstamp ts;
 	uint32_t gen;             /* port generation this state belongs to */
 	bool shaped, has_rate, has_class;  /* has_class: policy wants a class */
+	bool has_cls;             /* s11-S: the port has flow classes (sn_classify) */
 	uint32_t room_lmax;       /* s11-V3: longest frame submitted (0: none yet) */
 	uint64_t w_returned;      /* frames taken back from the return mailbox */
 	/* Arbiter half only (the arbiter thread in 2core). */
@@ -461,6 +469,29 @@ static void count_uplink(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 	}
 }
 
+/* s11-S: count_uplink()'s per-port part for rpk frames / rby bytes of one
+ * port (sent + uplink), and its per-class part for one frame. */
+static inline void count_run(struct sn_pipeline_port_stats *st, uint64_t rpk, uint64_t rby)
+{
+	ctr_add(&st->sent_packets, rpk);
+	ctr_add(&st->sent_bytes, rby);
+	ctr_add(&st->uplink_packets, rpk);
+	ctr_add(&st->uplink_bytes, rby);
+}
+
+static void count_class_uplink(struct sn_pipeline *pl, uint16_t src, uint8_t cls, uint32_t len,
+			       bool arb)
+{
+	if (!arb || !pl->arb_remote) {
+		sn_classify_uplinked(pl->cls, src, cls, len);
+	} else if (cls < SN_POLICY_CLASSES_MAX) {
+		uint64_t *c = pl->ps[src].a_clup[cls];
+
+		ctr_add(&c[0], 1);
+		ctr_add(&c[1], len);
+	}
+}
+
 /* Frames without GSO to the uplink (up): one burst; takes ownership. */
 static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf **pkts,
 		     uint16_t n, bool arb)
@@ -469,18 +500,42 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	 * writes up->st): one writer per counter. */
 	const bool remote = arb && pl->arb_remote;
 	const uint16_t txq = arb ? pl->arb_txq : pl->txq;
-	uint64_t bytes = 0;
+	/* s11-S: what the counters need is read before tx_burst (a PMD done
+	 * with its mbufs when tx_burst returns, net_vhost, has freed them by
+	 * then) and added per run of frames of one port, not per frame. */
+	struct sn_pipeline_port_stats *sts[BATCH], *cur;
+	uint32_t lens[BATCH];
+	uint8_t cls[BATCH];
+	uint16_t srcs[BATCH];
+	uint64_t bytes = 0, rpk = 0, rby = 0;
 	uint16_t k;
 
+	SN_VERIFY(n <= BATCH);
+	for (uint16_t i = 0; i < n; i++) {
+		const struct meta *md = meta_of(pl, pkts[i]);
+
+		sts[i] = side_st(pl, pkts[i], arb);
+		lens[i] = pkts[i]->pkt_len;
+		cls[i] = md->cls;
+		srcs[i] = md->src;
+	}
 	k = rte_eth_tx_prepare(up->eth_port, txq, pkts, n);
 	k = rte_eth_tx_burst(up->eth_port, txq, pkts, k);
+	cur = k ? sts[0] : NULL;
 	for (uint16_t i = 0; i < k; i++) {
-		bytes += pkts[i]->pkt_len;
-		/* After tx_burst the PMD owns the mbuf, but its fields stay
-		 * readable until it is freed by a later tx_burst on this
-		 * queue, which only this thread calls. */
-		count_uplink(pl, pkts[i], arb);
+		if (sts[i] != cur) {
+			count_run(cur, rpk, rby);
+			cur = sts[i];
+			rpk = rby = 0;
+		}
+		rpk++;
+		rby += lens[i];
+		bytes += lens[i];
+		if (cls[i] != SN_CLASSIFY_NONE)
+			count_class_uplink(pl, srcs[i], cls[i], lens[i], arb);
 	}
+	if (k)
+		count_run(cur, rpk, rby);
 	sn_port_ctr_add(remote ? &pl->up.tx_packets : &up->st.tx_packets, k);
 	sn_port_ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
 	if (k < n)
@@ -514,6 +569,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 {
 	struct sn_port *up = arb ? pl->a_uplink : pl->uplink;
 	const bool remote = arb && pl->arb_remote;
+	uint64_t flags = 0;       /* s11-S: OR of the frames' ol_flags */
 	uint16_t kept;
 
 	if (!up || !sn_port_is_up(up)) {
@@ -530,10 +586,14 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	 * original completes its descriptor (sent = completed). A remote
 	 * arbiter returns GSO frames (the switch segments them on the
 	 * worker, which copies deferred ones there). */
+	const bool sync = !remote && up->tx_sync;
+
 	kept = 0;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i], *c;
 		uint64_t pop;
+
+		flags |= m->ol_flags;
 
 		if (remote && (m->ol_flags & GSO_FLAGS)) {
 			ret_push(pl, m, RET_GSO, 0);
@@ -544,7 +604,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		/* s10-P: a PMD done with its mbufs when tx_burst returns
 		 * (sn_port_tx_sync) takes a deferred guest frame itself, from
 		 * the worker (the free in the PMD completes it on this lcore). */
-		if ((!remote && up->tx_sync) || !sn_vqtx_of(m, &pop)) {
+		if (sync || !sn_vqtx_of(m, &pop)) {
 			pkts[kept++] = m;
 			continue;
 		}
@@ -563,6 +623,11 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		pkts[kept++] = c;
 	}
 	n = kept;
+	if (!(flags & GSO_FLAGS)) {   /* s11-S: no GSO frame: one burst */
+		if (n)
+			tx_plain(pl, up, pkts, n, arb);
+		return;
+	}
 	/* Plain frames in bursts; guest GSO frames are segmented by the
 	 * switch one at a time (main's fix O), in order. */
 	for (uint16_t i = 0, run = 0; i <= n; i++) {
@@ -583,11 +648,16 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
  * the decrement also sees the a_returning increment of a returned frame
  * (and never acknowledges a device stop while the arbiter still reads
  * guest memory of that port). */
-static inline void backlog_dec(struct sn_pipeline *owner, uint16_t src)
+static inline void backlog_sub(struct sn_pipeline *owner, uint16_t src, uint64_t k)
 {
 	uint64_t *c = &owner->ps[src].ast.qfq_backlog;
 
-	__atomic_store_n(c, *c - 1, __ATOMIC_RELEASE);
+	__atomic_store_n(c, *c - k, __ATOMIC_RELEASE);
+}
+
+static inline void backlog_dec(struct sn_pipeline *owner, uint16_t src)
+{
+	backlog_sub(owner, src, 1);
 }
 
 static void arb_release(void *const *items, uint32_t n, void *arg)
@@ -602,20 +672,42 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 	while (n) {
 		uint16_t k = (uint16_t)RTE_MIN(n, (uint32_t)BATCH);
 
+		/* s11-S: the class backlog is read once per run of frames of
+		 * one class (the whole batch was dequeued before this call, so
+		 * it is the same for each of them), counters per run. */
+		uint16_t last = UINT16_MAX;
+		struct sn_pipeline *lasto = NULL;
+		uint64_t idle = 0, nidle = 0;
+
 		for (uint16_t i = 0; i < k; i++) {
 			pkts[i] = items[i];
 			srcs[i] = meta_of(pl, pkts[i])->src;
 			owners[i] = owner_of(pl, pkts[i]);
-			if (sn_sched_class_backlog(sch, srcs[i]) == 0)
-				ctr_add(&owners[i]->ps[srcs[i]].ast.qfq_idle, 1);
+			if (srcs[i] != last || owners[i] != lasto) {
+				if (nidle)
+					ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
+				nidle = 0;
+				if (srcs[i] != last)
+					idle = sn_sched_class_backlog(sch, srcs[i]) == 0;
+				last = srcs[i];
+				lasto = owners[i];
+			}
+			nidle += idle;
 		}
+		if (nidle)
+			ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
 		if (!pl->arb_remote)
 			pl->held -= k;
 		uplink_tx(pl, pkts, k, true);
 		/* After uplink_tx: a frame counts as held (src_held) until it
-		 * is sent, freed or counted as returning. */
-		for (uint16_t i = 0; i < k; i++)
-			backlog_dec(owners[i], srcs[i]);
+		 * is sent, freed or counted as returning. One release store
+		 * per run of frames of one (worker, port). */
+		for (uint16_t i = 0, j; i < k; i = j) {
+			for (j = (uint16_t)(i + 1); j < k && srcs[j] == srcs[i] &&
+			     owners[j] == owners[i]; j++)
+				;
+			backlog_sub(owners[i], srcs[i], (uint64_t)(j - i));
+		}
 		items += k;
 		n -= k;
 	}
@@ -667,13 +759,22 @@ static int arb_oversize(uint32_t class_id, uint32_t len, void *arg)
 	return 0;
 }
 
-static uint32_t arb_item_len(const void *item, void *arg)
-{
-	(void)arg;
-	return ((const struct rte_mbuf *)item)->pkt_len;
-}
-
 static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf *m);
+
+/* s11-S, 1-core layout: the worker is the arbiter thread, so its frames of
+ * slot src enter the scheduler without the client-mailbox hop
+ * (sn_arbiter_enqueue_local: same order, same drop causes and counters as
+ * a scan of the mailbox). In this layout the mailboxes are never used, so
+ * nothing can be overtaken. Counted held before the enqueue: a refused
+ * frame leaves through arb_drop() at once. Takes ownership. */
+static void arb_local(struct sn_pipeline *pl, uint16_t src, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct arbset *as = pl->w_aset;
+
+	ctr_add(&pl->ps[src].st.qfq_backlog, n);
+	pl->held += n;
+	(void)sn_arbiter_enqueue_local(as->arb, as->cl[pl->wk_id][src], (void *const *)pkts, n);
+}
 
 /* The uplink copy of a due frame: through the arbiter if its port has a
  * class there (a_ready, see "Two halves"), else straight out on the
@@ -697,6 +798,10 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 		uplink_tx(pl, &m, 1, false);
 		return;
 	}
+	if (!pl->split) {
+		arb_local(pl, src, &m, 1);
+		return;
+	}
 	/* PSPAT immediate backpressure: a full mailbox is a counted drop
 	 * (the wheel upstream keeps the rate; deferred sources are held
 	 * back by their own ring). */
@@ -707,6 +812,56 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 	ctr_add(&ps->st.qfq_backlog, 1);
 	if (!pl->split)
 		pl->held++;
+}
+
+/* s11-S: the uplink copies of a burst of due frames of ONE port (submit's
+ * fast path), in order: fair dropping per frame as in to_uplink(), then
+ * one client-mailbox publication (sn_mbox_insert_burst + one client-list
+ * append: the same items in the same order as per-frame
+ * sn_arbiter_submit). Takes ownership. */
+static void to_uplink_burst(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n)
+{
+	const uint16_t src = meta_of(pl, pkts[0])->src;
+	struct pstate *ps = &pl->ps[src];
+	const struct pstate *aps = &pl->arbp->ps[src];   /* arbiter half's view */
+	struct sn_mbox *mb;
+	uint32_t k;
+
+	if (pl->fd) {
+		uint16_t kept = 0;
+
+		for (uint16_t i = 0; i < n; i++) {
+			struct rte_mbuf *m = pkts[i];
+
+			if (sn_fdrop_decide(pl->fd, sn_classify_flow_hash(m),
+					    m->pkt_len + pl->overhead, pl->now) == SN_FDROP_DROP)
+				drop(pl, m, SN_PL_DROP_FAIR);
+			else
+				pkts[kept++] = m;
+		}
+		n = kept;
+		if (!n)
+			return;
+	}
+	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
+		uplink_tx(pl, pkts, n, false);
+		return;
+	}
+	if (!pl->split) {
+		arb_local(pl, src, pkts, n);
+		return;
+	}
+	mb = pl->w_aset->mbox[pl->wk_id][src];
+	k = sn_mbox_insert_burst(mb, (void *const *)pkts, n);
+	if (k) {
+		(void)sn_mbox_cl_append(pl->w_aset->clist[pl->wk_id], mb);
+		ctr_add(&ps->st.qfq_backlog, k);
+		if (!pl->split)
+			pl->held += k;
+	}
+	/* PSPAT immediate backpressure, as in to_uplink(). */
+	for (uint32_t i = k; i < n; i++)
+		drop(pl, pkts[i], SN_PL_DROP_MBOX_FULL);
 }
 
 static void flush_vm(struct sn_pipeline *pl)
@@ -797,55 +952,172 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 	rte_pktmbuf_free(m);
 }
 
+/* ---- s11-S (issue 6 throughput): per-burst submit -------------------------
+ * A burst of shaped frames from one port is classified, stamped and counted
+ * as a burst (one store per counter per burst, not per frame), and the
+ * frames that need no wheel round-trip leave at the end of the burst in
+ * order, their uplink copies with one client-mailbox publication.
+ *
+ * Carousel fast path (Carousel §5.1.2: the wheel holds a packet until its
+ * timestamp; one whose timestamp is not in the future is sent at once). A
+ * frame whose consolidated timestamp ts is not in the future (ts <= the
+ * iteration clock, else <= a clock read once per burst) while its port has
+ * no frame in the wheel goes straight to dispatch: the wheel would release
+ * it at its first extract at or after ts (sn_twheel.h "never released
+ * before ts"), ahead of nothing of its port (wheel_depth 0, and every
+ * earlier frame of this burst is ahead of it in due[]), so the port's FIFO
+ * order, its timestamps (the LTS is committed exactly as on insert) and
+ * hence its rate limit, class/flow pacing and aggregate share are the
+ * same; it only leaves up to one slot + one iteration earlier, never
+ * before ts. Frames with ts in the future, or whose port has frames
+ * queued, take the wheel as before. The released_* counters then include
+ * frames released up to one burst after clock_ns (the exact-pair contract
+ * of sn_pipeline_run_seq() is about frames due at clock_ns). */
+static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n);
+
+static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
+			 struct sn_port *const *dst, uint16_t n)
+{
+	struct pstate *ps = &pl->ps[in->slot];
+	struct rte_mbuf *due[BATCH];
+	const uint64_t now = pl->now;
+	const bool has_cls = ps->has_cls;
+	uint64_t obytes = 0, rpk = 0, rbytes = 0, under = 0, wd = ps->st.wheel_depth, wd0 = wd;
+	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
+	bool fresh = false;
+	uint16_t nd = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		struct meta *md = meta_of(pl, m);
+		struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
+		struct sn_classify_res cr = { .n = 0, .cls = SN_CLASSIFY_NONE };
+		const uint32_t len = m->pkt_len;
+		uint64_t ts;
+		int rc;
+
+		md->src = in->slot;
+		md->src_gen = in->gen;
+		md->wk = (uint8_t)pl->wk_id;
+		md->dst = dst[i] ? dst[i]->slot : DST_FLOOD;
+		md->dst_gen = dst[i] ? dst[i]->gen : 0;
+		obytes += len;
+		/* The policies the frame crosses: port limit, then (issue 6
+		 * classes) its class or flow pacing and its aggregate share;
+		 * the release time is the max of theirs (Carousel §5.1.1). */
+		if (ps->has_rate) {
+			cr.pol[cr.n++] = &ps->ts;
+			under += ps->ts.lts < now;
+		}
+		if (has_cls)
+			sn_classify_frame(pl->cls, in->slot, m, now, &cr);
+		md->cls = cr.cls;
+		if (cr.n == 0) {
+			rpk++;
+			rbytes += len;
+			if (cr.cls != SN_CLASSIFY_NONE)
+				sn_classify_released(pl->cls, in->slot, cr.cls, len);
+			due[nd++] = m;
+			continue;
+		}
+		if (unlikely(len > ps->room_lmax))
+			ps->room_lmax = len;   /* s11-V3: sn_pipeline_src_room() */
+		ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
+			       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
+		/* A timestamp is the end of the frame's transmission at its
+		 * rates (> now by len/rate): compared with a clock read once
+		 * per burst, when the iteration's is not late enough. */
+		if (wd == 0 && ts > tnow && !fresh) {
+			tnow = now_ns();
+			fresh = true;
+		}
+		if (wd == 0 && ts <= tnow) {
+			/* Carousel fast path (see above). */
+			sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+			rpk++;
+			rbytes += len;
+			if (cr.cls != SN_CLASSIFY_NONE)
+				sn_classify_released(pl->cls, in->slot, cr.cls, len);
+			due[nd++] = m;
+			continue;
+		}
+		md->ts = ts;
+		rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+		if (rc) {
+			sn_classify_dropped(pl->cls, &cr, len,
+					    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
+			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+			continue;
+		}
+		sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+		if (cr.cls != SN_CLASSIFY_NONE)
+			sn_classify_accepted(pl->cls, &cr,
+					     cr.clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
+		wd++;
+	}
+	ctr_add(&ps->st.offered_packets, n);
+	ctr_add(&ps->st.offered_bytes, obytes);
+	if (under)
+		ctr_add(&ps->st.underruns, under);
+	if (wd != wd0) {
+		ctr_set(&ps->st.wheel_depth, wd);
+		pl->held += wd - wd0;
+	}
+	if (nd) {
+		ctr_add(&ps->st.released_packets, rpk);
+		ctr_add(&ps->st.released_bytes, rbytes);
+		due_flush(pl, due, nd);
+	}
+}
+
+void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
+			      struct sn_port *const *dst, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i += BATCH)
+		submit_chunk(pl, in, pkts + i, dst + i, (uint16_t)RTE_MIN(n - i, BATCH));
+}
+
 void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf *m,
 			struct sn_port *dst)
 {
-	struct pstate *ps = &pl->ps[in->slot];
-	struct meta *md = meta_of(pl, m);
-	struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
-	struct sn_classify_res cr = { .n = 0 };
-	uint64_t ts;
-	int rc;
+	submit_chunk(pl, in, &m, &dst, 1);
+}
+/* ---- end s11-S per-burst submit ---------------------------------------- */
 
-	md->src = in->slot;
-	md->src_gen = in->gen;
-	md->wk = (uint8_t)pl->wk_id;
-	md->dst = dst ? dst->slot : DST_FLOOD;
-	md->dst_gen = dst ? dst->gen : 0;
-	ctr_add(&ps->st.offered_packets, 1);
-	ctr_add(&ps->st.offered_bytes, m->pkt_len);
-	/* The policies the frame crosses: port limit, then (issue 6 classes)
-	 * its class or flow pacing and its aggregate share; the release time
-	 * is the max of theirs (Carousel §5.1.1 consolidation). */
-	if (ps->has_rate) {
-		cr.pol[cr.n++] = &ps->ts;
-		if (ps->ts.lts < pl->now)
-			ctr_add(&ps->st.underruns, 1);
+/* s11-S: deliver the frames submit released (all of one port, in order).
+ * They were taken from their ring in this iteration, so the hold check of
+ * dispatch() cannot fire for them (the hold clock is the iteration's); the
+ * uplink path checks again when the arbiter releases them (uplink_tx). */
+static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
+{
+	const struct sn_port_table *t = pl->t;
+	struct rte_mbuf *up[BATCH];
+	uint16_t nu = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = due[i];
+		const struct meta *md = meta_of(pl, m);
+		struct sn_port *p;
+
+		if (md->dst == DST_FLOOD) {
+			/* rare: the general path, after the uplink copies
+			 * before it (order on the uplink) */
+			if (nu)
+				to_uplink_burst(pl, up, nu);
+			nu = 0;
+			dispatch(pl, m);
+			continue;
+		}
+		p = t->by_slot[md->dst];
+		if (!p || p->gen != md->dst_gen || !sn_port_is_up(p))
+			drop(pl, m, SN_PL_DROP_DST_GONE);
+		else if (p->type == SN_PORT_UPLINK)
+			up[nu++] = m;
+		else
+			stage_vm(pl, p, m);
 	}
-	sn_classify_frame(pl->cls, in->slot, m, pl->now, &cr);
-	md->cls = cr.cls;
-	if (cr.n == 0) {
-		ctr_add(&ps->st.released_packets, 1);
-		ctr_add(&ps->st.released_bytes, m->pkt_len);
-		sn_classify_released(pl->cls, in->slot, cr.cls, m->pkt_len);
-		dispatch(pl, m);
-		return;
-	}
-	if (unlikely(m->pkt_len > ps->room_lmax))
-		ps->room_lmax = m->pkt_len;   /* s11-V3: sn_pipeline_src_room() */
-	ts = sn_tstamp_consolidate_peek(cr.pol, cr.n, pl->now, m->pkt_len, nx);
-	md->ts = ts;
-	rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
-	if (rc) {
-		sn_classify_dropped(pl->cls, &cr, m->pkt_len,
-				    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
-		drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
-		return;
-	}
-	sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
-	sn_classify_accepted(pl->cls, &cr, cr.clamp && ts >= pl->now + sn_twheel_horizon_ns(pl->wheel));
-	ctr_add(&ps->st.wheel_depth, 1);
-	pl->held++;
+	if (nu)
+		to_uplink_burst(pl, up, nu);
 }
 
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
@@ -920,6 +1192,9 @@ uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port
 	return h > 0 ? (uint64_t)h : 0;
 }
 
+static_assert(sizeof(((struct rte_mbuf *)0)->pkt_len) == sizeof(uint32_t),
+	      "sn_arbiter_params.len_offset reads a uint32_t");
+
 /* A new arbiter set: one client per port slot, class = slot. NULL + errno. */
 static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo algo)
 {
@@ -936,7 +1211,10 @@ static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo alg
 		.n_clists = pl->n_wk,
 		.clist_size = 256,
 		.release_burst = BATCH,
-		.item_len = arb_item_len,
+		/* s11-S: the length read in place (rte_mbuf.pkt_len), not
+		 * through a callback per item */
+		.item_len = NULL,
+		.len_offset = offsetof(struct rte_mbuf, pkt_len),
 		.release = arb_release,
 		.drop = arb_drop,
 		.oversize = arb_oversize,
@@ -1277,6 +1555,7 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 		ctr_set(&ps->st.rate_bps, w ? w->rate_bps : 0);
 		ctr_set(&ps->st.weight, w ? w->weight : 0);
 		ps->has_class = w != NULL;
+		ps->has_cls = w && w->n_classes;   /* s11-S */
 		if (!w || !w->rate_bps)
 			ps->has_rate = false;
 		else if (ps->has_rate && ps->ts.rate != w->rate_bps) {

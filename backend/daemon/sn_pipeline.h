@@ -173,6 +173,11 @@ bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in);
  * (NULL = flood to every other up port). Never fails: drops are counted. */
 void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf *m,
 			struct sn_port *dst);
+/* Worker: the same for a burst of n frames from `in`, frame i to dst[i]
+ * (s11-S: counted per burst; frames that need no wheel round-trip are
+ * delivered, or pushed to the arbiter, before it returns, in order). */
+void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
+			      struct sn_port *const *dst, uint16_t n);
 /* Worker, after polling and before its quiescent state: deliver the VM
  * copies submit() staged (staging holds port pointers of this iteration's
  * snapshot, which must not outlive the quiescent state). */

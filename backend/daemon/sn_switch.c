@@ -704,9 +704,11 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			 struct sn_port *in, struct rte_mbuf **pkts, uint16_t n, uint64_t now)
 {
 	uint64_t bytes = 0;
-	uint16_t keep = 0;
+	uint16_t keep = 0, ns = 0;
 	/* issue 6: frames of a port with a policy go through the shaper. */
 	const bool shaped = sw->pl && sn_pipeline_shaped(sw->pl, in);
+	struct rte_mbuf *spkts[SN_CONFIG_BURST_MAX];   /* s11-S: shaped frames, */
+	struct sn_port *sdst[SN_CONFIG_BURST_MAX];     /* one submit per burst */
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -742,12 +744,15 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 				continue;
 			}
 			if (shaped) {
-				sn_pipeline_submit(sw->pl, in, m, dp);
+				/* s11-S: submitted as one burst below */
+				spkts[ns] = m;
+				sdst[ns++] = dp;
 				continue;
 			}
 			stage_add(sw, in, dp, m);
 		} else if (shaped) {
-			sn_pipeline_submit(sw->pl, in, m, NULL);
+			spkts[ns] = m;
+			sdst[ns++] = NULL;
 			continue;
 		} else {
 			unsigned ndst = 0;
@@ -769,6 +774,8 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	}
 	sn_port_ctr_add(&in->st.rx_packets, n);
 	sn_port_ctr_add(&in->st.rx_bytes, bytes);
+	if (ns)
+		sn_pipeline_submit_burst(sw->pl, in, spkts, sdst, ns);
 	flush(sw);
 	/* s11-D: deferred frames delivered by copy are completed and their
 	 * mbufs recycled without a detach (sn_vqtx.h); others freed as usual. */

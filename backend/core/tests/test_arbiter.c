@@ -831,6 +831,106 @@ static void test_idle_policy(void)
 	sn_arbiter_free(arb);
 }
 
+/* s11-S: sn_arbiter_enqueue_local() is a scan of the client's mailbox
+ * without the mailbox: the same random bursts of 3 clients (QFQ weights
+ * 1:2:5, queues of 24 so that some bursts overflow, one oversize item)
+ * submitted through mailboxes + do_scan and through enqueue_local +
+ * do_scan give the same release order, times, drops and counters. */
+#define EL_N 3000
+static struct pkt el_pk[2][EL_N];
+static struct pkt *el_rel[2][EL_N], *el_drop[2][EL_N];
+static uint32_t el_nrel[2], el_ndrop[2];
+
+static int el_raise(uint32_t class_id, uint32_t len, void *arg)
+{
+	(void)arg;
+	return sn_sched_class_change(sn_arbiter_sched(ov_arb), class_id, 1 + class_id,
+				     len <= 4096 ? 4096 : len);
+}
+
+static void el_run(int local, struct sn_arbiter_stats *st)
+{
+	struct sn_arbiter *arb;
+	struct sn_arbiter_client *c[3];
+	uint64_t rnd = 12345, now = 1000;
+	uint32_t n = 0, i;
+
+	mk_oversize = el_raise;
+	arb = mk(SN_SCHED_QFQ, 100000000, 24, 24, now, 4096);
+	ov_arb = arb;
+	for (i = 0; i < 3; i++) {
+		CHECK(sn_sched_class_add(sn_arbiter_sched(arb), i, i == 0 ? 1 : i == 1 ? 2 : 5,
+					 1518) == 0);
+		c[i] = sn_arbiter_client_add(arb, i, 1024);
+	}
+	while (n < EL_N) {
+		for (i = 0; i < 3 && n < EL_N; i++) {
+			uint32_t k, b;
+			void *items[64];
+
+			rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+			b = (uint32_t)(rnd >> 59);        /* 0..31 items */
+			for (k = 0; k < b && n < EL_N; k++, n++) {
+				struct pkt *p = &el_pk[local][n];
+
+				rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+				p->len = n == 777 ? 3000 : 64 + (uint32_t)((rnd >> 33) % 1455);
+				p->client = i;
+				p->seq = n;
+				items[k] = p;
+			}
+			if (local) {
+				sn_arbiter_enqueue_local(arb, c[i], items, k);
+			} else {
+				for (b = 0; b < k; b++)
+					CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0),
+								sn_arbiter_client_mbox(c[i]),
+								items[b]) == 0);
+			}
+		}
+		now += 20000;
+		scan(arb, now);
+		for (i = 0; i < lg.n_rel; i++)
+			el_rel[local][el_nrel[local]++] = lg.rel[i];
+		for (i = 0; i < lg.n_drop; i++)
+			el_drop[local][el_ndrop[local]++] = lg.drop[i];
+		lg.n_rel = lg.n_drop = 0;
+	}
+	for (i = 0; i < 1000 && sn_arbiter_backlog(arb); i++) {
+		now += 20000;
+		scan(arb, now);
+		for (uint32_t j = 0; j < lg.n_rel; j++)
+			el_rel[local][el_nrel[local]++] = lg.rel[j];
+		lg.n_rel = 0;
+	}
+	sn_arbiter_get_stats(arb, st);
+	sn_arbiter_free(arb);
+	mk_oversize = NULL;
+}
+
+static void test_enqueue_local(void)
+{
+	struct sn_arbiter_stats a, b;
+
+	el_run(0, &a);
+	el_run(1, &b);
+	CHECK(el_nrel[0] == el_nrel[1] && el_ndrop[0] == el_ndrop[1]);
+	CHECK(el_ndrop[0] > 0 && el_nrel[0] + el_ndrop[0] == EL_N);
+	for (uint32_t i = 0; i < el_nrel[0] && i < el_nrel[1]; i++)
+		CHECK(el_rel[0][i]->seq == el_rel[1][i]->seq &&
+		      el_rel[0][i]->released_at == el_rel[1][i]->released_at);
+	/* Drops by item: a scan visits its active clients in swap-remove
+	 * order (0, 2, 1 here), the local calls came 0, 1, 2; each client's
+	 * own items keep their order either way. */
+	for (uint32_t i = 0; i < EL_N; i++)
+		CHECK(el_pk[0][i].dropped == el_pk[1][i].dropped);
+	CHECK(a.items_in == b.items_in && a.enqueued == b.enqueued && a.released == b.released);
+	CHECK(a.released_bytes == b.released_bytes && a.lmax_raises == b.lmax_raises);
+	CHECK(a.lmax_raises == 1);
+	for (unsigned k = 0; k < SN_ARBITER_DROP_NCAUSES; k++)
+		CHECK(a.dropped[k] == b.dropped[k]);
+}
+
 int main(void)
 {
 	test_params();
@@ -846,6 +946,7 @@ int main(void)
 	test_clist_overflow();
 	test_many_clients();
 	test_idle_policy();
+	test_enqueue_local();
 	test_concurrent(16);
 	test_concurrent(8192);
 	return sn_check_exit("test_arbiter");
