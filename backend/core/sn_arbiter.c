@@ -282,44 +282,56 @@ static enum sn_arbiter_drop drop_cause(int r)
 	       r == -EMSGSIZE ? SN_ARBITER_DROP_BADLEN : SN_ARBITER_DROP_NOCLASS;
 }
 
+/* Feed k (<= DRAIN_CHUNK) items of client c into its scheduler class as
+ * bursts; an item the scheduler refuses is dropped and counted, except
+ * that one too long for its class is retried once if oversize() raised
+ * the class lmax (see sn_arbiter_params.oversize). Returns how many went
+ * into the scheduler. Shared by the mailbox drain and the local enqueue. */
+static uint32_t enqueue_chunk(struct sn_arbiter *arb, struct sn_arbiter_client *c,
+			      void *const *buf, uint32_t k)
+{
+	uint32_t lens[DRAIN_CHUNK];
+	uint32_t enq = 0, class_id = c->class_id, off = arb->len_offset, i, retried;
+
+	if (arb->item_len) {
+		for (i = 0; i < k; i++)
+			lens[i] = arb->item_len(buf[i], arb->cb_arg);
+	} else {
+		for (i = 0; i < k; i++)
+			memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
+	}
+	for (i = 0, retried = UINT32_MAX; i < k;) {
+		int r = 0;
+		uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
+						      lens + i, k - i, &r);
+
+		enq += got;
+		i += got;
+		if (i == k)
+			break;
+		if (r == -EMSGSIZE && arb->oversize && retried != i &&
+		    arb->oversize(class_id, lens[i], arb->cb_arg) == 0) {
+			arb->st.lmax_raises++;
+			retried = i;
+			continue;
+		}
+		drop_item(arb, c, buf[i++], drop_cause(r));
+	}
+	return enq;
+}
+
 /* Read up to read_limit items of one client into the scheduler; returns
  * how many were read. */
 static uint32_t drain_client(struct sn_arbiter *arb, struct sn_arbiter_client *c)
 {
 	void *buf[DRAIN_CHUNK];
-	uint32_t lens[DRAIN_CHUNK];
-	uint32_t total = 0, enq = 0, class_id = c->class_id, off = arb->len_offset, retried;
+	uint32_t total = 0, enq = 0;
 
 	while (total < arb->read_limit) {
 		uint32_t want = SN_MIN(arb->read_limit - total, DRAIN_CHUNK);
-		uint32_t k = sn_mbox_extract_burst(c->mb, buf, want), i;
+		uint32_t k = sn_mbox_extract_burst(c->mb, buf, want);
 
-		if (arb->item_len) {
-			for (i = 0; i < k; i++)
-				lens[i] = arb->item_len(buf[i], arb->cb_arg);
-		} else {
-			for (i = 0; i < k; i++)
-				memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
-		}
-		for (i = 0, retried = UINT32_MAX; i < k;) {
-			int r = 0;
-			uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
-							      lens + i, k - i, &r);
-
-			enq += got;
-			i += got;
-			if (i == k)
-				break;
-			/* too long for its class: one retry if oversize() raised
-			 * the lmax (see sn_arbiter_params.oversize) */
-			if (r == -EMSGSIZE && arb->oversize && retried != i &&
-			    arb->oversize(class_id, lens[i], arb->cb_arg) == 0) {
-				arb->st.lmax_raises++;
-				retried = i;
-				continue;
-			}
-			drop_item(arb, c, buf[i++], drop_cause(r));
-		}
+		enq += enqueue_chunk(arb, c, buf, k);
 		total += k;
 		if (k < want)
 			break;
@@ -534,41 +546,16 @@ uint64_t sn_arbiter_idle_ns(const struct sn_arbiter *arb, struct sn_arbiter_idle
 }
 
 /* ---- s11-S: items of a client on the arbiter thread, without the mailbox.
- * The body is drain_client()'s for one chunk that is already in hand. */
+ * The body is drain_client()'s for chunks that are already in hand. */
 uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_client *c,
 				  void *const *items, uint32_t n)
 {
-	uint32_t lens[DRAIN_CHUNK];
-	uint32_t total = 0, in_sched = 0, class_id = c->class_id, off = arb->len_offset;
+	uint32_t total = 0, in_sched = 0;
 
 	while (total < n) {
-		void *const *buf = items + total;
-		uint32_t k = SN_MIN(n - total, DRAIN_CHUNK), i, retried, enq = 0;
+		uint32_t k = SN_MIN(n - total, DRAIN_CHUNK);
+		uint32_t enq = enqueue_chunk(arb, c, items + total, k);
 
-		if (arb->item_len) {
-			for (i = 0; i < k; i++)
-				lens[i] = arb->item_len(buf[i], arb->cb_arg);
-		} else {
-			for (i = 0; i < k; i++)
-				memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
-		}
-		for (i = 0, retried = UINT32_MAX; i < k;) {
-			int r = 0;
-			uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
-							      lens + i, k - i, &r);
-
-			enq += got;
-			i += got;
-			if (i == k)
-				break;
-			if (r == -EMSGSIZE && arb->oversize && retried != i &&
-			    arb->oversize(class_id, lens[i], arb->cb_arg) == 0) {
-				arb->st.lmax_raises++;
-				retried = i;
-				continue;
-			}
-			drop_item(arb, c, buf[i++], drop_cause(r));
-		}
 		arb->st.enqueued += enq;
 		arb->st.items_in += k;
 		in_sched += enq;
