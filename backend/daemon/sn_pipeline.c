@@ -1329,6 +1329,27 @@ static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
 	ctr_set(&pl->fair_st.on, 1);
 }
 
+/* Every frame of the wheel into pl->restamp_buf, in release order, and
+ * the wheel rewound to now, for restamp_wheel() and restamp_aggs() to
+ * insert them again; returns how many (0: empty, or more frames than the
+ * buffer holds, which the pool size rules out: logged, nothing taken). */
+static uint64_t wheel_take_all(struct sn_pipeline *pl)
+{
+	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
+	unsigned got;
+
+	if (n == 0 || n > pl->cfg.pool_nodes) {
+		if (n)
+			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
+		return 0;
+	}
+	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
+						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
+		k += got;
+	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
+	return k;
+}
+
 /* Worker half. issue 6 (live change <= 100 ms): a port whose rate changed
  * gets every frame it has in the wheel stamped again at the new rate, from
  * now on (Carousel §5.1.1: a frame's release time is a function of the
@@ -1345,18 +1366,8 @@ static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
  * "horizon". O(frames in the wheel), once per rate change, on the worker. */
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 {
-	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
-	unsigned got;
+	uint64_t k = wheel_take_all(pl);
 
-	if (n == 0 || n > pl->cfg.pool_nodes) {
-		if (n)
-			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
-		return;
-	}
-	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
-						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
-		k += got;
-	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
 	for (uint64_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pl->restamp_buf[i];
 		struct meta *md = meta_of(pl, m);
@@ -1392,15 +1403,8 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
  * period, only when the grant changed while the share owed bytes. */
 static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 {
-	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
-	unsigned got;
+	uint64_t k = wheel_take_all(pl);
 
-	if (n == 0 || n > pl->cfg.pool_nodes)
-		return;
-	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
-						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
-		k += got;
-	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
 	for (uint64_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pl->restamp_buf[i];
 		struct meta *md = meta_of(pl, m);
