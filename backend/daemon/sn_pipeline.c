@@ -974,6 +974,7 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
  * frames released up to one burst after clock_ns (the exact-pair contract
  * of sn_pipeline_run_seq() is about frames due at clock_ns). */
 static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n);
+static inline void seq_counting(struct sn_pipeline *pl);
 
 static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			 struct sn_port *const *dst, uint16_t n)
@@ -986,7 +987,17 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
 	uint16_t nd = 0;
+	/* s12-R: a submit changes counters the stats reader pairs with
+	 * clock_ns (offered, released, drops, qfq_backlog through
+	 * sn_arbiter_enqueue_local): run_seq odd across the burst, as in a
+	 * run() that counts, and even again at its end if it was even before
+	 * (a lagging run's odd value stays for the next run() to clear).
+	 * Before, a read inside a submit was reported exact with frames
+	 * offered and released but nowhere downstream yet
+	 * (tests/policy/test_stats_seq.py). One load, two stores per burst. */
+	const uint64_t seq0 = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
 
+	seq_counting(pl);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		struct meta *md = meta_of(pl, m);
@@ -1068,6 +1079,11 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		ctr_add(&ps->st.released_bytes, rbytes);
 		due_flush(pl, due, nd);
 	}
+	/* s12-R: release: the counter stores above happen before the even
+	 * value; pairs with the reader's acquire load of its first value
+	 * (sn_pipeline_run_seq()), as run()'s final store does. */
+	if (!(seq0 & 1))
+		__atomic_store_n(&pl->run_seq, seq0 + 2, __ATOMIC_RELEASE);
 }
 
 void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
