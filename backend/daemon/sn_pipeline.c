@@ -264,6 +264,8 @@ struct sn_pipeline {
 	uint64_t now;
 	uint64_t next_stats;
 	uint64_t held;            /* frames in wheel + arbiter */
+	bool seq_staged;          /* s12-R: run_seq odd for a submit's VM frames
+	                           * staged until sn_pipeline_flush() */
 	unsigned n_touched;
 	uint16_t touched[SN_PORT_MAX];
 	struct stage stage[SN_PORT_MAX];
@@ -991,10 +993,12 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	 * clock_ns (offered, released, drops, qfq_backlog through
 	 * sn_arbiter_enqueue_local): run_seq odd across the burst, as in a
 	 * run() that counts, and even again at its end if it was even before
-	 * (a lagging run's odd value stays for the next run() to clear).
-	 * Before, a read inside a submit was reported exact with frames
-	 * offered and released but nowhere downstream yet
-	 * (tests/policy/test_stats_seq.py). One load, two stores per burst. */
+	 * (a lagging run's odd value stays for the next run() to clear); with
+	 * frames for VM ports staged (counted sent by flush_vm), at the end
+	 * of sn_pipeline_flush() instead. Before, a read inside a submit was
+	 * reported exact with frames offered and released but nowhere
+	 * downstream yet (tests/policy/test_stats_seq.py). One load, two
+	 * stores per burst. */
 	const uint64_t seq0 = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
 
 	seq_counting(pl);
@@ -1082,7 +1086,11 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	/* s12-R: release: the counter stores above happen before the even
 	 * value; pairs with the reader's acquire load of its first value
 	 * (sn_pipeline_run_seq()), as run()'s final store does. */
-	if (!(seq0 & 1))
+	if (seq0 & 1)
+		return;
+	if (pl->n_touched)
+		pl->seq_staged = true;
+	else
 		__atomic_store_n(&pl->run_seq, seq0 + 2, __ATOMIC_RELEASE);
 }
 
@@ -1151,6 +1159,14 @@ bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
 void sn_pipeline_flush(struct sn_pipeline *pl)
 {
 	flush_vm(pl);
+	if (pl->seq_staged) {
+		/* s12-R: the odd value of the submit that staged them (see
+		 * submit_chunk); release pairs with the reader's acquire load
+		 * of its first value (sn_pipeline_run_seq()). */
+		pl->seq_staged = false;
+		__atomic_store_n(&pl->run_seq, __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELEASE);
+	}
 }
 
 void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *arg)
@@ -1819,6 +1835,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	 * even. Release: pairs with the reader's acquire load of its first
 	 * value (sn_pipeline_run_seq()). Lagging: stays odd. */
 	seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+	pl->seq_staged = false;   /* s12-R: flush_vm() above sent them; lagging: odd stays */
 	if (got < BATCH && (seq & 1))
 		__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELEASE);
 }
