@@ -1837,8 +1837,10 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		uint32_t agg_changed = sn_classify_tick(pl->cls, pl->now,
 							sn_twheel_horizon_ns(pl->wheel));
 
-		if (agg_changed)       /* s11-B2: new NBA grants apply to queued frames */
+		if (agg_changed) {     /* s11-B2: new NBA grants apply to queued frames */
+			seq_counting(pl);   /* s12-R: its horizon drops move wheel_depth, drops */
 			restamp_aggs(pl, agg_changed);
+		}
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
 	/* Caught up (got < BATCH): everything due at clock_ns is released;
