@@ -264,6 +264,9 @@ struct sn_pipeline {
 	uint64_t now;
 	uint64_t next_stats;
 	uint64_t held;            /* frames in wheel + arbiter */
+	uint64_t wheel_n;         /* s12-R: of which in the wheel (sn_twheel_count is O(slots)) */
+	bool seq_staged;          /* s12-R: run_seq odd for a submit's VM frames
+	                           * staged until sn_pipeline_flush() */
 	unsigned n_touched;
 	uint16_t touched[SN_PORT_MAX];
 	struct stage stage[SN_PORT_MAX];
@@ -974,6 +977,7 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
  * frames released up to one burst after clock_ns (the exact-pair contract
  * of sn_pipeline_run_seq() is about frames due at clock_ns). */
 static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n);
+static inline void seq_counting(struct sn_pipeline *pl);
 
 static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			 struct sn_port *const *dst, uint16_t n)
@@ -986,7 +990,19 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
 	uint16_t nd = 0;
+	/* s12-R: a submit changes counters the stats reader pairs with
+	 * clock_ns (offered, released, drops, qfq_backlog through
+	 * sn_arbiter_enqueue_local): run_seq odd across the burst, as in a
+	 * run() that counts, and even again at its end if it was even before
+	 * (a lagging run's odd value stays for the next run() to clear); with
+	 * frames for VM ports staged (counted sent by flush_vm), at the end
+	 * of sn_pipeline_flush() instead. Before, a read inside a submit was
+	 * reported exact with frames offered and released but nowhere
+	 * downstream yet (tests/policy/test_stats_seq.py). One load, two
+	 * stores per burst. */
+	const uint64_t seq0 = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
 
+	seq_counting(pl);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		struct meta *md = meta_of(pl, m);
@@ -1062,12 +1078,22 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	if (wd != wd0) {
 		ctr_set(&ps->st.wheel_depth, wd);
 		pl->held += wd - wd0;
+		pl->wheel_n += wd - wd0;
 	}
 	if (nd) {
 		ctr_add(&ps->st.released_packets, rpk);
 		ctr_add(&ps->st.released_bytes, rbytes);
 		due_flush(pl, due, nd);
 	}
+	/* s12-R: release: the counter stores above happen before the even
+	 * value; pairs with the reader's acquire load of its first value
+	 * (sn_pipeline_run_seq()), as run()'s final store does. */
+	if (seq0 & 1)
+		return;
+	if (pl->n_touched)
+		pl->seq_staged = true;
+	else
+		__atomic_store_n(&pl->run_seq, seq0 + 2, __ATOMIC_RELEASE);
 }
 
 void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
@@ -1135,6 +1161,14 @@ bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
 void sn_pipeline_flush(struct sn_pipeline *pl)
 {
 	flush_vm(pl);
+	if (pl->seq_staged) {
+		/* s12-R: the odd value of the submit that staged them (see
+		 * submit_chunk); release pairs with the reader's acquire load
+		 * of its first value (sn_pipeline_run_seq()). */
+		pl->seq_staged = false;
+		__atomic_store_n(&pl->run_seq, __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELEASE);
+	}
 }
 
 void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *arg)
@@ -1338,6 +1372,8 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
 	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
 	unsigned got;
 
+	SN_VERIFY(n == pl->wheel_n);   /* s12-R: the O(1) count arb_will_count() uses */
+
 	if (n == 0 || n > pl->cfg.pool_nodes) {
 		if (n)
 			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
@@ -1382,6 +1418,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 		if (rc) {
 			ctr_add(&ps->st.wheel_depth, -1ull);
 			pl->held--;
+			pl->wheel_n--;
 			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
 			continue;
 		}
@@ -1419,6 +1456,7 @@ static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 			sn_classify_dropped(pl->cls, &r, m->pkt_len, SN_CL_DROP_HORIZON);
 			ctr_add(&ps->st.wheel_depth, -1ull);
 			pl->held--;
+			pl->wheel_n--;
 			drop(pl, m, SN_PL_DROP_HORIZON);
 			continue;
 		}
@@ -1705,7 +1743,11 @@ static bool arb_will_count(const struct sn_pipeline *pl)
 
 	if (pl->split)   /* its own lcore (and clock), and no aset of its own */
 		return false;
-	in_arb = pl->held - sn_twheel_count(pl->wheel);
+	/* s12-R: wheel_n, not sn_twheel_count(): that walks every occupied
+	 * slot (~60 instructions each: 39.5k per call with 655, a 20 Mbit/s
+	 * port's full horizon of 1000 B frames), and this runs in every
+	 * iteration that releases nothing. */
+	in_arb = pl->held - pl->wheel_n;
 	if (!in_arb)
 		return false;
 	if (pl->aset_old || !pl->aset)
@@ -1767,6 +1809,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			pl->held--;
 			dispatch(pl, m);
 		}
+		pl->wheel_n -= got;   /* s12-R */
 		flush_vm(pl);
 		/* issue 6 (conformance), 1-core layout: scan after every
 		 * batch, not once per iteration. After a worker stall the
@@ -1794,8 +1837,10 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		uint32_t agg_changed = sn_classify_tick(pl->cls, pl->now,
 							sn_twheel_horizon_ns(pl->wheel));
 
-		if (agg_changed)       /* s11-B2: new NBA grants apply to queued frames */
+		if (agg_changed) {     /* s11-B2: new NBA grants apply to queued frames */
+			seq_counting(pl);   /* s12-R: its horizon drops move wheel_depth, drops */
 			restamp_aggs(pl, agg_changed);
+		}
 		pl->next_stats = pl->now + STATS_EVERY_NS;
 	}
 	/* Caught up (got < BATCH): everything due at clock_ns is released;
@@ -1803,6 +1848,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	 * even. Release: pairs with the reader's acquire load of its first
 	 * value (sn_pipeline_run_seq()). Lagging: stays odd. */
 	seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+	pl->seq_staged = false;   /* s12-R: flush_vm() above sent them; lagging: odd stays */
 	if (got < BATCH && (seq & 1))
 		__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELEASE);
 }
@@ -2029,6 +2075,7 @@ static void drain_wheel(struct sn_pipeline *pl)
 
 			ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
 			pl->held--;
+			pl->wheel_n--;
 			drop(pl, m, SN_PL_DROP_SRC_STOP);
 		}
 }

@@ -221,8 +221,10 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
 /* Any thread (issue 6, measurement): a sequence that is odd while the
  * worker's run() changes counters (policy apply, releasing frames, the
- * 1-core arbiter sending) or lags (its last run() hit the per-iteration
- * bound with frames still due, e.g. after a stall), and even between runs
+ * 1-core arbiter sending), while a submit changes them (s12-R; until
+ * sn_pipeline_flush() if it staged frames for VM ports) or lags (its
+ * last run() hit the per-iteration bound with frames still due, e.g.
+ * after a stall), and even between runs
  * that released everything due at clock_ns (acquire load); a run that
  * changes nothing moves clock_ns only. Counters read between two equal even values, with an acquire
  * fence before the second load, are exactly the state at clock_ns: a

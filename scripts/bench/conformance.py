@@ -225,7 +225,8 @@ class Schednic:
         argv += ["--port", f"{up_sock},mac=02:53:47:00:00:99"]
         for f in self.flows:   # port index, or (port index, frames[, extra flow keys])
             i, count, extra = (tuple(f) + ("",))[:3] if isinstance(f, tuple) else (f, 10**10, "")
-            argv += ["--flow", f"src={i},dst={up_idx},count={count},phase=0" +
+            dst = "" if "dst=" in extra else f",dst={up_idx}"   # default: the uplink peer
+            argv += ["--flow", f"src={i}{dst},count={count},phase=0" +
                      (f",{extra.lstrip(',')}" if extra else "")]
         if any(isinstance(f, tuple) and "lat=1" in f[2:] for f in self.flows):
             argv += ["--lat-file", str(self.lat_file)]   # sn-gen writes it at exit
