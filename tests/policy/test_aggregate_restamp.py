@@ -121,3 +121,38 @@ def test_grant_cut_restamps_queued_frames_of_every_paced_class(build_dir, case):
           f"drops {no_loss(q0, q1, allow=())}")
     assert abs(m["rate"] - AGG_NEW) / AGG_NEW < 0.05, tries
     assert no_loss(q0, q1) == {}, (q0["drops"], q1["drops"])
+
+
+def test_restamp_keeps_clamp_class_frames_queued(build_dir):
+    """A "clamp" class's frames beyond the horizon are queued at the
+    horizon (counted "clamped"), not dropped (Carousel §5.1.2). A restamp
+    takes every frame out of the wheel and puts it back: until s12 it put
+    them back with the "drop" policy, so another port's rate change
+    dropped the clamp class's queued frames as "horizon" (its backlog is
+    all beyond the horizon when it is offered twice its pacing rate). Now
+    they go back clamped: vm0 loses nothing when vm1's limit changes."""
+    pol = {"ports": {"vm0": {"classes": [{"name": "c", "proto": "udp", "rate_bps": 5_000_000,
+                                          "scope": "class", "horizon": "clamp"}]},
+                     "vm1": {"rate_bps": 10_000_000}}}
+    flows = [(0, 10**10, "udp=10.0.0.1:1000-10.0.9.9:2000"), 1]
+    pps = 2 * int(10_000_000 / (8 * FRAME))          # 10 Mbit/s from each port
+    with conf.Schednic(build_dir, ["vm0", "vm1"], pol, FRAME, pps, flows=flows) as s:
+        s.wait_flowing()
+        time.sleep(1.0)
+        got = []
+        for rate in (5_000_000, 10_000_000, 5_000_000):
+            a = s.port_policy()
+            s.rpc("policy.set", {"policy": {**pol, "ports": {**pol["ports"],
+                                                             "vm1": {"rate_bps": rate}}}})
+            time.sleep(0.5)
+            b = s.port_policy()
+            got.append({"vm0_horizon": b["vm0"]["drops"]["horizon"] - a["vm0"]["drops"]["horizon"],
+                        "vm0_lost": no_loss(a["vm0"], b["vm0"], allow=()),
+                        "vm0_clamped": b["vm0"]["classes"][0]["clamped"] -
+                        a["vm0"]["classes"][0]["clamped"],
+                        "vm0_wheel": a["vm0"]["wheel_depth"],     # when vm1 changed
+                        "vm1_rate": b["vm1"]["rate_bps"]})
+    print(f"\nvm1 rate changes: {got}")
+    for g in got:
+        assert g["vm0_clamped"] > 0 and g["vm0_wheel"] > 0, got   # vm0 was clamping, queued
+        assert g["vm0_lost"] == {}, got
