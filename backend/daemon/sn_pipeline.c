@@ -174,16 +174,19 @@ struct meta {
 	uint8_t cls;              /* flow class (sn_classify), or SN_CLASSIFY_NONE */
 	uint8_t wk;               /* worker (instance) that submitted it */
 	uint64_t ts;              /* release time in the wheel (restamp_wheel) */
-	int32_t agg_lag;          /* s12-I2: O - A of ts, or AGG_NONE (agg_lag_of) */
 };
 
 /* s12-I2 (issue 6, restamp_aggs): the release time of a frame in the wheel
  * is ts = max(O, A), A the stamp of its aggregate share, O the max over its
  * other policies (port limit, class or flow pacing) and its arrival time.
- * A new NBA grant rescales A alone, so the frame keeps O - A
- * (meta.agg_lag, ns; saturated at +-INT32_MAX: |O - A| stays below the
- * 262 ms horizon except for a "clamp" class's frames beyond it). */
-#define AGG_NONE INT32_MIN        /* meta.agg_lag: the frame has no aggregate */
+ * A new NBA grant rescales A alone, so the frame keeps O - A (ns,
+ * saturated at +-INT32_MAX: |O - A| stays below the 262 ms horizon except
+ * for a "clamp" class's frames beyond it) in an mbuf dynamic field of its
+ * own (agg_lag(), set at submit): 4 bytes, 4-aligned. In struct meta it
+ * made meta 32 bytes, the whole 8-aligned part of the mbuf's dynamic area,
+ * and a PMD registering the Rx timestamp field (net_pcap) then left no
+ * room for meta (schednicd failed to start). */
+#define AGG_NONE INT32_MIN        /* agg_lag(): the frame has no aggregate */
 
 static inline int32_t lag_of(uint64_t o, uint64_t a)
 {
@@ -203,7 +206,7 @@ static inline int32_t agg_lag_of(const struct sn_tstamp_next *nx, unsigned n, ui
 	return lag_of(o, a);
 }
 
-/* O and A of a queued frame (agg_lag != AGG_NONE) from ts = max(O, A). */
+/* O and A of a queued frame (*agg_lag() != AGG_NONE) from ts = max(O, A). */
 static inline void split_ts(uint64_t ts, int32_t lag, uint64_t *o, uint64_t *a)
 {
 	*o = lag >= 0 ? ts : ts - (uint64_t)(-(int64_t)lag);
@@ -276,6 +279,7 @@ struct sn_pipeline {
 	struct sn_policy_store *store;
 	struct sn_pipeline_config cfg;
 	int meta_off;
+	int lag_off;              /* s12-I2: agg_lag() dynamic field */
 	bool split;               /* 2-core layout: arbiter half on its own lcore */
 	uint16_t arb_txq;         /* uplink TX queue of the arbiter half */
 	struct sn_ports *reg;     /* port registry (arbiter thread's snapshots) */
@@ -363,6 +367,12 @@ static inline void ctr_set(uint64_t *c, uint64_t v)
 static inline struct meta *meta_of(const struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	return RTE_MBUF_DYNFIELD(m, pl->meta_off, struct meta *);
+}
+
+/* s12-I2: O - A of a wheel frame's ts, or AGG_NONE (see agg_lag_of). */
+static inline int32_t *agg_lag(const struct sn_pipeline *pl, struct rte_mbuf *m)
+{
+	return RTE_MBUF_DYNFIELD(m, pl->lag_off, int32_t *);
 }
 
 /* The instance (worker) that submitted m: the arbiter half counts m in its
@@ -1077,7 +1087,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		}
 		md->ts = ts;
 		/* s12-I2: the aggregate's part of ts, for restamp_aggs() */
-		md->agg_lag = cr.agg ? agg_lag_of(nx, cr.n, now) : AGG_NONE;
+		*agg_lag(pl, m) = cr.agg ? agg_lag_of(nx, cr.n, now) : AGG_NONE;
 		rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 		if (rc) {
 			sn_classify_dropped(pl->cls, &cr, len,
@@ -1412,14 +1422,15 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 		struct pstate *ps = &pl->ps[md->src];
 		struct sn_tstamp_next nx;
 		uint64_t ts = md->ts, o, a;
+		int32_t *lag = agg_lag(pl, m);
 		bool clamp = sn_classify_clamps(pl->cls, md->src, md->cls);
 		int rc;
 
 		if (changed[md->src]) {
 			ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
-			if (md->agg_lag != AGG_NONE) {
-				split_ts(md->ts, md->agg_lag, &o, &a);
-				md->agg_lag = lag_of(ts, a);
+			if (*lag != AGG_NONE) {
+				split_ts(md->ts, *lag, &o, &a);
+				*lag = lag_of(ts, a);
 				ts = RTE_MAX(ts, a);
 			}
 		}
@@ -1442,7 +1453,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
  * the wheel get the same rescaling of their aggregate stamp A
  * (sn_classify_agg_restamp), and (s12-I2) their release time is the max
  * over every policy they cross again: ts = max(O, A', now), O the stamp of
- * their port limit and class / flow pacing (meta.agg_lag), so frames of a
+ * their port limit and class / flow pacing (agg_lag()), so frames of a
  * class with its own pacing and of ports with a limit follow the grant too
  * (s11-B2 restamped only classes paced by the aggregate alone, on ports
  * without a limit: the others kept the old grant for up to the 262 ms
@@ -1466,12 +1477,13 @@ static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 		struct pstate *ps = &pl->ps[md->src];
 		struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
 		uint64_t ts = md->ts, o, a;
+		int32_t *lag = agg_lag(pl, m);
 		bool clamp = sn_classify_clamps(pl->cls, md->src, md->cls);
 
-		if (md->agg_lag != AGG_NONE) {
-			split_ts(ts, md->agg_lag, &o, &a);
+		if (*lag != AGG_NONE) {
+			split_ts(ts, *lag, &o, &a);
 			a = sn_classify_agg_restamp(pl->cls, md->src, md->cls, changed, pl->now, a);
-			md->agg_lag = lag_of(o, a);
+			*lag = lag_of(o, a);
 			ts = RTE_MAX(RTE_MAX(o, a), pl->now);
 		}
 		if (sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT)) {
@@ -1937,6 +1949,11 @@ static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
 		.size = sizeof(struct meta),
 		.align = __alignof__(struct meta),
 	};
+	static const struct rte_mbuf_dynfield lag_desc = {   /* s12-I2 */
+		.name = "sn_pipeline_agg_lag",
+		.size = sizeof(int32_t),
+		.align = __alignof__(int32_t),
+	};
 	struct sn_pipeline *pl;
 	int e;
 
@@ -1957,7 +1974,8 @@ static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
 	pl->reg = cfg->reg;
 	pl->idle_sleep_us = cfg->idle_sleep_us;
 	pl->meta_off = rte_mbuf_dynfield_register(&desc);
-	if (pl->meta_off < 0) {
+	pl->lag_off = rte_mbuf_dynfield_register(&lag_desc);
+	if (pl->meta_off < 0 || pl->lag_off < 0) {
 		e = rte_errno;
 		goto free_pl;
 	}
