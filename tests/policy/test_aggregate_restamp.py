@@ -25,6 +25,10 @@ one stats.get) the port's uplink rate over the next 30-230 ms must be the
 new 10 Mbit/s (within 5 %). Before the change it read ~20 Mbit/s there:
 the queued frames kept their stamps. Nothing is lost inside schednic but
 the share's own "horizon" drops.
+
+Also here: a restamp puts a "clamp" class's frames back clamped (they
+were dropped), and every flow's frames leave in order across restamps
+(net_pcap uplink, sequence numbers in sn-gen's payload).
 """
 import struct
 import sys
