@@ -242,7 +242,13 @@ void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, 
 		     j++)
 			;
 		if (j < SN_POLICY_AGGS_MAX && old[j].nba == pa->nba) {
-			*a = old[j];       /* same NBA instance: state and counters carry on */
+			/* Same NBA instance: state and counters carry on, and
+			 * so does its epoch: a grant the NBA already moved
+			 * (an aggregate rate change recomputed before this
+			 * apply) is adopted by the next tick() with the
+			 * rescale of the share's queued frames (s12-I2: taken
+			 * here, it skipped that restamp). */
+			*a = old[j];
 			SN_VERIFY(sn_tstamp_set(&a->ts, a->ts.rate, pa->burst_bytes) == 0);
 		} else {
 			memset(a, 0, sizeof(*a));
@@ -250,9 +256,9 @@ void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, 
 			snprintf(a->name, sizeof(a->name), "%s", pa->name);
 			SN_VERIFY(sn_tstamp_init(&a->ts, SN_TSTAMP_RATE_MIN, pa->burst_bytes, now) == 0);
 			a->nba = pa->nba;
+			a->epoch = sn_nba_epoch(a->nba);
+			agg_set_grant(a, c->worker);
 		}
-		a->epoch = sn_nba_epoch(a->nba);
-		agg_set_grant(a, c->worker);
 	}
 }
 
@@ -372,6 +378,7 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
 	r->slot = slot;
 	r->cls = SN_CLASSIFY_NONE;
 	r->clamp = false;
+	r->agg = false;
 	if (n == 0 || !parse(m, &key))
 		return;
 	for (i = 0; i < n; i++)
@@ -401,6 +408,7 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
 		ctr_add(&a->st.offered_packets, 1);
 		ctr_add(&a->st.offered_bytes, m->pkt_len);
 		r->pol[r->n++] = &a->ts;
+		r->agg = true;
 	}
 }
 
@@ -535,16 +543,23 @@ uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_
 }
 
 uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uint8_t cls,
-				 uint32_t changed, uint64_t now, uint64_t ts)
+				 uint32_t changed, uint64_t now, uint64_t a)
 {
 	const struct cls *kc;
 
-	if (ts <= now || cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= c->n_cls[slot])
-		return ts;
+	if (a <= now || cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= c->n_cls[slot])
+		return a;
 	kc = &c->cls[slot][cls];
-	if (kc->has_ts || kc->agg < 0 || !(changed & (1u << kc->agg)))
-		return ts;
-	return now + (uint64_t)((double)(ts - now) * c->agg[kc->agg].scale);
+	if (kc->agg < 0 || !(changed & (1u << kc->agg)))
+		return a;
+	return now + (uint64_t)((double)(a - now) * c->agg[kc->agg].scale);
+}
+
+bool sn_classify_clamps(const struct sn_classify *c, uint16_t slot, uint8_t cls)
+{
+	if (cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= c->n_cls[slot])
+		return false;
+	return c->cls[slot][cls].clamp;
 }
 
 int sn_classify_class_stats(const struct sn_classify *c, uint16_t slot, unsigned cls,

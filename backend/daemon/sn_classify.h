@@ -75,6 +75,7 @@ struct sn_classify_res {
 	uint16_t slot;
 	uint8_t cls;               /* SN_CLASSIFY_NONE = no class */
 	bool clamp;                /* the class says horizon "clamp" */
+	bool agg;                  /* s12-I2: pol[n - 1] is the aggregate share */
 };
 
 /* Main thread. max_flows 0 = SN_CLASSIFY_FLOWS_DEF. NULL + errno. */
@@ -115,13 +116,18 @@ void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uin
  * drops), and the frames they stamped are due for the same rescaling
  * (sn_classify_agg_restamp). 0: nothing to do. */
 uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_ns);
-/* Worker: release time of a queued frame of class (slot, cls), stamped
- * ts, after sn_classify_tick() returned `changed` at `now`: rescaled like
- * its aggregate's LTS if the class belongs to one of them and has no
- * pacing of its own (the aggregate set the stamp), else ts. The caller
- * checks the port's own limit. */
+/* Worker: the aggregate share's part `a` of the release time of a queued
+ * frame of class (slot, cls) (the stamp its aggregate gave it), after
+ * sn_classify_tick() returned `changed` at `now`: rescaled like the
+ * aggregate's LTS (now + (a - now) * old / new) if the class's aggregate
+ * is in `changed` and a > now, else a. The caller consolidates it with the
+ * frame's other policies (s12-I2: classes with their own pacing and ports
+ * with a limit too; sn_pipeline.c restamp_aggs). */
 uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uint8_t cls,
-				 uint32_t changed, uint64_t now, uint64_t ts);
+				 uint32_t changed, uint64_t now, uint64_t a);
+/* Worker: the class (slot, cls) says horizon "clamp" (false: no such
+ * class, or "drop"). */
+bool sn_classify_clamps(const struct sn_classify *c, uint16_t slot, uint8_t cls);
 
 /* Any thread. -ENOENT if the slot has no such class / aggregate. */
 int sn_classify_class_stats(const struct sn_classify *c, uint16_t slot, unsigned cls,

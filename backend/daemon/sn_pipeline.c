@@ -176,6 +176,43 @@ struct meta {
 	uint64_t ts;              /* release time in the wheel (restamp_wheel) */
 };
 
+/* s12-I2 (issue 6, restamp_aggs): the release time of a frame in the wheel
+ * is ts = max(O, A), A the stamp of its aggregate share, O the max over its
+ * other policies (port limit, class or flow pacing) and its arrival time.
+ * A new NBA grant rescales A alone, so the frame keeps O - A (ns,
+ * saturated at +-INT32_MAX: |O - A| stays below the 262 ms horizon except
+ * for a "clamp" class's frames beyond it) in an mbuf dynamic field of its
+ * own (agg_lag(), set at submit): 4 bytes, 4-aligned. In struct meta it
+ * made meta 32 bytes, the whole 8-aligned part of the mbuf's dynamic area,
+ * and a PMD registering the Rx timestamp field (net_pcap) then left no
+ * room for meta (schednicd failed to start). */
+#define AGG_NONE INT32_MIN        /* agg_lag(): the frame has no aggregate */
+
+static inline int32_t lag_of(uint64_t o, uint64_t a)
+{
+	int64_t d = (int64_t)(o - a);
+
+	return (int32_t)RTE_MAX(RTE_MIN(d, (int64_t)INT32_MAX), -(int64_t)INT32_MAX);
+}
+
+/* At submit: nx[0..n-1] the policies' next LTS, nx[n - 1] the aggregate
+ * share's (sn_classify_res.agg); stamps as sn_tstamp_peek() returns them. */
+static inline int32_t agg_lag_of(const struct sn_tstamp_next *nx, unsigned n, uint64_t now)
+{
+	uint64_t o = now, a = RTE_MAX(nx[n - 1].lts + (nx[n - 1].lts_rem != 0), now);
+
+	for (unsigned i = 0; i + 1 < n; i++)
+		o = RTE_MAX(o, nx[i].lts + (nx[i].lts_rem != 0));
+	return lag_of(o, a);
+}
+
+/* O and A of a queued frame (*agg_lag() != AGG_NONE) from ts = max(O, A). */
+static inline void split_ts(uint64_t ts, int32_t lag, uint64_t *o, uint64_t *a)
+{
+	*o = lag >= 0 ? ts : ts - (uint64_t)(-(int64_t)lag);
+	*a = lag >= 0 ? ts - (uint64_t)lag : ts;
+}
+
 /* What the worker does with a frame from the return mailbox. */
 enum { RET_SENT = 0, RET_DROP, RET_GSO };
 
@@ -242,6 +279,7 @@ struct sn_pipeline {
 	struct sn_policy_store *store;
 	struct sn_pipeline_config cfg;
 	int meta_off;
+	int lag_off;              /* s12-I2: agg_lag() dynamic field */
 	bool split;               /* 2-core layout: arbiter half on its own lcore */
 	uint16_t arb_txq;         /* uplink TX queue of the arbiter half */
 	struct sn_ports *reg;     /* port registry (arbiter thread's snapshots) */
@@ -332,6 +370,12 @@ static inline void ctr_set(uint64_t *c, uint64_t v)
 static inline struct meta *meta_of(const struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	return RTE_MBUF_DYNFIELD(m, pl->meta_off, struct meta *);
+}
+
+/* s12-I2: O - A of a wheel frame's ts, or AGG_NONE (see agg_lag_of). */
+static inline int32_t *agg_lag(const struct sn_pipeline *pl, struct rte_mbuf *m)
+{
+	return RTE_MBUF_DYNFIELD(m, pl->lag_off, int32_t *);
 }
 
 /* The instance (worker) that submitted m: the arbiter half counts m in its
@@ -1058,6 +1102,8 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 			continue;
 		}
 		md->ts = ts;
+		/* s12-I2: the aggregate's part of ts, for restamp_aggs() */
+		*agg_lag(pl, m) = cr.agg ? agg_lag_of(nx, cr.n, now) : AGG_NONE;
 		rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 		if (rc) {
 			sn_classify_dropped(pl->cls, &cr, len,
@@ -1393,13 +1439,15 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  * horizon). The wheel has no per-port removal, so all its frames are taken
  * out in release order (the far-future extract keeps each port's order),
  * the empty wheel is rewound to now, and every frame goes back: changed
- * ports' frames on a fresh timestamp chain starting now (the port limit
- * only: the class/aggregate stamps of those frames are not replayed), the
- * others at their own stamp (meta.ts; same slot order, so FIFO within a
- * slot is kept). New arrivals chain after the restamped backlog. A
- * restamped frame that lands beyond the horizon (a big rate cut with a
- * full wheel) is what the shaper drops at the new rate anyway: counted as
- * "horizon". O(frames in the wheel), once per rate change, on the worker. */
+ * ports' frames on a fresh timestamp chain starting now, consolidated with
+ * their aggregate share's stamp (s12-I2; their class / flow pacing stamp
+ * is not replayed), the others at their own stamp (meta.ts; same slot
+ * order, so FIFO within a slot is kept). New arrivals chain after the
+ * restamped backlog. A restamped frame that lands beyond the horizon (a
+ * big rate cut with a full wheel) is what the shaper drops at the new rate
+ * anyway: counted as "horizon"; one of a "clamp" class is queued at the
+ * horizon (s12-I2: it was dropped too). O(frames in the wheel), once per
+ * rate change, on the worker. */
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 {
 	uint64_t k = wheel_take_all(pl);
@@ -1409,12 +1457,20 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 		struct meta *md = meta_of(pl, m);
 		struct pstate *ps = &pl->ps[md->src];
 		struct sn_tstamp_next nx;
-		uint64_t ts = md->ts;
+		uint64_t ts = md->ts, o, a;
+		int32_t *lag = agg_lag(pl, m);
+		bool clamp = sn_classify_clamps(pl->cls, md->src, md->cls);
 		int rc;
 
-		if (changed[md->src])
+		if (changed[md->src]) {
 			ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
-		rc = sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT);
+			if (*lag != AGG_NONE) {
+				split_ts(md->ts, *lag, &o, &a);
+				*lag = lag_of(ts, a);
+				ts = RTE_MAX(ts, a);
+			}
+		}
+		rc = sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 		if (rc) {
 			ctr_add(&ps->st.wheel_depth, -1ull);
 			pl->held--;
@@ -1431,28 +1487,43 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 /* Worker half. s11-B2 (issue 6, NBA): a new grant of an aggregate applies
  * to the frames its share already queued: sn_classify_tick() rescaled the
  * share's LTS and returned the aggregates in `changed`; their frames in
- * the wheel get the same rescaling (sn_classify_agg_restamp: frames of a
- * class paced by the aggregate alone; a port limit or class pacing keeps
- * its stamp), the others keep theirs. Same extract / rewind / reinsert as
- * restamp_wheel(); a frame that lands beyond the horizon (a grant cut
- * with a full wheel) is what the share drops at the new grant anyway:
- * counted as "horizon". O(frames in the wheel), at most once per NBA
- * period, only when the grant changed while the share owed bytes. */
+ * the wheel get the same rescaling of their aggregate stamp A
+ * (sn_classify_agg_restamp), and (s12-I2) their release time is the max
+ * over every policy they cross again: ts = max(O, A', now), O the stamp of
+ * their port limit and class / flow pacing (agg_lag()), so frames of a
+ * class with its own pacing and of ports with a limit follow the grant too
+ * (s11-B2 restamped only classes paced by the aggregate alone, on ports
+ * without a limit: the others kept the old grant for up to the 262 ms
+ * horizon). Per flow the order stays FIFO: A' and O are nondecreasing in
+ * a flow's arrival order, and the frames go back in release order. Same
+ * extract / rewind / reinsert as restamp_wheel(); a frame that lands beyond
+ * the horizon (a grant cut with a full wheel; the share's LTS is capped
+ * there) is what the share drops at the new grant anyway: counted as
+ * "horizon", or queued at the horizon for a "clamp" class (counted
+ * "clamped" if the restamp put it there). O(frames in the wheel), at most
+ * once per NBA period, only when the grant changed while the share owed
+ * bytes. */
 static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 {
+	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
 	uint64_t k = wheel_take_all(pl);
 
 	for (uint64_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pl->restamp_buf[i];
 		struct meta *md = meta_of(pl, m);
 		struct pstate *ps = &pl->ps[md->src];
-		uint64_t ts = md->ts;
+		struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
+		uint64_t ts = md->ts, o, a;
+		int32_t *lag = agg_lag(pl, m);
+		bool clamp = sn_classify_clamps(pl->cls, md->src, md->cls);
 
-		if (!ps->has_rate)
-			ts = sn_classify_agg_restamp(pl->cls, md->src, md->cls, changed, pl->now, ts);
-		if (sn_twheel_insert(pl->wheel, m, ts, SN_TWHEEL_REJECT)) {
-			struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
-
+		if (*lag != AGG_NONE) {
+			split_ts(ts, *lag, &o, &a);
+			a = sn_classify_agg_restamp(pl->cls, md->src, md->cls, changed, pl->now, a);
+			*lag = lag_of(o, a);
+			ts = RTE_MAX(RTE_MAX(o, a), pl->now);
+		}
+		if (sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT)) {
 			sn_classify_dropped(pl->cls, &r, m->pkt_len, SN_CL_DROP_HORIZON);
 			ctr_add(&ps->st.wheel_depth, -1ull);
 			pl->held--;
@@ -1460,6 +1531,8 @@ static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 			drop(pl, m, SN_PL_DROP_HORIZON);
 			continue;
 		}
+		if (clamp && ts >= hz && md->ts < hz)
+			sn_classify_accepted(pl->cls, &r, true);
 		md->ts = ts;
 	}
 }
@@ -1922,6 +1995,11 @@ static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
 		.size = sizeof(struct meta),
 		.align = __alignof__(struct meta),
 	};
+	static const struct rte_mbuf_dynfield lag_desc = {   /* s12-I2 */
+		.name = "sn_pipeline_agg_lag",
+		.size = sizeof(int32_t),
+		.align = __alignof__(int32_t),
+	};
 	struct sn_pipeline *pl;
 	int e;
 
@@ -1942,7 +2020,8 @@ static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
 	pl->reg = cfg->reg;
 	pl->idle_sleep_us = cfg->idle_sleep_us;
 	pl->meta_off = rte_mbuf_dynfield_register(&desc);
-	if (pl->meta_off < 0) {
+	pl->lag_off = rte_mbuf_dynfield_register(&lag_desc);
+	if (pl->meta_off < 0 || pl->lag_off < 0) {
 		e = rte_errno;
 		goto free_pl;
 	}

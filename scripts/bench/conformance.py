@@ -155,7 +155,7 @@ class Schednic:
 
     def __init__(self, build_dir, ports, policy, size, pps, sample_ms=100,
                  flows=None, workdir=None, port_extra=None, queue_size=4096, datapath=None,
-                 eal=None, datapath_extra=None):
+                 eal=None, datapath_extra=None, queues=1):
         self.build = Path(build_dir)
         self.dir = Path(workdir or tempfile.mkdtemp(prefix=f"sn-conf{TAG}-", dir="/tmp"))
         self.own_dir = workdir is None
@@ -166,6 +166,17 @@ class Schednic:
         self.datapath = {**(datapath or {}), **(datapath_extra or {})}   # merged into the config
         self.eal = eal or {}
         self.flows = flows if flows is not None else list(range(len(ports)))
+        # queue pairs of every port (uplink net_vhost, VM ports, sn-gen's
+        # drivers): layouts 2core / ncore transmit on uplink TX queues
+        # 1..W, which net_vhost enables only for a driver with that many
+        # pairs, and DPDK 22.11's virtio-user cannot mix MQ and one-queue
+        # backends (tests/datapath/test_multiqueue.py), so all ports get N.
+        # sn-gen's mempool holds 8192 mbufs per port: N RX rings of
+        # queue_size each must fit in it, or the last rings filled get no
+        # buffers and the daemon's TX to them fails silently (ring_full):
+        # queue_size is capped at the power of two <= 4096 / N
+        self.queues = queues
+        self.queue_size = min(queue_size, 1 << (4096 // queues).bit_length() - 1)
         self.daemon = self.gen = None
         n = f"{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
         self.dprefix, self.gprefix = f"sn-conf{TAG}-d-{n}", f"sn-conf{TAG}-g-{n}"
@@ -194,9 +205,11 @@ class Schednic:
                     "worker_cpu": 1, **self.eal},
             "control": {"socket": self.ctl},
             "datapath": {"mbufs": 32767, **self.datapath},
-            "uplink": {"name": "uplink", "devargs": f"net_vhost0,iface={up_sock},queues=1"},
+            "uplink": {"name": "uplink",
+                       "devargs": f"net_vhost0,iface={up_sock},queues={self.queues}"},
             "ports": [{"name": p, "type": "vhost-user", "path": str(self.dir / f"{p}.sock"),
-                       "mode": "server", **self.port_extra.get(p, {})} for p in self.ports],
+                       "mode": "server", **({"queues": self.queues} if self.queues > 1 else {}),
+                       **self.port_extra.get(p, {})} for p in self.ports],
             "policy": self.policy,
         }
         (self.dir / "schednicd.json").write_text(json.dumps(cfg))
@@ -216,6 +229,8 @@ class Schednic:
                 "--settle", "0", "--size", str(self.size), "--rate", str(self.pps),
                 "--queue-size", str(self.queue_size), "--mem", "512",
                 "--sample-ms", str(self.sample_ms), "--sample-file", str(self.samples)]
+        if self.queues > 1:
+            argv += ["--queues", str(self.queues)]
         if any(e.get("completion") == "deferred" for e in self.port_extra.values()):
             # deferred ports hold long only for a guest that opted in
             # (issue 7): mark TX headers like the patched guest driver
