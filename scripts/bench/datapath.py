@@ -45,7 +45,8 @@ whose poll of it found nothing, held occupancy over the window) and
 "sched" (share of the window sn-gen's and the switch's busiest thread
 spent on a CPU and waiting for one); see backend/daemon/README.md
 "Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
-every mode and the testpmd baseline alike.
+every mode and the testpmd baseline alike, --tx-free-thresh its TX reclaim
+threshold (s12-D2; default 0 = the virtio PMD's own) likewise.
 Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
 the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
@@ -328,7 +329,8 @@ class Bench:
         prefix = self.prefix("gen")
         argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
-                "--log-level", "warning", "--queue-size", a.queue_size, *extra]
+                "--log-level", "warning", "--queue-size", a.queue_size,
+                "--tx-free-thresh", a.tx_free_thresh, *extra]
         for s in socks:
             argv += ["--port", s]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
@@ -466,6 +468,9 @@ def main():
     ap.add_argument("--queue-size", type=int, default=1024,
                     help="virtqueue size of sn-gen's virtio-user ports, the same in every mode "
                          "and for testpmd (the driver sets it; default 1024, sn-gen's default)")
+    ap.add_argument("--tx-free-thresh", type=int, default=0,
+                    help="sn-gen's TX reclaim threshold (virtio PMD tx_free_thresh), the same in "
+                         "every mode and for testpmd (default 0 = the PMD's own)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")
     args = ap.parse_args()
@@ -473,6 +478,8 @@ def main():
         ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
     if args.queue_size not in (64, 128, 256, 512, 1024, 2048, 4096):
         ap.error("--queue-size: a power of two, 64..4096")
+    if not 0 <= args.tx_free_thresh < args.queue_size - 3:
+        ap.error("--tx-free-thresh: 0 (the PMD's default) .. queue size - 4")
 
     modes = args.modes.split(",")
     for m in modes:
@@ -519,6 +526,7 @@ def main():
     out = {
         "packet_size": args.size,
         "queue_size": args.queue_size,
+        "tx_free_thresh": args.tx_free_thresh,
         "testpmd_mpps": round(tp, 3),
         "testpmd_proxies": median_proxies(runs["testpmd"]),
         "modes": out_modes,
