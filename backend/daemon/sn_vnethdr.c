@@ -49,7 +49,7 @@ int sn_vnethdr_parse(const struct sn_vring_pkt *p, struct sn_vnethdr_offl *o)
 	uint8_t proto;
 
 	memset(o, 0, sizeof(*o));
-	if (flags == 0 && h->gso_type == SN_VNET_GSO_NONE)
+	if (flags == 0 && h->gso_type == SN_VNET_GSO_NONE)   /* = sn_vnethdr_none() */
 		return 0;
 	if (flags != SN_VNET_F_NEEDS_CSUM || !pkt_read(p, 0, &eth, sizeof(eth)))
 		return -EINVAL;

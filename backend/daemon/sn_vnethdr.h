@@ -23,6 +23,7 @@
 #ifndef SN_VNETHDR_H
 #define SN_VNETHDR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sn_vring.h"
@@ -43,5 +44,14 @@ struct sn_vnethdr_offl {
 /* 0 (o filled; ol_flags 0 when the header asks for nothing) or -EINVAL
  * (invalid or unsupported request: the caller drops the frame). */
 int sn_vnethdr_parse(const struct sn_vring_pkt *p, struct sn_vnethdr_offl *o);
+
+/* s12-D2: true when the header asks for nothing (the common frame; the
+ * same test sn_vnethdr_parse() starts with): the caller may skip the
+ * parse and treat o->ol_flags as 0. */
+static inline bool sn_vnethdr_none(const struct sn_vring_pkt *p)
+{
+	return (p->hdr.flags & ~SN_VNET_F_DATA_VALID) == 0 &&
+	       p->hdr.gso_type == SN_VNET_GSO_NONE;
+}
 
 #endif /* SN_VNETHDR_H */

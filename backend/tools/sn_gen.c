@@ -91,7 +91,12 @@ static void usage(FILE *out)
 "  --no-learn             no initial broadcast from each port's MAC\n"
 "  --marker               write the deferred-completion opt-in marker\n"
 "                         (num_buffers = 0x5344) in every TX virtio-net header,\n"
-"                         as the patched guest driver does\n"
+"                         as the patched guest driver does (bench mode: once\n"
+"                         per frame as it is built, not in a TX callback)\n"
+"  --tx-free-thresh N     TX queues' tx_free_thresh (default 0 = the PMD's,\n"
+"                         min(size/4, 32)): the virtio PMD reclaims completed\n"
+"                         TX descriptors in bulk once more than size - N are\n"
+"                         used, else one per frame when the ring is full\n"
 "Timing:\n"
 "  --duration S           bench window / echo run time / count cap (0 = none)\n"
 "  --warmup S             bench warmup (default 2)\n"
@@ -255,7 +260,7 @@ enum {
 	OPT_RATE, OPT_NOLEARN, OPT_DURATION, OPT_WARMUP, OPT_GRACE, OPT_PHASEGAP,
 	OPT_SETTLE, OPT_CONNECT, OPT_SYNC, OPT_ECHOIP, OPT_ECHOPORT, OPT_CPU, OPT_MEM,
 	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_MARKER, OPT_QUEUES, OPT_SAMPLEMS,
-	OPT_SAMPLEFILE, OPT_LATFILE,
+	OPT_SAMPLEFILE, OPT_LATFILE, OPT_TXFREE,
 };
 
 struct cli {
@@ -298,6 +303,7 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		{"sample-ms", required_argument, NULL, OPT_SAMPLEMS},
 		{"sample-file", required_argument, NULL, OPT_SAMPLEFILE},
 		{"lat-file", required_argument, NULL, OPT_LATFILE},
+		{"tx-free-thresh", required_argument, NULL, OPT_TXFREE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -346,7 +352,11 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 			break;
 		case OPT_RATE: bad |= parse_u64(optarg, 1000000000, &g->rate_pps) != 0; break;
 		case OPT_NOLEARN: g->learn = 0; break;
-		case OPT_MARKER: c->marker = 1; break;
+		case OPT_MARKER: c->marker = 1; g->marker = 1; break;
+		case OPT_TXFREE:
+			bad |= parse_u64(optarg, 4093, &n) != 0;
+			g->tx_free_thresh = (uint16_t)n;
+			break;
 		case OPT_DURATION: bad |= parse_secs(optarg, &g->duration_s) != 0; break;
 		case OPT_WARMUP: bad |= parse_secs(optarg, &g->warmup_s) != 0; break;
 		case OPT_GRACE: bad |= parse_secs(optarg, &g->grace_s) != 0; break;
@@ -457,18 +467,15 @@ static int build_eal_args(const struct cli *c, char *store, size_t cap,
  * push it there (one segment, refcnt 1 — every sn-gen frame) and writes
  * every field but num_buffers; put the opt-in marker of
  * guest-driver-patch/README.md there first. */
-#define MARKER_MAGIC 0x5344
-#define VNET_HDR_LEN 12
-
 static uint16_t marker_cb(uint16_t port, uint16_t queue, struct rte_mbuf **pkts,
 			  uint16_t n, void *arg)
 {
 	(void)port, (void)queue, (void)arg;
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
-		uint16_t v = rte_cpu_to_le_16(MARKER_MAGIC);
+		uint16_t v = rte_cpu_to_le_16(SN_GEN_MARKER_MAGIC);
 
-		if (rte_pktmbuf_headroom(m) >= VNET_HDR_LEN)
+		if (rte_pktmbuf_headroom(m) >= SN_GEN_VNET_HDR_LEN)
 			memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, -2), &v, sizeof(v));
 	}
 	return n;
@@ -500,7 +507,10 @@ static int port_setup(struct sn_gen *g, const struct cli *c, unsigned int i)
 		return rc < 0 ? rc : -ENODEV;
 	}
 	uint16_t qsize = (uint16_t)c->qsize;
+	struct rte_eth_txconf txc;
+
 	memset(&conf, 0, sizeof(conf));
+	memset(&txc, 0, sizeof(txc));
 	p->nq = g->queues;
 	{
 		/* virtio-user in server mode re-accepts a restarted vhost backend
@@ -508,6 +518,7 @@ static int port_setup(struct sn_gen *g, const struct cli *c, unsigned int i)
 		struct rte_eth_dev_info info;
 
 		if (rte_eth_dev_info_get(p->id, &info) == 0) {
+			txc = info.default_txconf;
 			if (info.dev_flags && (*info.dev_flags & RTE_ETH_DEV_INTR_LSC))
 				conf.intr_conf.lsc = 1;
 			/* A backend without MQ: the driver offers one pair. */
@@ -521,9 +532,17 @@ static int port_setup(struct sn_gen *g, const struct cli *c, unsigned int i)
 		fprintf(stderr, "sn-gen: port %u (%s) configure: %s\n", i, p->path, rte_strerror(-rc));
 		return rc;
 	}
+	/* --tx-free-thresh (s12-D2): the virtio PMD rejects >= size - 3. */
+	if (g->tx_free_thresh && g->tx_free_thresh >= qsize - 3) {
+		fprintf(stderr, "sn-gen: --tx-free-thresh %u: must be < queue size - 3 (%u)\n",
+			g->tx_free_thresh, qsize - 3);
+		return -EINVAL;
+	}
+	txc.tx_free_thresh = g->tx_free_thresh;
 	for (uint16_t q = 0; q < p->nq; q++)
 		if ((rc = rte_eth_rx_queue_setup(p->id, q, qsize, rte_socket_id(), NULL, g->mp)) != 0 ||
-		    (rc = rte_eth_tx_queue_setup(p->id, q, qsize, rte_socket_id(), NULL)) != 0) {
+		    (rc = rte_eth_tx_queue_setup(p->id, q, qsize, rte_socket_id(),
+						 g->tx_free_thresh ? &txc : NULL)) != 0) {
 			fprintf(stderr, "sn-gen: port %u (%s) queue %u: %s\n", i, p->path, q,
 				rte_strerror(-rc));
 			return rc;
@@ -534,7 +553,7 @@ static int port_setup(struct sn_gen *g, const struct cli *c, unsigned int i)
 		return rc;
 	}
 	for (uint16_t q = 0; c->marker && q < p->nq; q++)  /* every TX queue */
-		if (!rte_eth_add_tx_callback(p->id, q, marker_cb, NULL)) {
+		if (!(p->marker_cb[q] = rte_eth_add_tx_callback(p->id, q, marker_cb, NULL))) {
 			fprintf(stderr, "sn-gen: port %u: cannot add the marker tx callback (queue %u)\n",
 				i, q);
 			return -ENOTSUP;

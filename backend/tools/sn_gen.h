@@ -19,10 +19,18 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+struct rte_eth_rxtx_callback;   /* rte_ethdev.h */
+
 #define SN_GEN_MAX_PORTS 8
 #define SN_GEN_MAX_FLOWS 32
 #define SN_GEN_BURST_MAX 64
 #define SN_GEN_MAX_QUEUES 8
+
+/* --marker: the deferred-completion opt-in marker (guest-driver-patch/
+ * README.md) in num_buffers, the last 2 bytes of the 12-byte virtio-net
+ * header the virtio PMD pushes right before the frame. */
+#define SN_GEN_MARKER_MAGIC 0x5344
+#define SN_GEN_VNET_HDR_LEN 12
 
 enum sn_gen_mode { SN_GEN_BENCH, SN_GEN_COUNT, SN_GEN_ECHO };
 
@@ -45,6 +53,10 @@ struct sn_gen_port {
 	int link_up;
 	uint64_t link_downs;         /* up -> down transitions seen */
 	uint64_t rx_q[SN_GEN_MAX_QUEUES], tx_q[SN_GEN_MAX_QUEUES]; /* per queue */
+	/* --marker: the TX callback of each queue (NULL without --marker);
+	 * bench mode removes queue 0's and marks its frames as it builds
+	 * them (s12-D2). */
+	const struct rte_eth_rxtx_callback *marker_cb[SN_GEN_MAX_QUEUES];
 };
 
 struct sn_gen_flow {
@@ -82,6 +94,8 @@ struct sn_gen {
 	uint16_t queues;             /* --queues: queue pairs asked per port */
 	uint64_t rate_pps;           /* 0 = unlimited, all flows of a phase together */
 	uint64_t gap_us;             /* count mode: pause between bursts (0 = none) */
+	int marker;                  /* --marker: opt-in marker in every TX header */
+	uint16_t tx_free_thresh;     /* --tx-free-thresh (0 = the PMD's default) */
 	int learn;
 	double duration_s, warmup_s, grace_s, phase_gap_s, settle_s, connect_s;
 	const char *sync_dir;        /* NULL = timing instead of sync files */

@@ -7,8 +7,21 @@ both net_virtio_user ports on CPU 0; the switch under test is alone on CPU 1.
 The baseline is dpdk-testpmd with two net_vhost ports in io-forward mode
 (one forwarding lcore on CPU 1); the candidate is schednicd (worker lcore on
 CPU 1; its main lcore on CPU 0 sleeps in the RPC poll). The two alternate,
-run after run, so background load on this shared machine hits both; each
-reports the median of --runs runs and the ratio of the medians.
+run after run, so background load on this shared machine hits both.
+
+Order and statistics (s12-D2): testpmd brackets every run of a mode,
+    testpmd, m1, testpmd, m2, ..., mK, testpmd, mK, ..., m1, testpmd, ...
+(--runs rounds over the modes, the order reversed every other round, each
+testpmd run shared by its two neighbours), so every mode run has a testpmd
+run right before and right after it. A run's ratio is its Mpps over the
+mean of those two testpmd runs: the baseline interpolated to the run's own
+time, which removes the host's slow (linear) drift exactly and halves the
+weight of one unlucky testpmd run. "ratio" is the median of these per-run
+ratios; "ratio_of_medians" (the statistic before s12) is the median Mpps of
+the mode over the median of all testpmd runs; both are reported. testpmd's
+configuration and sn-gen's arguments for it are those of every earlier
+version (it stays the neutral baseline); only the schedule gained testpmd
+runs.
 
 The throughput of a run is what sn-gen's sink received per second over the
 --duration window after --warmup (frames that the switch delivered). Each
@@ -21,9 +34,10 @@ runtime directory (/var/run/dpdk/<prefix>) are removed, even on Ctrl-C.
 
 Output: one JSON object on stdout:
   {"packet_size": 64, "testpmd_mpps": M, "modes": {"switch": {"mpps": M,
-   "ratio": R}, ..., "scheduled": {"mpps": M, "ratio": R,
-   "arbiter_decisions_per_s": D}}, "runs": {...raw per-run results...},
-   "command": "..."}
+   "ratio": R, "ratio_of_medians": Q, "ratios": [per-run ratios]}, ...,
+   "scheduled": {"mpps": M, "ratio": R, ..., "arbiter_decisions_per_s": D}},
+   "runs": {...raw per-run results, each mode run with its "baseline_mpps"
+   and "ratio"...}, "order": [...], "command": "..."}
 Each run in "runs" also carries batching proxies (s11-D): "gen" (sn-gen
 frames per tx_burst call and per loop, shares of calls / sink polls that
 found nothing), "daemon" (vm0's mean burst, share of worker iterations
@@ -31,7 +45,8 @@ whose poll of it found nothing, held occupancy over the window) and
 "sched" (share of the window sn-gen's and the switch's busiest thread
 spent on a CPU and waiting for one); see backend/daemon/README.md
 "Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
-every mode and the testpmd baseline alike.
+every mode and the testpmd baseline alike, --tx-free-thresh its TX reclaim
+threshold (s12-D2; default 0 = the virtio PMD's own) likewise.
 Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
 the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
@@ -220,6 +235,56 @@ def median_proxies(rs):
     return out
 
 
+def run_order(modes, rounds):
+    """The schedule (s12-D2): testpmd before and after every mode run,
+    consecutive mode runs sharing the testpmd run between them; the mode
+    order is reversed every other round so no mode always follows another."""
+    order = ["testpmd"]
+    for i in range(rounds):
+        for m in (modes if i % 2 == 0 else modes[::-1]):
+            order += [m, "testpmd"]
+    return order
+
+
+def bracket_ratios(seq):
+    """seq: [(what, mpps)] in the order run. For every mode run whose two
+    neighbours are testpmd runs: (index, baseline, ratio) with baseline the
+    mean of the two neighbours' Mpps (the baseline interpolated to the run's
+    time: exact for a linear drift) and ratio its Mpps over that baseline.
+    Runs without two testpmd neighbours (an interrupted schedule) or with a
+    zero baseline get none."""
+    out = []
+    for i, (what, mpps) in enumerate(seq):
+        if what == "testpmd" or i == 0 or i + 1 >= len(seq):
+            continue
+        if seq[i - 1][0] != "testpmd" or seq[i + 1][0] != "testpmd":
+            continue
+        base = (seq[i - 1][1] + seq[i + 1][1]) / 2
+        if base > 0:
+            out.append((i, base, mpps / base))
+    return out
+
+
+def summarize(seq):
+    """Per mode (every name but "testpmd" in seq): median Mpps, "ratio" =
+    median of the bracketed per-run ratios, "ratio_of_medians" = median Mpps
+    over the median of all testpmd runs, and the per-run ratios in run
+    order. Returns (testpmd median Mpps, {mode: {...}})."""
+    tp = statistics.median(m for w, m in seq if w == "testpmd")
+    per = {}
+    for i, base, r in bracket_ratios(seq):
+        per.setdefault(seq[i][0], []).append(r)
+    out = {}
+    for m in dict.fromkeys(w for w, _ in seq if w != "testpmd"):
+        mm = statistics.median(x for w, x in seq if w == m)
+        rs = per.get(m, [])
+        out[m] = {"mpps": round(mm, 3),
+                  "ratio": round(statistics.median(rs), 3) if rs else None,
+                  "ratio_of_medians": round(mm / tp, 3) if tp > 0 else None,
+                  "ratios": [round(r, 3) for r in rs]}
+    return tp, out
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -264,7 +329,8 @@ class Bench:
         prefix = self.prefix("gen")
         argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
-                "--log-level", "warning", "--queue-size", a.queue_size, *extra]
+                "--log-level", "warning", "--queue-size", a.queue_size,
+                "--tx-free-thresh", a.tx_free_thresh, *extra]
         for s in socks:
             argv += ["--port", s]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
@@ -393,13 +459,18 @@ class Bench:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build-dir", default=os.environ.get("SN_BUILD_DIR", str(REPO / "build")))
-    ap.add_argument("--runs", type=int, default=3, help="runs per mode (median; default 3)")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs per mode (median; default 3); testpmd runs before and after "
+                         "every mode run: runs*len(modes)+1 testpmd runs in all")
     ap.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=2.0, help="warmup seconds per run")
     ap.add_argument("--size", type=int, default=64, help="frame size without FCS")
     ap.add_argument("--queue-size", type=int, default=1024,
                     help="virtqueue size of sn-gen's virtio-user ports, the same in every mode "
                          "and for testpmd (the driver sets it; default 1024, sn-gen's default)")
+    ap.add_argument("--tx-free-thresh", type=int, default=0,
+                    help="sn-gen's TX reclaim threshold (virtio PMD tx_free_thresh), the same in "
+                         "every mode and for testpmd (default 0 = the PMD's own)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")
     args = ap.parse_args()
@@ -407,6 +478,8 @@ def main():
         ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
     if args.queue_size not in (64, 128, 256, 512, 1024, 2048, 4096):
         ap.error("--queue-size: a power of two, 64..4096")
+    if not 0 <= args.tx_free_thresh < args.queue_size - 3:
+        ap.error("--tx-free-thresh: 0 (the PMD's default) .. queue size - 4")
 
     modes = args.modes.split(",")
     for m in modes:
@@ -419,20 +492,20 @@ def main():
     def on_term(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
+    order = run_order(modes, args.runs)
+    seq = []                    # (what, result) in run order
     try:
-        for i in range(args.runs):
-            order = ["testpmd"] + modes
-            if i % 2:
-                order.reverse()
-            for what in order:
-                with CpuMeter() as cpu:
-                    r = b.run_testpmd() if what == "testpmd" else b.run_switch(MODES[what])
-                r["run"] = i
-                r["other_cpus"] = cpu.other_cpus
-                r["loadavg"] = os.getloadavg()[0]
-                runs[what].append(r)
-                log(f"run {i} {what}: {r['mpps']:.3f} Mpps "
-                    f"(other processes used {cpu.other_cpus} CPUs meanwhile)")
+        for k, what in enumerate(order):
+            with CpuMeter() as cpu:
+                r = b.run_testpmd() if what == "testpmd" else b.run_switch(MODES[what])
+            r["run"] = sum(1 for w, _ in seq if w == what)
+            r["seq"] = k
+            r["other_cpus"] = cpu.other_cpus
+            r["loadavg"] = os.getloadavg()[0]
+            runs[what].append(r)
+            seq.append((what, r))
+            log(f"[{k + 1}/{len(order)}] {what} run {r['run']}: {r['mpps']:.3f} Mpps "
+                f"(other processes used {cpu.other_cpus} CPUs meanwhile)")
     except KeyboardInterrupt:
         log("interrupted")
         b.cleanup()
@@ -440,11 +513,12 @@ def main():
     finally:
         b.cleanup()
     load["after"] = os.getloadavg()
-    tp = statistics.median(r["mpps"] for r in runs["testpmd"])
-    out_modes = {}
+    flat = [(w, r["mpps"]) for w, r in seq]
+    for i, base, ratio in bracket_ratios(flat):
+        seq[i][1]["baseline_mpps"] = round(base, 3)
+        seq[i][1]["ratio"] = round(ratio, 3)
+    tp, out_modes = summarize(flat)
     for m in modes:
-        mm = statistics.median(r["mpps"] for r in runs[m])
-        out_modes[m] = {"mpps": round(mm, 3), "ratio": round(mm / tp, 3) if tp > 0 else None}
         out_modes[m]["proxies"] = median_proxies(runs[m])
         dec = [r["arbiter_decisions_per_s"] for r in runs[m] if "arbiter_decisions_per_s" in r]
         if dec:
@@ -452,10 +526,12 @@ def main():
     out = {
         "packet_size": args.size,
         "queue_size": args.queue_size,
+        "tx_free_thresh": args.tx_free_thresh,
         "testpmd_mpps": round(tp, 3),
         "testpmd_proxies": median_proxies(runs["testpmd"]),
         "modes": out_modes,
         "runs": runs,
+        "order": order,
         "loadavg": load,
         # max over runs of the CPUs other processes used during a run; the
         # numbers are only comparable with a quiet machine (close to 0)

@@ -111,7 +111,9 @@ int main(void)
 	len = build(V4, IPPROTO_TCP, false, 5, 5);
 	pkt_of(&p, len, 0);
 	CHECK(sn_vnethdr_parse(&p, &o) == 0 && o.ol_flags == 0, "no request: no flags");
+	CHECK(sn_vnethdr_none(&p), "no request: the fast test says none");
 	csum(&p, 34, TCPC);
+	CHECK(!sn_vnethdr_none(&p), "csum request: the fast test does not skip it");
 	CHECK(sn_vnethdr_parse(&p, &o) == 0 &&
 	      o.ol_flags == (RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM) &&
 	      o.l2 == 14 && o.l3 == 20 && o.l4 == 20 && o.segsz == 0, "TCP/IPv4 csum");
@@ -140,9 +142,14 @@ int main(void)
 	      o.l3 == 40 && o.l4 == 8, "UDP/IPv6 csum");
 	p.hdr.flags = SN_VNET_F_DATA_VALID;
 	CHECK(sn_vnethdr_parse(&p, &o) == 0 && o.ol_flags == 0, "DATA_VALID alone: nothing");
+	CHECK(sn_vnethdr_none(&p), "DATA_VALID alone: the fast test says none");
+	p.hdr.flags = 0;
+	gso(&p, SN_VNET_GSO_TCPV4, 1448);
+	CHECK(!sn_vnethdr_none(&p), "GSO without flags: the fast test does not skip it");
 
 	/* Refused. */
-#define REFUSE(what) CHECK(sn_vnethdr_parse(&p, &o) == -EINVAL, "refused: " what)
+#define REFUSE(what) CHECK(sn_vnethdr_parse(&p, &o) == -EINVAL && !sn_vnethdr_none(&p), \
+			   "refused: " what)
 	len = build(V4, IPPROTO_TCP, false, 5, 5);
 	pkt_of(&p, len, 0);
 	csum(&p, 33, TCPC);
