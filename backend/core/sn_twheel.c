@@ -26,6 +26,11 @@
  *    no pool base and no index scaling (3 instructions fewer than a 32-bit
  *    index, for 16 KiB more slot array at 4096 slots). The pointer's low
  *    bits being zero means "tail node full or slot empty", the only test.
+ *    The write cursors do not wrap around: 2 * slots of them, the live
+ *    revolution a sliding window moved down by `slots` once per
+ *    revolution (sn_twheel_rebase_, O(non-empty slots)), so the quotient
+ *    indexes a pointer to slot front + 1 directly: no load of the front,
+ *    no add, no mask (4 instructions and 2 loads fewer per insert).
  *    No per-insert counter either: count() derives the number of items
  *    from the pool's use and the cursors, in O(non-empty slots), so
  *    consecutive inserts share no memory word (a counter's
@@ -169,7 +174,7 @@ struct sn_twheel *sn_twheel_create(const struct sn_twheel_params *p)
 	w->occ = sn_cffs_create(p->slots);
 	if (!w->occ)
 		goto err_free_wheel;
-	w->wp = alloc_big((size_t)p->slots * sizeof(*w->wp), SN_CACHE_LINE, 1);
+	w->wp = alloc_big(2 * (size_t)p->slots * sizeof(*w->wp), SN_CACHE_LINE, 1);
 	if (!w->wp)
 		goto err_free_occ;
 	w->rd = alloc_big((size_t)p->slots * sizeof(*w->rd), SN_CACHE_LINE, 1);
@@ -222,7 +227,7 @@ int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mod
 {
 	uint64_t s = slot_ceil(w, ts);   /* never release early */
 	uint32_t pos, node;
-	void **c;
+	void ***wp, **c;
 
 	if (s <= w->front) {
 		s = w->front;
@@ -236,7 +241,8 @@ int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mod
 		w->st.clamped++;
 	}
 	pos = (uint32_t)(s & w->mask);
-	c = w->wp[pos];
+	wp = &w->wp[s - w->wbase];
+	c = *wp;
 	if (!((uintptr_t)c & w->bmask)) {
 		/* Empty slot (c = 0) or full tail node: take a node. */
 		node = w->free_head;
@@ -255,8 +261,32 @@ int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mod
 		c = &w->item[(node << w->shift) + 1];
 	}
 	*c = item;
-	w->wp[pos] = c + 1;
+	*wp = c + 1;
 	return 0;
+}
+
+/* The front moves to s outside [wbase, wbase + slots). Every slot below s
+ * is empty (extract moves the front only past drained slots; rewind only
+ * an empty wheel), so the live slots lie in [s, old front + slots - 1]. If
+ * s is in the next window (wbase + slots), they are all in wp[]'s upper
+ * half: move each non-empty one (cFFS bit pos, circular) from wp[slots +
+ * pos] to wp[pos] and clear the old entry. A jump further, or backwards,
+ * leaves no live slot. Either way every entry outside the new window's
+ * live slots is NULL afterwards. */
+void sn_twheel_rebase_(struct sn_twheel *w, uint64_t s)
+{
+	uint64_t nb = s & ~w->mask, slots = w->mask + 1;
+
+	if (nb == w->wbase + slots) {
+		for (uint32_t pos = sn_cffs_find_ge(w->occ, 0); pos != SN_CFFS_NONE;
+		     pos = sn_cffs_find_ge(w->occ, pos + 1)) {
+			w->wp[pos] = w->wp[slots + pos];
+			w->wp[slots + pos] = NULL;
+		}
+	} else {
+		SN_VERIFY(sn_twheel_empty(w));
+	}
+	w->wbase = nb;
 }
 
 uint64_t sn_twheel_horizon_ns(const struct sn_twheel *w)
@@ -271,11 +301,13 @@ uint64_t sn_twheel_horizon_ns(const struct sn_twheel *w)
 uint64_t sn_twheel_count(const struct sn_twheel *w)
 {
 	uint64_t n = (uint64_t)(w->pool_nodes - w->pool_free) * w->node_items;
+	const uint32_t fpos = (uint32_t)(w->front & w->mask);
+	void ***const wfront = w->wpf - 1;
 
 	for (uint32_t pos = sn_cffs_find_ge(w->occ, 0); pos != SN_CFFS_NONE;
 	     pos = sn_cffs_find_ge(w->occ, pos + 1)) {
 		uint32_t r = w->rd[pos] & w->wmask;
-		uint32_t c = sn_twheel_wr_idx_(w, w->wp[pos]) & w->wmask;
+		uint32_t c = sn_twheel_wr_idx_(w, wfront[(pos - fpos) & w->mask]) & w->wmask;
 
 		n -= r - 1;
 		if (c)
