@@ -69,7 +69,8 @@
  *    under which the circular search of sn_cffs returns time order.
  *
  * The hot paths (insert, extract, next_due) are inline in sn_twheel.h;
- * every case insert's fast path does not cover is sn_twheel_insert_slow_.
+ * what insert's fast path does not cover is sn_twheel_insert_node_ (new
+ * tail node) and sn_twheel_insert_slow_ (past, beyond the horizon).
  *
  * Concurrency: single-threaded, one wheel per worker core (Carousel runs
  * one shaper per core); the pool belongs to the wheel, so no node ever
@@ -226,8 +227,8 @@ void sn_twheel_free(struct sn_twheel *w)
 int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 {
 	uint64_t s = slot_ceil(w, ts);   /* never release early */
-	uint32_t pos, node;
-	void ***wp, **c;
+	void ***wp;
+	void **c;
 
 	if (s <= w->front) {
 		s = w->front;
@@ -240,26 +241,37 @@ int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mod
 		s = w->front + w->mask;
 		w->st.clamped++;
 	}
-	pos = (uint32_t)(s & w->mask);
 	wp = &w->wp[s - w->wbase];
 	c = *wp;
-	if (!((uintptr_t)c & w->bmask)) {
-		/* Empty slot (c = 0) or full tail node: take a node. */
-		node = w->free_head;
-		if (node == SN_TWHEEL_NIL) {
-			w->st.drop_nobufs++;
-			return -ENOBUFS;
-		}
-		w->free_head = w->next[node];
-		w->pool_free--;
-		if (!c) {
-			w->rd[pos] = (node << w->shift) + 1;
-			sn_cffs_set(w->occ, pos);
-		} else {
-			w->next[(sn_twheel_wr_idx_(w, c) - 1) >> w->shift] = node;
-		}
-		c = &w->item[(node << w->shift) + 1];
+	if (!((uintptr_t)c & w->bmask))
+		return sn_twheel_insert_node_(w, wp, item);
+	*c = item;
+	*wp = c + 1;
+	return 0;
+}
+
+int sn_twheel_insert_node_(struct sn_twheel *w, void ***wp, void *item)
+{
+	void **c = *wp;
+	uint32_t node = w->free_head;
+
+	if (node == SN_TWHEEL_NIL) {
+		w->st.drop_nobufs++;
+		return -ENOBUFS;
 	}
+	w->free_head = w->next[node];
+	w->pool_free--;
+	if (!c) {
+		/* Empty slot: wbase is a multiple of slots, so the array
+		 * index of wp[i] is i & mask. */
+		uint32_t pos = (uint32_t)(wp - w->wp) & (uint32_t)w->mask;
+
+		w->rd[pos] = (node << w->shift) + 1;
+		sn_cffs_set(w->occ, pos);
+	} else {
+		w->next[(sn_twheel_wr_idx_(w, c) - 1) >> w->shift] = node;
+	}
+	c = &w->item[(node << w->shift) + 1];
 	*c = item;
 	*wp = c + 1;
 	return 0;

@@ -200,8 +200,11 @@ static inline uint64_t sn_twheel_slot_of(const struct sn_twheel *w, uint64_t t)
 }
 
 /* Every case the fast path below does not take: past, beyond the horizon,
- * a full or absent tail node, an inexact fast division. */
+ * an inexact fast division. */
 int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mode);
+/* Append to the slot whose write cursor is *wp (a live slot) when its tail
+ * node is full or absent: takes a pool node. 0 or -ENOBUFS. */
+int sn_twheel_insert_node_(struct sn_twheel *w, void ***wp, void *item);
 
 /* Insert `item` (any value, never dereferenced) due at `ts`; mode is one
  * of enum sn_twheel_horizon. O(1). The fast path (ts within the horizon,
@@ -228,6 +231,7 @@ int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 			__builtin_prefetch(c + 8, 1);
 			return 0;
 		}
+		return sn_twheel_insert_node_(w, wp, item);
 	}
 	return sn_twheel_insert_slow_(w, item, ts, mode);
 }
