@@ -44,7 +44,7 @@
  * node is node_items + 1 pointer-sized words (64 B to 8 KiB); word 0 is
  * not used for items (the node's link lives in a separate array), so a
  * read position inside the pool is one 32-bit word index. */
-#define SN_TWHEEL_NODE_ITEMS     63     /* default: 512 B nodes */
+#define SN_TWHEEL_NODE_ITEMS     127    /* default: 1 KiB nodes */
 #define SN_TWHEEL_NODE_ITEMS_MIN 7      /* 64 B: one cache line */
 #define SN_TWHEEL_NODE_ITEMS_MAX 1023   /* 8 KiB */
 #define SN_TWHEEL_MAX_SLOTS  SN_CFFS_MAX_BITS
