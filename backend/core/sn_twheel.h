@@ -209,9 +209,10 @@ int sn_twheel_insert_node_(struct sn_twheel *w, void ***wp, void *item);
 /* Insert `item` (any value, never dereferenced) due at `ts`; mode is one
  * of enum sn_twheel_horizon. O(1). The fast path (ts within the horizon,
  * the slot's tail node has room) is one multiply, the slot's write cursor
- * (wpf[quotient]: no wrap-around) and one item store; the slow path takes a pool node and (slot turning
- * non-empty) sets the cFFS bits whose words turn non-zero. 0, -ERANGE or
- * -ENOBUFS. */
+ * (wpf[quotient]: no wrap-around) and one item store. A full or absent
+ * tail node takes a pool node (insert_node_: and, slot turning non-empty,
+ * sets the cFFS bits whose words turn non-zero); past and beyond-horizon
+ * timestamps go through insert_slow_. 0, -ERANGE or -ENOBUFS. */
 static inline __attribute__((always_inline))
 int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 {
