@@ -321,7 +321,8 @@ static inline void sn_twheel_set_front_(struct sn_twheel *w, uint64_t s)
 #define SN_TWHEEL_WARM_LINES 8
 static inline void sn_twheel_warm_next_(struct sn_twheel *w)
 {
-	uint32_t p = w->warm, npos, c, tail;
+	uint32_t p = w->warm, npos, c, node, end, lines;
+	const char *line;
 
 	if (p == SN_TWHEEL_NIL)
 		return;
@@ -329,21 +330,17 @@ static inline void sn_twheel_warm_next_(struct sn_twheel *w)
 	if (p == 0 && (p = w->rd[npos]) == 0)
 		return;                         /* next slot empty (so far) */
 	c = sn_twheel_wr_idx_(w, w->wpf[0]);
-	tail = (c - 1) >> w->shift;
-	for (int i = 0; i < SN_TWHEEL_WARM_LINES; i++) {
-		uint32_t node = p >> w->shift;
-
-		__builtin_prefetch(&w->item[p]);
-		p = (p | 7) + 1;                /* first word of the next line */
-		if (node == tail) {
-			if (p >= c) {
-				p = SN_TWHEEL_NIL;  /* items added later are hot */
-				break;
-			}
-		} else if (!(p & w->wmask)) {
-			p = (w->next[node] << w->shift) + 1;
-		}
-	}
+	node = p >> w->shift;
+	/* This call: the lines of words [p, end) of p's node, at most
+	 * SN_TWHEEL_WARM_LINES of them; end = the tail's write cursor. */
+	end = (c - 1) >> w->shift == node ? c : (node + 1) << w->shift;
+	lines = SN_MIN(((end - 1) >> 3) - (p >> 3) + 1, (uint32_t)SN_TWHEEL_WARM_LINES);
+	line = (const char *)(w->item + (p & ~7u));
+	for (uint32_t i = 0; i < lines; i++)
+		__builtin_prefetch(line + i * SN_CACHE_LINE);
+	p = ((p >> 3) + lines) << 3;            /* first word of the next line */
+	if (p >= end)                           /* node done: next node, or all */
+		p = end == c ? SN_TWHEEL_NIL : (w->next[node] << w->shift) + 1;
 	w->warm = p;
 }
 
