@@ -44,7 +44,7 @@
  * node is node_items + 1 pointer-sized words (64 B to 8 KiB); word 0 is
  * not used for items (the node's link lives in a separate array), so a
  * read position inside the pool is one 32-bit word index. */
-#define SN_TWHEEL_NODE_ITEMS     63     /* default: 512 B nodes */
+#define SN_TWHEEL_NODE_ITEMS     127    /* default: 1 KiB nodes */
 #define SN_TWHEEL_NODE_ITEMS_MIN 7      /* 64 B: one cache line */
 #define SN_TWHEEL_NODE_ITEMS_MAX 1023   /* 8 KiB */
 #define SN_TWHEEL_MAX_SLOTS  SN_CFFS_MAX_BITS
@@ -87,31 +87,44 @@ struct sn_twheel_stats {
  * i owns words [i << shift, (i + 1) << shift) and stores items in all but
  * its word 0; the pool is aligned to the node size. A slot has two
  * cursors into that array:
- *   wp[slot]: address of the word the next item of the slot goes to (in
- *             its tail node). Its low bits (bmask) are 0 when the tail
- *             node is full (the cursor ran onto the next node's word 0) and
- *             for an empty slot (NULL), so the insert fast path is one test
- *             and one store through it: no index to scale, no pool base.
+ *   write cursor (in wp[], see below): address of the word the next item
+ *             of the slot goes to (in its tail node). Its low bits (bmask)
+ *             are 0 when the tail node is full (the cursor ran onto the
+ *             next node's word 0) and for an empty slot (NULL), so the
+ *             insert fast path is one test and one store through it: no
+ *             index to scale, no pool base.
  *   rd[slot]: word index of the next item to extract (in its head node);
  *             never a word 0, so 0 means "slot empty".
- * A slot is empty iff rd = 0 and wp = NULL. Links
+ * A slot is empty iff rd = 0 and its write cursor is NULL. Links
  * (next node of a slot, and the LIFO free list) live in next[], apart from
  * the items: allocation and extract touch no cold node header, and the
- * chain of a slot can be followed (for prefetching) without its items. */
+ * chain of a slot can be followed (for prefetching) without its items.
+ *
+ * rd[] and the cFFS are circular (index = absolute slot & mask). The write
+ * cursors are not: wp[] has 2 * slots entries and absolute slot s lives at
+ * wp[s - wbase], wbase a multiple of slots with wbase <= front < wbase +
+ * slots, so every live slot [front, front + slots - 1] has an entry and no
+ * index wraps. Insert's fast path then indexes wpf = &wp[front + 1 -
+ * wbase] with the quotient directly (no front, no add, no mask). When the
+ * front crosses wbase + slots, sn_twheel_rebase_ moves the live cursors
+ * (all in the upper half then) down by slots: O(non-empty slots) once per
+ * revolution. Entries of slots that are not live are NULL. */
 struct sn_twheel {
-	/* First cache line: insert's fast path reads only these. */
+	/* First cache line: insert's fast path reads only base1, fspan, mulc,
+	 * wpf and bmask; extract's fast path front and mask. */
 	uint64_t base1;           /* front * gran + 1: start (ns) of the front slot, + 1 */
 	uint64_t fspan;           /* insert fast path takes base1 <= ts < base1 + fspan:
 				   * (slots - 1) * gran, or 0 when the one-multiply
 				   * division below is not exact for the wheel */
 	uint64_t mulc;            /* ceil(2^64 / gran): floor(d / gran) = mulhi(d, mulc)
 				   * for every d < fspan (checked at create) */
+	void ***wpf;              /* &wp[front + 1 - wbase]: write cursor of slot
+				   * front + 1 + k is wpf[k], k < slots - 1 */
+	uint64_t bmask;           /* node bytes - 1 */
 	uint64_t front;           /* absolute slot being drained; all items lie in
 				   * [front, front + slots - 1] */
 	uint64_t mask;            /* slots - 1 */
-	uint64_t bmask;           /* node bytes - 1 */
-	void ***wp;               /* per slot: write cursor (see above) */
-	uint64_t pad0_;
+	void ***wp;               /* 2 * slots write cursors, slot s at wp[s - wbase] */
 	/* Second cache line: extract, counters, slow path. */
 	uint32_t *rd;             /* per slot: read cursor */
 	uint32_t *next;           /* per node: next node of its slot / free list */
@@ -128,6 +141,7 @@ struct sn_twheel {
 	struct sn_twheel_stats st SN_CACHE_ALIGNED;   /* past, clamped, drops */
 	struct sn_cffs *occ;      /* bit per non-empty slot */
 	uint64_t recip;           /* floor((2^64-1) / gran): general division, corrected */
+	uint64_t wbase;           /* absolute slot of wp[0], a multiple of slots */
 	uint32_t node_items;
 	uint32_t pool_nodes;
 	uint32_t pool_free;
@@ -186,15 +200,19 @@ static inline uint64_t sn_twheel_slot_of(const struct sn_twheel *w, uint64_t t)
 }
 
 /* Every case the fast path below does not take: past, beyond the horizon,
- * a full or absent tail node, an inexact fast division. */
+ * an inexact fast division. */
 int sn_twheel_insert_slow_(struct sn_twheel *w, void *item, uint64_t ts, int mode);
+/* Append to the slot whose write cursor is *wp (a live slot) when its tail
+ * node is full or absent: takes a pool node. 0 or -ENOBUFS. */
+int sn_twheel_insert_node_(struct sn_twheel *w, void ***wp, void *item);
 
 /* Insert `item` (any value, never dereferenced) due at `ts`; mode is one
  * of enum sn_twheel_horizon. O(1). The fast path (ts within the horizon,
  * the slot's tail node has room) is one multiply, the slot's write cursor
- * and one item store; the slow path takes a pool node and (slot turning
- * non-empty) sets the cFFS bits whose words turn non-zero. 0, -ERANGE or
- * -ENOBUFS. */
+ * (wpf[quotient]: no wrap-around) and one item store. A full or absent
+ * tail node takes a pool node (insert_node_: and, slot turning non-empty,
+ * sets the cFFS bits whose words turn non-zero); past and beyond-horizon
+ * timestamps go through insert_slow_. 0, -ERANGE or -ENOBUFS. */
 static inline __attribute__((always_inline))
 int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 {
@@ -204,7 +222,7 @@ int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 
 	if (sn_likely(d < w->fspan)) {
 		uint64_t k = (uint64_t)(((unsigned __int128)d * w->mulc) >> 64);
-		void ***wp = &w->wp[(w->front + 1 + k) & w->mask];
+		void ***wp = w->wpf + k;
 		void **c = *wp;
 
 		if (sn_likely((uintptr_t)c & w->bmask)) {
@@ -214,6 +232,7 @@ int sn_twheel_insert(struct sn_twheel *w, void *item, uint64_t ts, int mode)
 			__builtin_prefetch(c + 8, 1);
 			return 0;
 		}
+		return sn_twheel_insert_node_(w, wp, item);
 	}
 	return sn_twheel_insert_slow_(w, item, ts, mode);
 }
@@ -229,13 +248,14 @@ static inline void sn_twheel_prefetch_node_(const struct sn_twheel *w, uint32_t 
 		__builtin_prefetch(p + off);
 }
 
-/* Move up to max items of slot array index pos into out[]; frees drained
- * nodes, clears the occupancy bit when the slot empties. */
+/* Move up to max items of the front slot (array index pos) into out[];
+ * frees drained nodes, clears the occupancy bit when the slot empties. */
 static inline unsigned sn_twheel_drain_slot_(struct sn_twheel *w, uint32_t pos,
 					     void **out, unsigned max)
 {
+	void ***const wp = w->wpf - 1;   /* the front's write cursor */
 	uint32_t r = w->rd[pos];
-	const uint32_t c = sn_twheel_wr_idx_(w, w->wp[pos]), last = (c - 1) >> w->shift;
+	const uint32_t c = sn_twheel_wr_idx_(w, *wp), last = (c - 1) >> w->shift;
 	unsigned got = 0;
 
 	for (;;) {
@@ -258,7 +278,7 @@ static inline unsigned sn_twheel_drain_slot_(struct sn_twheel *w, uint32_t pos,
 		w->pool_free++;
 		if (node == last) {
 			w->rd[pos] = 0;
-			w->wp[pos] = NULL;
+			*wp = NULL;
 			sn_cffs_clear(w->occ, pos);
 			goto out;
 		}
@@ -272,11 +292,18 @@ out:
 	return got;
 }
 
+/* Move the live write cursors down when the front leaves [wbase, wbase +
+ * slots) (see the layout above); called by set_front_ only. */
+void sn_twheel_rebase_(struct sn_twheel *w, uint64_t s);
+
 /* Front moves to absolute slot s (every path that moves it comes here). */
 static inline void sn_twheel_set_front_(struct sn_twheel *w, uint64_t s)
 {
 	uint64_t base = s * w->gran;
 
+	if (sn_unlikely(s - w->wbase > w->mask))
+		sn_twheel_rebase_(w, s);
+	w->wpf = w->wp + (s + 1 - w->wbase);
 	w->front = s;
 	w->warm = 0;
 	w->base1 = base + 1;
@@ -294,29 +321,26 @@ static inline void sn_twheel_set_front_(struct sn_twheel *w, uint64_t s)
 #define SN_TWHEEL_WARM_LINES 8
 static inline void sn_twheel_warm_next_(struct sn_twheel *w)
 {
-	uint32_t p = w->warm, npos, c, tail;
+	uint32_t p = w->warm, npos, c, node, end, lines;
+	const char *line;
 
 	if (p == SN_TWHEEL_NIL)
 		return;
 	npos = (uint32_t)((w->front + 1) & w->mask);
 	if (p == 0 && (p = w->rd[npos]) == 0)
 		return;                         /* next slot empty (so far) */
-	c = sn_twheel_wr_idx_(w, w->wp[npos]);
-	tail = (c - 1) >> w->shift;
-	for (int i = 0; i < SN_TWHEEL_WARM_LINES; i++) {
-		uint32_t node = p >> w->shift;
-
-		__builtin_prefetch(&w->item[p]);
-		p = (p | 7) + 1;                /* first word of the next line */
-		if (node == tail) {
-			if (p >= c) {
-				p = SN_TWHEEL_NIL;  /* items added later are hot */
-				break;
-			}
-		} else if (!(p & w->wmask)) {
-			p = (w->next[node] << w->shift) + 1;
-		}
-	}
+	c = sn_twheel_wr_idx_(w, w->wpf[0]);
+	node = p >> w->shift;
+	/* This call: the lines of words [p, end) of p's node, at most
+	 * SN_TWHEEL_WARM_LINES of them; end = the tail's write cursor. */
+	end = (c - 1) >> w->shift == node ? c : (node + 1) << w->shift;
+	lines = SN_MIN(((end - 1) >> 3) - (p >> 3) + 1, (uint32_t)SN_TWHEEL_WARM_LINES);
+	line = (const char *)(w->item + (p & ~7u));
+	for (uint32_t i = 0; i < lines; i++)
+		__builtin_prefetch(line + i * SN_CACHE_LINE);
+	p = ((p >> 3) + lines) << 3;            /* first word of the next line */
+	if (p >= end)                           /* node done: next node, or all */
+		p = end == c ? SN_TWHEEL_NIL : (w->next[node] << w->shift) + 1;
 	w->warm = p;
 }
 

@@ -369,6 +369,70 @@ static void test_rewind(void)
 	printf("ok %d - rewind an empty wheel\n", ++n_test);
 }
 
+/* s12-W3: the write cursors live in a window of 2 * slots entries that
+ * moves down by `slots` when the front crosses a multiple of slots
+ * (sn_twheel_rebase_). Keep every slot of an 8-slot wheel busy (two items
+ * per slot, one of them in a second node: 7-item nodes, 8 per slot) while
+ * the front walks 6 revolutions one slot at a time, so each rebase moves
+ * 7 live slots with full and partial tail nodes; every extract must
+ * return exactly its slot's items in order, count() stay exact and the
+ * front stay inside the window. Then a front jump of several revolutions
+ * (empty wheel) and a rewind backwards. */
+static void test_window_rebase(void)
+{
+	const uint64_t g = 100;
+	const uint32_t slots = 8, per = 8;
+	struct sn_twheel_params p = { .granularity_ns = g, .slots = slots, .pool_nodes = 64,
+				      .start_ns = 0, .node_items = 7 };
+	struct sn_twheel *w = sn_twheel_create(&p);
+	void *out[16];
+	uint64_t id = 1, want = 1, now = 0;
+
+	CHECK(w, "create");
+	/* slots 1..7: per items each, ids in slot order */
+	for (uint64_t s = 1; s < slots; s++)
+		for (uint32_t i = 0; i < per; i++)
+			CHECK(sn_twheel_insert(w, ID(id++), s * g, SN_TWHEEL_REJECT) == 0, "prefill");
+	for (uint64_t s = 1; s <= 6 * slots; s++) {
+		unsigned n;
+
+		now = s * g;
+		/* the slot entering the horizon (front + slots - 1 after this
+		 * extract moves the front to s) */
+		n = sn_twheel_extract(w, now, out, SN_ARRAY_SIZE(out));
+		CHECK(n == per, "slot %lu: %u items", (unsigned long)s, n);
+		for (unsigned i = 0; i < n; i++)
+			CHECK(UN(out[i]) == want + i, "slot %lu item %u: %lu want %lu",
+			      (unsigned long)s, i, (unsigned long)UN(out[i]),
+			      (unsigned long)(want + i));
+		want += per;
+		CHECK(w->front == s && w->front - w->wbase <= w->mask, "window: front %lu wbase %lu",
+		      (unsigned long)w->front, (unsigned long)w->wbase);
+		for (uint32_t i = 0; i < per; i++)
+			CHECK(sn_twheel_insert(w, ID(id++), (s + slots - 1) * g, SN_TWHEEL_REJECT) == 0,
+			      "refill slot %lu", (unsigned long)(s + slots - 1));
+		CHECK(sn_twheel_count(w) == (uint64_t)per * (slots - 1), "count %lu",
+		      (unsigned long)sn_twheel_count(w));
+		CHECK(sn_twheel_next_due(w) == (s + 1) * g, "next_due");
+	}
+	/* Drain with a far-future now: the front jumps many revolutions. */
+	CHECK(sn_twheel_extract(w, now + 100 * slots * g, out, SN_ARRAY_SIZE(out)) == 16, "drain 1");
+	while (sn_twheel_extract(w, now + 100 * slots * g, out, SN_ARRAY_SIZE(out)))
+		;
+	CHECK(sn_twheel_empty(w) && sn_twheel_count(w) == 0, "drained");
+	CHECK(sn_twheel_extract(w, now + 1000 * slots * g, out, SN_ARRAY_SIZE(out)) == 0, "jump");
+	CHECK(w->front - w->wbase <= w->mask, "window after jump");
+	CHECK(sn_twheel_rewind(w, 3 * g) == 0, "rewind back");
+	CHECK(w->front == 3 && w->wbase == 0, "window after rewind: wbase %lu",
+	      (unsigned long)w->wbase);
+	CHECK(sn_twheel_insert(w, ID(1), 9 * g, SN_TWHEEL_REJECT) == 0, "insert across the window");
+	CHECK(sn_twheel_insert(w, ID(2), 10 * g, SN_TWHEEL_REJECT) == 0, "insert across the window");
+	CHECK(sn_twheel_extract(w, 9 * g, out, 16) == 1 && UN(out[0]) == 1, "first after rewind");
+	CHECK(sn_twheel_extract(w, 10 * g, out, 16) == 1 && UN(out[0]) == 2, "second after rewind");
+	sn_twheel_free(w);
+	printf("ok %d - write-cursor window rebased over 6 revolutions\n", ++n_test);
+}
+
 int main(void)
 {
 	test_params();
@@ -377,6 +441,7 @@ int main(void)
 	test_pool();
 	test_next_due_sparse();
 	test_rewind();
+	test_window_rebase();
 	run_model(1000, 64, 1 << 12, 200000, 1);
 	run_model(1000, 64, 1 << 12, 200000, 0);
 	run_model(3, 16, 8, 100000, 0);            /* tiny pool: -ENOBUFS paths */
