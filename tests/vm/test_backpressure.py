@@ -84,6 +84,19 @@ VM0_POLICY = {"rate_bps": R_BPS}
 if os.environ.get("SN_BP_HORIZON") == "clamp":
     VM0_POLICY = {"rate_bps": R_BPS, "classes": [
         {"name": "all", "rate_bps": R_BPS, "scope": "class", "horizon": "clamp"}]}
+# Per-flow classification of the held frames (s12-V4 diagnosis of the
+# N = 4 p99 = 3 N + 1 xfail): SN_BP_PERFLOW=1 gives vm0 16 TCP classes,
+# one per guest source port 40000..40015 (the deferred guest's ephemeral
+# port range is narrowed to them, tcp_tw_reuse on), each without a rate of
+# its own (the port's R still shapes every frame exactly as without
+# classes); a class's frames in the shaper = offered - sent - drops,
+# sampled with held_now. Only for N <= 4 (N + 1 connections per case).
+PERFLOW = os.environ.get("SN_BP_PERFLOW") == "1"
+PF_PORT0, PF_PORTS = 40000, 16
+if PERFLOW:
+    VM0_POLICY = {"rate_bps": R_BPS, "classes": [
+        {"name": f"sp{PF_PORT0 + i}", "proto": "tcp", "src_port": PF_PORT0 + i}
+        for i in range(PF_PORTS)]}
 IPERF_S = 8          # per case
 WARM_S = 2.5         # slow start and the first flows' ramp, not measured
 TAIL_S = 1.0         # the window ends this long before iperf3 does
@@ -209,6 +222,10 @@ def rig(schednicd_bin, patched_image):  # noqa: F811
             d.wait_port_state(port, "up")
         for g in guests:
             g.check(f"ping -c 3 -W 5 {UPLINK_HOST_IP}", timeout=60)
+        if PERFLOW:
+            guests[0].check(f"echo {PF_PORT0} {PF_PORT0 + PF_PORTS - 1} > "
+                            "/proc/sys/net/ipv4/ip_local_port_range && "
+                            "echo 1 > /proc/sys/net/ipv4/tcp_tw_reuse")
         modes = {p["name"]: p["completion_mode"] for p in d.rpc("port.list")["ports"]
                  if p["type"] == "vhost-user"}
         assert modes == {"vm0": "deferred", "vm1": "immediate"}, modes
@@ -243,13 +260,20 @@ def run_case(rig, mode, n):
                f"--connect-timeout 5000")
         res["r"] = g.run(cmd, timeout=IPERF_S + 90)
 
+    pf = PERFLOW and mode == "deferred"
+    if pf:
+        # guest-side TSQ inputs per socket (ss -tmi: skmem t = sk_wmem_alloc,
+        # pacing_rate, cwnd), every ~0.1 s into a file read after the run
+        g.check("rm -f /tmp/ss.log; setsid sh -c 'while :; do echo @; "
+                "ss -tmiHn state established dport = :5201; sleep 0.1; done' "
+                "> /tmp/ss.log 2>&1 < /dev/null & echo $! > /tmp/ss.pid")
     th = threading.Thread(target=client)
     t_start = time.monotonic()
     th.start()
     time.sleep(WARM_S)
     s0 = consistent_stats(d)
     c0, k0, w0 = sched_ns(g.proc.pid), sched_ns(d.proc.pid, "rte-worker"), time.monotonic()
-    wheel, held, outst = [], [], []
+    wheel, held, outst, perflow = [], [], [], []
     while time.monotonic() < t_start + IPERF_S - TAIL_S and th.is_alive():
         p = d.port_stats(port)
         wheel.append(p["policy"]["wheel_depth"])
@@ -257,7 +281,11 @@ def run_case(rig, mode, n):
         # held in schednic + posted on the TX ring but not taken yet (the
         # frames the guest has outstanding at the device)
         outst.append(p["completion"]["held_now"] + p["completion"]["waiting_now"])
-        time.sleep(0.1)
+        if pf:
+            perflow.append((p["completion"]["held_now"], p["completion"]["waiting_now"],
+                            p["policy"]["wheel_depth"], class_queued(p),
+                            class_queued(p, "bytes")))
+        time.sleep(0.02 if pf else 0.1)
     s1 = consistent_stats(d)
     c1, k1, w1 = sched_ns(g.proc.pid), sched_ns(d.proc.pid, "rte-worker"), time.monotonic()
     th.join(IPERF_S + 120)
@@ -313,9 +341,103 @@ def run_case(rig, mode, n):
         # with every other session's workers)
         "worker_wait": (k1[1] - k0[1]) / 1e9 / (w1 - w0),
     }
+    if pf:
+        m["perflow"] = perflow_summary(perflow, p0, p1, n)
+        g.run("kill $(cat /tmp/ss.pid)")
+        m["guest_tsq"] = tsq_summary(g.check("cat /tmp/ss.log", timeout=120).out)
     RESULTS[(mode, n)] = m
     print(f"[{mode} N={n}] {json.dumps(m)}")
     return m
+
+
+def class_queued(p, unit="packets"):
+    """{class: frames (or bytes) in the shaper} of a port's classes
+    (offered - sent - drops; drops are counted in frames only, and the
+    diagnosis runs without drops), non-zero only."""
+    out = {}
+    for c in p["policy"]["classes"]:
+        q = c[f"offered_{unit}"] - c[f"sent_{unit}"]
+        if unit == "packets":
+            q -= sum(c["drops"].values())
+        if q:
+            out[c["name"]] = q
+    return out
+
+
+def tsq_summary(log):
+    """Per guest socket (local port) over the ss samples: sk_wmem_alloc
+    (skmem t, the truesize sum TSQ compares) and pacing_rate >> 10 (TSQ's
+    other term, bytes), p50/max, and how often the pacing term exceeded t."""
+    per = {}
+    sock = None
+    for ln in log.splitlines():
+        if ln and not ln[0].isspace() and ln != "@":
+            f = ln.split()
+            a = [i for i, x in enumerate(f) if re.fullmatch(r"[\d.]+:\d+", x)]
+            if len(a) < 2:
+                sock = None
+                continue
+            sock = f[a[0]].rsplit(":", 1)[1]     # local port (ss: local, then peer)
+            if len(f) > a[1] + 1:               # ss printed the info on the same line
+                ln = " ".join(f[a[1] + 1:])
+            else:
+                continue
+        if sock is None:
+            continue
+        t = re.search(r"skmem:\(r\d+,rb\d+,t(\d+)", ln)
+        pr = re.search(r"pacing_rate ([\d.]+)([KMG]?)bps", ln)
+        cw = re.search(r"cwnd:(\d+)", ln)
+        if not t:
+            continue
+        mult = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
+        pace = float(pr.group(1)) * mult[pr.group(2)] / 8 if pr else 0.0
+        per.setdefault(sock, []).append((int(t.group(1)), int(pace) >> 10,
+                                         int(cw.group(1)) if cw else 0))
+        sock = None
+    out = {}
+    for k, v in per.items():
+        ts, ps, cws = sorted(x[0] for x in v), sorted(x[1] for x in v), sorted(x[2] for x in v)
+        out[k] = {"samples": len(v), "wmem_p50": ts[len(ts) // 2], "wmem_max": ts[-1],
+                  "pacing_shr10_p50": ps[len(ps) // 2], "pacing_shr10_max": ps[-1],
+                  "cwnd_p50": cws[len(cws) // 2],
+                  "pacing_term_above_wmem": sum(x[1] > x[0] for x in v)}
+    return out
+
+
+def perflow_summary(samples, p0, p1, n):
+    """Per-connection view of the held frames (SN_BP_PERFLOW): which
+    classes (source ports) carried data in the window, the distribution of
+    each one's frames in the shaper, and the samples where held_now > 3 N
+    broken down by connection."""
+    c0 = {c["name"]: c for c in p0["policy"]["classes"]}
+    bytes_ = {c["name"]: c["offered_bytes"] - c0[c["name"]]["offered_bytes"]
+              for c in p1["policy"]["classes"]}
+    data = sorted(k for k, b in bytes_.items() if b > 100_000)
+    dist, kb_max = {}, {}
+    for _, _, _, q, qb in samples:
+        for k in data:
+            v = q.get(k, 0)
+            dist.setdefault(k, {}).setdefault(v, 0)
+            dist[k][v] += 1
+            # largest bytes this flow had in the shaper, by frame count
+            kb = kb_max.setdefault(k, {})
+            kb[v] = max(kb.get(v, 0), qb.get(k, 0))
+    pkts = {c["name"]: c["sent_packets"] - c0[c["name"]]["sent_packets"]
+            for c in p1["policy"]["classes"]}
+    over = [{"held_now": h, "waiting_now": w, "wheel": wd, "flows": q,
+             "flows_sum": sum(q.get(k, 0) for k in data),
+             "other_classes": sum(v for k, v in q.items() if k not in data)}
+            for h, w, wd, q, _ in samples if h > 3 * n]
+    flow_max = {k: max((x[3].get(k, 0) for x in samples), default=0) for k in data}
+    sum_s = sorted(sum(x[3].get(k, 0) for k in data) for x in samples)
+    return {"samples": len(samples), "window_bytes": {k: v for k, v in bytes_.items() if v},
+            "data_flows": data, "per_flow_dist": dist, "per_flow_max": flow_max,
+            "bytes_max_by_frames": kb_max,
+            "mean_frame": {k: bytes_[k] // max(1, pkts[k]) for k in data},
+            "data_sum_p50": sum_s[len(sum_s) // 2] if sum_s else 0,
+            "data_sum_p99": sum_s[min(len(sum_s) - 1, int(0.99 * len(sum_s)))] if sum_s else 0,
+            "data_sum_max": sum_s[-1] if sum_s else 0,
+            "held_over_3n_samples": len(over), "held_over_3n": over[:40]}
 
 
 def record(record_result, m):

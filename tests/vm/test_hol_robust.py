@@ -25,9 +25,9 @@ drain / shaper causes.
 
 Rates: the issue's 100 Mbit/s (fast) and 5 Mbit/s (slow) by default. The
 test first measures the patched guest's unshaped TCP through the unpaced
-fast class; only when the guest cannot reach 2x the fast limit right now
-(a TCG guest on a loaded host: 5-215 Mbit/s measured at load 8-23; 604
-Mbit/s in an idle CI run) does it fall back to scaling both rates by one
+fast class (best of up to 3 probes); only when the guest cannot reach 2x
+the fast limit right now (a TCG guest on a loaded host: 5-215 Mbit/s
+measured at load 8-23; 604-788 Mbit/s on a quieter host) does it fall back to scaling both rates by one
 factor, min(SN_HOL_SCALE (default 1), CAP_FRACTION x capacity / 100 Mbit/s),
 floor 0.01, and it prints why; the rates used are recorded with the
 results ("HOL rates used"). Documented with the numbers in
@@ -52,6 +52,7 @@ pytestmark = pytest.mark.vm
 SCALE = float(os.environ.get("SN_HOL_SCALE", "1"))   # at most; see hol_rates()
 CAP_FRACTION = 0.5        # fast limit <= this share of the guest's unshaped rate
 HOL_FAST_BPS, HOL_SLOW_BPS = 100_000_000, 5_000_000   # the issue's rates
+PROBE_TRIES = 3           # capacity probes before falling back
 # Robustness: fixed rates well inside what a loaded TCG guest reaches.
 SLOW_BPS = 500_000
 FAST_BPS = 10_000_000
@@ -237,13 +238,19 @@ def hol_run(d, g, port, record_result, label, fast_bps, slow_bps, with_slow=True
 def hol_rates(d, g, record_result):
     """The issue's 100 / 5 Mbit/s when this guest's unpaced TCP through the
     fast class alone reaches 1 / CAP_FRACTION times the fast limit right
-    now; else (fallback, printed with the reason) both times the same
+    now (best of up to PROBE_TRIES 3 s probes); else (fallback, printed with the reason) both times the same
     factor, at most SCALE and at most CAP_FRACTION of that capacity."""
     # First second omitted: a guest's first TCP stream after boot can
-    # stall for a while (a 2 s probe once read 0.0 Mbit/s).
-    r = g.run(f"timeout 40 iperf3 -c {UPLINK_HOST_IP} -p {FAST_PORT} -t 3 -O 1 -J "
-              f"--connect-timeout 5000", timeout=80)
-    cap = iperf_mbps(r.out)
+    # stall for a while (a 2 s probe once read 0.0 Mbit/s). The best of up
+    # to PROBE_TRIES probes: one probe read 26.9 Mbit/s during a burst of
+    # other load where the run before had read 788.5.
+    cap = 0.0
+    for _ in range(PROBE_TRIES):
+        r = g.run(f"timeout 40 iperf3 -c {UPLINK_HOST_IP} -p {FAST_PORT} -t 3 -O 1 -J "
+                  f"--connect-timeout 5000", timeout=80)
+        cap = max(cap, iperf_mbps(r.out))
+        if CAP_FRACTION * cap >= HOL_FAST_BPS / 1e6:
+            break
     scale = max(0.01, min(SCALE, CAP_FRACTION * cap / (HOL_FAST_BPS / 1e6)))
     fast, slow = int(HOL_FAST_BPS * scale), int(HOL_SLOW_BPS * scale)
     if scale < 1:
