@@ -35,8 +35,8 @@ completion.waiting_now, sampled every 100 ms) <= 3 N, and sent rate >=
   (s12-V4, SN_BP_PERFLOW=1, N = 4): always a data flow's own 4th GSO
   frame, never the iperf3 control connection, an ACK or ARP (per-source-
   port classes: every frame held beyond 3 N belonged to one of the 4 data
-  connections; each held 2 frames 40-80 % of the samples, 3 frames
-  10-47 %, 4 frames 0-15 %). Linux 6.1 TSQ (tcp_small_queue_check) bounds
+  connections; each held 2 frames 26-80 % of the samples, 3 frames
+  6-48 %, 4 frames 0-16 %). Linux 6.1 TSQ (tcp_small_queue_check) bounds
   a flow's bytes, not its skbs: the next skb goes out while sk_wmem_alloc
   <= max(2 x its own truesize, pacing_rate >> sk_pacing_shift). The
   pacing term never binds here (guest ss: pacing_rate >> 10 = 1-6 KB,
