@@ -83,7 +83,7 @@ from pathlib import Path
 
 import pytest
 
-from guest import Guest, REPO, UPLINK_HOST_IP, iperf_mbps
+from guest import Guest, REPO, UPLINK_HOST_IP, iperf_mbps, sched_ns
 from snlib.occupancy import occ_diff, occ_summary
 from test_guest_patch import patched_image, patched_ko  # noqa: F401 (fixtures)
 
@@ -164,22 +164,6 @@ def drop_counts(s, name):
     out.update({f"arbiter.{k}": c for k, c in s["arbiter"]["drops"].items()})
     out["arbiter.fair.dropped"] = s["arbiter"]["fair"]["dropped"]
     return out
-
-
-def sched_ns(pid, comm_prefix=""):
-    """(run, runqueue wait) ns summed over the threads of process pid whose
-    name starts with comm_prefix (/proc/PID/task/*/schedstat): how much
-    host CPU they got, and how long they were runnable without one."""
-    run = wait = 0
-    for t in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            if not (t / "comm").read_text().startswith(comm_prefix):
-                continue
-            r, w, _ = (t / "schedstat").read_text().split()
-        except (OSError, ValueError):
-            continue
-        run, wait = run + int(r), wait + int(w)
-    return run, wait
 
 
 def ethtool_stats(g):
