@@ -554,11 +554,13 @@ def _print_table():
         # SN_BP_PERFLOW: frames each data connection had in the shaper
         # (samples per count), its largest bytes by count, and the frames
         # of anything else (control connection, non-TCP) beyond 3 N
+        over = pf["held_over_3n"]
+        other = sum(o["other_classes"] for o in over)
+        unclassed = sum(o["held_now"] - o["flows_sum"] - o["other_classes"] for o in over)
         print(f"per flow, {mode} N={n} ({pf['samples']} samples; data flows' sum p50/p99/max "
               f"{pf['data_sum_p50']}/{pf['data_sum_p99']}/{pf['data_sum_max']}; samples with "
               f"held_now > 3 N: {pf['held_over_3n_samples']}, other classes' frames in them: "
-              f"{sum(o['other_classes'] for o in pf['held_over_3n'])}, held_now beyond the "
-              f"classes' sum: {sum(o['held_now'] - o['flows_sum'] - o['other_classes'] for o in pf['held_over_3n'])})")
+              f"{other}, held_now beyond the classes' sum: {unclassed})")
         for k in pf["data_flows"]:
             print(f"  {k}: frames {dict(sorted(pf['per_flow_dist'][k].items()))}, bytes max by "
                   f"frames {dict(sorted(pf['bytes_max_by_frames'][k].items()))}, mean frame "

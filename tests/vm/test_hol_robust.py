@@ -30,11 +30,12 @@ drain / shaper causes.
 Rates: the issue's 100 Mbit/s (fast) and 5 Mbit/s (slow) by default. The
 test first measures the patched guest's unshaped TCP through the unpaced
 fast class (best of up to 3 probes); only when the guest cannot reach 2x
-the fast limit right now (a TCG guest on a loaded host: 5-215 Mbit/s
-measured at load 8-23; 604-788 Mbit/s on a quieter host) does it fall back to scaling both rates by one
-factor, min(SN_HOL_SCALE (default 1), CAP_FRACTION x capacity / 100 Mbit/s),
-floor 0.01, and it prints why (SN_HOL_FALLBACK=0: never); the rates used
-are recorded with the results ("HOL rates used"). Documented with the numbers in
+the fast limit right now (a TCG guest on a loaded host: 5-302 Mbit/s
+measured at load 8-23; 604-788 Mbit/s on a quieter host) does it fall
+back to scaling both rates by one factor, min(SN_HOL_SCALE (default 1),
+CAP_FRACTION x capacity / 100 Mbit/s), floor 0.01, and it prints why
+(SN_HOL_FALLBACK=0: never); the rates used are recorded with the results
+("HOL rates used"). Documented with the numbers in
 guest-driver-patch/README.md ("Head-of-line and robustness experiments").
 The robustness test uses fixed 10 / 0.5 Mbit/s.
 """
@@ -257,8 +258,9 @@ def hol_run(d, g, port, record_result, label, fast_bps, slow_bps, with_slow=True
 def hol_rates(d, g, record_result):
     """The issue's 100 / 5 Mbit/s when this guest's unpaced TCP through the
     fast class alone reaches 1 / CAP_FRACTION times the fast limit right
-    now (best of up to PROBE_TRIES 3 s probes); else (fallback, printed with the reason) both times the same
-    factor, at most SCALE and at most CAP_FRACTION of that capacity."""
+    now (best of up to PROBE_TRIES 3 s probes); else (fallback, printed
+    with the reason) both times the same factor, at most SCALE and at
+    most CAP_FRACTION of that capacity."""
     # First second omitted: a guest's first TCP stream after boot can
     # stall for a while (a 2 s probe once read 0.0 Mbit/s). The best of up
     # to PROBE_TRIES probes: one probe read 26.9 Mbit/s during a burst of
