@@ -116,6 +116,7 @@ GUEST_CPU = 0
 STARVED = 0.2        # guest QEMU runnable without a CPU for >= 20 % of the window
 WORKER_STARVED = 0.02  # schednicd's worker: 2 % of the window is the whole rate margin
 RESULTS = {}         # (mode, n) -> measurements, for the summary table
+DUMPS = []           # SN_BP_PERFLOW tcpdump processes, killed by PID at teardown
 RX_RING_ARGS = ("-global", "virtio-net-pci.rx_queue_size=1024")
 
 
@@ -233,6 +234,10 @@ def rig(schednicd_bin, patched_image):  # noqa: F811
                    if re.search(r"WARNING|BUG|Call Trace|TX timeout", ln)]
             assert not bad, f"{g.name} kernel log:\n" + "\n".join(bad)
     finally:
+        for p in DUMPS:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
         for g in guests:
             g.kill()
         if d is not None:
@@ -275,6 +280,7 @@ def run_case(rig, mode, n):
         dump = subprocess.Popen(["ip", "netns", "exec", rig.up.ns, "tcpdump", "-i",
                                  rig.up.ifname, "-nn", "-l", "-tt", flt],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        DUMPS.append(dump)
     th = threading.Thread(target=client)
     t_start = time.monotonic()
     th.start()
