@@ -40,7 +40,7 @@ completion.waiting_now, sampled every 100 ms) <= 3 N, and sent rate >=
   a flow's bytes, not its skbs: the next skb goes out while sk_wmem_alloc
   <= max(2 x its own truesize, pacing_rate >> sk_pacing_shift). The
   pacing term almost never binds here (guest ss: pacing_rate >> 10 p50
-  0.5-3.3 KB, above sk_wmem_alloc in 5 of 224 samples), so
+  0.5-3.3 KB, above sk_wmem_alloc in 5 of 360 samples), so
   sk_pacing_shift (the lever wifi drivers use) is not the cause; a flow's frames vary in size (cwnd-quota splits, TSO
   autosizing), and when the frames in flight are smaller than the next
   one it is admitted as the 3rd or 4th: the most bytes a flow held with
