@@ -60,6 +60,9 @@ if ldd "$busybox_bin" >/dev/null 2>&1; then
 fi
 host_bins=("$(command -v iperf3)")
 command -v ethtool >/dev/null 2>&1 && host_bins+=("$(command -v ethtool)")
+# ss (iproute2): per-socket TSQ inputs (skmem, pacing_rate) for the VM
+# experiments' diagnostics (tests/vm/test_backpressure.py SN_BP_PERFLOW).
+command -v ss >/dev/null 2>&1 && host_bins+=("$(command -v ss)")
 if [ -n "$virtio_net_ko" ] && [ ! -f "$virtio_net_ko" ]; then
 	echo "build-guest-image: --virtio-net $virtio_net_ko: no such file" >&2
 	exit 1

@@ -248,3 +248,19 @@ def quiet_stats(daemon, settle=0.5, tries=20):
         prev = key
         time.sleep(settle)
     raise AssertionError("port counters never settled")
+
+
+def sched_ns(pid, comm_prefix=""):
+    """(run, runqueue wait) ns summed over the threads of process pid whose
+    name starts with comm_prefix (/proc/PID/task/*/schedstat): how much
+    host CPU they got, and how long they were runnable without one."""
+    run = wait = 0
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if not (t / "comm").read_text().startswith(comm_prefix):
+                continue
+            r, w, _ = (t / "schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue
+        run, wait = run + int(r), wait + int(w)
+    return run, wait

@@ -10,7 +10,11 @@ guest reaps the fast flow's completions at once (interrupt on the next used
 entry, hunk C) and TSQ throttles only the slow socket, so the fast flow
 gets >= 90 % of its limit. The stock guest on the same kind of port (no
 marker: frames held at most unmarked_max_hold_us, then dropped and
-completed) is measured in the same run and only reported.
+completed) is measured in the same run and only reported. A run where the
+patched guest could not offer its load in any attempt is an xfail with
+the numbers, only if its QEMU waited for a CPU >= 20 % of the window or
+the fast flow alone (control, no slow flow: no HOL possible) missed the
+limit too.
 
 Robustness: the patched guest with descriptors held by the slow class
 (plus a UDP flood through a clamped class, so the TX ring fills and the
@@ -23,14 +27,17 @@ extbuf_in_use return to 0 and mempool.in_use to its baseline, no
 slot array leaked, and the only drops are counted hold-expiry / device-stop
 drain / shaper causes.
 
-Rates: TCG guests on the 2 shared cores of CI do not reliably reach
-100 Mbit/s of TCP (measured 5-65 Mbit/s unshaped, depending on the other
-load); the HOL test first measures the patched guest alone through the
-unpaced fast class and scales both rates by the same factor: at most 1
-(SN_HOL_SCALE), at most CAP_FRACTION of that capacity, so the fast limit
-is something the guest can offer next to the slow flow. Documented with
-the numbers in guest-driver-patch/README.md ("Head-of-line and robustness
-experiments"). The robustness test uses fixed 10 / 0.5 Mbit/s.
+Rates: the issue's 100 Mbit/s (fast) and 5 Mbit/s (slow) by default. The
+test first measures the patched guest's unshaped TCP through the unpaced
+fast class (best of up to 3 probes); only when the guest cannot reach 2x
+the fast limit right now (a TCG guest on a loaded host: 5-302 Mbit/s
+measured at load 8-23; 604-788 Mbit/s on a quieter host) does it fall
+back to scaling both rates by one factor, min(SN_HOL_SCALE (default 1),
+CAP_FRACTION x capacity / 100 Mbit/s), floor 0.01, and it prints why
+(SN_HOL_FALLBACK=0: never); the rates used are recorded with the results
+("HOL rates used"). Documented with the numbers in
+guest-driver-patch/README.md ("Head-of-line and robustness experiments").
+The robustness test uses fixed 10 / 0.5 Mbit/s.
 """
 import os
 import re
@@ -40,15 +47,20 @@ import time
 
 import pytest
 
-from guest import UPLINK_HOST_IP, iperf_mbps, quiet_stats
+from guest import UPLINK_HOST_IP, iperf_mbps, quiet_stats, sched_ns
 # Shared fixtures/helpers of the guest-driver tests (patched image, guests).
 from test_guest_patch import (  # noqa: F401
     assert_clean_kernel_log, ethtool_stats, guests, patched_image, patched_ko, reload_module)
 
 pytestmark = pytest.mark.vm
 
-SCALE = float(os.environ.get("SN_HOL_SCALE", "0.1"))   # at most; see hol_rates()
+SCALE = float(os.environ.get("SN_HOL_SCALE", "1"))   # at most; see hol_rates()
 CAP_FRACTION = 0.5        # fast limit <= this share of the guest's unshaped rate
+HOL_FAST_BPS, HOL_SLOW_BPS = 100_000_000, 5_000_000   # the issue's rates
+PROBE_TRIES = 3           # capacity probes before falling back
+# SN_HOL_FALLBACK=0: the issue's rates whatever the probe says (to measure
+# what a guest below 2x the fast limit gets; the probe is still recorded)
+FALLBACK = os.environ.get("SN_HOL_FALLBACK", "1") != "0"
 # Robustness: fixed rates well inside what a loaded TCG guest reaches.
 SLOW_BPS = 500_000
 FAST_BPS = 10_000_000
@@ -56,6 +68,7 @@ FAST_PORT, SLOW_PORT, FLOOD_PORT = 5201, 5202, 5203
 MAX_HOLD_US = 2_000_000          # far below the patched guest's 10 s watchdog
 HOL_S = 5
 HOL_TRIES = 3
+STARVED = 0.2    # guest QEMU runnable without a CPU >= 20 % of a window
 WATCHDOG_RE = re.compile(r"WARNING|BUG|Call Trace|TX timeout|transmit queue \d+ timed out")
 
 
@@ -128,13 +141,16 @@ def classes_of(p):
 
 
 def class_sample(d, name):
-    """(worker clock s, classes, port) from one consistent stats.get."""
-    for _ in range(50):
+    """(worker clock s, classes, port) from one consistent stats.get.
+    Polled for up to 10 s: a worker descheduled inside a release batch on
+    the loaded host kept the pair inconsistent for over 1 s (s12-V4)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
         p = port_of(d, name)
         if p["policy"]["clock_consistent"]:
             return p["policy"]["clock_ns"] / 1e9, classes_of(p), p
-        time.sleep(0.02)
-    raise AssertionError(f"{name}: no consistent policy sample")
+        time.sleep(0.01)
+    raise AssertionError(f"{name}: no consistent policy sample in 10 s")
 
 
 def iperf_bg(g, port, secs, out, extra=""):
@@ -192,11 +208,13 @@ def hol_run(d, g, port, record_result, label, fast_bps, slow_bps, with_slow=True
         time.sleep(0.1)
     time.sleep(1)
     t0, c0, p0 = class_sample(d, port)
+    q0, w0 = sched_ns(g.proc.pid), time.monotonic()
     held, t_end = [], time.monotonic() + HOL_S - 1
     while time.monotonic() < t_end:
         held.append(port_of(d, port)["completion"]["held_now"])
         time.sleep(0.2)
     t1, c1, p1 = class_sample(d, port)
+    q1, w1 = sched_ns(g.proc.pid), time.monotonic()
     fast_rc = int(wait_guest_file(g, "/tmp/fast.json.rc", HOL_S + 40).strip())
     fast_out = g.check("cat /tmp/fast.json").out
     try:
@@ -217,6 +235,10 @@ def hol_run(d, g, port, record_result, label, fast_bps, slow_bps, with_slow=True
         "policy_drops": delta(p0["policy"]["drops"], p1["policy"]["drops"]),
         "port_drops": delta(p0["drops"], p1["drops"]),
         "hold_us": p1["completion"]["hold_us"], "window_s": dt,
+        # host CPU the guest's QEMU got / was runnable without, per second
+        "guest_cpu": (q1[0] - q0[0]) / 1e9 / (w1 - w0),
+        "guest_wait": (q1[1] - q0[1]) / 1e9 / (w1 - w0),
+        "load": os.getloadavg()[0],
     }
     print(label, r, "\nslow flow:", g.run("tail -4 /tmp/slow.out").out if with_slow else "-")
     record_result(f"HOL {label}: fast flow iperf3 (limit {fast_bps / 1e6:g})",
@@ -228,23 +250,46 @@ def hol_run(d, g, port, record_result, label, fast_bps, slow_bps, with_slow=True
     record_result(f"HOL {label}: held_now > 0 in samples", 100 * r["held_nonzero_frac"], "%")
     record_result(f"HOL {label}: hold-timeout drops", r["hold_timeouts"], "frames")
     record_result(f"HOL {label}: all policy drops", sum(r["policy_drops"].values()), "frames")
+    record_result(f"HOL {label}: guest QEMU runnable, waiting for a CPU",
+                  100 * r["guest_wait"], "%")
     return r
 
 
 def hol_rates(d, g, record_result):
-    """Scale of the experiment: the issue's 100 / 5 Mbit/s times the same
-    factor, at most SCALE, and at most CAP_FRACTION of what this guest's
-    TCP reaches right now through the unpaced fast class alone (TCG guests
-    on 2 shared cores: 5-30 Mbit/s depending on the other load)."""
+    """The issue's 100 / 5 Mbit/s when this guest's unpaced TCP through the
+    fast class alone reaches 1 / CAP_FRACTION times the fast limit right
+    now (best of up to PROBE_TRIES 3 s probes); else (fallback, printed
+    with the reason) both times the same factor, at most SCALE and at
+    most CAP_FRACTION of that capacity."""
     # First second omitted: a guest's first TCP stream after boot can
-    # stall for a while (a 2 s probe once read 0.0 Mbit/s).
-    r = g.run(f"timeout 40 iperf3 -c {UPLINK_HOST_IP} -p {FAST_PORT} -t 3 -O 1 -J "
-              f"--connect-timeout 5000", timeout=80)
-    cap = iperf_mbps(r.out)
-    scale = max(0.01, min(SCALE, CAP_FRACTION * cap / 100))
+    # stall for a while (a 2 s probe once read 0.0 Mbit/s). The best of up
+    # to PROBE_TRIES probes: one probe read 26.9 Mbit/s during a burst of
+    # other load where the run before had read 788.5.
+    cap = 0.0
+    for _ in range(PROBE_TRIES):
+        r = g.run(f"timeout 40 iperf3 -c {UPLINK_HOST_IP} -p {FAST_PORT} -t 3 -O 1 -J "
+                  f"--connect-timeout 5000", timeout=80)
+        cap = max(cap, iperf_mbps(r.out))
+        if CAP_FRACTION * cap >= HOL_FAST_BPS / 1e6:
+            break
+    scale = max(0.01, min(SCALE, CAP_FRACTION * cap / (HOL_FAST_BPS / 1e6)))
+    if not FALLBACK:
+        scale = SCALE
+    fast, slow = int(HOL_FAST_BPS * scale), int(HOL_SLOW_BPS * scale)
+    if scale < 1:
+        why = (f"SN_HOL_SCALE={SCALE:g}" if scale == SCALE or not FALLBACK else
+               f"the guest's unshaped TCP reached {cap:.1f} Mbit/s < "
+               f"{HOL_FAST_BPS / CAP_FRACTION / 1e6:g} Mbit/s (2x the fast limit)")
+        print(f"HOL fallback: {why}: rates scaled by {scale:.3f} to "
+              f"{fast / 1e6:g} / {slow / 1e6:g} Mbit/s (issue: 100 / 5)")
+    else:
+        print(f"HOL at the issue's rates 100 / 5 Mbit/s (capacity probe {cap:.1f} Mbit/s"
+              f"{'' if FALLBACK else ', SN_HOL_FALLBACK=0'})")
     record_result("HOL patched guest alone, unpaced (capacity probe)", cap, "Mbit/s")
     record_result("HOL scale factor x1000", 1000 * scale, "")
-    return int(100e6 * scale), int(5e6 * scale)
+    record_result("HOL rates used: fast limit", fast / 1e6, "Mbit/s")
+    record_result("HOL rates used: slow limit", slow / 1e6, "Mbit/s")
+    return fast, slow
 
 
 def test_no_head_of_line_blocking(schednicd, guests, guest_image, patched_image, uplink_host,
@@ -267,8 +312,8 @@ def test_no_head_of_line_blocking(schednicd, guests, guest_image, patched_image,
     d.rpc("policy.set", {"policy": policy(["vm0", "vm1"], fast, slow)})
     # Control (recorded, not asserted): the fast flow alone at its limit,
     # what this guest offers without a slow flow on its queue right now.
-    hol_run(d, a, "vm0", record_result, "patched control (fast flow alone)", fast, slow,
-            with_slow=False)
+    cr = hol_run(d, a, "vm0", record_result, "patched control (fast flow alone)", fast, slow,
+                 with_slow=False)
 
     # A TCG guest descheduled by the loaded host cannot offer its load;
     # such a window is measured again (at most HOL_TRIES, every attempt
@@ -280,6 +325,21 @@ def test_no_head_of_line_blocking(schednicd, guests, guest_image, patched_image,
     sr = hol_run(d, b, "vm1", record_result, f"stock (unmarked hold {STOCK_UNMARKED_US} us)",
                  fast, slow)
 
+    def reached(r):
+        return min(r["fast_sched_mbps"], r["fast_iperf_mbps"]) >= 0.9 * fast / 1e6
+
+    if not reached(pr) and (pr["guest_wait"] >= STARVED or not reached(cr)):
+        # The guest could not offer its load in any attempt, and either its
+        # QEMU was runnable without a CPU >= STARVED of the last window or
+        # the same guest missed the limit with the fast flow alone too (no
+        # slow flow, so no head-of-line blocking possible): the loaded host,
+        # not the mechanism (s12-V4: at load 11-14 both read 0 frames
+        # through schednic for whole windows). Stated, never passed.
+        pytest.xfail(f"guest starved on the loaded host: fast flow {pr['fast_sched_mbps']:.1f}"
+                     f" / {pr['fast_iperf_mbps']:.1f} Mbit/s (schednic / iperf3) of "
+                     f"{fast / 1e6:g}, alone {cr['fast_sched_mbps']:.1f} / "
+                     f"{cr['fast_iperf_mbps']:.1f}; guest QEMU waited for a CPU "
+                     f"{100 * pr['guest_wait']:.0f} % of the window, load {pr['load']:.1f}")
     # Patched: the slow flow held descriptors while the fast flow ran ...
     assert pr["held_max_sampled"] > 0, pr
     # ... and the fast flow reached >= 90 % of its limit, by schednic's
@@ -391,7 +451,13 @@ def test_robust_reload_and_reboot_while_held(schednicd, guests, patched_image, u
         # Traffic works again (through the fast class), and the guest's
         # driver is the patched one, opted in again on the new connection.
         a.check(f"ping -c 3 -W 5 {UPLINK_HOST_IP}", timeout=60)
+        # A second try: a guest's first TCP stream after boot can stall on
+        # the loaded host (s12-V4: 0.94 Mbit/s once at load 12, after the
+        # reboot; every other run 5.9-9.8 Mbit/s).
         mbps = a.iperf(UPLINK_HOST_IP, 2)
+        if mbps <= 1:
+            print(f"{action}: iperf3 after gave {mbps:.2f} Mbit/s, trying again")
+            mbps = a.iperf(UPLINK_HOST_IP, 2)
         record_result(f"robustness {action}: iperf3 after", mbps, "Mbit/s")
         assert mbps > 1, "no traffic after the " + action
         assert port_of(d, "vm0")["completion_mode"] == "deferred"
