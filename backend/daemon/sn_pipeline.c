@@ -509,15 +509,40 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	uint16_t srcs[BATCH];
 	uint64_t bytes = 0, rpk = 0, rby = 0;
 	uint16_t k;
+	/* s12-S2 (issue 6 throughput): a PMD done with its mbufs when
+	 * tx_burst returns (up->tx_sync: net_vhost, net_null) frees each
+	 * frame it sent, one by one; for a deferred guest frame that free is
+	 * the extbuf detach + completion callback + mempool put (~220
+	 * instructions per frame). A one-segment frame that only we
+	 * reference gets a second reference before tx_burst, so the PMD's
+	 * free only drops that one, and the frame is freed here in bulk by
+	 * sn_vqtx_free_bulk() (completes it and keeps its mbuf for the next
+	 * sn_vqtx_recv(); any other mbuf: one bulk mempool put). Same
+	 * completion, same thread: tx_sync is only used when the arbiter half
+	 * runs on the worker (!remote, as for the zero-copy in uplink_tx).
+	 * Not for a frame asking the PMD for VLAN insertion (it needs the mbuf
+	 * unshared). took: bit i = pkts[i] got the extra reference. */
+	const bool take = !remote && up->tx_sync;
+	struct rte_mbuf *mine[BATCH];
+	uint64_t took = 0;
+	uint16_t nm = 0;
 
+	static_assert(BATCH <= 64, "took is a 64-bit mask");
 	SN_VERIFY(n <= BATCH);
 	for (uint16_t i = 0; i < n; i++) {
-		const struct meta *md = meta_of(pl, pkts[i]);
+		struct rte_mbuf *m = pkts[i];
+		const struct meta *md = meta_of(pl, m);
 
-		sts[i] = side_st(pl, pkts[i], arb);
-		lens[i] = pkts[i]->pkt_len;
+		sts[i] = side_st(pl, m, arb);
+		lens[i] = m->pkt_len;
 		cls[i] = md->cls;
 		srcs[i] = md->src;
+		if (take && m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
+		    !(m->ol_flags & RTE_MBUF_F_TX_VLAN)) {
+			rte_mbuf_refcnt_set(m, 2);
+			mine[nm++] = m;
+			took |= 1ull << i;
+		}
 	}
 	k = rte_eth_tx_prepare(up->eth_port, txq, pkts, n);
 	k = rte_eth_tx_burst(up->eth_port, txq, pkts, k);
@@ -540,8 +565,16 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	sn_port_ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
 	if (k < n)
 		sn_port_ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
-	for (uint16_t i = k; i < n; i++)
-		rte_pktmbuf_free(pkts[i]);
+	/* Not sent (the caller's again): one reference each, freed with the
+	 * sent ones that kept our extra reference (s12-S2, above). */
+	for (uint16_t i = k; i < n; i++) {
+		if (took & (1ull << i))
+			rte_mbuf_refcnt_set(pkts[i], 1);
+		else
+			rte_pktmbuf_free(pkts[i]);
+	}
+	if (nm)
+		sn_vqtx_free_bulk(mine, nm);
 }
 
 /* One guest GSO frame to the uplink: segmented by the switch's hook.
@@ -981,79 +1014,87 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	struct pstate *ps = &pl->ps[in->slot];
 	struct rte_mbuf *due[BATCH];
 	const uint64_t now = pl->now;
-	const bool has_cls = ps->has_cls;
+	const bool has_cls = ps->has_cls, has_rate = ps->has_rate;
 	uint64_t obytes = 0, rpk = 0, rbytes = 0, under = 0, wd = ps->st.wheel_depth, wd0 = wd;
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
 	uint16_t nd = 0;
+	/* s12-S2: the meta fields common to the burst are set once; each
+	 * frame's meta is then one struct store (ts is written on the wheel
+	 * path, ret_* when the arbiter returns the frame). */
+	struct meta mk = { .src = in->slot, .src_gen = in->gen, .wk = (uint8_t)pl->wk_id };
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
-		struct meta *md = meta_of(pl, m);
 		struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
-		struct sn_classify_res cr = { .n = 0, .cls = SN_CLASSIFY_NONE };
+		struct sn_classify_res cr;
 		const uint32_t len = m->pkt_len;
 		uint64_t ts;
 		int rc;
 
-		md->src = in->slot;
-		md->src_gen = in->gen;
-		md->wk = (uint8_t)pl->wk_id;
-		md->dst = dst[i] ? dst[i]->slot : DST_FLOOD;
-		md->dst_gen = dst[i] ? dst[i]->gen : 0;
+		cr.n = 0;
+		cr.cls = SN_CLASSIFY_NONE;
+		cr.clamp = false;
+		mk.dst = dst[i] ? dst[i]->slot : DST_FLOOD;
+		mk.dst_gen = dst[i] ? dst[i]->gen : 0;
 		obytes += len;
 		/* The policies the frame crosses: port limit, then (issue 6
 		 * classes) its class or flow pacing and its aggregate share;
 		 * the release time is the max of theirs (Carousel §5.1.1). */
-		if (ps->has_rate) {
+		if (has_rate) {
 			cr.pol[cr.n++] = &ps->ts;
 			under += ps->ts.lts < now;
 		}
 		if (has_cls)
 			sn_classify_frame(pl->cls, in->slot, m, now, &cr);
-		md->cls = cr.cls;
-		if (cr.n == 0) {
-			rpk++;
-			rbytes += len;
-			if (cr.cls != SN_CLASSIFY_NONE)
-				sn_classify_released(pl->cls, in->slot, cr.cls, len);
-			due[nd++] = m;
-			continue;
+		mk.cls = cr.cls;
+		*meta_of(pl, m) = mk;
+		if (cr.n) {
+			if (unlikely(len > ps->room_lmax))
+				ps->room_lmax = len;   /* s11-V3: sn_pipeline_src_room() */
+			ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
+				       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
+			/* A timestamp is the end of the frame's transmission at
+			 * its rates (> now by len/rate): compared with a clock
+			 * read once per burst, when the iteration's is not late
+			 * enough. */
+			if (wd == 0 && ts > tnow && !fresh) {
+				tnow = now_ns();
+				fresh = true;
+			}
+			if (wd != 0 || ts > tnow) {
+				meta_of(pl, m)->ts = ts;
+				rc = sn_twheel_insert(pl->wheel, m, ts,
+						      cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+				if (rc) {
+					sn_classify_dropped(pl->cls, &cr, len,
+							    rc == -ERANGE ? SN_CL_DROP_HORIZON
+									  : SN_CL_DROP_POOL);
+					drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+					continue;
+				}
+				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+				if (cr.cls != SN_CLASSIFY_NONE)
+					sn_classify_accepted(pl->cls, &cr,
+							     cr.clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
+				wd++;
+				continue;
+			}
+			/* Carousel fast path (see above): ts is not in the
+			 * future and the port has nothing in the wheel. */
+			if (cr.n == 1)
+				sn_tstamp_commit(cr.pol[0], &nx[0]);
+			else
+				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
 		}
-		if (unlikely(len > ps->room_lmax))
-			ps->room_lmax = len;   /* s11-V3: sn_pipeline_src_room() */
-		ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
-			       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
-		/* A timestamp is the end of the frame's transmission at its
-		 * rates (> now by len/rate): compared with a clock read once
-		 * per burst, when the iteration's is not late enough. */
-		if (wd == 0 && ts > tnow && !fresh) {
-			tnow = now_ns();
-			fresh = true;
-		}
-		if (wd == 0 && ts <= tnow) {
-			/* Carousel fast path (see above). */
-			sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
-			rpk++;
-			rbytes += len;
-			if (cr.cls != SN_CLASSIFY_NONE)
-				sn_classify_released(pl->cls, in->slot, cr.cls, len);
-			due[nd++] = m;
-			continue;
-		}
-		md->ts = ts;
-		rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
-		if (rc) {
-			sn_classify_dropped(pl->cls, &cr, len,
-					    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
-			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
-			continue;
-		}
-		sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+		/* s12-S2 (review D1): released now, in one place for both
+		 * cases: a frame with no policy to cross (cr.n == 0) and one
+		 * on the Carousel fast path. */
+		rpk++;
+		rbytes += len;
 		if (cr.cls != SN_CLASSIFY_NONE)
-			sn_classify_accepted(pl->cls, &cr,
-					     cr.clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
-		wd++;
+			sn_classify_released(pl->cls, in->slot, cr.cls, len);
+		due[nd++] = m;
 	}
 	ctr_add(&ps->st.offered_packets, n);
 	ctr_add(&ps->st.offered_bytes, obytes);
@@ -1705,7 +1746,9 @@ static bool arb_will_count(const struct sn_pipeline *pl)
 
 	if (pl->split)   /* its own lcore (and clock), and no aset of its own */
 		return false;
-	in_arb = pl->held - sn_twheel_count(pl->wheel);
+	/* s12-S2: sn_twheel_count() walks the occupied slots; the fast
+	 * path leaves the wheel empty, which is O(1) to tell. */
+	in_arb = pl->held - (sn_twheel_empty(pl->wheel) ? 0 : sn_twheel_count(pl->wheel));
 	if (!in_arb)
 		return false;
 	if (pl->aset_old || !pl->aset)
