@@ -404,25 +404,34 @@ static void a_drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_
  * `arb`: called by the arbiter half (a remote arbiter only reads the
  * queue's stop flag (acquire) and its immutable hold limit, and returns
  * the frame: the vqtx counters are the worker's). */
-static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
+static __rte_noinline void deferred_drop_slow(struct sn_pipeline *pl, struct rte_mbuf *m,
+					      bool arb, struct sn_vqtx *q,
+					      enum sn_vqtx_verdict v);
+
+/* s12-S2: the per-frame check inline (one sn_vqtx_verdict call), the
+ * rare drop out of line. */
+static inline bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 {
 	struct sn_vqtx *q;
-	enum sn_pipeline_drop cause;
-
 	/* s10-P: one call, and the worker's iteration clock, per frame. */
-	switch (sn_vqtx_verdict(m, &q)) {
-	case SN_VQTX_STOPPING:
-		cause = SN_PL_DROP_SRC_STOP;
-		break;
-	case SN_VQTX_EXPIRED:
-		cause = SN_PL_DROP_HOLD;
-		break;
-	default:
+	enum sn_vqtx_verdict v = sn_vqtx_verdict(m, &q);
+
+	if (likely(v == SN_VQTX_KEEP))
 		return false;
-	}
+	deferred_drop_slow(pl, m, arb, q, v);
+	return true;
+}
+
+static __rte_noinline void deferred_drop_slow(struct sn_pipeline *pl, struct rte_mbuf *m,
+					      bool arb, struct sn_vqtx *q,
+					      enum sn_vqtx_verdict v)
+{
+	const enum sn_pipeline_drop cause = v == SN_VQTX_STOPPING ? SN_PL_DROP_SRC_STOP
+								  : SN_PL_DROP_HOLD;
+
 	if (arb && pl->arb_remote) {
 		ret_push(pl, m, RET_DROP, (uint8_t)cause);
-		return true;
+		return;
 	}
 	if (cause == SN_PL_DROP_SRC_STOP)
 		sn_vqtx_count_forced(q);
@@ -432,7 +441,6 @@ static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 		a_drop(pl, m, cause);
 	else
 		drop(pl, m, cause);
-	return true;
 }
 
 static inline struct sn_pipeline_port_stats *side_st(struct sn_pipeline *pl,
@@ -711,6 +719,9 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		uint16_t last = UINT16_MAX;
 		struct sn_pipeline *lasto = NULL;
 		uint64_t idle = 0, nidle = 0;
+		/* s12-S2: where each run of one (worker, port) starts, for the
+		 * backlog stores below (found here once, not again). */
+		uint16_t rstart[BATCH + 1], nr = 0;
 
 		for (uint16_t i = 0; i < k; i++) {
 			pkts[i] = items[i];
@@ -724,9 +735,11 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 					idle = sn_sched_class_backlog(sch, srcs[i]) == 0;
 				last = srcs[i];
 				lasto = owners[i];
+				rstart[nr++] = i;
 			}
 			nidle += idle;
 		}
+		rstart[nr] = k;
 		if (nidle)
 			ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
 		if (!pl->arb_remote)
@@ -735,11 +748,10 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		/* After uplink_tx: a frame counts as held (src_held) until it
 		 * is sent, freed or counted as returning. One release store
 		 * per run of frames of one (worker, port). */
-		for (uint16_t i = 0, j; i < k; i = j) {
-			for (j = (uint16_t)(i + 1); j < k && srcs[j] == srcs[i] &&
-			     owners[j] == owners[i]; j++)
-				;
-			backlog_sub(owners[i], srcs[i], (uint64_t)(j - i));
+		for (uint16_t r = 0; r < nr; r++) {
+			const uint16_t i = rstart[r];
+
+			backlog_sub(owners[i], srcs[i], (uint64_t)(rstart[r + 1] - i));
 		}
 		items += k;
 		n -= k;
