@@ -14,12 +14,14 @@ worker instructions, instructions per frame, and the inclusive
 instructions per frame of the --top functions (callgrind_annotate
 --inclusive=yes), plus the dump's path for further annotation.
 
-Under callgrind the daemon runs ~50x slower, so sn-gen keeps its rings
-full: the worker polls full bursts (this is the per-frame cost at full
-bursts, not at whatever burst a loaded host gives). Deterministic enough
-to compare builds (same mode, same window): the spread between runs is
-mostly how many empty polls fell in the window (reported as
-`empty_polls`), which is small at full load.
+Under callgrind the daemon runs ~50x slower, so on a quiet host sn-gen
+keeps its ring full and every iteration polls a full burst (`loops` ==
+`bursts`: the per-frame cost at full bursts). On a loaded host sn-gen is
+starved and some iterations find the ring empty (`empty_polls`; each
+costs ~960 instructions in the scheduled mode, more than under real time
+since the wheel sweeps more slots per iteration): compare runs without
+empty polls, or the inclusive costs of the burst-path functions
+(`arb_round`, `burst_in`, `submit_chunk`), which they do not change.
 
 Everything started is stopped by PID; its sockets and DPDK runtime dir are
 removed (datapath.py's Bench does it).
