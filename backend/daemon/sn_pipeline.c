@@ -451,25 +451,34 @@ static void a_drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_
  * `arb`: called by the arbiter half (a remote arbiter only reads the
  * queue's stop flag (acquire) and its immutable hold limit, and returns
  * the frame: the vqtx counters are the worker's). */
-static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
+static __rte_noinline void deferred_drop_slow(struct sn_pipeline *pl, struct rte_mbuf *m,
+					      bool arb, struct sn_vqtx *q,
+					      enum sn_vqtx_verdict v);
+
+/* s12-S2: the per-frame check inline (one sn_vqtx_verdict call), the
+ * rare drop out of line. */
+static inline bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 {
 	struct sn_vqtx *q;
-	enum sn_pipeline_drop cause;
-
 	/* s10-P: one call, and the worker's iteration clock, per frame. */
-	switch (sn_vqtx_verdict(m, &q)) {
-	case SN_VQTX_STOPPING:
-		cause = SN_PL_DROP_SRC_STOP;
-		break;
-	case SN_VQTX_EXPIRED:
-		cause = SN_PL_DROP_HOLD;
-		break;
-	default:
+	enum sn_vqtx_verdict v = sn_vqtx_verdict(m, &q);
+
+	if (likely(v == SN_VQTX_KEEP))
 		return false;
-	}
+	deferred_drop_slow(pl, m, arb, q, v);
+	return true;
+}
+
+static __rte_noinline void deferred_drop_slow(struct sn_pipeline *pl, struct rte_mbuf *m,
+					      bool arb, struct sn_vqtx *q,
+					      enum sn_vqtx_verdict v)
+{
+	const enum sn_pipeline_drop cause = v == SN_VQTX_STOPPING ? SN_PL_DROP_SRC_STOP
+								  : SN_PL_DROP_HOLD;
+
 	if (arb && pl->arb_remote) {
 		ret_push(pl, m, RET_DROP, (uint8_t)cause);
-		return true;
+		return;
 	}
 	if (cause == SN_PL_DROP_SRC_STOP)
 		sn_vqtx_count_forced(q);
@@ -479,7 +488,6 @@ static bool deferred_drop(struct sn_pipeline *pl, struct rte_mbuf *m, bool arb)
 		a_drop(pl, m, cause);
 	else
 		drop(pl, m, cause);
-	return true;
 }
 
 static inline struct sn_pipeline_port_stats *side_st(struct sn_pipeline *pl,
@@ -556,15 +564,40 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	uint16_t srcs[BATCH];
 	uint64_t bytes = 0, rpk = 0, rby = 0;
 	uint16_t k;
+	/* s12-S2 (issue 6 throughput): a PMD done with its mbufs when
+	 * tx_burst returns (up->tx_sync: net_vhost, net_null) frees each
+	 * frame it sent, one by one; for a deferred guest frame that free is
+	 * the extbuf detach + completion callback + mempool put (~220
+	 * instructions per frame). A one-segment frame that only we
+	 * reference gets a second reference before tx_burst, so the PMD's
+	 * free only drops that one, and the frame is freed here in bulk by
+	 * sn_vqtx_free_bulk() (completes it and keeps its mbuf for the next
+	 * sn_vqtx_recv(); any other mbuf: one bulk mempool put). Same
+	 * completion, same thread: tx_sync is only used when the arbiter half
+	 * runs on the worker (!remote, as for the zero-copy in uplink_tx).
+	 * Not for a frame asking the PMD for VLAN insertion (it needs the mbuf
+	 * unshared). took: bit i = pkts[i] got the extra reference. */
+	const bool take = !remote && up->tx_sync;
+	struct rte_mbuf *mine[BATCH];
+	uint64_t took = 0;
+	uint16_t nm = 0;
 
+	static_assert(BATCH <= 64, "took is a 64-bit mask");
 	SN_VERIFY(n <= BATCH);
 	for (uint16_t i = 0; i < n; i++) {
-		const struct meta *md = meta_of(pl, pkts[i]);
+		struct rte_mbuf *m = pkts[i];
+		const struct meta *md = meta_of(pl, m);
 
-		sts[i] = side_st(pl, pkts[i], arb);
-		lens[i] = pkts[i]->pkt_len;
+		sts[i] = side_st(pl, m, arb);
+		lens[i] = m->pkt_len;
 		cls[i] = md->cls;
 		srcs[i] = md->src;
+		if (take && m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
+		    !(m->ol_flags & RTE_MBUF_F_TX_VLAN)) {
+			rte_mbuf_refcnt_set(m, 2);
+			mine[nm++] = m;
+			took |= 1ull << i;
+		}
 	}
 	k = rte_eth_tx_prepare(up->eth_port, txq, pkts, n);
 	k = rte_eth_tx_burst(up->eth_port, txq, pkts, k);
@@ -587,8 +620,16 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	sn_port_ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
 	if (k < n)
 		sn_port_ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
-	for (uint16_t i = k; i < n; i++)
-		rte_pktmbuf_free(pkts[i]);
+	/* Not sent (the caller's again): one reference each, freed with the
+	 * sent ones that kept our extra reference (s12-S2, above). */
+	for (uint16_t i = k; i < n; i++) {
+		if (took & (1ull << i))
+			rte_mbuf_refcnt_set(pkts[i], 1);
+		else
+			rte_pktmbuf_free(pkts[i]);
+	}
+	if (nm)
+		sn_vqtx_free_bulk(mine, nm);
 }
 
 /* One guest GSO frame to the uplink: segmented by the switch's hook.
@@ -725,6 +766,9 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		uint16_t last = UINT16_MAX;
 		struct sn_pipeline *lasto = NULL;
 		uint64_t idle = 0, nidle = 0;
+		/* s12-S2: where each run of one (worker, port) starts, for the
+		 * backlog stores below (found here once, not again). */
+		uint16_t rstart[BATCH + 1], nr = 0;
 
 		for (uint16_t i = 0; i < k; i++) {
 			pkts[i] = items[i];
@@ -738,9 +782,11 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 					idle = sn_sched_class_backlog(sch, srcs[i]) == 0;
 				last = srcs[i];
 				lasto = owners[i];
+				rstart[nr++] = i;
 			}
 			nidle += idle;
 		}
+		rstart[nr] = k;
 		if (nidle)
 			ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
 		if (!pl->arb_remote)
@@ -749,11 +795,10 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		/* After uplink_tx: a frame counts as held (src_held) until it
 		 * is sent, freed or counted as returning. One release store
 		 * per run of frames of one (worker, port). */
-		for (uint16_t i = 0, j; i < k; i = j) {
-			for (j = (uint16_t)(i + 1); j < k && srcs[j] == srcs[i] &&
-			     owners[j] == owners[i]; j++)
-				;
-			backlog_sub(owners[i], srcs[i], (uint64_t)(j - i));
+		for (uint16_t r = 0; r < nr; r++) {
+			const uint16_t i = rstart[r];
+
+			backlog_sub(owners[i], srcs[i], (uint64_t)(rstart[r + 1] - i));
 		}
 		items += k;
 		n -= k;
@@ -1029,7 +1074,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	struct pstate *ps = &pl->ps[in->slot];
 	struct rte_mbuf *due[BATCH];
 	const uint64_t now = pl->now;
-	const bool has_cls = ps->has_cls;
+	const bool has_cls = ps->has_cls, has_rate = ps->has_rate;
 	uint64_t obytes = 0, rpk = 0, rbytes = 0, under = 0, wd = ps->st.wheel_depth, wd0 = wd;
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
@@ -1045,77 +1090,86 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	 * downstream yet (tests/policy/test_stats_seq.py). One load, two
 	 * stores per burst. */
 	const uint64_t seq0 = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+	/* s12-S2: the meta fields common to the burst are set once; each
+	 * frame's meta is then one struct store (ts is written on the wheel
+	 * path, ret_* when the arbiter returns the frame). */
+	struct meta mk = { .src = in->slot, .src_gen = in->gen, .wk = (uint8_t)pl->wk_id };
 
 	seq_counting(pl);
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
-		struct meta *md = meta_of(pl, m);
 		struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
-		struct sn_classify_res cr = { .n = 0, .cls = SN_CLASSIFY_NONE };
+		struct sn_classify_res cr;
 		const uint32_t len = m->pkt_len;
 		uint64_t ts;
 		int rc;
 
-		md->src = in->slot;
-		md->src_gen = in->gen;
-		md->wk = (uint8_t)pl->wk_id;
-		md->dst = dst[i] ? dst[i]->slot : DST_FLOOD;
-		md->dst_gen = dst[i] ? dst[i]->gen : 0;
+		cr.n = 0;
+		cr.cls = SN_CLASSIFY_NONE;
+		cr.clamp = false;
+		cr.agg = false;    /* s12-I2: set by sn_classify_frame() */
+		mk.dst = dst[i] ? dst[i]->slot : DST_FLOOD;
+		mk.dst_gen = dst[i] ? dst[i]->gen : 0;
 		obytes += len;
 		/* The policies the frame crosses: port limit, then (issue 6
 		 * classes) its class or flow pacing and its aggregate share;
 		 * the release time is the max of theirs (Carousel §5.1.1). */
-		if (ps->has_rate) {
+		if (has_rate) {
 			cr.pol[cr.n++] = &ps->ts;
 			under += ps->ts.lts < now;
 		}
 		if (has_cls)
 			sn_classify_frame(pl->cls, in->slot, m, now, &cr);
-		md->cls = cr.cls;
-		if (cr.n == 0) {
-			rpk++;
-			rbytes += len;
-			if (cr.cls != SN_CLASSIFY_NONE)
-				sn_classify_released(pl->cls, in->slot, cr.cls, len);
-			due[nd++] = m;
-			continue;
+		mk.cls = cr.cls;
+		*meta_of(pl, m) = mk;
+		if (cr.n) {
+			if (unlikely(len > ps->room_lmax))
+				ps->room_lmax = len;   /* s11-V3: sn_pipeline_src_room() */
+			ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
+				       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
+			/* A timestamp is the end of the frame's transmission at
+			 * its rates (> now by len/rate): compared with a clock
+			 * read once per burst, when the iteration's is not late
+			 * enough. */
+			if (wd == 0 && ts > tnow && !fresh) {
+				tnow = now_ns();
+				fresh = true;
+			}
+			if (wd != 0 || ts > tnow) {
+				meta_of(pl, m)->ts = ts;
+				/* s12-I2: the aggregate's part of ts, for restamp_aggs() */
+				*agg_lag(pl, m) = cr.agg ? agg_lag_of(nx, cr.n, now) : AGG_NONE;
+				rc = sn_twheel_insert(pl->wheel, m, ts,
+						      cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+				if (rc) {
+					sn_classify_dropped(pl->cls, &cr, len,
+							    rc == -ERANGE ? SN_CL_DROP_HORIZON
+									  : SN_CL_DROP_POOL);
+					drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+					continue;
+				}
+				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+				if (cr.cls != SN_CLASSIFY_NONE)
+					sn_classify_accepted(pl->cls, &cr,
+							     cr.clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
+				wd++;
+				continue;
+			}
+			/* Carousel fast path (see above): ts is not in the
+			 * future and the port has nothing in the wheel. */
+			if (cr.n == 1)
+				sn_tstamp_commit(cr.pol[0], &nx[0]);
+			else
+				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
 		}
-		if (unlikely(len > ps->room_lmax))
-			ps->room_lmax = len;   /* s11-V3: sn_pipeline_src_room() */
-		ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
-			       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
-		/* A timestamp is the end of the frame's transmission at its
-		 * rates (> now by len/rate): compared with a clock read once
-		 * per burst, when the iteration's is not late enough. */
-		if (wd == 0 && ts > tnow && !fresh) {
-			tnow = now_ns();
-			fresh = true;
-		}
-		if (wd == 0 && ts <= tnow) {
-			/* Carousel fast path (see above). */
-			sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
-			rpk++;
-			rbytes += len;
-			if (cr.cls != SN_CLASSIFY_NONE)
-				sn_classify_released(pl->cls, in->slot, cr.cls, len);
-			due[nd++] = m;
-			continue;
-		}
-		md->ts = ts;
-		/* s12-I2: the aggregate's part of ts, for restamp_aggs() */
-		*agg_lag(pl, m) = cr.agg ? agg_lag_of(nx, cr.n, now) : AGG_NONE;
-		rc = sn_twheel_insert(pl->wheel, m, ts, cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
-		if (rc) {
-			sn_classify_dropped(pl->cls, &cr, len,
-					    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
-			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
-			continue;
-		}
-		sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+		/* s12-S2 (review D1): released now, in one place for both
+		 * cases: a frame with no policy to cross (cr.n == 0) and one
+		 * on the Carousel fast path. */
+		rpk++;
+		rbytes += len;
 		if (cr.cls != SN_CLASSIFY_NONE)
-			sn_classify_accepted(pl->cls, &cr,
-					     cr.clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
-		wd++;
+			sn_classify_released(pl->cls, in->slot, cr.cls, len);
+		due[nd++] = m;
 	}
 	ctr_add(&ps->st.offered_packets, n);
 	ctr_add(&ps->st.offered_bytes, obytes);
