@@ -402,6 +402,16 @@ static void drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_dr
 	rte_pktmbuf_free(m);
 }
 
+/* Drops a frame taken out of the wheel (restamps, device-stop drain): it
+ * leaves the port's wheel depth and the worker's held / wheel_n counts. */
+static void drop_taken(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_drop cause)
+{
+	ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
+	pl->held--;
+	pl->wheel_n--;
+	drop(pl, m, cause);
+}
+
 /* Arbiter half: hand m back to the worker with a verdict. The return
  * mailbox is SPSC (this thread -> worker); when it is full the frame is
  * parked (pend has room for every frame the arbiter can hold) and the
@@ -1526,10 +1536,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
 		}
 		rc = sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 		if (rc) {
-			ctr_add(&ps->st.wheel_depth, -1ull);
-			pl->held--;
-			pl->wheel_n--;
-			drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+			drop_taken(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
 			continue;
 		}
 		md->ts = ts;
@@ -1565,7 +1572,6 @@ static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 	for (uint64_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pl->restamp_buf[i];
 		struct meta *md = meta_of(pl, m);
-		struct pstate *ps = &pl->ps[md->src];
 		struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
 		uint64_t ts = md->ts, o, a;
 		int32_t *lag = agg_lag(pl, m);
@@ -1579,10 +1585,7 @@ static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 		}
 		if (sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT)) {
 			sn_classify_dropped(pl->cls, &r, m->pkt_len, SN_CL_DROP_HORIZON);
-			ctr_add(&ps->st.wheel_depth, -1ull);
-			pl->held--;
-			pl->wheel_n--;
-			drop(pl, m, SN_PL_DROP_HORIZON);
+			drop_taken(pl, m, SN_PL_DROP_HORIZON);
 			continue;
 		}
 		if (clamp && ts >= hz && md->ts < hz)
@@ -2206,10 +2209,7 @@ static void drain_wheel(struct sn_pipeline *pl)
 		for (unsigned i = 0; i < got; i++) {
 			struct rte_mbuf *m = items[i];
 
-			ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
-			pl->held--;
-			pl->wheel_n--;
-			drop(pl, m, SN_PL_DROP_SRC_STOP);
+			drop_taken(pl, m, SN_PL_DROP_SRC_STOP);
 		}
 }
 
