@@ -537,7 +537,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	struct sn_pipeline_port_stats ps;
 	uint64_t c0, s0;
 	bool s1;                  /* consistent */
-	json_t *drops, *o;
+	json_t *drops, *o, *cls;
 	/* The clock and sequence of the worker owning the port's queue 0
 	 * (layout ncore: each worker has its own). */
 	const struct sn_pipeline *wpl;
@@ -555,15 +555,22 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	c0 = sn_pipeline_clock_ns(wpl);
 	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
 		return NULL;
+	/* The class counters inside the same window, so clock_consistent
+	 * covers them too (a horizon drop is counted in its class just before
+	 * its port: read after the check, a class could be one run ahead). */
+	cls = classes_stats_json(ctl, p);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	s1 = s0 == sn_pipeline_run_seq(wpl) && !(s0 & 1);
 	drops = json_object();
-	if (!drops)
+	if (!drops) {
+		json_decref(cls);
 		return NULL;
+	}
 	for (unsigned i = 0; i < SN_PL_DROP_MAX; i++)
 		if (json_object_set_new(drops, sn_pipeline_drop_names[i],
 					json_integer((json_int_t)ps.drop[i]))) {
 			json_decref(drops);
+			json_decref(cls);
 			return NULL;
 		}
 	o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
@@ -581,7 +588,7 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 			 "qfq_idle", (json_int_t)ps.qfq_idle,
 			 "rate_bps", (json_int_t)ps.rate_bps,
 			 "weight", (json_int_t)ps.weight,
-			 "drops", drops, "classes", classes_stats_json(ctl, p));
+			 "drops", drops, "classes", cls);
 	if (o && (json_object_set_new(o, "clock_ns", json_integer((json_int_t)c0)) ||
 		  json_object_set_new(o, "clock_consistent", json_boolean(s1)))) {
 		json_decref(o);
