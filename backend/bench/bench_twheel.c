@@ -23,6 +23,14 @@
  * sn_twheel_next_due does) vs scanning the wheel's slot array as
  * Algorithm 1 of Carousel does. Same positions for both; results must
  * agree.
+ *
+ * twheel/rebase/slots=65536/full: the worst single stall the unwrapped
+ * write cursors cost (s12-W3: once per revolution sn_twheel_rebase_ moves
+ * every live cursor down by `slots`, O(non-empty slots)). The daemon's
+ * geometry (4 us x 65536 slots, 7-item nodes) with every slot but the
+ * front's holding one item; one op is the extract that moves the front
+ * into the next window, rebase included (it also drains one item). No
+ * baseline: it answers "how long can one extract take", once per 262 ms.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -274,6 +282,37 @@ static inline uint32_t linear_find_next(const struct sn_twheel *w, uint32_t pos)
 
 static struct sn_twheel *sparse_wheel;
 
+#define REBASE_SLOTS 65536u
+#define REBASE_GRAN  4000u
+
+/* One worst-case rebase (see the header comment): ns of the extract. */
+static double run_rebase(void)
+{
+	struct sn_twheel_params p = { .granularity_ns = REBASE_GRAN, .slots = REBASE_SLOTS,
+				      .pool_nodes = REBASE_SLOTS + 64, .node_items = 7 };
+	struct sn_twheel *w = sn_twheel_create(&p);
+	uint64_t base = (uint64_t)(REBASE_SLOTS - 1) * REBASE_GRAN, t0, t1;
+	void *out[1];
+
+	if (!w)
+		exit(1);
+	/* Front to the window's last slot (empty wheel: no rebase yet)... */
+	if (sn_twheel_extract(w, base, out, 1) != 0)
+		exit(1);
+	/* ...then one item in each of the slots front + 1 .. front + slots - 1. */
+	for (uint64_t k = 1; k < REBASE_SLOTS; k++)
+		if (sn_twheel_insert(w, (void *)(uintptr_t)k, base + k * REBASE_GRAN, SN_TWHEEL_REJECT))
+			exit(1);
+	t0 = sn_bench_now_ns();
+	if (sn_twheel_extract(w, base + REBASE_GRAN, out, 1) != 1 || out[0] != (void *)1)
+		exit(1);
+	t1 = sn_bench_now_ns();
+	if (sn_twheel_count(w) != REBASE_SLOTS - 2)
+		exit(1);
+	sn_twheel_free(w);
+	return (double)(t1 - t0);
+}
+
 /* The next_due question ("earliest non-empty slot after the front") asked
  * from `ops` random front positions of one 2^20-slot wheel, 1 % full. */
 static double run_sparse(int linear, uint64_t ops, uint64_t *check)
@@ -377,6 +416,12 @@ void sn_bench_twheel(void)
 			exit(1);
 		}
 		sn_twheel_free(sparse_wheel);
+	}
+	if (sn_bench_selected("twheel/rebase/slots=65536/full")) {
+		for (int r = 0; r < reps; r++)
+			v[r] = run_rebase();
+		sn_bench_report("twheel/rebase/slots=65536/full", sn_bench_median(v, reps), 0,
+				"worst-case stall: one extract moving every live cursor, once per revolution");
 	}
 	free(wd.ns);
 	free(c);
