@@ -537,24 +537,40 @@ static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
 static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_pipeline_port_stats ps;
-	uint64_t c0, s0;
-	bool s1;                  /* consistent */
+	uint64_t c0, s0[SN_PIPELINE_WORKERS_MAX];
+	bool s1 = true;           /* consistent */
 	json_t *drops, *o, *cls;
-	/* The clock and sequence of the worker owning the port's queue 0
-	 * (layout ncore: each worker has its own). */
-	const struct sn_pipeline *wpl;
+	/* The workers owning the port's TX queues (layout ncore: each has its
+	 * own sequence and clock; the others never touch its counters). */
+	const struct sn_pipeline *wpl[SN_PIPELINE_WORKERS_MAX];
+	unsigned nw = 0;
+	uint32_t owners = 0;
 
 	if (!ctl->pipeline)
 		return NULL;
-	wpl = sn_pipeline_worker(ctl->pipeline, p->q[0].owner);
-	if (!wpl)
-		wpl = ctl->pipeline;
+	for (unsigned i = 0; i < SN_MAX(p->nq, (uint16_t)1) && i < SN_PORT_QMAX; i++) {
+		unsigned k = p->q[i].owner;
+		const struct sn_pipeline *w = sn_pipeline_worker(ctl->pipeline, k);
+
+		if (k >= SN_PIPELINE_WORKERS_MAX || (owners & (1u << k)))
+			continue;
+		owners |= 1u << k;
+		wpl[nw++] = w ? w : ctl->pipeline;
+	}
+	if (!nw)
+		wpl[nw++] = ctl->pipeline;
 	/* issue 6 (measurement): clock_ns with the counters, and whether the
-	 * pair is consistent: no run() of the worker began or was in progress
-	 * while they were read (sn_pipeline_run_seq(); the acquire fence pairs
-	 * with the worker's release fence after its odd store). */
-	s0 = sn_pipeline_run_seq(wpl);
-	c0 = sn_pipeline_clock_ns(wpl);
+	 * pair is consistent: no run() (or counting submit) of any owning
+	 * worker began or was in progress while they were read
+	 * (sn_pipeline_run_seq(): every owner's first value before the
+	 * counters, every second one after; the acquire fence pairs with each
+	 * worker's release fence after its odd store). s13-P3: before, only
+	 * queue 0's owner was checked, so a read inside another owner's run
+	 * passed as exact (tests/policy/test_stats_seq.py). clock_ns is queue
+	 * 0's owner's; each owner's counters are exact at its own clock. */
+	for (unsigned j = 0; j < nw; j++)
+		s0[j] = sn_pipeline_run_seq(wpl[j]);
+	c0 = sn_pipeline_clock_ns(wpl[0]);
 	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
 		return NULL;
 	/* The class counters inside the same window, so clock_consistent
@@ -562,7 +578,8 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	 * its port: read after the check, a class could be one run ahead). */
 	cls = classes_stats_json(ctl, p);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	s1 = s0 == sn_pipeline_run_seq(wpl) && !(s0 & 1);
+	for (unsigned j = 0; j < nw; j++)
+		s1 = s1 && s0[j] == sn_pipeline_run_seq(wpl[j]) && !(s0[j] & 1);
 	drops = json_object();
 	if (!drops) {
 		json_decref(cls);
