@@ -182,7 +182,7 @@ static int run(struct sn_config *cfg)
 	unsigned n_running = 0;
 	struct sn_policy_store *pol_store = NULL;
 	struct sn_pipeline *pl = NULL;
-	struct sn_cpufair *cf = NULL;
+	struct sn_cpufair *cfs[SN_CONFIG_WORKERS_MAX] = { NULL };   /* one per worker */
 	struct sn_rpc_server *srv = NULL;
 	struct sn_ctl ctl = { .stop = &g_stop };
 	bool uplink_open = false, arbiter_running = false;
@@ -238,13 +238,13 @@ static int run(struct sn_config *cfg)
 	}
 	if (policy_setup(cfg, mp, reg, &pol_store, &pl))
 		goto out_ports;
-	/* CPU fair dropping is one instance owned by worker 0 (the config
-	 * refuses it with layout ncore). */
-	if (cfg->datapath.cpu_fair_pct) {
-		cf = sn_cpufair_create(&(struct sn_cpufair_cfg){
+	/* CPU fair dropping: one instance per worker lcore, owned by it (its
+	 * own CPU time, the flows of the queues it polls; sn_cpufair.h). */
+	for (unsigned k = 0; cfg->datapath.cpu_fair_pct && k < nw; k++) {
+		cfs[k] = sn_cpufair_create(&(struct sn_cpufair_cfg){
 			.budget_pct = cfg->datapath.cpu_fair_pct,
 			.max_flows = cfg->datapath.max_flows });
-		if (!cf) {
+		if (!cfs[k]) {
 			sn_log("cpu fair dropping: %s", strerror(errno));
 			goto out_ports;
 		}
@@ -257,7 +257,7 @@ static int run(struct sn_config *cfg)
 			.mac_aging_s = cfg->datapath.mac_aging_s,
 			.idle_sleep_us = cfg->datapath.idle_sleep_us,
 			.pipeline = sn_pipeline_worker(pl, k), .worker = k,
-			.cpufair = k ? NULL : cf,
+			.cpufair = cfs[k],
 			.share = k ? sws[0] : NULL }, reg, mp);
 		if (!sws[k]) {
 			sn_log("switch: %s", strerror(errno));
@@ -269,7 +269,8 @@ static int run(struct sn_config *cfg)
 	ctl.mp = mp;
 	ctl.policy = pol_store;
 	ctl.pipeline = pl;
-	ctl.cpufair = cf;
+	ctl.cpufair = cfs;
+	ctl.n_cpufair = cfg->datapath.cpu_fair_pct ? nw : 0;
 	if (cfg->uplink.enabled) {
 		if (sn_uplink_open(cfg->uplink.devargs, mp, (uint16_t)cfg->uplink.rx_desc,
 				   (uint16_t)cfg->uplink.tx_desc,
@@ -372,7 +373,8 @@ out_ports:
 	sn_ports_destroy(reg);
 	/* Worker stopped: frees the frames the shaper still held. */
 	sn_pipeline_destroy(pl);
-	sn_cpufair_free(cf);
+	for (unsigned k = 0; k < nw; k++)
+		sn_cpufair_free(cfs[k]);
 	sn_policy_store_destroy(pol_store);
 out_mp:
 	rte_mempool_free(mp);

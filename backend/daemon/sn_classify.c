@@ -168,12 +168,15 @@ static bool same_class(const struct cls *k, const struct sn_policy_class *pc)
 	return !strcmp(k->name, pc->name);
 }
 
-void sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
-			    const struct sn_policy_port *pp, bool fresh, uint64_t now)
+uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
+				const struct sn_policy_port *pp, bool fresh, uint64_t now)
 {
 	struct cls old[SN_POLICY_CLASSES_MAX];
 	unsigned n_old = fresh ? 0 : c->n_cls[slot];
 	unsigned n = pp ? pp->n_classes : 0;
+	uint32_t restamp = 0;
+
+	static_assert(SN_POLICY_CLASSES_MAX <= 32, "restamp mask: one bit per class");
 
 	memcpy(old, c->cls[slot], sizeof(old));
 	for (unsigned i = 0; i < n; i++) {
@@ -197,12 +200,21 @@ void sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 		k->agg = pc->agg;
 		if (k->rate_bps != pc->rate_bps || k->burst != pc->burst_bytes)
 			k->version = ++c->next_version;
-		if (!pc->rate_bps)
+		if (!pc->rate_bps) {
 			k->has_ts = false;
-		else if (k->has_ts)
-			SN_VERIFY(sn_tstamp_set(&k->ts, pc->rate_bps, pc->burst_bytes) == 0);
-		else
+		} else if (k->has_ts && k->rate_bps != pc->rate_bps && j == i) {
+			/* s13-P3: a new pacing rate of a class in the same
+			 * place: a fresh chain from now, on which the caller
+			 * lays the class's queued frames again
+			 * (sn_classify_restamp_ts; its flows restart when
+			 * their first queued frame is re-laid). */
 			SN_VERIFY(sn_tstamp_init(&k->ts, pc->rate_bps, pc->burst_bytes, now) == 0);
+			restamp |= 1u << i;
+		} else if (k->has_ts) {
+			SN_VERIFY(sn_tstamp_set(&k->ts, pc->rate_bps, pc->burst_bytes) == 0);
+		} else {
+			SN_VERIFY(sn_tstamp_init(&k->ts, pc->rate_bps, pc->burst_bytes, now) == 0);
+		}
 		k->has_ts = pc->rate_bps != 0;
 		k->rate_bps = pc->rate_bps;
 		k->burst = pc->burst_bytes;
@@ -211,6 +223,7 @@ void sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 	 * away leaves entries that the version check re-rates or the sweep
 	 * ages out. */
 	__atomic_store_n(&c->n_cls[slot], (uint8_t)n, __ATOMIC_RELAXED);
+	return restamp;
 }
 
 static void agg_set_grant(struct agg *a, unsigned worker)
@@ -365,6 +378,34 @@ static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
 		f->version = kc->version;
 	}
 	f->last_ns = now;
+	return &f->ts;
+}
+
+struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, uint8_t cls,
+					 const struct rte_mbuf *m, uint64_t now)
+{
+	struct flow_key key;
+	struct cls *kc;
+	struct flow *f;
+	int32_t pos;
+
+	if (cls == SN_CLASSIFY_NONE || cls >= c->n_cls[slot] || !c->cls[slot][cls].has_ts)
+		return NULL;
+	kc = &c->cls[slot][cls];
+	if (kc->scope != SN_POLICY_SCOPE_FLOW || !parse(m, &key))
+		return &kc->ts;
+	key.slot = slot;
+	key.cls = cls;
+	pos = rte_hash_lookup(c->h, &key);
+	if (pos < 0)
+		return &kc->ts;    /* paced by the class's state (flow_table_full) */
+	f = &c->flows[pos];
+	if (f->version != kc->version) {
+		/* The flow's first queued frame since the change: its chain
+		 * restarts at now, like the class's (apply_port). */
+		SN_VERIFY(sn_tstamp_init(&f->ts, kc->rate_bps, kc->burst, now) == 0);
+		f->version = kc->version;
+	}
 	return &f->ts;
 }
 

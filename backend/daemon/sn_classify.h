@@ -84,11 +84,25 @@ void sn_classify_free(struct sn_classify *c);
 
 /* Worker: (re)configure the classes of port slot `slot` from its policy
  * entry (NULL = none), and the aggregates from pol. A class whose name is
- * unchanged keeps its pacing state (rate changes keep LTS); its flows
- * adopt a new rate on their next frame. `fresh` = another port took the
- * slot: all state and counters restart. */
-void sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
-			    const struct sn_policy_port *pp, bool fresh, uint64_t now);
+ * unchanged keeps its pacing state and counters; its flows adopt a new
+ * rate on their next frame (a burst change keeps LTS). `fresh` = another
+ * port took the slot: all state and counters restart. Returns the classes
+ * (bit i: class i) whose pacing rate changed (from one non-zero rate to
+ * another, class in the same place; s13-P3): their pacing chain restarts
+ * at now, and the caller must lay their frames queued in the wheel on it
+ * again, in release order (sn_classify_restamp_ts), before any new frame
+ * of the slot is classified. */
+uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
+				const struct sn_policy_port *pp, bool fresh, uint64_t now);
+/* Worker (s13-P3), after apply_port returned class cls of slot in its
+ * mask: the pacing state a queued frame m of that class crosses (its
+ * flow's for scope "flow", else the class's; NULL: the class has no
+ * pacing), to peek / commit its new stamp. A flow's state restarts at
+ * now on its first frame re-laid after the change (the flow table is
+ * looked up, never added to: a frame of a flow not in it was paced by the
+ * class's state). */
+struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, uint8_t cls,
+					 const struct rte_mbuf *m, uint64_t now);
 void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, uint64_t now);
 
 /* Worker: classify m (from port slot `slot`) and append the class/flow

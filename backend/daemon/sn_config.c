@@ -412,9 +412,6 @@ static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 			return fail(err, errlen, "eal.worker_cpus: only with layout \"ncore\" "
 				    "(use eal.worker_cpu)");
 	}
-	if (cfg->datapath.cpu_fair_pct && cfg->datapath.layout == SN_LAYOUT_NCORE)
-		return fail(err, errlen, "datapath.cpu_fair_pct: CPU fair dropping runs on the single "
-			    "worker of layouts \"1core\" and \"2core\", not with \"ncore\"");
 	if (cfg->eal.n_worker_cpus && cfg->eal.n_worker_cpus != cfg->datapath.workers)
 		return fail(err, errlen, "eal.worker_cpus: %u CPUs for %u workers (one per worker)",
 			    cfg->eal.n_worker_cpus, cfg->datapath.workers);

@@ -49,8 +49,10 @@
  * that happen sooner. Counters are by port slot: a port added to a freed
  * slot continues its predecessor's counts.
  *
- * Concurrency: an instance belongs to the worker lcore: filter/account
- * only there. sn_cpufair_stats() may be called from any thread: the worker
+ * Concurrency: an instance belongs to one worker lcore: filter/account
+ * only there. Layout ncore has one instance per worker lcore (main.c),
+ * never shared: each sees its own thread's CPU time and the frames of the
+ * queues it polls (the flows competing for that CPU). sn_cpufair_stats() may be called from any thread: the worker
  * publishes every counter with relaxed atomic stores after each burst,
  * the reader uses relaxed loads (counters only, no ordering needed).
  */

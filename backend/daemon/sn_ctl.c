@@ -8,6 +8,7 @@
 #include "sn_ctl.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,6 +19,7 @@
 #include <rte_version.h>
 
 #include "sn_classify.h"
+#include "sn_common.h"
 #include "sn_config.h"
 #include "sn_cpufair.h"
 #include "sn_pipeline.h"
@@ -535,24 +537,40 @@ static json_t *aggregates_stats_json(const struct sn_ctl *ctl)
 static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_pipeline_port_stats ps;
-	uint64_t c0, s0;
-	bool s1;                  /* consistent */
+	uint64_t c0, s0[SN_PIPELINE_WORKERS_MAX];
+	bool s1 = true;           /* consistent */
 	json_t *drops, *o, *cls;
-	/* The clock and sequence of the worker owning the port's queue 0
-	 * (layout ncore: each worker has its own). */
-	const struct sn_pipeline *wpl;
+	/* The workers owning the port's TX queues (layout ncore: each has its
+	 * own sequence and clock; the others never touch its counters). */
+	const struct sn_pipeline *wpl[SN_PIPELINE_WORKERS_MAX];
+	unsigned nw = 0;
+	uint32_t owners = 0;
 
 	if (!ctl->pipeline)
 		return NULL;
-	wpl = sn_pipeline_worker(ctl->pipeline, p->q[0].owner);
-	if (!wpl)
-		wpl = ctl->pipeline;
+	for (unsigned i = 0; i < SN_MAX(p->nq, (uint16_t)1) && i < SN_PORT_QMAX; i++) {
+		unsigned k = p->q[i].owner;
+		const struct sn_pipeline *w = sn_pipeline_worker(ctl->pipeline, k);
+
+		if (k >= SN_PIPELINE_WORKERS_MAX || (owners & (1u << k)))
+			continue;
+		owners |= 1u << k;
+		wpl[nw++] = w ? w : ctl->pipeline;
+	}
+	if (!nw)
+		wpl[nw++] = ctl->pipeline;
 	/* issue 6 (measurement): clock_ns with the counters, and whether the
-	 * pair is consistent: no run() of the worker began or was in progress
-	 * while they were read (sn_pipeline_run_seq(); the acquire fence pairs
-	 * with the worker's release fence after its odd store). */
-	s0 = sn_pipeline_run_seq(wpl);
-	c0 = sn_pipeline_clock_ns(wpl);
+	 * pair is consistent: no run() (or counting submit) of any owning
+	 * worker began or was in progress while they were read
+	 * (sn_pipeline_run_seq(): every owner's first value before the
+	 * counters, every second one after; the acquire fence pairs with each
+	 * worker's release fence after its odd store). s13-P3: before, only
+	 * queue 0's owner was checked, so a read inside another owner's run
+	 * passed as exact (tests/policy/test_stats_seq.py). clock_ns is queue
+	 * 0's owner's; each owner's counters are exact at its own clock. */
+	for (unsigned j = 0; j < nw; j++)
+		s0[j] = sn_pipeline_run_seq(wpl[j]);
+	c0 = sn_pipeline_clock_ns(wpl[0]);
 	if (sn_pipeline_port_stats(ctl->pipeline, p, &ps))
 		return NULL;
 	/* The class counters inside the same window, so clock_consistent
@@ -560,7 +578,8 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	 * its port: read after the check, a class could be one run ahead). */
 	cls = classes_stats_json(ctl, p);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	s1 = s0 == sn_pipeline_run_seq(wpl) && !(s0 & 1);
+	for (unsigned j = 0; j < nw; j++)
+		s1 = s1 && s0[j] == sn_pipeline_run_seq(wpl[j]) && !(s0[j] & 1);
 	drops = json_object();
 	if (!drops) {
 		json_decref(cls);
@@ -597,9 +616,66 @@ static json_t *policy_stats_json(const struct sn_ctl *ctl, const struct sn_port 
 	return o;
 }
 
-/* Layout ncore: per worker lcore, its loop counters (one entry in the
- * other layouts). */
-static json_t *workers_json(const struct sn_ctl *ctl)
+/* issue 6: CPU fair dropping, every worker's instance read once per
+ * stats.get, so the totals are exactly the sum of the per-worker objects
+ * of the same answer. Each instance's fields are relaxed loads (a set may
+ * be torn between fields, sn_cpufair.h). Main thread. */
+struct cf_snap {
+	unsigned n;                                      /* workers; 0 = off */
+	struct sn_cpufair_stats w[SN_CONFIG_WORKERS_MAX];
+	/* Counters summed over the workers (active_max: the sum of their
+	 * maxima); budget_pct, capacity, theta_ns, ns_per_kweight are
+	 * worker 0's (capacity: per worker thread). */
+	struct sn_cpufair_stats sum;
+};
+
+static void cf_snap_read(const struct sn_ctl *ctl, struct cf_snap *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->n = SN_MIN(ctl->n_cpufair, SN_CONFIG_WORKERS_MAX);
+	for (unsigned k = 0; k < s->n; k++) {
+		struct sn_cpufair_stats *w = &s->w[k], *t = &s->sum;
+
+		sn_cpufair_stats(ctl->cpufair[k], w);
+		if (k == 0) {
+			*t = *w;
+			continue;
+		}
+		t->kept += w->kept;
+		t->dropped_fair += w->dropped_fair;
+		t->dropped_table_full += w->dropped_table_full;
+		t->dropped_invalid += w->dropped_invalid;
+		t->bursts += w->bursts;
+		t->active += w->active;
+		t->active_max += w->active_max;
+		for (unsigned i = 0; i < SN_CPUFAIR_PORTS; i++) {
+			t->port_cpu_ns[i] += w->port_cpu_ns[i];
+			t->port_kept[i] += w->port_kept[i];
+			t->port_dropped[i] += w->port_dropped[i];
+		}
+	}
+}
+
+/* issue 6: CPU fair dropping (datapath.cpu_fair_pct): one instance's
+ * counters (a worker's, or the totals over the workers). */
+static json_t *cpufair_stats_json(const struct sn_cpufair_stats *cs)
+{
+	return json_pack("{s:I, s:I, s:I, s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:I, s:I}",
+			 "budget_pct", (json_int_t)cs->budget_pct,
+			 "capacity_ns_per_s", (json_int_t)cs->capacity, "kept", (json_int_t)cs->kept,
+			 "drops", "fair", (json_int_t)cs->dropped_fair,
+			 "table_full", (json_int_t)cs->dropped_table_full,
+			 "invalid", (json_int_t)cs->dropped_invalid,
+			 "bursts", (json_int_t)cs->bursts,
+			 "theta_ns", (json_int_t)cs->theta_ns, "active", (json_int_t)cs->active,
+			 "active_max", (json_int_t)cs->active_max,
+			 "ns_per_kweight", (json_int_t)cs->ns_per_kweight);
+}
+
+/* Layout ncore: per worker lcore, its loop counters and (cpu_fair_pct > 0)
+ * its CPU fair dropping instance's counters (one entry in the other
+ * layouts). */
+static json_t *workers_json(const struct sn_ctl *ctl, const struct cf_snap *cf)
 {
 	json_t *a = json_array();
 
@@ -607,10 +683,16 @@ static json_t *workers_json(const struct sn_ctl *ctl)
 		struct sn_pipeline_thread_stats t;
 
 		sn_pipeline_worker_thread_stats(ctl->pipeline, k, &t);
-		if (json_array_append_new(a, json_pack("{s:i, s:I, s:I, s:I}", "worker", (int)k,
-						       "loops", (json_int_t)t.loops,
-						       "sleeps", (json_int_t)t.sleeps,
-						       "sleep_ns", (json_int_t)t.sleep_ns))) {
+		json_t *w = json_pack("{s:i, s:I, s:I, s:I}", "worker", (int)k,
+				      "loops", (json_int_t)t.loops, "sleeps", (json_int_t)t.sleeps,
+				      "sleep_ns", (json_int_t)t.sleep_ns);
+
+		if (w && cf && k < cf->n &&
+		    json_object_set_new(w, "cpu_fair", cpufair_stats_json(&cf->w[k]))) {
+			json_decref(w);
+			w = NULL;
+		}
+		if (!w || json_array_append_new(a, w)) {
 			json_decref(a);
 			a = NULL;
 		}
@@ -618,7 +700,7 @@ static json_t *workers_json(const struct sn_ctl *ctl)
 	return a;
 }
 
-static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
+static json_t *arbiter_stats_json(const struct sn_ctl *ctl, const struct cf_snap *cf)
 {
 	struct sn_pipeline_thread_stats wt, at;
 	struct sn_arbiter_stats a;
@@ -660,10 +742,11 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl)
 			 "worker_thread", "loops", (json_int_t)wt.loops, "sleeps", (json_int_t)wt.sleeps,
 			 "sleep_ns", (json_int_t)wt.sleep_ns,
 			 "arbiter_thread", "loops", (json_int_t)at.loops, "sleeps", (json_int_t)at.sleeps,
-			 "sleep_ns", (json_int_t)at.sleep_ns, "workers", workers_json(ctl));
+			 "sleep_ns", (json_int_t)at.sleep_ns, "workers", workers_json(ctl, cf));
 }
 
-static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
+static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p,
+			       const struct cf_snap *cf)
 {
 	struct sn_port_stats st;
 	json_t *drops, *o, *pol;
@@ -714,14 +797,13 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 		json_decref(o);
 		return NULL;
 	}
-	if (o && ctl->cpufair && p->slot < SN_CPUFAIR_PORTS) {
-		struct sn_cpufair_stats cs;
+	if (o && cf && p->slot < SN_CPUFAIR_PORTS) {
+		const struct sn_cpufair_stats *cs = &cf->sum;
 
-		sn_cpufair_stats(ctl->cpufair, &cs);
 		if (json_object_set_new(o, "cpu_fair", json_pack("{s:I, s:I, s:I}",
-				"cpu_ns", (json_int_t)cs.port_cpu_ns[p->slot],
-				"kept", (json_int_t)cs.port_kept[p->slot],
-				"dropped", (json_int_t)cs.port_dropped[p->slot]))) {
+				"cpu_ns", (json_int_t)cs->port_cpu_ns[p->slot],
+				"kept", (json_int_t)cs->port_kept[p->slot],
+				"dropped", (json_int_t)cs->port_dropped[p->slot]))) {
 			json_decref(o);
 			return NULL;
 		}
@@ -729,48 +811,28 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 	return o;
 }
 
-/* issue 6: CPU fair dropping (datapath.cpu_fair_pct), totals. */
-static json_t *cpufair_stats_json(const struct sn_ctl *ctl)
+/* stats.get's answer; NULL (ports released) when out of memory or when
+ * `only` names no port (*found false). */
+static json_t *stats_get_json(const struct sn_ctl *ctl, const char *only, json_t *ports,
+			      const struct cf_snap *cf, bool *found)
 {
-	struct sn_cpufair_stats cs;
-
-	sn_cpufair_stats(ctl->cpufair, &cs);
-	return json_pack("{s:I, s:I, s:I, s:{s:I, s:I, s:I}, s:I, s:I, s:I, s:I, s:I}",
-			 "budget_pct", (json_int_t)cs.budget_pct,
-			 "capacity_ns_per_s", (json_int_t)cs.capacity, "kept", (json_int_t)cs.kept,
-			 "drops", "fair", (json_int_t)cs.dropped_fair,
-			 "table_full", (json_int_t)cs.dropped_table_full,
-			 "invalid", (json_int_t)cs.dropped_invalid,
-			 "bursts", (json_int_t)cs.bursts,
-			 "theta_ns", (json_int_t)cs.theta_ns, "active", (json_int_t)cs.active,
-			 "active_max", (json_int_t)cs.active_max,
-			 "ns_per_kweight", (json_int_t)cs.ns_per_kweight);
-}
-
-static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
-{
-	struct sn_ctl *ctl = arg;
 	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
-	const char *only = param_str(params, "port", NULL);
 	struct sn_mac_stats ms;
-	json_t *ports = json_array(), *o;
-	bool found = false;
+	json_t *o;
 
-	if (!ports)
-		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
 	for (unsigned i = 0; i < t->n; i++) {
 		if (only && strcmp(only, t->list[i]->name))
 			continue;
-		found = true;
-		o = port_stats_json(ctl, t->list[i]);
+		*found = true;
+		o = port_stats_json(ctl, t->list[i], cf);
 		if (!o || json_array_append_new(ports, o)) {
 			json_decref(ports);
-			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+			return NULL;
 		}
 	}
-	if (only && !found) {
+	if (only && !*found) {
 		json_decref(ports);
-		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no port named %s", only);
+		return NULL;
 	}
 	sn_switch_mac_stats(ctl->sw, &ms);
 	o = json_pack("{s:o, s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:f}",
@@ -781,27 +843,47 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 			 "aged", (json_int_t)ms.aged, "moves", (json_int_t)ms.moves,
 			 "full", (json_int_t)ms.full,
 			 "uptime_s", (double)(sn_ctl_now_ns() - ctl->start_ns) / 1e9);
-	if (o && ctl->cpufair) {
-		json_t *c = cpufair_stats_json(ctl);
-
-		if (!c || json_object_set_new(o, "cpu_fair", c)) {
-			json_decref(o);
-			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
-		}
+	if (o && cf && json_object_set_new(o, "cpu_fair", cpufair_stats_json(&cf->sum))) {
+		json_decref(o);
+		return NULL;
 	}
 	if (o && ctl->pipeline) {
-		json_t *a = arbiter_stats_json(ctl);
+		json_t *a = arbiter_stats_json(ctl, cf);
 
 		if (!a || json_object_set_new(o, "arbiter", a)) {
 			json_decref(o);
-			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+			return NULL;
 		}
 		a = aggregates_stats_json(ctl);
 		if (!a || json_object_set_new(o, "aggregates", a)) {
 			json_decref(o);
-			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+			return NULL;
 		}
 	}
+	return o;
+}
+
+static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const char *only = param_str(params, "port", NULL);
+	json_t *ports = json_array(), *o;
+	bool found = false;
+	struct cf_snap *cf = ctl->n_cpufair ? malloc(sizeof(*cf)) : NULL;
+
+	if (!ports || (ctl->n_cpufair && !cf)) {
+		json_decref(ports);
+		free(cf);
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+	}
+	if (cf)
+		cf_snap_read(ctl, cf);
+	o = stats_get_json(ctl, only, ports, cf, &found);
+	free(cf);
+	if (!o && only && !found)
+		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no port named %s", only);
+	if (!o)
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
 	return o;
 }
 

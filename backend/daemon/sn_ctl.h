@@ -26,7 +26,10 @@ struct sn_ctl {
 	struct rte_mempool *mp;
 	struct sn_policy_store *policy;     /* issue 6 */
 	struct sn_pipeline *pipeline;       /* issue 6 */
-	struct sn_cpufair *cpufair;         /* issue 6: NULL = cpu_fair_pct 0 */
+	/* issue 6: CPU fair dropping, worker k's instance cpufair[k] for
+	 * k < n_cpufair (n_cpufair 0 = cpu_fair_pct 0). */
+	struct sn_cpufair *const *cpufair;
+	unsigned n_cpufair;
 	uint64_t start_ns;          /* CLOCK_MONOTONIC at start */
 	volatile sig_atomic_t *stop;        /* set to 1 by "shutdown" */
 };

@@ -1509,39 +1509,86 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  * order, so FIFO within a slot is kept). New arrivals chain after the
  * restamped backlog. A restamped frame that lands beyond the horizon (a
  * big rate cut with a full wheel) is what the shaper drops at the new rate
- * anyway: counted as "horizon"; one of a "clamp" class is queued at the
- * horizon (s12-I2: it was dropped too). O(frames in the wheel), once per
- * rate change, on the worker. */
-static void restamp_wheel(struct sn_pipeline *pl, const bool *changed)
+ * anyway: counted as "horizon" (in its class too); one of a "clamp" class
+ * is queued at the horizon (s12-I2: it was dropped too). O(frames in the
+ * wheel), once per rate change, on the worker.
+ *
+ * s13-P3: the same for a flow class whose pacing rate changed
+ * (cls_changed[slot], bit = class, from sn_classify_apply_port(), which
+ * restarted the class's chain at now): its frames are laid again on the
+ * class's chain, or their flow's (scope "flow", sn_classify_restamp_ts),
+ * in release order, so each flow stays FIFO. Never earlier than their
+ * other policies: the aggregate share's stamp (agg_lag()), and for a port
+ * with a limit of its own (whose stamp is not kept apart from the
+ * class's) that limit's chain, which is then laid again from now over
+ * all the port's queued frames (relay[]; frames of its unchanged classes
+ * keep their stamp, or wait for the re-laid limit if it is later), so the
+ * port limit holds from now. Before, a class rate change kept the stamps
+ * of its queued frames and its (saturated) chain a horizon ahead: the old
+ * rate went on for up to 262 ms (tests/policy/test_live_change.py). */
+static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
 {
-	uint64_t k = wheel_take_all(pl);
+	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
+	bool relay[SN_PORT_MAX];
+	uint64_t k;
 
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct pstate *ps = &pl->ps[s];
+
+		relay[s] = changed[s];
+		if (!changed[s] && cls_changed[s] && ps->has_rate) {
+			SN_VERIFY(sn_tstamp_init(&ps->ts, ps->ts.rate, ps->ts.burst, pl->now) == 0);
+			relay[s] = true;
+		}
+	}
+	k = wheel_take_all(pl);
 	for (uint64_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pl->restamp_buf[i];
 		struct meta *md = meta_of(pl, m);
 		struct pstate *ps = &pl->ps[md->src];
-		struct sn_tstamp_next nx;
-		uint64_t ts = md->ts, o, a;
+		struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
+		struct sn_tstamp_next nx, cnx;
+		struct sn_tstamp *cts = NULL;
+		uint64_t ts = md->ts, o, a = 0;
 		int32_t *lag = agg_lag(pl, m);
 		bool clamp = sn_classify_clamps(pl->cls, md->src, md->cls);
+		const bool cch = md->cls < 32 && ((cls_changed[md->src] >> md->cls) & 1);
 		int rc;
 
-		if (changed[md->src]) {
-			ts = sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx);
-			if (*lag != AGG_NONE) {
+		if (relay[md->src] || cch) {
+			if (*lag != AGG_NONE)
 				split_ts(md->ts, *lag, &o, &a);
-				*lag = lag_of(ts, a);
-				ts = RTE_MAX(ts, a);
+			else
+				o = md->ts;
+			/* O: from now for a changed port (its class stamp is
+			 * not replayed) or a changed class; else the old one */
+			if (changed[md->src] || cch)
+				o = pl->now;
+			if (relay[md->src])
+				o = RTE_MAX(o, sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx));
+			if (cch && (cts = sn_classify_restamp_ts(pl->cls, md->src, md->cls, m,
+								 pl->now)) != NULL)
+				o = RTE_MAX(o, sn_tstamp_peek(cts, pl->now, m->pkt_len, &cnx));
+			ts = o;
+			if (*lag != AGG_NONE) {
+				*lag = lag_of(o, a);
+				ts = RTE_MAX(o, a);
 			}
 		}
 		rc = sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 		if (rc) {
+			sn_classify_dropped(pl->cls, &r, m->pkt_len,
+					    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
 			drop_taken(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
 			continue;
 		}
+		if (clamp && ts >= hz && md->ts < hz)
+			sn_classify_accepted(pl->cls, &r, true);
 		md->ts = ts;
-		if (changed[md->src])
+		if (relay[md->src])
 			sn_tstamp_commit(&ps->ts, &nx);
+		if (cts)
+			sn_tstamp_commit(cts, &cnx);
 	}
 }
 
@@ -1700,6 +1747,7 @@ static void apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
 static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
 {
 	bool changed[SN_PORT_MAX] = { false }, any_change = false;
+	uint32_t cls_changed[SN_PORT_MAX] = { 0 };   /* s13-P3: classes with a new rate */
 
 	pl->uplink = NULL;
 	sn_classify_apply_aggs(pl->cls, pol, pl->now);   /* issue 6 */
@@ -1713,7 +1761,9 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 			pl->uplink = p;
 		w = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
 		/* issue 6: the slot's flow classes (fresh if another port). */
-		sn_classify_apply_port(pl->cls, (uint16_t)s, w, !p || ps->gen != p->gen, pl->now);
+		cls_changed[s] = sn_classify_apply_port(pl->cls, (uint16_t)s, w,
+							!p || ps->gen != p->gen, pl->now);
+		any_change = any_change || cls_changed[s];
 		if (!p || ps->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh state and
 			 * counters; its scheduler class, if any, carries on. */
@@ -1742,7 +1792,7 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 		ps->has_rate = w && w->rate_bps != 0;
 	}
 	if (any_change)
-		restamp_wheel(pl, changed);
+		restamp_wheel(pl, changed, cls_changed);
 	pl->pol_gen = pol->gen;
 	pl->t_seen = t;
 	pl->dirty = false;

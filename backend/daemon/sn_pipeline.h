@@ -230,7 +230,9 @@ uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
  * fence before the second load, are exactly the state at clock_ns: a
  * worker preempted in the middle of a release batch cannot tear them.
  * 2-core layout: this covers the worker half; the arbiter half's counters
- * move on their own clock (sn_pipeline_arbiter_clock_ns). */
+ * move on their own clock (sn_pipeline_arbiter_clock_ns). Layout ncore:
+ * each worker has its own; a reader of a port whose TX queues are on
+ * several workers checks every owner's (s13-P3, sn_ctl.c). */
 uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl);
 /* Any thread: fair dropping in front of the arbiter (policy.uplink.overload
  * "fair"), refreshed by the worker each ms (worker half in both layouts);

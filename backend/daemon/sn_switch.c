@@ -831,10 +831,12 @@ int sn_switch_worker(void *arg)
 				 * owns (sn_port.h). */
 				for (uint32_t rdy = sn_port_txq_ready(p); rdy; rdy &= rdy - 1) {
 					unsigned qi = (unsigned)__builtin_ctz(rdy);
-					uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
 
 					if (p->q[qi].owner != sw->wk)
 						continue;
+					/* after the owner check: no clock read
+					 * for other workers' queues (ncore) */
+					uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
 					if (p->q[qi].vq) {
 						uint16_t mx = burst;
 

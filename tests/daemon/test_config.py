@@ -59,8 +59,11 @@ BAD = [
      "config: datapath.mac_table_size: must be a power of two"),
     ("datapath-aging-zero", {"datapath": {"mac_aging_s": 0}}, "config: datapath.mac_aging_s:"),
     ("datapath-cpu-fair-big", {"datapath": {"cpu_fair_pct": 101}}, "config: datapath.cpu_fair_pct:"),
-    ("datapath-cpu-fair-ncore", {"datapath": {"cpu_fair_pct": 50, "layout": "ncore"}},
-     "config: datapath.cpu_fair_pct: CPU fair dropping runs on the single worker"),
+    # ncore accepts CPU fair dropping (one instance per worker, s13-P3), not a bad value
+    ("datapath-cpu-fair-ncore-big", {"datapath": {"cpu_fair_pct": 101, "layout": "ncore"}},
+     "config: datapath.cpu_fair_pct:"),
+    ("datapath-cpu-fair-ncore-neg", {"datapath": {"cpu_fair_pct": -1, "layout": "ncore"}},
+     "config: datapath.cpu_fair_pct:"),
     ("datapath-unknown", {"datapath": {"queues": 2}}, "config: datapath.queues: unknown key"),
     ("uplink-type", {"uplink": 5}, "config: uplink: must be an object"),
     ("uplink-devargs-empty", {"uplink": {"devargs": ""}}, "config: uplink.devargs:"),
@@ -100,6 +103,7 @@ GOOD = [
     ("mq-port", {"uplink": None, "ports": [port(queues=8), port("vm1", "/tmp/sn-x/vm1.sock", queues=1)]}),
     ("partial-sections", {"eal": {"memory_mb": 256, "file_prefix": "x-1", "extra_args": ["--log-level=lib.eal:notice"]},
                           "datapath": {"burst": 64, "mac_table_size": 16}}),
+    ("cpu-fair-ncore", {"datapath": {"cpu_fair_pct": 50, "layout": "ncore", "workers": 3}}),
 ]
 
 

@@ -186,3 +186,100 @@ def test_weight_swap_within_100ms(build_dir):
     assert abs(share0 - 0.75) / 0.75 < 0.02, rates
     for n in ("vm0", "vm1"):
         assert no_loss(a0[n], a1[n], allow=("qfq_full",)) == {}, (a0[n], a1[n])
+
+
+def sink_rate(s, t0, t1):
+    """bits/s received by sn-gen's uplink peer (its sampling sink: 100 ms
+    samples, CLOCK_MONOTONIC; per port, as UDP flows are "foreign" to its
+    per-flow counts) between its first sample at/after t0 and its last
+    at/before t1, and the 100 ms rates in between."""
+    time.sleep(max(0.0, t1 + 0.15 - time.monotonic()))   # the sample after t1 is written
+    smp = conf.window(conf.read_samples(s.samples, len(s.ports), "rx_bytes"), t0, t1)
+    if len(smp) < 2:
+        return None, []
+    return ((smp[-1][1] - smp[0][1]) * 8 / (smp[-1][0] - smp[0][0]),
+            [round(r / 1e6, 2) for r in conf.sample_rates(smp)])
+
+
+def class_policy(rate, scope, port_rate=None):
+    pp = {"classes": [{"name": "bulk", "proto": "udp", "rate_bps": rate, "scope": scope}]}
+    return {"ports": {"vm0": {**pp, **({"rate_bps": port_rate} if port_rate else {})}}}
+
+
+@pytest.mark.parametrize("scope, port_rate", [("class", None), ("flow", None),
+                                              ("class", 15_000_000)],
+                         ids=["class", "flow", "class-under-port-limit"])
+def test_class_rate_change_within_100ms(build_dir, scope, port_rate):
+    """Halving and doubling a flow class's pacing rate (s13-P3): one UDP
+    flow in class "bulk" of vm0 paced at 20 Mbit/s (scope class: one state
+    for the class; flow: one per 5-tuple), offered 1.3 x: the class's
+    pacing runs a wheel horizon (262 ms) ahead. From T + 100 ms on the
+    output must be the new rate (the smaller of the class's and, if vm0
+    has one, its port limit's), nothing lost but the shaper's own horizon
+    drops. Before, a class rate change kept the stamps of the frames in
+    the wheel and the class's (or flow's) LTS: the old rate went on for up
+    to the horizon (11.3 Mbit/s measured from T + 100 ms after halving).
+    With a port limit of 15 Mbit/s the doubling (class 10 -> 20) must not
+    let the re-laid frames out faster than the port limit either: the
+    rate over [T, T + 300 ms] stays at it (re-laid on the class's chain
+    alone, the wheel's 262 ms at 10 Mbit/s would go out at 20 for 130 ms:
+    ~17 Mbit/s over those 300 ms)."""
+    r1, r2 = 20_000_000, 10_000_000
+    pps = int(r1 * 1.3 / (8 * FRAME))
+    flows = [(0, 10**10, ",udp=10.0.0.1:7-10.9.0.1:9")]
+    with conf.Schednic(build_dir, ["vm0"], class_policy(r1, scope, port_rate), FRAME, pps,
+                       flows=flows) as s:
+        s.wait_flowing()
+        time.sleep(1.0)
+        for new, old in ((r2, r1), (r1, r2)):
+            tries = []
+            for _ in range(4):
+                q0 = s.port_policy()["vm0"]
+                w0 = os_waits(s)
+                t, pp = change(s, "vm0", class_policy(new, scope, port_rate))
+                q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
+                # underruns count frames finding the port limit idle: a
+                # starved shaper while the port limit is the bottleneck;
+                # below it (class at 10 under the 15 Mbit/s port limit)
+                # every frame finds it idle, also those submitted after
+                # q0 and before the worker applied the doubling
+                bottleneck = not port_rate or port_rate <= new
+                u0 = next((x[2] for x in pp if x[0] >= t + 0.05), q1) if port_rate else q0
+                tries.append({"pairs": len(pp),
+                              "first_ms": round((pp[0][0] - t) * 1e3, 1) if pp else None,
+                              "covered": covered(pp, t + 0.1, t + 1.3),
+                              "underruns": (q1["underruns"] - u0["underruns"]) * bottleneck,
+                              **waited(s, w0)})
+                if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
+                    break
+                s.rpc("policy.set", {"policy": class_policy(old, scope, port_rate)})
+                time.sleep(0.5)
+            else:
+                if all(host_starved(x) for x in tries):
+                    pytest.skip("host overloaded: no change without shaper underruns and "
+                                "with exact pairs in 4 tries, each explained by runqueue "
+                                f"waits: {tries}")
+                pytest.fail("no change without shaper underruns and with exact pairs "
+                            f"in 4 tries, not explained by runqueue waits: {tries}")
+            r = rate_between(pp, t + 0.1, t + 1.3)
+            want = min(new, port_rate or new)
+            c0, c1 = q0["classes"][0], q1["classes"][0]
+            print(f"\nclass scope {scope} port limit {port_rate} {old}->{new}: {r:.0f} bit/s "
+                  f"from T+100 ms ({len(pp)} pairs); lost inside: {no_loss(q0, q1)}; class "
+                  f"drops { {k: c1['drops'][k] - v for k, v in c0['drops'].items()} }; "
+                  f"tries: {tries}")
+            assert abs(r - want) / want < 0.015, (r, want)
+            # the same at the receiver (the issue's 100 ms sink samples;
+            # its timestamps jitter with sn-gen's scheduling: looser)
+            sr, srates = sink_rate(s, t + 0.1, t + 1.3)
+            print(f"  sink from T+100 ms: {sr} bit/s, 100 ms samples (Mbit/s) {srates}")
+            assert sr is not None and abs(sr - want) / want < 0.03, (sr, want, srates)
+            if port_rate and new > old:
+                early = rate_between(pp, t, t + 0.3)
+                print(f"  rate over [T, T + 300 ms]: {early:.0f} bit/s")
+                assert early < port_rate * 1.02, (early, port_rate)
+            assert no_loss(q0, q1) == {}, (q0, q1)
+            # every drop is the class's own horizon drop
+            assert c1["drops"]["wheel_pool"] == c0["drops"]["wheel_pool"], (c0, c1)
+            assert (q1["drops"]["horizon"] - q0["drops"]["horizon"] ==
+                    c1["drops"]["horizon"] - c0["drops"]["horizon"]), (q0, q1)

@@ -81,3 +81,63 @@ def test_exact_pairs_balance_during_submit(build_dir, dst):
               f"(offset {base}); first: {odd[:5]}")
         assert exact >= 100, exact
         assert bad == 0, (bad, exact, odd[:5])
+
+
+def worker_balance(q):
+    """Invariants of the counters the workers keep (layout ncore: the
+    arbiter's, sent and qfq_backlog, move on its own clock): every frame
+    offered is released, in the wheel or dropped at the wheel (the port
+    has no limit of its own: every drop is a class's); the classes
+    account for every frame of the port, but for sn-gen's learn frames
+    (not UDP: no class; a constant offset every exact pair shares)."""
+    cls = q["classes"]
+    s = lambda k: sum(c[k] for c in cls)       # noqa: E731
+    return {"offered": q["offered_packets"] - q["released_packets"] - q["wheel_depth"]
+            - q["drops"]["horizon"] - q["drops"]["wheel_pool"],
+            "horizon": q["drops"]["horizon"] - sum(c["drops"]["horizon"] for c in cls),
+            "pool": q["drops"]["wheel_pool"] - sum(c["drops"]["wheel_pool"] for c in cls),
+            "cls_offered": q["offered_packets"] - s("offered_packets"),
+            "cls_sent": q["released_packets"] - s("sent_packets")}
+
+
+def test_exact_pairs_port_queues_on_two_workers(build_dir):
+    """Layout ncore, vm0's TX queue 0 on worker 0 and queue 1 on worker 1,
+    one flow on each (sn-gen: flow i on TX queue i mod 3), a UDP class
+    paced per class and worker (each worker's silo) well below the
+    offered load: both workers stamp, wheel, release and drop vm0's
+    frames all the time. A snapshot with clock_consistent true must be
+    exact for both workers' counters: every invariant of worker_balance()
+    holds in it. Before s13-P3 only queue 0's worker's sequence was
+    checked, so a read during worker 1's submit or run passed as exact."""
+    pol = {"ports": {"vm0": {"classes": [{"name": "bulk", "proto": "udp",
+                                          "rate_bps": 30_000_000, "scope": "class"}]}}}
+    flows = [(0, 10**10, ",udp=10.0.0.1:7-10.9.0.1:9"), (0, 10**10, ",udp=10.0.0.2:7-10.9.0.1:9")]
+    with conf.Schednic(build_dir, ["vm0"], pol, 256, 200_000, flows=flows,
+                       port_extra={"vm0": {"workers": [0, 1, 0]}},
+                       datapath={"layout": "ncore", "workers": 2}, queues=3) as s:
+        s.wait_flowing()
+        st = s.rpc("stats.get", {"port": "vm0"})["ports"][0]
+        assert [q["worker"] for q in st["queues"]] == [0, 1, 0], st["queues"]
+        q0 = [q["rx_packets"] for q in st["queues"]]
+        seen, inexact = [], 0
+        end = time.monotonic() + 8.0
+        while time.monotonic() < end:
+            p = s.rpc("stats.get", {"port": "vm0"})["ports"][0]
+            q = p["policy"]
+            if not q["clock_consistent"]:
+                inexact += 1
+                continue
+            seen.append(tuple(sorted(worker_balance(q).items())))
+        base = collections.Counter(seen).most_common(1)[0][0] if seen else ()
+        odd = [dict(b) for b in seen if b != base]
+        q1 = [q["rx_packets"] for q in p["queues"]]
+        print(f"\nncore, vm0 on workers 0+1: {len(seen)} exact pairs, {inexact} inexact, "
+              f"{len(odd)} off the invariants (base {dict(base)}); first: {odd[:5]}; "
+              f"queue frames {[b - a for a, b in zip(q0, q1)]}; port {q}")
+        # the offset is the learn frames' only: none in the wheel counters
+        assert all(v == 0 for k, v in base if k in ("offered", "horizon", "pool")), base
+        # both workers take vm0's frames, and both are shaped and dropped
+        assert q1[0] - q0[0] > 1000 and q1[1] - q0[1] > 1000, (q0, q1)
+        assert q["classes"][0]["drops"]["horizon"] > 0, q
+        assert len(seen) >= 100, (len(seen), inexact)
+        assert odd == [], (len(odd), len(seen), odd[:5])
