@@ -158,6 +158,12 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s or path %s already in use", name, path);
 	case -ENOSPC:
 		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port limit (%d) reached", SN_PORT_MAX);
+	case -ENOTSOCK:
+		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS,
+				   "path %s: exists and is not a socket (left alone)", path);
+	case -EADDRINUSE:
+		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS,
+				   "path %s: another process listens on this socket", path);
 	default:
 		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port %s: vhost-user socket %s: %s",
 				   name, path, strerror(-rc));
