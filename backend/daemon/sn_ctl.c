@@ -753,6 +753,26 @@ static json_t *cpufair_stats_json(const struct sn_ctl *ctl)
 			 "ns_per_kweight", (json_int_t)cs.ns_per_kweight);
 }
 
+/* s13-R3: the control plane's own counters (sn_rpc_stats, one per cause). */
+static json_t *control_stats_json(const struct sn_ctl *ctl)
+{
+	struct sn_rpc_stats rs;
+
+	sn_rpc_stats_read(ctl->rpc, &rs);
+	return json_pack("{s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
+			 "accepted", (json_int_t)rs.accepted, "refused", (json_int_t)rs.refused,
+			 "requests", (json_int_t)rs.requests,
+			 "errors", "parse_error", (json_int_t)rs.parse_errors,
+			 "invalid_request", (json_int_t)rs.invalid_requests,
+			 "oversize", (json_int_t)rs.oversize,
+			 "method_not_found", (json_int_t)rs.method_not_found,
+			 "invalid_params", (json_int_t)rs.invalid_params,
+			 "failed", (json_int_t)rs.failed,
+			 "dropped", "idle_timeout", (json_int_t)rs.idle_timeouts,
+			 "output_overflow", (json_int_t)rs.output_overflow,
+			 "partial_hangup", (json_int_t)rs.partial_hangups);
+}
+
 static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 {
 	struct sn_ctl *ctl = arg;
@@ -787,6 +807,14 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 			 "aged", (json_int_t)ms.aged, "moves", (json_int_t)ms.moves,
 			 "full", (json_int_t)ms.full,
 			 "uptime_s", (double)(sn_ctl_now_ns() - ctl->start_ns) / 1e9);
+	if (o && ctl->rpc) {   /* s13-R3 */
+		json_t *c = control_stats_json(ctl);
+
+		if (!c || json_object_set_new(o, "control", c)) {
+			json_decref(o);
+			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+		}
+	}
 	if (o && ctl->cpufair) {
 		json_t *c = cpufair_stats_json(ctl);
 
@@ -893,6 +921,7 @@ int sn_ctl_register(struct sn_rpc_server *srv, struct sn_ctl *ctl)
 		{ "shutdown", h_shutdown },
 	};
 
+	ctl->rpc = srv;   /* stats.get "control" */
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
 		int rc = sn_rpc_register(srv, table[i].method, table[i].fn, ctl);
 
