@@ -54,3 +54,66 @@ def test_config_port_on_regular_file_refused_file_kept(schednicd, sn_tmpdir):
     assert d.proc.returncode == 1
     assert "not a socket" in str(e.value), str(e.value)
     assert regular.read_text() == "keep me"
+
+
+# ---- every integer field of port.add / policy.set: out-of-range values ----
+
+BIG = (1 << 63) - 1
+# (method, field path as the error names it, builder(value) -> params, max)
+PORT = {"name": "p", "path": "/tmp/sn-r3-never/p.sock", "completion": "deferred"}
+
+
+def _pol(path, v):
+    """policy.set params with v at a dotted path under policy."""
+    base = {"uplink": {}, "ports": {"vm0": {"classes": [{"proto": "tcp"}]}},
+            "aggregates": {"g": {"rate_bps": 1000000}}}
+    node = base
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    node[keys[-1]] = v
+    return {"policy": base}
+
+
+INT_FIELDS = [
+    ("port.add", "max_hold_us", lambda v: {**PORT, "max_hold_us": v}, 10000000),
+    ("port.add", "unmarked_max_hold_us", lambda v: {**PORT, "unmarked_max_hold_us": v}, 10000000),
+    ("port.add", "queues", lambda v: {**PORT, "queues": v}, 8),
+    ("port.add", "workers[0]", lambda v: {**PORT, "workers": [v]}, 0),
+    ("policy.set", "policy.uplink.rate_bps", lambda v: _pol("uplink.rate_bps", v), 1 << 50),
+    ("policy.set", "policy.uplink.overhead_bytes", lambda v: _pol("uplink.overhead_bytes", v), 1024),
+    ("policy.set", "policy.ports.vm0.rate_bps", lambda v: _pol("ports.vm0.rate_bps", v), 400000000000),
+    ("policy.set", "policy.ports.vm0.burst_bytes", lambda v: _pol("ports.vm0.burst_bytes", v), 1 << 30),
+    ("policy.set", "policy.ports.vm0.weight", lambda v: _pol("ports.vm0.weight", v), 1 << 16),
+    ("policy.set", "policy.ports.vm0.classes[0].rate_bps",
+     lambda v: _pol("ports.vm0.classes.0.rate_bps", v), 400000000000),
+    ("policy.set", "policy.ports.vm0.classes[0].burst_bytes",
+     lambda v: _pol("ports.vm0.classes.0.burst_bytes", v), 1 << 30),
+    ("policy.set", "policy.ports.vm0.classes[0].proto", lambda v: _pol("ports.vm0.classes.0.proto", v), 255),
+    ("policy.set", "policy.ports.vm0.classes[0].dst_port",
+     lambda v: _pol("ports.vm0.classes.0.dst_port", v), 65535),
+    ("policy.set", "policy.ports.vm0.classes[0].src_port",
+     lambda v: _pol("ports.vm0.classes.0.src_port", [0, v]), 65535),
+    ("policy.set", "policy.aggregates.g.rate_bps", lambda v: _pol("aggregates.g.rate_bps", v), 400000000000),
+    ("policy.set", "policy.aggregates.g.burst_bytes", lambda v: _pol("aggregates.g.burst_bytes", v), 1 << 30),
+    ("policy.set", "policy.aggregates.g.update_ms", lambda v: _pol("aggregates.g.update_ms", v), 10000),
+]
+BAD_VALUES = [("negative", -1), ("int64-max", BIG), ("int64-min", -(1 << 63)), ("float", 1.5),
+              ("float-integral", 2.0), ("string", "5"), ("bool", True), ("null", None)]
+
+
+@pytest.mark.parametrize("method,field,build,hi", INT_FIELDS, ids=[f[1] for f in INT_FIELDS])
+def test_integer_fields_reject_bad_values(schednicd, method, field, build, hi):
+    """Each bad value and max + 1: -32602 naming the field, nothing applied
+    (the policy generation and the port list do not move)."""
+    d = schednicd(ports=("vm0",))
+    gen = d.rpc("policy.get")["generation"]
+    leaf = field.split(".")[-1].split("[")[0]
+    for name, v in BAD_VALUES + [("max+1", hi + 1)]:
+        with pytest.raises(RpcError) as e:
+            d.rpc(method, build(v))
+        assert e.value.code == -32602, (name, v, e.value)
+        assert leaf in e.value.message, (name, v, e.value.message)
+    assert d.rpc("policy.get")["generation"] == gen
+    assert [p["name"] for p in d.rpc("port.list")["ports"]] == ["vm0"]
+    d.rpc(method, build(hi))  # the same request with the largest valid value passes
