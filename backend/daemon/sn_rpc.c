@@ -946,7 +946,9 @@ struct sn_rpc_server *sn_rpc_server_create(const struct sn_rpc_config *cfg)
 		goto err_free;
 	rc = listen_on(srv, cfg->path);
 	if (rc) {
-		sn_log("rpc: %s: %s", cfg->path, strerror(-rc));
+		sn_log("rpc: %s: %s", cfg->path, rc == -EEXIST ? "exists and is not a socket (left alone)"
+		       : rc == -EADDRINUSE ? "a process listens on this socket (another schednicd?)"
+		       : strerror(-rc));
 		goto err_free;
 	}
 	return srv;

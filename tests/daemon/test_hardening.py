@@ -3,6 +3,7 @@ client or a config file names must never be destroyed or wedge the daemon."""
 import json
 import socket
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,27 @@ def test_config_port_on_regular_file_refused_file_kept(schednicd, sn_tmpdir):
     assert d.proc.returncode == 1
     assert "not a socket" in str(e.value), str(e.value)
     assert regular.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("what,word", [("file", "exists and is not a socket"),
+                                       ("live", "a process listens on this socket")])
+def test_control_socket_path_taken(schednicd, sn_tmpdir, what, word):
+    path = sn_tmpdir / "taken"
+    other = None
+    if what == "file":
+        path.write_text("keep me")
+    else:
+        other = listening_socket(path)
+    try:
+        d = schednicd(ports=(), start=False, control={"socket": str(path)})
+        d.cfg_path.write_text(json.dumps(d.config))
+        r = subprocess.run([str(d.binary), "--config", str(d.cfg_path)], capture_output=True,
+                           text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert r.returncode == 1 and word in r.stderr, r.stderr
+        assert path.exists() and (what != "file" or path.read_text() == "keep me")
+    finally:
+        if other:
+            other.close()
 
 
 # ---- every integer field of port.add / policy.set: out-of-range values ----
