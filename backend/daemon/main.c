@@ -265,6 +265,7 @@ static int run(struct sn_config *cfg)
 		}
 	}
 	ctl.reg = reg;
+	ctl.control_socket = cfg->control.socket;
 	ctl.sw = sws[0];
 	ctl.mp = mp;
 	ctl.policy = pol_store;

@@ -143,6 +143,10 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 		}
 		opts.workers = wmap;
 	}
+	/* s13-R3: a client port on it would talk vhost-user to our own RPC
+	 * server, reconnecting forever (the config refuses it too). */
+	if (ctl->control_socket && !strcmp(path, ctl->control_socket))
+		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "path %s is the control socket", path);
 	for (unsigned i = 0; i < t->n; i++) {
 		if (!strcmp(t->list[i]->name, name))
 			return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s already exists", name);

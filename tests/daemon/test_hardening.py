@@ -28,11 +28,13 @@ def test_port_add_never_deletes_what_is_at_its_path(schednicd, sn_tmpdir):
     regular.write_text("keep me")
     other = listening_socket(sn_tmpdir / "other.sock")
     try:
+        ctl = Path(d.socket)  # spelled differently: past the control-socket name check
         cases = [(regular, "not a socket"), (sn_tmpdir / "other.sock", "listens"),
-                 (Path(d.socket), "listens")]
+                 (f"{ctl.parent}//{ctl.name}", "listens")]
         for i, (path, word) in enumerate(cases):
             with pytest.raises(RpcError) as e:
                 d.rpc("port.add", {"name": f"p{i}", "path": str(path)})
+            path = Path(path)
             assert e.value.code == -32000 and word in e.value.message, e.value
             assert path.exists(), f"{path} removed by a refused port.add"
         assert regular.read_text() == "keep me"
@@ -44,6 +46,17 @@ def test_port_add_never_deletes_what_is_at_its_path(schednicd, sn_tmpdir):
         assert d.rpc("port.add", {"name": "ok", "path": str(stale)}) == {"name": "ok"}
     finally:
         other.close()
+
+
+def test_client_port_on_control_socket_refused(schednicd):
+    """A client-mode port on the control socket would speak vhost-user to
+    the RPC server and reconnect forever; the config refuses that path, and
+    now port.add does too."""
+    d = schednicd(ports=())
+    with pytest.raises(RpcError) as e:
+        d.rpc("port.add", {"name": "loop", "path": d.socket, "mode": "client"})
+    assert e.value.code == -32000 and "control socket" in e.value.message, e.value
+    assert d.rpc("port.list")["ports"] == []
 
 
 def test_config_port_on_regular_file_refused_file_kept(schednicd, sn_tmpdir):
