@@ -33,3 +33,16 @@ def test_unknown_option(script, word):
 def test_help(script):
     r = run(script, "--help")
     assert r.returncode == 0 and "Options:" in r.stdout, (r.returncode, r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("script,args,word", [
+    ("fuzz.sh", ["--seconds"], "fuzz: --seconds needs a positive integer"),
+    ("fuzz.sh", ["--seconds", "x"], "fuzz: --seconds needs a positive integer"),
+    ("fuzz.sh", ["--seconds", "0"], "fuzz: --seconds needs a positive integer"),
+    ("build-guest-image.sh", ["--out"], "build-guest-image: --out needs a value"),
+    ("build-guest-image.sh", ["--virtio-net"], "build-guest-image: --virtio-net needs a value"),
+    ("build-guest-image.sh", ["--bogus"], "build-guest-image: unknown argument --bogus"),
+], ids=["fuzz-missing", "fuzz-nan", "fuzz-zero", "image-out", "image-virtio", "image-unknown"])
+def test_option_values_checked(script, args, word):
+    r = run(script, *args)
+    assert r.returncode == 2 and r.stderr.strip() == word, (r.returncode, r.stderr)
