@@ -337,10 +337,48 @@ static int params_validate(const json_t *spec, json_t *params, struct sn_rpc_err
 
 /* ---- request dispatch ---------------------------------------------------- */
 
+/* The message as a JSON string. Messages quote client strings cut to a
+ * byte length (%.64s, the 256-byte sn_rpc_error buffer), which can split a
+ * UTF-8 sequence; jansson refuses such a string, and the request used to
+ * go unanswered (s13-R3). A split tail is cut; should anything else be
+ * invalid, every non-ASCII byte becomes '?'. */
+static json_t *message_string(const char *msg)
+{
+	char buf[512];
+	size_t n, i, lead, need;
+	json_t *s = json_string(msg);
+
+	if (s)
+		return s;
+	n = strlen(msg);
+	n = n < sizeof(buf) - 1 ? n : sizeof(buf) - 1;
+	memcpy(buf, msg, n);
+	buf[n] = '\0';
+	for (lead = n, i = 0; lead > 0 && i < 4; i++) {   /* the last sequence's lead byte */
+		lead--;
+		if (((unsigned char)buf[lead] & 0xC0) != 0x80)
+			break;
+	}
+	if (lead < n) {
+		unsigned char c = (unsigned char)buf[lead];
+
+		need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		if (n - lead < need)
+			buf[lead] = '\0';
+	}
+	s = json_string(buf);
+	if (s)
+		return s;
+	for (i = 0; buf[i]; i++)
+		if ((unsigned char)buf[i] >= 0x80)
+			buf[i] = '?';
+	return json_string(buf);
+}
+
 static json_t *error_response(json_t *id, int code, const char *msg)
 {
-	return json_pack("{s:s, s:{s:i, s:s}, s:O}", "jsonrpc", "2.0",
-			 "error", "code", code, "message", msg,
+	return json_pack("{s:s, s:{s:i, s:o}, s:O}", "jsonrpc", "2.0",
+			 "error", "code", code, "message", message_string(msg),
 			 "id", id ? id : json_null());
 }
 
