@@ -35,7 +35,8 @@ def rand_scalar(rng):
         lambda: rng.choice(["", "x", "tcp", "udp", "icmp", "qfq", "drr", "fifo", "fair", "tail",
                             "flow", "class", "drop", "clamp", "deferred", "immediate", "client",
                             "server", "vhost-user", "10.0.0.0/8", "1.2.3.4/33", "1.2.3.4/24",
-                            "a" * 40, "vm0", "uplink", "\u00e9\u4e2d", "1.2.3", "../x"]),
+                            "a" * 40, "vm0", "uplink", "\u00e9\u4e2d", "1.2.3", "../x",
+                            "a" + "\u00e9" * 40 + "\u4e2d" * 90]),
         lambda: rng.choice([True, False, None]),
     ])()
 
@@ -130,7 +131,9 @@ def rand_request(rng, tmpdir, req_id):
         del req["jsonrpc"]
     elif r < 0.10:
         req["id"] = rng.choice([[1], {"a": 1}, True, 1.5])
-    return json.dumps(req).encode()
+    elif r < 0.12:
+        req[rng.choice(["a" + "\u00e9" * 40, "extra"])] = 1
+    return json.dumps(req, ensure_ascii=rng.random() < 0.5).encode()
 
 
 def mutate(rng, line: bytes, seeds) -> bytes:
@@ -192,11 +195,13 @@ def test_live_daemon_survives_fuzzed_rpc(schednicd, sn_tmpdir):
             unread.append(s)
             counts["unread"] += 1
             continue
-        lines = []
+        lines, expect, got = [], set(), set()
         for _ in range(rng.randint(1, 40)):
             n += 1
             if rng.random() < 0.6:
-                lines.append(rand_request(rng, sn_tmpdir, n))
+                lines.append(rand_request(rng, sn_tmpdir, 10**6 + n))
+                if json.loads(lines[-1]).get("id") == 10**6 + n:
+                    expect.add(10**6 + n)  # an id: an answer is due, whatever else is wrong
             else:
                 lines.append(mutate(rng, rng.choice(no_path), no_path))
         with RpcClient(d.socket, timeout=30) as c:
@@ -204,10 +209,12 @@ def test_live_daemon_survives_fuzzed_rpc(schednicd, sn_tmpdir):
             counts["sent"] += len(lines)
             while True:
                 r = check_response(c.recv_line())
+                got.add(r.get("id") if isinstance(r.get("id"), int) else None)
                 counts["answered"] += 1
                 counts["errors"] += "error" in r
                 if r.get("id") == "end" and "result" in r:
                     break
+        assert expect <= got, f"requests left unanswered: {sorted(expect - got)[:5]}"
         assert d.alive(), d.log_tail()
     for s in unread:
         s.close()
