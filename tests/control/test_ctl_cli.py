@@ -56,6 +56,20 @@ def test_busy_daemon_retried_then_reported(harness):
     assert "Traceback" not in r.stderr
 
 
+def test_policy_set_bad_files(harness, sn_tmpdir):
+    """s13-R3: a non-UTF-8 file was a Python traceback."""
+    h = harness()
+    binary = sn_tmpdir / "bin.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    bad = sn_tmpdir / "bad.json"
+    bad.write_text("{bad")
+    for f, word in ((binary, "not UTF-8"), (bad, "not JSON"), (sn_tmpdir, "Is a directory"),
+                    (sn_tmpdir / "none.json", "No such file")):
+        r = run_ctl(h.socket, "policy-set", f)
+        assert r.returncode == 2 and word in r.stderr, (f, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
 def test_socket_from_environment(harness):
     h = harness()
     env = dict(os.environ, SCHEDNIC_SOCKET=h.socket)
