@@ -607,21 +607,101 @@ static bool is_blank(const char *s, size_t len)
 	return true;
 }
 
+/* True if v (every number a double here) is beyond int64: the integer
+ * jansson could not hold. */
+static bool out_of_int64(const json_t *v)
+{
+	double d = json_real_value(v);
+
+	return json_is_real(v) && (d >= 9223372036854775808.0 || d < -9223372036854775808.0);
+}
+
+/* Path (".a.b[2]") of the first number beyond int64 under v into buf; false if none. */
+static bool find_overflow(json_t *v, char *buf, size_t size, size_t off)
+{
+	const char *key;
+	json_t *e;
+	size_t i;
+	int n;
+
+	if (out_of_int64(v))
+		return true;
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, e) {
+			n = snprintf(buf + off, size - off, ".%.64s", key);
+			if (n > 0 && (size_t)n < size - off && find_overflow(e, buf, size, off + (size_t)n))
+				return true;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, e) {
+			n = snprintf(buf + off, size - off, "[%zu]", i);
+			if (n > 0 && (size_t)n < size - off && find_overflow(e, buf, size, off + (size_t)n))
+				return true;
+		}
+	}
+	buf[off] = '\0';
+	return false;
+}
+
+/* s13-R3: valid JSON holding an integer beyond 64 bits, which jansson
+ * refuses (json_error_numeric_overflow). Parsed again with every number a
+ * double, it is answered like any out-of-range value: -32602 naming the
+ * parameter (-32600 if it is the id or outside params), the id echoed.
+ * NULL with *answered false: not a request object, a -32700 after all. */
+static json_t *overflow_response(struct sn_rpc_server *srv, const char *line, size_t len,
+				 bool *answered)
+{
+	json_error_t jerr;
+	json_t *req, *id, *resp;
+	char path[200] = "", msg[300];
+
+	*answered = false;
+	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
+			 JSON_DECODE_INT_AS_REAL, &jerr);
+	if (!req || !json_is_object(req)) {
+		json_decref(req);
+		return NULL;
+	}
+	*answered = true;
+	id = json_object_get(req, "id");
+	if (id && out_of_int64(id)) {
+		resp = reject(srv, NULL, true, SN_RPC_INVALID_REQUEST, "id: integer out of range");
+	} else {
+		if (json_is_real(id) && json_real_value(id) == (double)(json_int_t)json_real_value(id))
+			id = json_integer((json_int_t)json_real_value(id)); /* echo 7 as 7, not 7.0 */
+		else
+			json_incref(id);
+		if (find_overflow(json_object_get(req, "params"), path, sizeof(path), 0)) {
+			snprintf(msg, sizeof(msg), "params%s: integer out of range (beyond 64 bits)", path);
+			resp = reject(srv, id, id != NULL, SN_RPC_INVALID_PARAMS, msg);
+		} else {
+			resp = reject(srv, id, true, SN_RPC_INVALID_REQUEST,
+				      "request: integer out of range (beyond 64 bits)");
+		}
+		json_decref(id);
+	}
+	json_decref(req);
+	return resp;
+}
+
 /* Serves one line; returns 1 if it was a request (even an invalid one). */
 static int serve_line(struct sn_rpc_server *srv, struct client *c, const char *line, size_t len)
 {
 	json_error_t jerr;
-	json_t *req, *resp;
+	json_t *req, *resp = NULL;
+	bool answered = false;
 	char msg[300];
 
 	if (is_blank(line, len))
 		return 0;
 	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
 	srv->st.requests++;
-	if (!req) {
+	if (!req && json_error_code(&jerr) == json_error_numeric_overflow)
+		resp = overflow_response(srv, line, len, &answered);
+	if (!req && !answered) {
 		snprintf(msg, sizeof(msg), "parse error at column %d: %s", jerr.column, jerr.text);
 		resp = reject(srv, NULL, true, SN_RPC_PARSE_ERROR, msg);
-	} else {
+	} else if (req) {
 		resp = dispatch(srv, req);
 		json_decref(req);
 	}
