@@ -24,7 +24,7 @@ ALLOWED = {-32700, -32600, -32601, -32602, -32000, -32001, -32002, -32003}
 BOUNDARY_INTS = [0, 1, -1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 64, 65, 255, 256, 1000, 999,
                  65535, 65536, 65537, 1 << 30, (1 << 30) + 1, 1 << 31, 1 << 32, 1 << 50,
                  (1 << 50) + 1, 4 * 10**11, 4 * 10**11 + 1, (1 << 63) - 1, -(1 << 63)]
-# Valid JSON that jansson cannot hold as an integer (parse error -32700).
+# Valid JSON that jansson cannot hold as an integer (-32602 in params, else -32600/-32700).
 HUGE_INTS = [1 << 63, 1 << 64, 10**30, -(1 << 63) - 1]
 
 
