@@ -30,8 +30,10 @@ virtio_net_ko=${SN_GUEST_VIRTIO_NET:-}
 
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--out) out=$2; shift 2 ;;
-	--virtio-net) virtio_net_ko=$2; shift 2 ;;
+	--out|--virtio-net)   # s13-R3: was "$2: unbound variable"
+		[ $# -ge 2 ] && [ -n "$2" ] || { echo "build-guest-image: $1 needs a value" >&2; exit 2; }
+		if [ "$1" = --out ]; then out=$2; else virtio_net_ko=$2; fi
+		shift 2 ;;
 	--force) force=1; shift ;;
 	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
 	*) echo "build-guest-image: unknown argument $1" >&2; exit 2 ;;

@@ -16,7 +16,13 @@ REPO=$PWD
 secs=8
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seconds) secs=$2; shift 2 ;;
+    --seconds)
+      # s13-R3: checked before anything starts (was: "$2: unbound variable",
+      # or a non-number failing only after the daemon was up)
+      if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt 2 ] || [ "$2" -gt 3600 ]; then
+        echo "demo: --seconds needs an integer 2..3600" >&2; exit 2
+      fi
+      secs=$2; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "demo: unknown option $1" >&2; exit 2 ;;
   esac

@@ -8,7 +8,11 @@ secs=20
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seconds) secs=$2; shift 2 ;;
+    --seconds)   # s13-R3: checked, was "$2: unbound variable" / a libFuzzer error
+      if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt 1 ]; then
+        echo "fuzz: --seconds needs a positive integer" >&2; exit 2
+      fi
+      secs=$2; shift 2 ;;
     -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac

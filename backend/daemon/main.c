@@ -70,7 +70,7 @@ static void usage(FILE *out)
 		"  --version               print versions and exit\n"
 		"  --help                  this text\n"
 		"\n"
-		"Stops cleanly on SIGINT, SIGTERM or the RPC method \"shutdown\".\n");
+		"Stops cleanly on SIGINT, SIGTERM, SIGHUP or the RPC method \"shutdown\".\n");
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -265,6 +265,7 @@ static int run(struct sn_config *cfg)
 		}
 	}
 	ctl.reg = reg;
+	ctl.control_socket = cfg->control.socket;
 	ctl.sw = sws[0];
 	ctl.mp = mp;
 	ctl.policy = pol_store;
@@ -450,6 +451,7 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);   /* a closed terminal: stop cleanly, not die */
 	signal(SIGPIPE, SIG_IGN);
 
 	rc = run(&cfg);

@@ -558,13 +558,14 @@ int sn_config_load(struct sn_config *cfg, const char *path, char *err, size_t er
 			}
 			buf = nb;
 		}
+		errno = 0;
 		size_t n = fread(buf + len, 1, cap - len, f);
 		len += n;
 		if (n == 0)
 			break;
 	}
-	if (ferror(f)) {
-		rc = fail(err, errlen, "%s: read error", path);
+	if (ferror(f)) { /* e.g. EISDIR: fopen() opens a directory */
+		rc = fail(err, errlen, "%s: %s", path, errno ? strerror(errno) : "read error");
 		goto out;
 	}
 	rc = sn_config_parse(cfg, buf, len, path, err, errlen);

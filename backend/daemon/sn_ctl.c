@@ -145,6 +145,10 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 		}
 		opts.workers = wmap;
 	}
+	/* s13-R3: a client port on it would talk vhost-user to our own RPC
+	 * server, reconnecting forever (the config refuses it too). */
+	if (ctl->control_socket && !strcmp(path, ctl->control_socket))
+		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "path %s is the control socket", path);
 	for (unsigned i = 0; i < t->n; i++) {
 		if (!strcmp(t->list[i]->name, name))
 			return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s already exists", name);
@@ -160,6 +164,12 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s or path %s already in use", name, path);
 	case -ENOSPC:
 		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port limit (%d) reached", SN_PORT_MAX);
+	case -ENOTSOCK:
+		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS,
+				   "path %s: exists and is not a socket (left alone)", path);
+	case -EADDRINUSE:
+		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS,
+				   "path %s: another process listens on this socket", path);
 	default:
 		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port %s: vhost-user socket %s: %s",
 				   name, path, strerror(-rc));
@@ -811,6 +821,26 @@ static json_t *port_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 	return o;
 }
 
+/* s13-R3: the control plane's own counters (sn_rpc_stats, one per cause). */
+static json_t *control_stats_json(const struct sn_ctl *ctl)
+{
+	struct sn_rpc_stats rs;
+
+	sn_rpc_stats_read(ctl->rpc, &rs);
+	return json_pack("{s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
+			 "accepted", (json_int_t)rs.accepted, "refused", (json_int_t)rs.refused,
+			 "requests", (json_int_t)rs.requests,
+			 "errors", "parse_error", (json_int_t)rs.parse_errors,
+			 "invalid_request", (json_int_t)rs.invalid_requests,
+			 "oversize", (json_int_t)rs.oversize,
+			 "method_not_found", (json_int_t)rs.method_not_found,
+			 "invalid_params", (json_int_t)rs.invalid_params,
+			 "failed", (json_int_t)rs.failed,
+			 "dropped", "idle_timeout", (json_int_t)rs.idle_timeouts,
+			 "output_overflow", (json_int_t)rs.output_overflow,
+			 "partial_hangup", (json_int_t)rs.partial_hangups);
+}
+
 /* stats.get's answer; NULL (ports released) when out of memory or when
  * `only` names no port (*found false). */
 static json_t *stats_get_json(const struct sn_ctl *ctl, const char *only, json_t *ports,
@@ -846,6 +876,14 @@ static json_t *stats_get_json(const struct sn_ctl *ctl, const char *only, json_t
 	if (o && cf && json_object_set_new(o, "cpu_fair", cpufair_stats_json(&cf->sum))) {
 		json_decref(o);
 		return NULL;
+	}
+	if (o && ctl->rpc) {   /* s13-R3 */
+		json_t *c = control_stats_json(ctl);
+
+		if (!c || json_object_set_new(o, "control", c)) {
+			json_decref(o);
+			return NULL;
+		}
 	}
 	if (o && ctl->pipeline) {
 		json_t *a = arbiter_stats_json(ctl, cf);
@@ -969,6 +1007,7 @@ int sn_ctl_register(struct sn_rpc_server *srv, struct sn_ctl *ctl)
 		{ "shutdown", h_shutdown },
 	};
 
+	ctl->rpc = srv;   /* stats.get "control" */
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
 		int rc = sn_rpc_register(srv, table[i].method, table[i].fn, ctl);
 

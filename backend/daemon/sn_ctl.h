@@ -31,6 +31,8 @@ struct sn_ctl {
 	struct sn_cpufair *const *cpufair;
 	unsigned n_cpufair;
 	uint64_t start_ns;          /* CLOCK_MONOTONIC at start */
+	struct sn_rpc_server *rpc;          /* set by sn_ctl_register: stats.get "control" */
+	const char *control_socket;         /* port.add refuses it as a path (as the config does) */
 	volatile sig_atomic_t *stop;        /* set to 1 by "shutdown" */
 };
 

@@ -349,25 +349,39 @@ int sn_ports_mkdir_parents(const char *path)
 	return 0;
 }
 
-/* A leftover server socket from a dead process blocks bind(): remove it if
- * nobody listens on it. Anything that is not a socket is left alone. */
-static void unlink_stale_socket(const char *path)
+/* R3: a server port's path must be free before rte_vhost_driver_start():
+ * when its bind() fails, our error path's rte_vhost_driver_unregister()
+ * unlinks the path (DPDK 22.11 lib/vhost/socket.c does so for every
+ * server socket), which deleted whatever was there: a regular file, a
+ * live socket of another process, the daemon's own control socket. A
+ * leftover socket nobody listens on (a dead process's) is removed;
+ * anything else is refused: -ENOTSOCK (not a socket), -EADDRINUSE (a live
+ * socket). */
+static int claim_server_path(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
-	int fd;
+	int fd, rc = 0;
 
-	if (stat(path, &st) || !S_ISSOCK(st.st_mode))
-		return;
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -ENOTSOCK;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return;
+		return -errno;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno == ECONNREFUSED) {
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		rc = -EADDRINUSE;
+	} else if (errno == ECONNREFUSED) {
 		sn_log("port: removing stale socket %s", path);
-		unlink(path);
+		if (unlink(path) && errno != ENOENT)
+			rc = -errno;
+	} else {
+		rc = -EADDRINUSE; /* e.g. EAGAIN: a live listener with a full backlog */
 	}
 	close(fd);
+	return rc;
 }
 
 /* Main: the worker owning the fewest TX queues of the registered ports
@@ -448,8 +462,11 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		sn_log("port %s: cannot create the directory of %s: %s", name, path, strerror(-rc));
 		goto err_free;
 	}
-	if (!client)
-		unlink_stale_socket(path);
+	if (!client && (rc = claim_server_path(path))) {
+		sn_log("port %s: %s: %s", name, path, rc == -ENOTSOCK ? "exists and is not a socket"
+		       : rc == -EADDRINUSE ? "a process listens on it" : strerror(-rc));
+		goto err_free;
+	}
 	if (rte_vhost_driver_register(path, client ? RTE_VHOST_USER_CLIENT : 0)) {
 		sn_log("port %s: rte_vhost_driver_register(%s) failed", name, path);
 		rc = -EIO;

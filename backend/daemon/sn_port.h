@@ -180,7 +180,9 @@ int sn_ports_set_workers(struct sn_ports *reg, unsigned n);
 unsigned sn_ports_workers(const struct sn_ports *reg);
 
 /* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),
- * -EINVAL, -ENOMEM, or the vhost library's failure (-EIO) with a log line. */
+ * -EINVAL, -ENOMEM, server mode: -ENOTSOCK (path exists, not a socket),
+ * -EADDRINUSE (a live socket is there; neither is ever removed), or the
+ * vhost library's failure (-EIO) with a log line. */
 int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		       const struct sn_vhost_opts *opts);
 /* Main thread: the uplink is an already started ethdev. */

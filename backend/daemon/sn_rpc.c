@@ -76,6 +76,7 @@ struct client {
 	int fd;
 	bool eof;          /* peer shut its write side */
 	bool dead;         /* close at the end of this poll */
+	bool overflow;     /* dropped for OUT_MAX (counted at free) */
 	uint64_t last_ms;  /* last byte moved either way */
 	uint64_t close_at; /* nonzero: lingering after an oversize error */
 	char *in;          /* cap = max_request_bytes + 1 */
@@ -101,6 +102,7 @@ struct sn_rpc_server {
 	uint64_t accept_resume; /* no accept before (after EMFILE/ENFILE) */
 	uint64_t refused_log;   /* last "refused" log line */
 	unsigned refused;       /* refused since that line */
+	struct sn_rpc_stats st;
 };
 
 static uint64_t now_ms(void)
@@ -335,10 +337,48 @@ static int params_validate(const json_t *spec, json_t *params, struct sn_rpc_err
 
 /* ---- request dispatch ---------------------------------------------------- */
 
+/* The message as a JSON string. Messages quote client strings cut to a
+ * byte length (%.64s, the 256-byte sn_rpc_error buffer), which can split a
+ * UTF-8 sequence; jansson refuses such a string, and the request used to
+ * go unanswered (s13-R3). A split tail is cut; should anything else be
+ * invalid, every non-ASCII byte becomes '?'. */
+static json_t *message_string(const char *msg)
+{
+	char buf[512];
+	size_t n, i, lead, need;
+	json_t *s = json_string(msg);
+
+	if (s)
+		return s;
+	n = strlen(msg);
+	n = n < sizeof(buf) - 1 ? n : sizeof(buf) - 1;
+	memcpy(buf, msg, n);
+	buf[n] = '\0';
+	for (lead = n, i = 0; lead > 0 && i < 4; i++) {   /* the last sequence's lead byte */
+		lead--;
+		if (((unsigned char)buf[lead] & 0xC0) != 0x80)
+			break;
+	}
+	if (lead < n) {
+		unsigned char c = (unsigned char)buf[lead];
+
+		need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		if (n - lead < need)
+			buf[lead] = '\0';
+	}
+	s = json_string(buf);
+	if (s)
+		return s;
+	for (i = 0; buf[i]; i++)
+		if ((unsigned char)buf[i] >= 0x80)
+			buf[i] = '?';
+	return json_string(buf);
+}
+
 static json_t *error_response(json_t *id, int code, const char *msg)
 {
-	return json_pack("{s:s, s:{s:i, s:s}, s:O}", "jsonrpc", "2.0",
-			 "error", "code", code, "message", msg,
+	return json_pack("{s:s, s:{s:i, s:o}, s:O}", "jsonrpc", "2.0",
+			 "error", "code", code, "message", message_string(msg),
 			 "id", id ? id : json_null());
 }
 
@@ -346,6 +386,34 @@ static bool request_member(const char *k)
 {
 	return strcmp(k, "jsonrpc") == 0 || strcmp(k, "method") == 0 ||
 	       strcmp(k, "params") == 0 || strcmp(k, "id") == 0;
+}
+
+static void count_error(struct sn_rpc_server *srv, int code)
+{
+	switch (code) {
+	case SN_RPC_PARSE_ERROR:
+		srv->st.parse_errors++;
+		break;
+	case SN_RPC_INVALID_REQUEST:
+		srv->st.invalid_requests++;
+		break;
+	case SN_RPC_METHOD_NOT_FOUND:
+		srv->st.method_not_found++;
+		break;
+	case SN_RPC_INVALID_PARAMS:
+		srv->st.invalid_params++;
+		break;
+	default:
+		srv->st.failed++;
+	}
+}
+
+/* An error answer (counted); NULL for a notification (!id), which gets none. */
+static json_t *reject(struct sn_rpc_server *srv, json_t *id, bool respond, int code,
+		      const char *msg)
+{
+	count_error(srv, code);
+	return respond ? error_response(id, code, msg) : NULL;
 }
 
 /* Returns the response to send (new reference) or NULL for none. */
@@ -358,30 +426,30 @@ static json_t *dispatch(struct sn_rpc_server *srv, json_t *req)
 	char msg[300];
 
 	if (json_is_array(req))
-		return error_response(NULL, SN_RPC_INVALID_REQUEST,
+		return reject(srv, NULL, true, SN_RPC_INVALID_REQUEST,
 				      "batch requests are not supported");
 	if (!json_is_object(req))
-		return error_response(NULL, SN_RPC_INVALID_REQUEST,
+		return reject(srv, NULL, true, SN_RPC_INVALID_REQUEST,
 				      "request must be a JSON object");
 	id = json_object_get(req, "id");
 	if (id && !json_is_string(id) && !json_is_number(id) && !json_is_null(id))
-		return error_response(NULL, SN_RPC_INVALID_REQUEST,
+		return reject(srv, NULL, true, SN_RPC_INVALID_REQUEST,
 				      "id: must be a string, a number or null");
 	ver = json_object_get(req, "jsonrpc");
 	if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0") != 0)
-		return error_response(id, SN_RPC_INVALID_REQUEST, "jsonrpc: must be \"2.0\"");
+		return reject(srv, id, true, SN_RPC_INVALID_REQUEST, "jsonrpc: must be \"2.0\"");
 	json_object_foreach(req, key, v) {
 		if (!request_member(key)) {
 			snprintf(msg, sizeof(msg), "request: unknown member \"%.64s\"", key);
-			return error_response(id, SN_RPC_INVALID_REQUEST, msg);
+			return reject(srv, id, true, SN_RPC_INVALID_REQUEST, msg);
 		}
 	}
 	mname = json_object_get(req, "method");
 	if (!json_is_string(mname))
-		return error_response(id, SN_RPC_INVALID_REQUEST, "method: must be a string");
+		return reject(srv, id, true, SN_RPC_INVALID_REQUEST, "method: must be a string");
 	params = json_object_get(req, "params");
 	if (params && !json_is_object(params) && !json_is_array(params))
-		return error_response(id, SN_RPC_INVALID_REQUEST,
+		return reject(srv, id, true, SN_RPC_INVALID_REQUEST,
 				      "params: must be an object or an array");
 
 	/* A valid request from here on: notifications get no response. */
@@ -389,29 +457,29 @@ static json_t *dispatch(struct sn_rpc_server *srv, json_t *req)
 	if (!m || !m->fn) {
 		snprintf(msg, sizeof(msg), "method %s: %.64s",
 			 m ? "not implemented" : "not found", json_string_value(mname));
-		return id ? error_response(id, SN_RPC_METHOD_NOT_FOUND, msg) : NULL;
+		return reject(srv, id, id != NULL, SN_RPC_METHOD_NOT_FOUND, msg);
 	}
 	if (params && json_is_array(params)) {
 		sn_rpc_fail(&err, SN_RPC_INVALID_PARAMS,
 			    "params: must be an object (named parameters)");
-		return id ? error_response(id, err.code, err.message) : NULL;
+		return reject(srv, id, id != NULL, err.code, err.message);
 	}
 	params = params ? json_incref(params) : json_object();
 	if (!params)
-		return id ? error_response(id, SN_RPC_INTERNAL_ERROR, "out of memory") : NULL;
+		return reject(srv, id, id != NULL, SN_RPC_INTERNAL_ERROR, "out of memory");
 	if (params_validate(m->params, params, &err)) {
 		json_decref(params);
-		return id ? error_response(id, err.code, err.message) : NULL;
+		return reject(srv, id, id != NULL, err.code, err.message);
 	}
 	result = m->fn(params, m->arg, &err);
 	json_decref(params);
+	if (!result)
+		return reject(srv, id, id != NULL, err.code ? err.code : SN_RPC_INTERNAL_ERROR,
+			      err.message[0] ? err.message : "internal error");
 	if (!id) {
 		json_decref(result);
 		return NULL;
 	}
-	if (!result)
-		return error_response(id, err.code ? err.code : SN_RPC_INTERNAL_ERROR,
-				      err.message[0] ? err.message : "internal error");
 	resp = json_pack("{s:s, s:o, s:O}", "jsonrpc", "2.0", "result", result, "id", id);
 	return resp ? resp : error_response(id, SN_RPC_INTERNAL_ERROR, "out of memory");
 }
@@ -445,6 +513,7 @@ static void client_queue(struct client *c, json_t *resp)
 	if (out_pending(c) + len + 1 > OUT_MAX) {
 		free(s);
 		client_drop(c, "too many unread responses");
+		c->overflow = true;
 		return;
 	}
 	if (c->out_off) {
@@ -538,20 +607,101 @@ static bool is_blank(const char *s, size_t len)
 	return true;
 }
 
+/* True if v (every number a double here) is beyond int64: the integer
+ * jansson could not hold. */
+static bool out_of_int64(const json_t *v)
+{
+	double d = json_real_value(v);
+
+	return json_is_real(v) && (d >= 9223372036854775808.0 || d < -9223372036854775808.0);
+}
+
+/* Path (".a.b[2]") of the first number beyond int64 under v into buf; false if none. */
+static bool find_overflow(json_t *v, char *buf, size_t size, size_t off)
+{
+	const char *key;
+	json_t *e;
+	size_t i;
+	int n;
+
+	if (out_of_int64(v))
+		return true;
+	if (json_is_object(v)) {
+		json_object_foreach(v, key, e) {
+			n = snprintf(buf + off, size - off, ".%.64s", key);
+			if (n > 0 && (size_t)n < size - off && find_overflow(e, buf, size, off + (size_t)n))
+				return true;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, e) {
+			n = snprintf(buf + off, size - off, "[%zu]", i);
+			if (n > 0 && (size_t)n < size - off && find_overflow(e, buf, size, off + (size_t)n))
+				return true;
+		}
+	}
+	buf[off] = '\0';
+	return false;
+}
+
+/* s13-R3: valid JSON holding an integer beyond 64 bits, which jansson
+ * refuses (json_error_numeric_overflow). Parsed again with every number a
+ * double, it is answered like any out-of-range value: -32602 naming the
+ * parameter (-32600 if it is the id or outside params), the id echoed.
+ * NULL with *answered false: not a request object, a -32700 after all. */
+static json_t *overflow_response(struct sn_rpc_server *srv, const char *line, size_t len,
+				 bool *answered)
+{
+	json_error_t jerr;
+	json_t *req, *id, *resp;
+	char path[200] = "", msg[300];
+
+	*answered = false;
+	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
+			 JSON_DECODE_INT_AS_REAL, &jerr);
+	if (!req || !json_is_object(req)) {
+		json_decref(req);
+		return NULL;
+	}
+	*answered = true;
+	id = json_object_get(req, "id");
+	if (id && out_of_int64(id)) {
+		resp = reject(srv, NULL, true, SN_RPC_INVALID_REQUEST, "id: integer out of range");
+	} else {
+		if (json_is_real(id) && json_real_value(id) == (double)(json_int_t)json_real_value(id))
+			id = json_integer((json_int_t)json_real_value(id)); /* echo 7 as 7, not 7.0 */
+		else
+			json_incref(id);
+		if (find_overflow(json_object_get(req, "params"), path, sizeof(path), 0)) {
+			snprintf(msg, sizeof(msg), "params%s: integer out of range (beyond 64 bits)", path);
+			resp = reject(srv, id, id != NULL, SN_RPC_INVALID_PARAMS, msg);
+		} else {
+			resp = reject(srv, id, true, SN_RPC_INVALID_REQUEST,
+				      "request: integer out of range (beyond 64 bits)");
+		}
+		json_decref(id);
+	}
+	json_decref(req);
+	return resp;
+}
+
 /* Serves one line; returns 1 if it was a request (even an invalid one). */
 static int serve_line(struct sn_rpc_server *srv, struct client *c, const char *line, size_t len)
 {
 	json_error_t jerr;
-	json_t *req, *resp;
+	json_t *req, *resp = NULL;
+	bool answered = false;
 	char msg[300];
 
 	if (is_blank(line, len))
 		return 0;
 	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
-	if (!req) {
+	srv->st.requests++;
+	if (!req && json_error_code(&jerr) == json_error_numeric_overflow)
+		resp = overflow_response(srv, line, len, &answered);
+	if (!req && !answered) {
 		snprintf(msg, sizeof(msg), "parse error at column %d: %s", jerr.column, jerr.text);
-		resp = error_response(NULL, SN_RPC_PARSE_ERROR, msg);
-	} else {
+		resp = reject(srv, NULL, true, SN_RPC_PARSE_ERROR, msg);
+	} else if (req) {
 		resp = dispatch(srv, req);
 		json_decref(req);
 	}
@@ -591,10 +741,14 @@ static int client_process(struct sn_rpc_server *srv, struct client *c, uint64_t 
 				 srv->max_req);
 			client_queue(c, error_response(NULL, SN_RPC_INVALID_REQUEST, msg));
 			sn_log("rpc: client fd %d: %s, closing", c->fd, msg);
+			srv->st.requests++;
+			srv->st.oversize++;
 			c->close_at = now + LINGER_MS;
 			c->in_len = c->scan = 0;
 			served++;
 		} else if (c->eof) {
+			if (c->in_len && !is_blank(c->in, c->in_len))
+				srv->st.partial_hangups++;
 			c->in_len = c->scan = 0; /* hung up mid-request: discard */
 		}
 	}
@@ -668,6 +822,7 @@ static void accept_clients(struct sn_rpc_server *srv, uint64_t now)
 			(void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(fd);
 			srv->refused++;
+			srv->st.refused++;
 			continue;
 		}
 		c = &srv->clients[srv->nclients];
@@ -678,9 +833,11 @@ static void accept_clients(struct sn_rpc_server *srv, uint64_t now)
 		if (!c->in) {
 			close(fd);
 			srv->refused++;
+			srv->st.refused++;
 			continue;
 		}
 		srv->nclients++;
+		srv->st.accepted++;
 	}
 	srv->accept_resume = 0;
 }
@@ -752,10 +909,12 @@ int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms)
 			client_read(srv, c, now);
 		if (!c->dead)
 			served += client_process(srv, c, now);
-		if (!c->dead && now >= c->last_ms + IDLE_MS)
+		if (!c->dead && now >= c->last_ms + IDLE_MS) {
 			client_drop(c, out_pending(c) ? "idle timeout, responses unread"
 				    : c->in_len ? "idle timeout, request unfinished"
 				    : NULL);
+			srv->st.idle_timeouts++;
+		}
 		if (!c->dead && c->close_at && now >= c->close_at)
 			client_drop(c, NULL);
 		if (!c->dead && c->eof && (re & POLLHUP) && out_pending(c))
@@ -763,6 +922,7 @@ int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms)
 	}
 	for (i = j = 0; i < srv->nclients; i++) {
 		if (srv->clients[i].dead) {
+			srv->st.output_overflow += srv->clients[i].overflow;
 			client_free(&srv->clients[i]);
 			continue;
 		}
@@ -778,6 +938,11 @@ int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms)
 		accept_clients(srv, now);
 	log_refused(srv, now);
 	return served;
+}
+
+void sn_rpc_stats_read(const struct sn_rpc_server *srv, struct sn_rpc_stats *st)
+{
+	*st = srv->st;
 }
 
 /* ---- listener ------------------------------------------------------------ */
@@ -899,7 +1064,9 @@ struct sn_rpc_server *sn_rpc_server_create(const struct sn_rpc_config *cfg)
 		goto err_free;
 	rc = listen_on(srv, cfg->path);
 	if (rc) {
-		sn_log("rpc: %s: %s", cfg->path, strerror(-rc));
+		sn_log("rpc: %s: %s", cfg->path, rc == -EEXIST ? "exists and is not a socket (left alone)"
+		       : rc == -EADDRINUSE ? "a process listens on this socket (another schednicd?)"
+		       : strerror(-rc));
 		goto err_free;
 	}
 	return srv;

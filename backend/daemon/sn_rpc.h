@@ -21,6 +21,8 @@
 #ifndef SN_RPC_H
 #define SN_RPC_H
 
+#include <stdint.h>
+
 #include <jansson.h>
 
 /* Error codes: JSON-RPC 2.0 standard ones, then schednic's (documented in
@@ -63,6 +65,25 @@ int sn_rpc_register(struct sn_rpc_server *srv, const char *method,
 /* Serve ready clients, waiting at most timeout_ms for activity. Returns the
  * number of requests served, or -errno on a fatal listener error. */
 int sn_rpc_poll(struct sn_rpc_server *srv, int timeout_ms);
+/* Control-plane counters: every refused connection, dropped client and
+ * rejected request is counted once, by cause (stats.get "control").
+ * Cumulative since create; read on the main thread like every call here. */
+struct sn_rpc_stats {
+	uint64_t accepted;          /* connections accepted */
+	uint64_t refused;           /* closed at accept: max_clients reached (-32002) or no memory */
+	uint64_t requests;          /* non-blank lines served, valid or not (oversize ones too) */
+	uint64_t parse_errors;      /* -32700 */
+	uint64_t invalid_requests;  /* -32600 other than oversize */
+	uint64_t oversize;          /* longer than max_request_bytes: -32600, connection closed */
+	uint64_t method_not_found;  /* -32601 (notifications included) */
+	uint64_t invalid_params;    /* -32602 (notifications included) */
+	uint64_t failed;            /* a handler's error: -32000..-32003, -32603 */
+	uint64_t idle_timeouts;     /* clients dropped after IDLE_MS without a byte moved */
+	uint64_t output_overflow;   /* clients dropped: over 16 MiB of responses unread */
+	uint64_t partial_hangups;   /* peer hung up with an unfinished request (discarded) */
+};
+void sn_rpc_stats_read(const struct sn_rpc_server *srv, struct sn_rpc_stats *st);
+
 /* Close every client and the listener; unlink the socket path. */
 void sn_rpc_server_destroy(struct sn_rpc_server *srv);
 

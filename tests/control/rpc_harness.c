@@ -140,8 +140,9 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 	json_t *only = json_object_get(params, "port");
 	json_t *a;
 	struct port *p = NULL;
+	struct sn_rpc_stats rs;
 
-	(void)arg;
+	sn_rpc_stats_read(arg, &rs);   /* arg: the server (the real sn_rpc counters) */
 	if (only) {
 		p = port_find(json_string_value(only));
 		if (!p)
@@ -152,10 +153,16 @@ static json_t *h_stats_get(json_t *params, void *arg, struct sn_rpc_error *err)
 	for (unsigned i = 0; i < nports; i++)
 		if (!p || p == &ports[i])
 			json_array_append_new(a, port_json(&ports[i], 1));
-	return json_pack("{s:o, s:{s:i, s:i}, s:{s:i, s:i, s:i, s:i, s:i}, s:f}",
+	return json_pack("{s:o, s:{s:i, s:i}, s:{s:i, s:i, s:i, s:i, s:i}, s:f, "
+			 "s:{s:I, s:I, s:{s:I, s:I, s:I}}}",
 			 "ports", a, "mempool", "size", 8191, "in_use", 0,
 			 "mac_table", "entries", 0, "learned", 0, "aged", 0, "moves", 0,
-			 "full", 0, "uptime_s", 1.0);
+			 "full", 0, "uptime_s", 1.0,
+			 "control", "accepted", (json_int_t)rs.accepted,
+			 "requests", (json_int_t)rs.requests,
+			 "dropped", "idle_timeout", (json_int_t)rs.idle_timeouts,
+			 "output_overflow", (json_int_t)rs.output_overflow,
+			 "partial_hangup", (json_int_t)rs.partial_hangups);
 }
 
 static json_t *h_shutdown(json_t *params, void *arg, struct sn_rpc_error *err)
@@ -255,7 +262,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
-		rc = sn_rpc_register(srv, handlers[i].name, handlers[i].fn, NULL);
+		rc = sn_rpc_register(srv, handlers[i].name, handlers[i].fn, srv);
 		if (rc && rc != -ENOENT) {
 			fprintf(stderr, "register %s: %s\n", handlers[i].name, strerror(-rc));
 			return 1;

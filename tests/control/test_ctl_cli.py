@@ -31,6 +31,45 @@ def test_exit_codes_and_messages(harness, sn_tmpdir):
     assert "Traceback" not in r.stderr
 
 
+def test_busy_daemon_retried_then_reported(harness):
+    """s13-R3: a connection refused at max_clients (-32002, nothing run) is
+    retried for ~3 s; before, schednicctl failed at once (exit 1, or exit 3
+    'Broken pipe' when the refusal raced its send)."""
+    import socket
+    import threading
+    h = harness(max_clients=1)
+    held = socket.socket(socket.AF_UNIX)
+    held.connect(h.socket)
+    time.sleep(0.2)
+    threading.Timer(0.7, held.close).start()
+    t0 = time.monotonic()
+    r = run_ctl(h.socket, "port-add", "b0", "/tmp/sn-busy/b0.sock")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert time.monotonic() - t0 >= 0.5
+    assert [p["name"] for p in h.rpc("port.list")["ports"]] == ["b0"]  # added once
+    held = socket.socket(socket.AF_UNIX)
+    held.connect(h.socket)
+    time.sleep(0.2)
+    r = run_ctl(h.socket, "version")
+    held.close()
+    assert r.returncode == 1 and "too many clients" in r.stderr and "gave up" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_policy_set_bad_files(harness, sn_tmpdir):
+    """s13-R3: a non-UTF-8 file was a Python traceback."""
+    h = harness()
+    binary = sn_tmpdir / "bin.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    bad = sn_tmpdir / "bad.json"
+    bad.write_text("{bad")
+    for f, word in ((binary, "not UTF-8"), (bad, "not JSON"), (sn_tmpdir, "Is a directory"),
+                    (sn_tmpdir / "none.json", "No such file")):
+        r = run_ctl(h.socket, "policy-set", f)
+        assert r.returncode == 2 and word in r.stderr, (f, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr
+
+
 def test_socket_from_environment(harness):
     h = harness()
     env = dict(os.environ, SCHEDNIC_SOCKET=h.socket)

@@ -64,10 +64,12 @@ def test_big_response_to_slow_reader_does_not_block_others(harness):
 
 def test_response_over_bound_drops_client(harness):
     h = harness()
+    before = h.rpc("stats.get")["control"]["dropped"]["output_overflow"]
     with RpcClient(h.socket, timeout=20) as c:
         c.send_raw(request_line("test.big", {"size": 20 << 20}))
         assert wait_closed(c.sock, 20) == b""
     assert_serving(h)
+    assert h.rpc("stats.get")["control"]["dropped"]["output_overflow"] == before + 1
 
 
 def test_client_that_never_reads_is_dropped(harness):

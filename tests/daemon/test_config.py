@@ -138,6 +138,24 @@ def test_missing_config_file(schednicd_bin, tmp_path):
     assert "nope.json" in r.stderr and "No such file" in r.stderr
 
 
+def test_config_file_is_a_directory(schednicd_bin, tmp_path):
+    """s13-R3: was "config: DIR: read error"; the reason is named now."""
+    r = run(schednicd_bin, "--check-config", "--config", tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"config: {tmp_path}: Is a directory", r.stderr
+
+
+@pytest.mark.parametrize("text,expect", [("", "cfg.json:1:0:"), ("{}{}", "cfg.json:1:3:"),
+                                         ('{"datapath": {"burst": 18446744073709551616}}',
+                                          "too big integer"),
+                                         ('{"datapath": {"burst": 32.0}}',
+                                          "datapath.burst: must be an integer")],
+                         ids=["empty", "two-objects", "int-over-2^64", "float-for-int"])
+def test_config_file_contents_rejected(schednicd_bin, tmp_path, text, expect):
+    r = check(schednicd_bin, tmp_path, text)
+    assert r.returncode == 1 and expect in r.stderr, r.stderr
+
+
 def test_print_default_config_round_trip(schednicd_bin, tmp_path):
     r = run(schednicd_bin, "--print-default-config")
     assert r.returncode == 0, r.stderr

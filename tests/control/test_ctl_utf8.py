@@ -1,0 +1,72 @@
+"""Errors that quote a long non-ASCII client string (s13-R3): messages cut
+client strings to a byte length, which split a UTF-8 sequence; jansson then
+refused the message and the request went unanswered (the client waited for
+its timeout). Every request with an id must get its error."""
+import json
+
+import pytest
+
+from ctlutil import RpcClient, assert_serving
+
+LONG = "a" + "\u00e9" * 40 + "\u4e2d" * 100  # 2- and 3-byte sequences, > 256 bytes
+
+CASES = [
+    ("unknown-param", {"method": "version", "params": {LONG: 1}}, -32602),
+    ("unknown-method", {"method": LONG}, -32601),
+    ("unknown-member", {"method": "version", LONG: 1}, -32600),
+    ("handler-message", {"method": "stats.get", "params": {"port": LONG}}, -32001),
+    ("port-del", {"method": "port.del", "params": {"name": LONG}}, None),
+]
+
+
+@pytest.mark.parametrize("req,code", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_long_utf8_in_error_answered(ctl, req, code):
+    with RpcClient(ctl.socket, timeout=5) as c:
+        c.send_raw(json.dumps({"jsonrpc": "2.0", "id": 7, **req}, ensure_ascii=False).encode()
+                   + b"\n")
+        r = json.loads(c.recv_line())
+    assert r["id"] == 7 and "error" in r, r
+    assert code is None or r["error"]["code"] == code, r
+    assert r["error"]["message"], r
+    assert_serving(ctl)
+
+
+def test_long_utf8_policy_port_name_answered(schednicd):
+    d = schednicd(ports=())
+    with RpcClient(d.socket, timeout=5) as c:
+        c.send_raw(json.dumps({"jsonrpc": "2.0", "id": 8, "method": "policy.set",
+                               "params": {"policy": {"ports": {LONG: {}}}}},
+                              ensure_ascii=False).encode() + b"\n")
+        r = json.loads(c.recv_line())
+    assert r["id"] == 8 and r["error"]["code"] == -32602, r
+    assert "port name must match" in r["error"]["message"]
+
+
+# ---- integers beyond 64 bits (s13-R3) ---------------------------------------
+# Valid JSON that jansson cannot hold: was -32700 "too big integer" with id
+# null; now answered like any out-of-range value, naming the parameter.
+BIG = [
+    ("param", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":18446744073709551616},"id":7}',
+     -32602, 7, "params.port: integer out of range"),
+    ("nested", b'{"jsonrpc":"2.0","method":"port.add","params":{"name":"a","path":"/tmp/x.sock",'
+     b'"workers":[0,-99999999999999999999]},"id":"s"}', -32602, "s", "params.workers[1]: integer out of range"),
+    ("id", b'{"jsonrpc":"2.0","method":"version","id":18446744073709551616}', -32600, None,
+     "id: integer out of range"),
+    ("member", b'{"jsonrpc":"2.0","method":"version","x":1e3,"y":9223372036854775808,"id":8}', -32600, 8,
+     "integer out of range"),
+    ("not-an-object", b'[18446744073709551616]', -32700, None, "too big integer"),
+]
+
+
+@pytest.mark.parametrize("line,code,rid,word", [b[1:] for b in BIG], ids=[b[0] for b in BIG])
+def test_integer_beyond_64_bits(ctl, line, code, rid, word):
+    with RpcClient(ctl.socket, timeout=5) as c:
+        c.send_raw(line + b"\n")
+        r = json.loads(c.recv_line())
+        c.send_raw(line.replace(b',"id":7}', b'}') + b"\n" if rid == 7 else b"")
+        c.send_raw(b'{"jsonrpc":"2.0","method":"version","id":"after"}\n')
+        nxt = json.loads(c.recv_line())  # the notification (rid 7 case) gets no answer
+    assert r["error"]["code"] == code and r["id"] == rid and word in r["error"]["message"], r
+    assert isinstance(r["id"], type(rid)), r
+    assert nxt["id"] == "after"
+    assert_serving(ctl)

@@ -1,0 +1,48 @@
+"""Operator scripts reject bad arguments at once, with a message and exit
+status 2, before they install, build or start anything (s13-R3)."""
+import subprocess
+
+import pytest
+
+from ctlutil import REPO
+
+
+def run(*args):
+    return subprocess.run([str(REPO / "scripts" / args[0]), *args[1:]], capture_output=True,
+                          text=True, timeout=20, stdin=subprocess.DEVNULL, cwd="/")
+
+
+@pytest.mark.parametrize("args", [["--seconds"], ["--seconds", "abc"], ["--seconds", "0"],
+                                  ["--seconds", "-5"], ["--seconds", "99999"]],
+                         ids=["missing", "not-a-number", "zero", "negative", "too-long"])
+def test_demo_bad_seconds(args):
+    r = run("demo.sh", *args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.strip() == "demo: --seconds needs an integer 2..3600", r.stderr
+    assert "==" not in r.stdout  # no step started
+
+
+@pytest.mark.parametrize("script,word", [("demo.sh", "demo: unknown option --bogus"),
+                                         ("test.sh", "unknown option --bogus")])
+def test_unknown_option(script, word):
+    r = run(script, "--bogus")
+    assert r.returncode == 2 and word in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("script", ["demo.sh", "test.sh"])
+def test_help(script):
+    r = run(script, "--help")
+    assert r.returncode == 0 and "Options:" in r.stdout, (r.returncode, r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("script,args,word", [
+    ("fuzz.sh", ["--seconds"], "fuzz: --seconds needs a positive integer"),
+    ("fuzz.sh", ["--seconds", "x"], "fuzz: --seconds needs a positive integer"),
+    ("fuzz.sh", ["--seconds", "0"], "fuzz: --seconds needs a positive integer"),
+    ("build-guest-image.sh", ["--out"], "build-guest-image: --out needs a value"),
+    ("build-guest-image.sh", ["--virtio-net"], "build-guest-image: --virtio-net needs a value"),
+    ("build-guest-image.sh", ["--bogus"], "build-guest-image: unknown argument --bogus"),
+], ids=["fuzz-missing", "fuzz-nan", "fuzz-zero", "image-out", "image-virtio", "image-unknown"])
+def test_option_values_checked(script, args, word):
+    r = run(script, *args)
+    assert r.returncode == 2 and r.stderr.strip() == word, (r.returncode, r.stderr)
