@@ -222,18 +222,27 @@ static int mac_read(const struct mac_bucket *b, uint64_t key, struct mac_entry *
 	return hit;
 }
 
-static void mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *in, uint64_t now)
+/* mac_learn() results (s13-M3: what the burst memo in switch_burst needs). */
+enum learn_res {
+	LEARN_KNOWN,  /* key -> in already, nothing but `seen` written */
+	LEARN_WROTE,  /* key -> in now, the entry was written (new or moved) */
+	LEARN_FULL,   /* not learned: bucket full (counted) */
+};
+
+static enum learn_res mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *in,
+				uint64_t now)
 {
 	struct mactab *mt = sw->mt;
 	struct mac_bucket *b = mac_bucket(mt, key);
 	struct mac_entry *free_e = NULL, cur = { 0 };
 	int hit = mac_read(b, key, &cur);
+	enum learn_res res = LEARN_WROTE;
 
 	if (hit >= 0 && cur.slot == in->slot && cur.gen == in->gen) {
 		/* Fast path, no lock (contract above). */
 		if (now - cur.seen > mt->aging_tsc / SEEN_REFRESH)
 			ST(b->e[hit].seen, now);
-		return;
+		return LEARN_KNOWN;
 	}
 	rte_seqlock_write_lock(&b->lock);
 	for (unsigned w = 0; w < MAC_WAYS; w++) {
@@ -253,6 +262,7 @@ static void mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *
 	}
 	if (!free_e) {
 		ctr_add(&mt->ms.full, 1);
+		res = LEARN_FULL;
 		goto unlock;
 	}
 	if (free_e->key) {
@@ -267,6 +277,7 @@ static void mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *
 	ctr_add(&mt->ms.learned, 1);
 unlock:
 	rte_seqlock_write_unlock(&b->lock);
+	return res;
 }
 
 /* The destination port of a unicast MAC, or NULL (unknown: flood). */
@@ -710,10 +721,26 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	struct rte_mbuf *spkts[SN_CONFIG_BURST_MAX];   /* s11-S: shaped frames, */
 	struct sn_port *sdst[SN_CONFIG_BURST_MAX];     /* one submit per burst */
 
+	/* s13-M3: burst memo. A frame with the source MAC of an earlier frame
+	 * of this burst that was learned (LEARN_KNOWN/WROTE: the entry maps
+	 * it to `in`) skips mac_learn(): with the same port and the same
+	 * iteration clock it would find exactly that and write nothing. A
+	 * frame with the destination MAC of the previous lookup reuses its
+	 * result: the lookup depends on the table (our own writes below clear
+	 * the memo), the port snapshot t and `now`, all fixed for the burst.
+	 * Another worker's concurrent write (ncore) is ordered as if it came
+	 * after the burst. Keys carry MAC_VALID, so 0 matches no frame.
+	 * OVS-DPDK groups its batches by flow for the same reason. Counters
+	 * keep their meaning: a MAC the table could not take (LEARN_FULL) is
+	 * not memoized, so `full` still counts every such frame. */
+	uint64_t memo_src = 0, memo_dst = 0;
+	struct sn_port *memo_dp = NULL;
+
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		const struct rte_ether_hdr *eth;
 		struct sn_port *dp = NULL;
+		uint64_t skey, dkey;
 
 		bytes += m->pkt_len;
 		if (m->data_len < RTE_ETHER_HDR_LEN) {
@@ -729,9 +756,23 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			rte_pktmbuf_free(m);
 			continue;
 		}
-		mac_learn(sw, mac_key(&eth->src_addr), in, now);
-		if (!rte_is_multicast_ether_addr(&eth->dst_addr))
-			dp = mac_lookup(sw, t, mac_key(&eth->dst_addr), now);
+		skey = mac_key(&eth->src_addr);
+		if (skey != memo_src) {
+			enum learn_res r = mac_learn(sw, skey, in, now);
+
+			memo_src = r == LEARN_FULL ? 0 : skey;
+			if (r == LEARN_WROTE)
+				memo_dst = 0;
+		}
+		dkey = mac_key(&eth->dst_addr);
+		if (dkey == memo_dst) {
+			dp = memo_dp;
+		} else {
+			if (!rte_is_multicast_ether_addr(&eth->dst_addr))
+				dp = mac_lookup(sw, t, dkey, now);
+			memo_dst = dkey;
+			memo_dp = dp;
+		}
 		if (dp) {
 			if (dp == in) {
 				sn_port_ctr_add(&in->st.drop[SN_DROP_HAIRPIN], 1);
