@@ -526,10 +526,8 @@ static void bl_drain(struct backlog *b, struct sn_port *p)
 						  SN_CONFIG_BURST_MAX);
 		struct rte_mbuf **a = &b->m[b->head];
 		uint64_t bytes = 0;
-		uint16_t k = sn_port_vhost_enqueue(p, a, cnt);  /* MQ: reorders a */
+		uint16_t k = sn_port_vhost_enqueue_bytes(p, a, cnt, &bytes);  /* MQ: reorders a */
 
-		for (uint16_t j = 0; j < k; j++)
-			bytes += a[j]->pkt_len;
 		sn_port_ctr_add(&p->st.tx_packets, k);
 		sn_port_ctr_add(&p->st.tx_bytes, bytes);
 		rte_pktmbuf_free_bulk(a, k);
@@ -682,7 +680,7 @@ static void flush(struct sn_switch *sw)
 		if (b->n)
 			bl_drain(b, p);
 		/* MQ: reorders s->pkts, taken ones first. */
-		k = b->n ? 0 : sn_port_vhost_enqueue(p, s->pkts, s->n);
+		k = b->n ? 0 : sn_port_vhost_enqueue_bytes(p, s->pkts, s->n, &bytes);
 		/* Deferred frames the destination cannot take now wait; the
 		 * rest are dropped below. Keep the untaken ones at the end of
 		 * s->pkts for the drop count. */
@@ -697,8 +695,6 @@ static void flush(struct sn_switch *sw)
 				s->pkts[j] = NULL;
 			}
 		}
-		for (uint16_t j = 0; j < k; j++)
-			bytes += s->pkts[j]->pkt_len;
 		sn_port_ctr_add(&p->st.tx_packets, k);
 		sn_port_ctr_add(&p->st.tx_bytes, bytes);
 		for (uint16_t j = k; j < s->n; j++)
@@ -709,6 +705,44 @@ static void flush(struct sn_switch *sw)
 		s->n = 0;
 	}
 	sw->n_touched = 0;
+}
+
+/* s13-M3: free the frames of a burst that came in by copy (an immediate
+ * port's rte_vhost_dequeue_burst, the uplink's rx_burst): what
+ * rte_pktmbuf_free_bulk() does, with DPDK's own per-segment step
+ * (rte_pktmbuf_prefree_seg: reference count, detach, next/nb_segs reset),
+ * but single-segment frames skip its per-segment pending-array
+ * bookkeeping and go back to their pool in one rte_mempool_put_bulk() per
+ * run of equal pools; chains go through rte_pktmbuf_free_bulk(). */
+static void free_copied_bulk(struct rte_mbuf **pkts, unsigned n)
+{
+	void *put[SN_CONFIG_BURST_MAX];
+	struct rte_mbuf *chains[SN_CONFIG_BURST_MAX];
+	struct rte_mempool *mp = NULL;
+	unsigned nput = 0, nchains = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+
+		if (m->nb_segs != 1) {
+			chains[nchains++] = m;
+			continue;
+		}
+		m = rte_pktmbuf_prefree_seg(m);
+		if (!m)
+			continue;        /* another reference remains */
+		if (m->pool != mp) {
+			if (nput)
+				rte_mempool_put_bulk(mp, put, nput);
+			mp = m->pool;
+			nput = 0;
+		}
+		put[nput++] = m;
+	}
+	if (nput)
+		rte_mempool_put_bulk(mp, put, nput);
+	if (nchains)
+		rte_pktmbuf_free_bulk(chains, nchains);
 }
 
 static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
@@ -819,8 +853,12 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 		sn_pipeline_submit_burst(sw->pl, in, spkts, sdst, ns);
 	flush(sw);
 	/* s11-D: deferred frames delivered by copy are completed and their
-	 * mbufs recycled without a detach (sn_vqtx.h); others freed as usual. */
-	sn_vqtx_free_bulk(pkts, keep);
+	 * mbufs recycled without a detach (sn_vqtx.h); s13-M3: frames of a
+	 * port without deferred queues are plain copies. */
+	if (in->vq)
+		sn_vqtx_free_bulk(pkts, keep);
+	else
+		free_copied_bulk(pkts, keep);
 }
 
 /* issue 6 (seed 003 §III-E): with CPU fair dropping, a burst dequeued at
