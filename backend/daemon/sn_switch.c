@@ -182,12 +182,19 @@ static inline void ctr_add(uint64_t *c, uint64_t v)
 #define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
-static inline uint64_t mac_key(const struct rte_ether_addr *a)
+/* A MAC's table key: its 6 bytes as the low 48 bits of a little-endian
+ * word, | MAC_VALID. s13-M3: both of a frame's keys with one 8-byte load
+ * each (the 14-byte header is in the first segment, checked before). */
+static inline void eth_keys(const struct rte_ether_hdr *eth, uint64_t *dkey, uint64_t *skey)
 {
-	uint64_t k = 0;
+	const uint8_t *h = (const uint8_t *)eth;
+	uint64_t d, s;
 
-	memcpy(&k, a->addr_bytes, RTE_ETHER_ADDR_LEN);
-	return k | MAC_VALID;
+	static_assert(sizeof(*eth) >= 6 + sizeof(s), "src MAC + 2 bytes of ethertype");
+	memcpy(&d, h, sizeof(d));
+	memcpy(&s, h + 6, sizeof(s));
+	*dkey = (rte_le_to_cpu_64(d) & 0xffffffffffffULL) | MAC_VALID;
+	*skey = (rte_le_to_cpu_64(s) & 0xffffffffffffULL) | MAC_VALID;
 }
 
 static inline struct mac_bucket *mac_bucket(const struct mactab *mt, uint64_t key)
@@ -790,7 +797,7 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			rte_pktmbuf_free(m);
 			continue;
 		}
-		skey = mac_key(&eth->src_addr);
+		eth_keys(eth, &dkey, &skey);
 		if (skey != memo_src) {
 			enum learn_res r = mac_learn(sw, skey, in, now);
 
@@ -798,7 +805,6 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			if (r == LEARN_WROTE)
 				memo_dst = 0;
 		}
-		dkey = mac_key(&eth->dst_addr);
 		if (dkey == memo_dst) {
 			dp = memo_dp;
 		} else {
