@@ -4,7 +4,10 @@
  * Design. Per ingress burst: (1) learn each source MAC -> ingress port;
  * (2) pick the destination: a learned, unexpired unicast MAC whose port
  * still exists (slot + generation match) gives one port, anything else is
- * flooded to every other up port; (3) stage the packet on each destination;
+ * flooded to every other up port (s13-M3: (1) and (2) are skipped for a
+ * frame that repeats an earlier frame's source / the previous frame's
+ * destination within the burst, whose results they would repeat: see the
+ * burst memo in switch_burst); (3) stage the packet on each destination;
  * (4) flush each destination with one burst call; (5) free the input
  * mbufs. vhost-user enqueue copies the packet into the guest, so one mbuf
  * serves every vhost destination of a flood; the uplink's tx_burst takes
