@@ -746,7 +746,10 @@ static uint32_t rxq_mask(const struct sn_port *p)
 	return mask;
 }
 
-static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, uint16_t n)
+/* s13-M3: *sum += the bytes taken (the caller's port counters reuse the
+ * queue's sum instead of a second pass over the frames). */
+static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, uint16_t n,
+			uint64_t *sum)
 {
 	uint16_t k = rte_vhost_enqueue_burst(p->vid, (uint16_t)(2 * qi), pkts, n);
 	uint64_t bytes = 0;
@@ -755,10 +758,19 @@ static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, 
 		bytes += pkts[j]->pkt_len;
 	sn_port_ctr_add(&p->q[qi].st.tx_packets, k);   /* any worker (ncore) */
 	sn_port_ctr_add(&p->q[qi].st.tx_bytes, bytes);
+	*sum += bytes;
 	return k;
 }
 
 uint16_t sn_port_vhost_enqueue(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n)
+{
+	uint64_t bytes = 0;
+
+	return sn_port_vhost_enqueue_bytes(p, pkts, n, &bytes);
+}
+
+uint16_t sn_port_vhost_enqueue_bytes(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n,
+				     uint64_t *bytes)
 {
 	struct rte_mbuf *by_q[SN_PORT_QMAX][SN_CONFIG_BURST_MAX];
 	uint16_t cnt[SN_PORT_QMAX] = { 0 }, took[SN_PORT_QMAX];
@@ -767,13 +779,14 @@ uint16_t sn_port_vhost_enqueue(struct sn_port *p, struct rte_mbuf **pkts, uint16
 	uint16_t k = 0, nrest = 0;
 
 	if (__builtin_popcount(mask) <= 1)
-		return rxq_put(p, mask ? (unsigned)__builtin_ctz(mask) : 0, pkts, n);
+		return rxq_put(p, mask ? (unsigned)__builtin_ctz(mask) : 0, pkts, n, bytes);
 	if (n > SN_CONFIG_BURST_MAX) {   /* in slices, keeping the prefix rule */
-		uint16_t a = sn_port_vhost_enqueue(p, pkts, SN_CONFIG_BURST_MAX);
+		uint16_t a = sn_port_vhost_enqueue_bytes(p, pkts, SN_CONFIG_BURST_MAX, bytes);
 
 		if (a < SN_CONFIG_BURST_MAX)
 			return a;
-		return (uint16_t)(a + sn_port_vhost_enqueue(p, pkts + a, (uint16_t)(n - a)));
+		return (uint16_t)(a + sn_port_vhost_enqueue_bytes(p, pkts + a, (uint16_t)(n - a),
+								  bytes));
 	}
 	for (uint16_t i = 0; i < n; i++) {
 		unsigned qi = rxq_pick(mask, sn_port_flow_hash(pkts[i]));
@@ -781,7 +794,7 @@ uint16_t sn_port_vhost_enqueue(struct sn_port *p, struct rte_mbuf **pkts, uint16
 		by_q[qi][cnt[qi]++] = pkts[i];
 	}
 	for (unsigned qi = 0; qi < SN_PORT_QMAX; qi++) {
-		took[qi] = cnt[qi] ? rxq_put(p, qi, by_q[qi], cnt[qi]) : 0;
+		took[qi] = cnt[qi] ? rxq_put(p, qi, by_q[qi], cnt[qi], bytes) : 0;
 		for (uint16_t j = 0; j < took[qi]; j++)
 			pkts[k++] = by_q[qi][j];
 		for (uint16_t j = took[qi]; j < cnt[qi]; j++)

@@ -253,6 +253,11 @@ uint32_t sn_port_flow_hash(const struct rte_mbuf *m);
  * pkts[k, n), each queue's frames in their original order. Counts the
  * RX queues' tx_* counters (not the port's: the caller does). */
 uint16_t sn_port_vhost_enqueue(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n);
+/* WORKER (s13-M3): sn_port_vhost_enqueue() that also adds the bytes of the
+ * taken frames to *bytes (the RX queues' own sum, so the caller's port
+ * counters need no second pass over the frames). */
+uint16_t sn_port_vhost_enqueue_bytes(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n,
+				     uint64_t *bytes);
 /* WORKER: count one frame the caller drops as ring_full on p's RX queue
  * that sn_port_vhost_enqueue() picked for it. */
 void sn_port_count_rxq_full(struct sn_port *p, const struct rte_mbuf *m);

@@ -4,7 +4,10 @@
  * Design. Per ingress burst: (1) learn each source MAC -> ingress port;
  * (2) pick the destination: a learned, unexpired unicast MAC whose port
  * still exists (slot + generation match) gives one port, anything else is
- * flooded to every other up port; (3) stage the packet on each destination;
+ * flooded to every other up port (s13-M3: (1) and (2) are skipped for a
+ * frame that repeats an earlier frame's source / the previous frame's
+ * destination within the burst, whose results they would repeat: see the
+ * burst memo in switch_burst); (3) stage the packet on each destination;
  * (4) flush each destination with one burst call; (5) free the input
  * mbufs. vhost-user enqueue copies the packet into the guest, so one mbuf
  * serves every vhost destination of a flood; the uplink's tx_burst takes
@@ -182,12 +185,19 @@ static inline void ctr_add(uint64_t *c, uint64_t v)
 #define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
-static inline uint64_t mac_key(const struct rte_ether_addr *a)
+/* A MAC's table key: its 6 bytes as the low 48 bits of a little-endian
+ * word, | MAC_VALID. s13-M3: both of a frame's keys with one 8-byte load
+ * each (the 14-byte header is in the first segment, checked before). */
+static inline void eth_keys(const struct rte_ether_hdr *eth, uint64_t *dkey, uint64_t *skey)
 {
-	uint64_t k = 0;
+	const uint8_t *h = (const uint8_t *)eth;
+	uint64_t d, s;
 
-	memcpy(&k, a->addr_bytes, RTE_ETHER_ADDR_LEN);
-	return k | MAC_VALID;
+	static_assert(sizeof(*eth) >= 6 + sizeof(s), "src MAC + 2 bytes of ethertype");
+	memcpy(&d, h, sizeof(d));
+	memcpy(&s, h + 6, sizeof(s));
+	*dkey = (rte_le_to_cpu_64(d) & 0xffffffffffffULL) | MAC_VALID;
+	*skey = (rte_le_to_cpu_64(s) & 0xffffffffffffULL) | MAC_VALID;
 }
 
 static inline struct mac_bucket *mac_bucket(const struct mactab *mt, uint64_t key)
@@ -222,18 +232,27 @@ static int mac_read(const struct mac_bucket *b, uint64_t key, struct mac_entry *
 	return hit;
 }
 
-static void mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *in, uint64_t now)
+/* mac_learn() results (s13-M3: what the burst memo in switch_burst needs). */
+enum learn_res {
+	LEARN_KNOWN,  /* key -> in already, nothing but `seen` written */
+	LEARN_WROTE,  /* key -> in now, the entry was written (new or moved) */
+	LEARN_FULL,   /* not learned: bucket full (counted) */
+};
+
+static enum learn_res mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *in,
+				uint64_t now)
 {
 	struct mactab *mt = sw->mt;
 	struct mac_bucket *b = mac_bucket(mt, key);
 	struct mac_entry *free_e = NULL, cur = { 0 };
 	int hit = mac_read(b, key, &cur);
+	enum learn_res res = LEARN_WROTE;
 
 	if (hit >= 0 && cur.slot == in->slot && cur.gen == in->gen) {
 		/* Fast path, no lock (contract above). */
 		if (now - cur.seen > mt->aging_tsc / SEEN_REFRESH)
 			ST(b->e[hit].seen, now);
-		return;
+		return LEARN_KNOWN;
 	}
 	rte_seqlock_write_lock(&b->lock);
 	for (unsigned w = 0; w < MAC_WAYS; w++) {
@@ -253,6 +272,7 @@ static void mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *
 	}
 	if (!free_e) {
 		ctr_add(&mt->ms.full, 1);
+		res = LEARN_FULL;
 		goto unlock;
 	}
 	if (free_e->key) {
@@ -267,6 +287,7 @@ static void mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *
 	ctr_add(&mt->ms.learned, 1);
 unlock:
 	rte_seqlock_write_unlock(&b->lock);
+	return res;
 }
 
 /* The destination port of a unicast MAC, or NULL (unknown: flood). */
@@ -515,10 +536,8 @@ static void bl_drain(struct backlog *b, struct sn_port *p)
 						  SN_CONFIG_BURST_MAX);
 		struct rte_mbuf **a = &b->m[b->head];
 		uint64_t bytes = 0;
-		uint16_t k = sn_port_vhost_enqueue(p, a, cnt);  /* MQ: reorders a */
+		uint16_t k = sn_port_vhost_enqueue_bytes(p, a, cnt, &bytes);  /* MQ: reorders a */
 
-		for (uint16_t j = 0; j < k; j++)
-			bytes += a[j]->pkt_len;
 		sn_port_ctr_add(&p->st.tx_packets, k);
 		sn_port_ctr_add(&p->st.tx_bytes, bytes);
 		rte_pktmbuf_free_bulk(a, k);
@@ -671,7 +690,7 @@ static void flush(struct sn_switch *sw)
 		if (b->n)
 			bl_drain(b, p);
 		/* MQ: reorders s->pkts, taken ones first. */
-		k = b->n ? 0 : sn_port_vhost_enqueue(p, s->pkts, s->n);
+		k = b->n ? 0 : sn_port_vhost_enqueue_bytes(p, s->pkts, s->n, &bytes);
 		/* Deferred frames the destination cannot take now wait; the
 		 * rest are dropped below. Keep the untaken ones at the end of
 		 * s->pkts for the drop count. */
@@ -686,8 +705,6 @@ static void flush(struct sn_switch *sw)
 				s->pkts[j] = NULL;
 			}
 		}
-		for (uint16_t j = 0; j < k; j++)
-			bytes += s->pkts[j]->pkt_len;
 		sn_port_ctr_add(&p->st.tx_packets, k);
 		sn_port_ctr_add(&p->st.tx_bytes, bytes);
 		for (uint16_t j = k; j < s->n; j++)
@@ -700,6 +717,44 @@ static void flush(struct sn_switch *sw)
 	sw->n_touched = 0;
 }
 
+/* s13-M3: free the frames of a burst that came in by copy (an immediate
+ * port's rte_vhost_dequeue_burst, the uplink's rx_burst): what
+ * rte_pktmbuf_free_bulk() does, with DPDK's own per-segment step
+ * (rte_pktmbuf_prefree_seg: reference count, detach, next/nb_segs reset),
+ * but single-segment frames skip its per-segment pending-array
+ * bookkeeping and go back to their pool in one rte_mempool_put_bulk() per
+ * run of equal pools; chains go through rte_pktmbuf_free_bulk(). */
+static void free_copied_bulk(struct rte_mbuf **pkts, unsigned n)
+{
+	void *put[SN_CONFIG_BURST_MAX];
+	struct rte_mbuf *chains[SN_CONFIG_BURST_MAX];
+	struct rte_mempool *mp = NULL;
+	unsigned nput = 0, nchains = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+
+		if (m->nb_segs != 1) {
+			chains[nchains++] = m;
+			continue;
+		}
+		m = rte_pktmbuf_prefree_seg(m);
+		if (!m)
+			continue;        /* another reference remains */
+		if (m->pool != mp) {
+			if (nput)
+				rte_mempool_put_bulk(mp, put, nput);
+			mp = m->pool;
+			nput = 0;
+		}
+		put[nput++] = m;
+	}
+	if (nput)
+		rte_mempool_put_bulk(mp, put, nput);
+	if (nchains)
+		rte_pktmbuf_free_bulk(chains, nchains);
+}
+
 static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			 struct sn_port *in, struct rte_mbuf **pkts, uint16_t n, uint64_t now)
 {
@@ -710,10 +765,26 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	struct rte_mbuf *spkts[SN_CONFIG_BURST_MAX];   /* s11-S: shaped frames, */
 	struct sn_port *sdst[SN_CONFIG_BURST_MAX];     /* one submit per burst */
 
+	/* s13-M3: burst memo. A frame with the source MAC of an earlier frame
+	 * of this burst that was learned (LEARN_KNOWN/WROTE: the entry maps
+	 * it to `in`) skips mac_learn(): with the same port and the same
+	 * iteration clock it would find exactly that and write nothing. A
+	 * frame with the destination MAC of the previous lookup reuses its
+	 * result: the lookup depends on the table (our own writes below clear
+	 * the memo), the port snapshot t and `now`, all fixed for the burst.
+	 * Another worker's concurrent write (ncore) is ordered as if it came
+	 * after the burst. Keys carry MAC_VALID, so 0 matches no frame.
+	 * OVS-DPDK groups its batches by flow for the same reason. Counters
+	 * keep their meaning: a MAC the table could not take (LEARN_FULL) is
+	 * not memoized, so `full` still counts every such frame. */
+	uint64_t memo_src = 0, memo_dst = 0;
+	struct sn_port *memo_dp = NULL;
+
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		const struct rte_ether_hdr *eth;
 		struct sn_port *dp = NULL;
+		uint64_t skey, dkey;
 
 		bytes += m->pkt_len;
 		if (m->data_len < RTE_ETHER_HDR_LEN) {
@@ -729,9 +800,22 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			rte_pktmbuf_free(m);
 			continue;
 		}
-		mac_learn(sw, mac_key(&eth->src_addr), in, now);
-		if (!rte_is_multicast_ether_addr(&eth->dst_addr))
-			dp = mac_lookup(sw, t, mac_key(&eth->dst_addr), now);
+		eth_keys(eth, &dkey, &skey);
+		if (skey != memo_src) {
+			enum learn_res r = mac_learn(sw, skey, in, now);
+
+			memo_src = r == LEARN_FULL ? 0 : skey;
+			if (r == LEARN_WROTE)
+				memo_dst = 0;
+		}
+		if (dkey == memo_dst) {
+			dp = memo_dp;
+		} else {
+			if (!rte_is_multicast_ether_addr(&eth->dst_addr))
+				dp = mac_lookup(sw, t, dkey, now);
+			memo_dst = dkey;
+			memo_dp = dp;
+		}
 		if (dp) {
 			if (dp == in) {
 				sn_port_ctr_add(&in->st.drop[SN_DROP_HAIRPIN], 1);
@@ -778,8 +862,12 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 		sn_pipeline_submit_burst(sw->pl, in, spkts, sdst, ns);
 	flush(sw);
 	/* s11-D: deferred frames delivered by copy are completed and their
-	 * mbufs recycled without a detach (sn_vqtx.h); others freed as usual. */
-	sn_vqtx_free_bulk(pkts, keep);
+	 * mbufs recycled without a detach (sn_vqtx.h); s13-M3: frames of a
+	 * port without deferred queues are plain copies. */
+	if (in->vq)
+		sn_vqtx_free_bulk(pkts, keep);
+	else
+		free_copied_bulk(pkts, keep);
 }
 
 /* issue 6 (seed 003 §III-E): with CPU fair dropping, a burst dequeued at

@@ -225,3 +225,36 @@ def test_mac_aging_floods_again(schednicd, sngen):
             if p != s:
                 assert f["rx_by_port"][p] > 0, (k, f)
                 assert f["rx_by_port"][p] + delta(a, b, n, "egress") == count, (k, f, b[n])
+
+
+def test_burst_memo_sees_learning_inside_the_burst(schednicd, sngen):
+    """s13-M3: switch_burst reuses the previous frame's destination lookup
+    within a burst; learning a source MAC must invalidate it, since the
+    next lookup may be of that very MAC. Flows X (vm0 to an unknown MAC U:
+    flooded while U is unknown) and Z (vm0 from U to U: learns U on vm0,
+    then is a hairpin drop), one frame per tx burst; sn-gen serves the
+    flows of a phase in turn, starting with flow 1 and rotating, so vm0's
+    ring holds X1, Z1, Z2, X2, X3, Z3, ... (flow 0, vm1 to vm0, only sets
+    the rotation). X1 is flooded; every later frame of X and Z is a
+    hairpin drop. A stale memo would flood Z1 (its destination U was just
+    looked up as unknown by X1) and every frame after it in that burst
+    (the daemon naps when idle, so the first burst holds several)."""
+    names = ["vm0", "vm1"]
+    d, g = start(schednicd, sngen, names,
+                 f"src=1,dst=0,count={N}",
+                 f"src=0,dst={UNKNOWN_MAC},count={N}",                      # X
+                 f"src=0,smac={UNKNOWN_MAC},dst={UNKNOWN_MAC},count={N}",   # Z
+                 extra=["--burst", "1"])
+    t0 = learn(d, g, names)
+    g.go(0)
+    t = wait_settled(d, lambda t: t["vm0"]["rx_packets"] == t0["vm0"]["rx_packets"] + 2 * N
+                     and t["vm1"]["rx_packets"] == t0["vm1"]["rx_packets"] + N)
+    r = g.finish()
+    check_ports_match_gen(t, names, r)
+    x, z = r["flows"][1], r["flows"][2]
+    flooded = x["rx_by_port"][1] + z["rx_by_port"][1]
+    hairpin = delta(t0, t, "vm0", "hairpin")
+    assert hairpin >= 2 * N - 1, (flooded, hairpin, t["vm0"]["drops"], t["vm1"]["drops"])
+    assert flooded <= 1, (flooded, hairpin)
+    assert z["rx_by_port"] == [0, 0], z
+    assert d.stats()["mac_table"]["entries"] == 3
