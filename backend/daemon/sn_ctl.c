@@ -335,7 +335,7 @@ static json_t *completion_json(const struct sn_port *p)
 			return NULL;
 		}
 	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
+			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
 			 "unmarked_max_hold_us", (json_int_t)p->unmarked_max_hold_us,
@@ -348,6 +348,7 @@ static json_t *completion_json(const struct sn_port *p)
 			 "csum_requests", (json_int_t)vs.csum_requests,
 			 "gso_requests", (json_int_t)vs.gso_requests,
 			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
+			 "dest_deleted", (json_int_t)vs.dest_deleted,
 			 "extbuf_in_use", (json_int_t)vs.extbuf_in_use,
 			 "slots_leaked", (json_int_t)vs.slots_leaked,
 			 "horizon_waits", (json_int_t)vs.horizon_waits,   /* s11-V3 */
@@ -448,7 +449,7 @@ static json_t *queues_json(const struct sn_port *p)
 		if (p->q[qi].vq)
 			sn_vqtx_stats_read(p->q[qi].vq, &vs);
 		o = json_pack("{s:i, s:i, s:i, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, "
-			      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			      "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 			      "s:b, s:b, s:I, s:I, s:o}}",
 			      "queue", (int)qi, "owner", (int)p->q[qi].owner,
 			      "worker", (int)p->q[qi].owner,
@@ -464,6 +465,7 @@ static json_t *queues_json(const struct sn_port *p)
 			      "popped", (json_int_t)vs.popped, "completed", (json_int_t)vs.completed,
 			      "no_mbuf", (json_int_t)vs.no_mbuf, "offload", (json_int_t)vs.offload,
 			      "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
+			      "dest_deleted", (json_int_t)vs.dest_deleted,
 			      "marked", (json_int_t)vs.marked, "unmarked", (json_int_t)vs.unmarked,
 			      "opted_in", vs.opted_in != 0, "opted_out", vs.opted_out != 0,
 			      "csum_requests", (json_int_t)vs.csum_requests,

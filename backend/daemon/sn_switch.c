@@ -582,6 +582,20 @@ static bool drop_all(struct rte_mbuf *m, void *arg)
 	return true;
 }
 
+/* The destination port was deleted: no port counter is left to count the
+ * frame on, so it is counted on its source queue (every backlogged frame is
+ * a deferred one: sn_vqtx_of is never NULL here, see flush()). */
+static bool drop_dest_deleted(struct rte_mbuf *m, void *arg)
+{
+	uint64_t pop;
+	struct sn_vqtx *q = sn_vqtx_of(m, &pop);
+
+	(void)arg;
+	if (q)
+		sn_vqtx_count_dest_deleted(q);
+	return true;
+}
+
 static bool drop_expired(struct rte_mbuf *m, void *arg)
 {
 	uint64_t pop, now = *(const uint64_t *)arg;
@@ -618,7 +632,7 @@ static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 		}
 		p = t->by_slot[i];
 		if (!p || p->gen != b->gen) {
-			bl_filter(b, drop_all, NULL);  /* port deleted: no counters left */
+			bl_filter(b, drop_dest_deleted, NULL);  /* port deleted */
 			continue;
 		}
 		if (!sn_port_is_up(p)) {

@@ -853,6 +853,11 @@ void sn_vqtx_count_forced(struct sn_vqtx *q)
 	ctr_inc(&q->st.forced);
 }
 
+void sn_vqtx_count_dest_deleted(struct sn_vqtx *q)
+{
+	ctr_inc(&q->st.dest_deleted);
+}
+
 void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out)
 {
 	const uint64_t *src = (const uint64_t *)&q->st;

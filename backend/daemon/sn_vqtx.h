@@ -80,6 +80,8 @@ struct sn_vqtx_stats {
 	uint64_t csum_requests;  /* frames with a valid NEEDS_CSUM request (no GSO) */
 	uint64_t gso_requests;   /* frames with a valid GSO (TCPv4) request */
 	uint64_t forced;         /* held at device stop: dropped and completed */
+	uint64_t dest_deleted;   /* waited in the switch's backlog for a port that
+				  * was deleted: dropped and completed */
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
 	/* issue 7 (leak check): frames popped whose guest buffer is still
 	 * referenced by an mbuf, all connections (0 when idle, else a leak);
@@ -235,6 +237,10 @@ bool sn_vqtx_opted_in(const struct sn_vqtx *q);
 void sn_vqtx_count_horizon_wait(struct sn_vqtx *q);
 /* WORKER: count one frame dropped because its port is stopping. */
 void sn_vqtx_count_forced(struct sn_vqtx *q);
+/* WORKER: count one frame dropped because the port it waited for (the
+ * switch's backlog of a full RX ring) was deleted (the caller frees it;
+ * the free completes it). */
+void sn_vqtx_count_dest_deleted(struct sn_vqtx *q);
 
 /* Any thread. */
 void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out);
