@@ -201,6 +201,10 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 		if (k->rate_bps != pc->rate_bps || k->burst != pc->burst_bytes)
 			k->version = ++c->next_version;
 		if (!pc->rate_bps) {
+			/* s13-P4: pacing removed: its queued frames go back
+			 * without it (restamp_wheel) */
+			if (k->has_ts && j == i)
+				restamp |= 1u << i;
 			k->has_ts = false;
 		} else if (k->has_ts && k->rate_bps != pc->rate_bps && j == i) {
 			/* s13-P3: a new pacing rate of a class in the same
@@ -214,6 +218,10 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 			SN_VERIFY(sn_tstamp_set(&k->ts, pc->rate_bps, pc->burst_bytes) == 0);
 		} else {
 			SN_VERIFY(sn_tstamp_init(&k->ts, pc->rate_bps, pc->burst_bytes, now) == 0);
+			/* s13-P4: pacing added to a kept class: its queued
+			 * frames are laid on the new chain (restamp_wheel) */
+			if (j < n_old && j == i)
+				restamp |= 1u << i;
 		}
 		k->has_ts = pc->rate_bps != 0;
 		k->rate_bps = pc->rate_bps;
@@ -381,6 +389,29 @@ static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
 	return &f->ts;
 }
 
+uint32_t sn_classify_restart_port(struct sn_classify *c, uint16_t slot, uint64_t now)
+{
+	uint32_t restamp = 0;
+
+	/* s13-P4: the port's limit got a new rate: restamp_wheel() re-lays
+	 * the port's queued frames from now, and a frame's release time is
+	 * the max over every policy it crosses (Carousel §5.1.1), so each
+	 * paced class's chain restarts at now too and its frames are laid on
+	 * it again; a new version restarts its flows on their first re-laid
+	 * frame (sn_classify_restamp_ts), and only re-rates (same rate, LTS
+	 * kept) the flows with nothing queued (flow_ts). */
+	for (unsigned i = 0; i < c->n_cls[slot]; i++) {
+		struct cls *k = &c->cls[slot][i];
+
+		if (!k->has_ts)
+			continue;
+		SN_VERIFY(sn_tstamp_init(&k->ts, k->rate_bps, k->burst, now) == 0);
+		k->version = ++c->next_version;
+		restamp |= 1u << i;
+	}
+	return restamp;
+}
+
 struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, uint8_t cls,
 					 const struct rte_mbuf *m, uint64_t now)
 {
@@ -397,8 +428,14 @@ struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, u
 	key.slot = slot;
 	key.cls = cls;
 	pos = rte_hash_lookup(c->h, &key);
-	if (pos < 0)
-		return &kc->ts;    /* paced by the class's state (flow_table_full) */
+	if (pos < 0) {
+		/* s13-P4: a flow of a class whose pacing was just added has
+		 * no state yet: created from now (flow_ts); the table full,
+		 * the class's state paces it, as at submit */
+		struct sn_tstamp *t = flow_ts(c, kc, &key, now);
+
+		return t ? t : &kc->ts;
+	}
 	f = &c->flows[pos];
 	if (f->version != kc->version) {
 		/* The flow's first queued frame since the change: its chain

@@ -88,19 +88,27 @@ void sn_classify_free(struct sn_classify *c);
  * rate on their next frame (a burst change keeps LTS). `fresh` = another
  * port took the slot: all state and counters restart. Returns the classes
  * (bit i: class i) whose pacing rate changed (from one non-zero rate to
- * another, class in the same place; s13-P3): their pacing chain restarts
- * at now, and the caller must lay their frames queued in the wheel on it
- * again, in release order (sn_classify_restamp_ts), before any new frame
- * of the slot is classified. */
+ * another, class in the same place; s13-P3; s13-P4: also from 0 to a
+ * rate and from a rate to 0): their pacing chain restarts at now (none if
+ * their rate is 0 now), and the caller must lay their frames queued in
+ * the wheel on it again, in release order (sn_classify_restamp_ts),
+ * before any new frame of the slot is classified. */
 uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 				const struct sn_policy_port *pp, bool fresh, uint64_t now);
+/* Worker (s13-P4), when the port limit of slot got a new rate (its queued
+ * frames are laid again from now): every paced class of the slot restarts
+ * its chain at now (its flows on their first re-laid frame), as for a
+ * class rate change; returns those classes (bit i: class i), whose frames
+ * the caller lays again with sn_classify_restamp_ts, in release order,
+ * before any new frame of the slot is classified. */
+uint32_t sn_classify_restart_port(struct sn_classify *c, uint16_t slot, uint64_t now);
 /* Worker (s13-P3), after apply_port returned class cls of slot in its
  * mask: the pacing state a queued frame m of that class crosses (its
  * flow's for scope "flow", else the class's; NULL: the class has no
  * pacing), to peek / commit its new stamp. A flow's state restarts at
- * now on its first frame re-laid after the change (the flow table is
- * looked up, never added to: a frame of a flow not in it was paced by the
- * class's state). */
+ * now on its first frame re-laid after the change; a flow not in the
+ * table (pacing just added; s13-P4) is added from now, or paced by the
+ * class's state if the table is full (flow_table_full), as at submit. */
 struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, uint8_t cls,
 					 const struct rte_mbuf *m, uint64_t now);
 void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, uint64_t now);

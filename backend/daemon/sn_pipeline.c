@@ -1504,8 +1504,8 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  * out in release order (the far-future extract keeps each port's order),
  * the empty wheel is rewound to now, and every frame goes back: changed
  * ports' frames on a fresh timestamp chain starting now, consolidated with
- * their aggregate share's stamp (s12-I2; their class / flow pacing stamp
- * is not replayed), the others at their own stamp (meta.ts; same slot
+ * their aggregate share's stamp (s12-I2) and (s13-P4, below) their class
+ * / flow pacing re-laid from now, the others at their own stamp (meta.ts; same slot
  * order, so FIFO within a slot is kept). New arrivals chain after the
  * restamped backlog. A restamped frame that lands beyond the horizon (a
  * big rate cut with a full wheel) is what the shaper drops at the new rate
@@ -1525,7 +1525,16 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  * keep their stamp, or wait for the re-laid limit if it is later), so the
  * port limit holds from now. Before, a class rate change kept the stamps
  * of its queued frames and its (saturated) chain a horizon ahead: the old
- * rate went on for up to 262 ms (tests/policy/test_live_change.py). */
+ * rate went on for up to 262 ms (tests/policy/test_live_change.py).
+ *
+ * s13-P4: a port whose limit changed has every paced class in
+ * cls_changed[] too (sn_classify_restart_port(), chains restarted at now),
+ * so its frames go back at max(new port chain, their class / flow chain
+ * re-laid from now, their aggregate stamp, now) in release order. Before,
+ * they were laid on the new port chain alone: after a raise 20 -> 40
+ * Mbit/s a class paced at 5 sent its ~160 queued frames at 10 Mbit/s in
+ * 130 ms, then nothing until its chain, still a horizon ahead, came due
+ * (test_port_rate_change_keeps_class_pacing). */
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
 {
 	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
@@ -1560,8 +1569,11 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 				split_ts(md->ts, *lag, &o, &a);
 			else
 				o = md->ts;
-			/* O: from now for a changed port (its class stamp is
-			 * not replayed) or a changed class; else the old one */
+			/* O: from now for a changed port or a changed class,
+			 * else the old one; then the max over the re-laid
+			 * chains: the port limit's and (changed class, or any
+			 * paced class of a changed port, s13-P4) its class's or
+			 * flow's */
 			if (changed[md->src] || cch)
 				o = pl->now;
 			if (relay[md->src])
@@ -1587,8 +1599,21 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 		md->ts = ts;
 		if (relay[md->src])
 			sn_tstamp_commit(&ps->ts, &nx);
-		if (cts)
+		if (cts) {
+			/* s13-P4: the class's (flow's) chain goes on from the
+			 * frame's release time, not from its own stamp alone:
+			 * re-laid behind a slower port limit (halving: the
+			 * class's part of the port's FIFO backlog goes out
+			 * below the class's rate), a chain left behind would
+			 * let the class's next frames out above its rate until
+			 * it caught up (7.5 Mbit/s in 100 ms for a class at 5,
+			 * test_port_rate_change_keeps_class_pacing). */
+			if (ts > cnx.lts + (cnx.lts_rem != 0)) {
+				cnx.lts = ts;
+				cnx.lts_rem = 0;
+			}
 			sn_tstamp_commit(cts, &cnx);
+		}
 	}
 }
 
@@ -1785,6 +1810,9 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 			 * frames on it */
 			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
 			changed[s] = any_change = true;
+			/* s13-P4: ... and on its paced classes' chains, restarted
+			 * from now too (ts = max over every policy). */
+			cls_changed[s] |= sn_classify_restart_port(pl->cls, (uint16_t)s, pl->now);
 		} else if (ps->has_rate)
 			SN_VERIFY(sn_tstamp_set(&ps->ts, w->rate_bps, w->burst_bytes) == 0);
 		else
