@@ -238,16 +238,7 @@ def median_proxies(rs):
 def sample_rates(path, port, size):
     """s13-D3: sn-gen's --sample-ms lines -> Mpps received on `port` in each
     interval (from each sample's own CLOCK_MONOTONIC time), warmup included."""
-    pts = []
-    try:
-        for line in Path(path).read_text().splitlines():
-            try:
-                d = json.loads(line)
-                pts.append((d["t_ns"], d["rx_bytes"][port]))
-            except (ValueError, KeyError, IndexError):
-                pass
-    except OSError:
-        return []
+    pts = read_samples(path, port)
     return [round((b1 - b0) / size / (t1 - t0) * 1e3, 3)
             for (t0, b0), (t1, b1) in zip(pts, pts[1:]) if t1 > t0]
 
@@ -515,6 +506,7 @@ def slot_rates(samples, slots, size, skip):
 
 
 def read_samples(path, port):
+    """sn-gen's --sample-file lines -> [(t_ns, rx_bytes of `port`)]."""
     pts = []
     try:
         for line in Path(path).read_text().splitlines():
@@ -687,6 +679,9 @@ def main():
                          "--duration = measured seconds per mode and run (default 0 = off)")
     ap.add_argument("--interleave-skip", type=float, default=0.25, metavar="S",
                     help="with --interleave: seconds after each resume not counted (default 0.25)")
+    ap.add_argument("--swap-cpus", action="store_true",
+                    help="s13-D3 hypothesis test: sn-gen on CPU 1, the switch on CPU 0 "
+                         "(every mode and testpmd alike)")
     ap.add_argument("--sample-ms", type=int, default=0,
                     help="s13-D3: also record sn-gen's received Mpps every N ms of each run "
                          "(runs.<m>[i].samples_mpps, warmup included; default 0 = off)")
@@ -707,6 +702,8 @@ def main():
     if args.interleave and args.interleave_skip >= args.interleave:
         ap.error("--interleave-skip must be below --interleave")
     b = Bench(args)
+    if args.swap_cpus:
+        b.gen_cpu, b.sw_cpu = 1, 0
     runs = {"testpmd": [], **{m: [] for m in modes}}
     load = {"before": os.getloadavg()}
     if args.interleave:
