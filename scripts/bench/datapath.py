@@ -47,6 +47,13 @@ spent on a CPU and waiting for one); see backend/daemon/README.md
 "Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
 every mode and the testpmd baseline alike, --tx-free-thresh its TX reclaim
 threshold (s12-D2; default 0 = the virtio PMD's own) likewise.
+s13-D3: --sample-ms N adds each run's Mpps every N ms ("samples_mpps");
+--interleave S replaces the sequential schedule by side-by-side sessions
+(run_interleaved: testpmd and the mode alternate every S seconds, the idle
+pair SIGSTOPped), per-slot ratios against the two testpmd slots around
+each mode slot: the host of these machines changes speed on a scale of
+seconds (README "Benchmarks / Datapath"), which runs ~12 s apart cannot
+pair; --swap-cpus puts sn-gen on CPU 1 and the switch on CPU 0.
 Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
 the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
