@@ -47,6 +47,13 @@ spent on a CPU and waiting for one); see backend/daemon/README.md
 "Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
 every mode and the testpmd baseline alike, --tx-free-thresh its TX reclaim
 threshold (s12-D2; default 0 = the virtio PMD's own) likewise.
+s13-D3: --sample-ms N adds each run's Mpps every N ms ("samples_mpps");
+--interleave S replaces the sequential schedule by side-by-side sessions
+(run_interleaved: testpmd and the mode alternate every S seconds, the idle
+pair SIGSTOPped), per-slot ratios against the two testpmd slots around
+each mode slot: the host of these machines changes speed on a scale of
+seconds (README "Benchmarks / Datapath"), which runs ~12 s apart cannot
+pair; --swap-cpus puts sn-gen on CPU 1 and the switch on CPU 0.
 Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
 the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
@@ -235,6 +242,14 @@ def median_proxies(rs):
     return out
 
 
+def sample_rates(path, port, size):
+    """s13-D3: sn-gen's --sample-ms lines -> Mpps received on `port` in each
+    interval (from each sample's own CLOCK_MONOTONIC time), warmup included."""
+    pts = read_samples(path, port)
+    return [round((b1 - b0) / size / (t1 - t0) * 1e3, 3)
+            for (t0, b0), (t1, b1) in zip(pts, pts[1:]) if t1 > t0]
+
+
 def run_order(modes, rounds):
     """The schedule (s12-D2): testpmd before and after every mode run,
     consecutive mode runs sharing the testpmd run between them; the mode
@@ -295,6 +310,10 @@ class Bench:
         self.tmp = Path(tempfile.mkdtemp(prefix="sn-bench-", dir="/tmp"))
         self.procs = []     # (Popen, dpdk prefix)
         self.seq = 0
+        # sn-gen's CPU and the switch's (worker / forwarding lcore); the
+        # daemon's main lcore sleeps on the generator's CPU. Swapped only
+        # by datapath_trace.py --swap-cpus (s13-D3 hypothesis test).
+        self.gen_cpu, self.sw_cpu = 0, 1
 
     def prefix(self, tag):
         self.seq += 1
@@ -327,12 +346,16 @@ class Bench:
     def run_gen(self, socks, sw_pid, extra=()):
         a = self.args
         prefix = self.prefix("gen")
-        argv = [self.sn_gen, "bench", "--cpu", "0", "--file-prefix", prefix,
+        argv = [self.sn_gen, "bench", "--cpu", self.gen_cpu, "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
                 "--log-level", "warning", "--queue-size", a.queue_size,
                 "--tx-free-thresh", a.tx_free_thresh, *extra]
         for s in socks:
             argv += ["--port", s]
+        sample_file = None
+        if getattr(a, "sample_ms", 0):     # s13-D3: per-interval Mpps
+            sample_file = self.tmp / f"samples-{self.seq}.jsonl"
+            argv += ["--sample-ms", a.sample_ms, "--sample-file", sample_file]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
         sched = {}
         th = threading.Thread(target=sample_sched, args=(a, p.pid, sw_pid, sched), daemon=True)
@@ -347,6 +370,9 @@ class Bench:
                                f"{p.logfile.read_text(errors='replace')[-2000:]}")
         res = json.loads(out)
         res["sched"] = sched
+        if sample_file is not None:
+            res["samples_mpps"] = sample_rates(sample_file, len(socks) - 1, a.size)
+            sample_file.unlink(missing_ok=True)
         return res
 
     def run_testpmd(self):
@@ -355,7 +381,7 @@ class Bench:
             Path(s).unlink(missing_ok=True)
         prefix = self.prefix("tp")
         argv = [self.testpmd, "--no-huge", "-m", "512", "--no-pci", "--file-prefix", prefix,
-                "--lcores", "0@1,1@1", "--log-level", "warning"]
+                "--lcores", f"0@{self.sw_cpu},1@{self.sw_cpu}", "--log-level", "warning"]
         for i, s in enumerate(socks):
             argv += ["--vdev", f"net_vhost{i},iface={s},queues=1"]
         argv += ["--", "--forward-mode=io", "--auto-start", "--nb-cores=1",
@@ -370,18 +396,24 @@ class Bench:
             self.reap(tp)
             for s in socks:
                 Path(s).unlink(missing_ok=True)
-        return {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
-                "window_s": res["bench"]["window_s"], "gen": gen_proxies(res["bench"]), "sched": res["sched"]}
+        out = {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
+               "window_s": res["bench"]["window_s"], "gen": gen_proxies(res["bench"]),
+               "sched": res["sched"]}
+        if "samples_mpps" in res:
+            out["samples_mpps"] = res["samples_mpps"]
+        return out
 
-    def run_switch(self, overlay):
-        prefix = self.prefix("d")
+    def daemon_config(self, overlay, prefix):
+        """schednicd's config for a mode overlay: (config, sn-gen's sockets,
+        control socket)."""
         ctl = str(self.tmp / "ctl.sock")
         socks = [str(self.tmp / f"vm{i}.sock") for i in range(2)]
         peer = overlay.get("_uplink_peer")
         if peer:                       # sn-gen port 1 = the uplink's peer
             socks[1] = str(self.tmp / "up.sock")
         cfg = {
-            "eal": {"memory_mb": 1024, "file_prefix": prefix, "main_cpu": 0, "worker_cpu": 1},
+            "eal": {"memory_mb": 1024, "file_prefix": prefix, "main_cpu": self.gen_cpu,
+                    "worker_cpu": self.sw_cpu},
             "control": {"socket": ctl},
             "uplink": {"name": "uplink", "devargs": f"net_vhost0,iface={socks[1]},queues=1"}
             if peer else None,
@@ -398,6 +430,12 @@ class Bench:
                 cfg[k].update(v)
             else:
                 cfg[k] = v
+        return cfg, socks, ctl
+
+    def run_switch(self, overlay):
+        prefix = self.prefix("d")
+        cfg, socks, ctl = self.daemon_config(overlay, prefix)
+        peer = overlay.get("_uplink_peer")
         cfg_path = self.tmp / "schednicd.json"
         cfg_path.write_text(json.dumps(cfg))
         d = self.spawn([self.schednicd, "--config", cfg_path], "schednicd", prefix,
@@ -441,6 +479,8 @@ class Bench:
         out = {"mpps": res["bench"]["rx_mpps"], "tx_mpps": res["bench"]["tx_mpps"],
                "window_s": res["bench"]["window_s"], "drops": drops,
                "gen": gen_proxies(res["bench"]), "sched": res["sched"]}
+        if "samples_mpps" in res:
+            out["samples_mpps"] = res["samples_mpps"]
         if "a" in snap and "b" in snap:
             out["daemon"] = daemon_proxies(snap["a"], snap["b"])
         arb = {k: v["arbiter"] for k, v in snap.items()}
@@ -454,6 +494,174 @@ class Bench:
                     (arb["b"]["released"] - arb["a"]["released"]) / dt)
                 out["arbiter_scans_per_s"] = round((arb["b"]["scans"] - arb["a"]["scans"]) / dt)
         return out
+
+
+def slot_rates(samples, slots, size, skip):
+    """s13-D3 interleaving: samples = [(t_ns, rx_bytes)] of one sn-gen
+    (CLOCK_MONOTONIC); slots = [(t0, t1)] in seconds of the same clock, the
+    times its pair ran. Per slot, the Mpps between its first sample at or
+    after t0 + skip (caches and rings warm again) and its last sample before
+    t1; None when a slot has fewer than two such samples."""
+    out = []
+    for t0, t1 in slots:
+        pts = [(t, b) for t, b in samples if t0 + skip <= t / 1e9 <= t1]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            out.append(None)
+            continue
+        out.append((pts[-1][1] - pts[0][1]) / size / (pts[-1][0] - pts[0][0]) * 1e3)
+    return out
+
+
+def read_samples(path, port):
+    """sn-gen's --sample-file lines -> [(t_ns, rx_bytes of `port`)]."""
+    pts = []
+    try:
+        for line in Path(path).read_text().splitlines():
+            try:
+                d = json.loads(line)
+                pts.append((d["t_ns"], d["rx_bytes"][port]))
+            except (ValueError, KeyError, IndexError):
+                pass
+    except OSError:
+        pass
+    return pts
+
+
+def run_interleaved(b, mode, args):
+    """s13-D3: testpmd and schednicd (mode) with one sn-gen each, all four
+    started; exactly one pair runs at a time (the other pair's two
+    processes SIGSTOPped: no CPU), switching every --interleave seconds,
+    testpmd first and last. Each sn-gen samples its sink every 50 ms; a
+    slot's Mpps counts from --interleave-skip after the resume to the stop.
+    The host's speed changes on a scale of seconds (README "Benchmarks /
+    Datapath", s13-D3), far below the ~12 s between two runs of the
+    sequential schedule; here a mode slot and its two testpmd neighbours
+    are at most one slot apart. Returns [(what, Mpps)] in time order."""
+    a = args
+    nslots = max(1, int(round(a.duration / a.interleave)))
+    total = a.warmup + (2 * nslots + 1) * a.interleave + 30
+    tp_socks = [str(b.tmp / f"tp{i}.sock") for i in range(2)]
+    for s_ in tp_socks:
+        Path(s_).unlink(missing_ok=True)
+    pre_tp = b.prefix("tp")
+    argv = [b.testpmd, "--no-huge", "-m", "512", "--no-pci", "--file-prefix", pre_tp,
+            "--lcores", f"0@{b.sw_cpu},1@{b.sw_cpu}", "--log-level", "warning"]
+    for i, s_ in enumerate(tp_socks):
+        argv += ["--vdev", f"net_vhost{i},iface={s_},queues=1"]
+    argv += ["--", "--forward-mode=io", "--auto-start", "--nb-cores=1",
+             "--total-num-mbufs=32768"]
+    overlay = MODES[mode]
+    pre_d = b.prefix("d")
+    cfg, d_socks, ctl = b.daemon_config(overlay, pre_d)
+    cfg_path = b.tmp / "schednicd.json"
+    cfg_path.write_text(json.dumps(cfg))
+    procs = {}
+
+    def gen(socks, extra, tag):
+        prefix = b.prefix("gen")
+        sf = b.tmp / f"samples-{tag}.jsonl"
+        argv = [b.sn_gen, "bench", "--cpu", b.gen_cpu, "--file-prefix", prefix,
+                "--size", a.size, "--duration", total, "--warmup", 0,
+                "--log-level", "warning", "--queue-size", a.queue_size,
+                "--tx-free-thresh", a.tx_free_thresh, "--sample-ms", 50,
+                "--sample-file", sf, *extra]
+        for s_ in socks:
+            argv += ["--port", s_]
+        return b.spawn(argv, f"sn-gen-{tag}", prefix, stdout=subprocess.DEVNULL), sf
+
+    def signal_pair(what, sig):
+        for p in procs[what]:
+            if p.poll() is None:
+                os.kill(p.pid, sig)
+
+    def answers():
+        try:
+            rpc(ctl, "version", timeout=2)
+            return True
+        except (OSError, ValueError, RuntimeError):
+            return False
+    try:
+        tp = b.spawn(argv, "testpmd", pre_tp, stdin=subprocess.PIPE)
+        d = b.spawn([b.schednicd, "--config", cfg_path], "schednicd", pre_d,
+                    stdin=subprocess.DEVNULL)
+        wait_for(lambda: all(os.path.exists(s_) for s_ in tp_socks), 30, "testpmd sockets",
+                 tp, tp.logfile)
+        wait_for(answers, 60, "schednicd control socket", d, d.logfile)
+        g_tp, sf_tp = gen(tp_socks, (), "tp")
+        g_m, sf_m = gen(d_socks, overlay.get("_gen", ()), mode)
+        procs["testpmd"], procs[mode] = (tp, g_tp), (d, g_m)
+        time.sleep(a.warmup)       # both pairs connect and warm up (sharing the CPUs)
+        signal_pair(mode, signal.SIGSTOP)
+        slots = {"testpmd": [], mode: []}
+        order = ["testpmd" if k % 2 == 0 else mode for k in range(2 * nslots + 1)]
+        cur = "testpmd"
+        for what in order:
+            if what != cur:
+                signal_pair(cur, signal.SIGSTOP)
+                signal_pair(what, signal.SIGCONT)
+                cur = what
+            t0 = time.monotonic()
+            time.sleep(a.interleave)
+            slots[what].append((t0, time.monotonic()))
+            for p in procs[what]:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{what}: a process exited early "
+                                       f"({p.logfile.read_text(errors='replace')[-1500:]})")
+        for what in procs:
+            signal_pair(what, signal.SIGCONT)
+    finally:
+        for what in list(procs):
+            signal_pair(what, signal.SIGCONT)
+        for p, _ in list(b.procs):
+            if p in procs.get(mode, ()) or p in procs.get("testpmd", ()):
+                b.reap(p)
+        for s_ in tp_socks + d_socks + [ctl]:
+            Path(s_).unlink(missing_ok=True)
+    rates = {w: slot_rates(read_samples(sf, 1), slots[w], a.size, a.interleave_skip)
+             for w, sf in (("testpmd", sf_tp), (mode, sf_m))}
+    seq, it = [], {w: iter(r) for w, r in rates.items()}
+    for what in order:
+        seq.append((what, next(it[what])))
+    return seq
+
+
+def main_interleaved(b, args, modes, load):
+    """--interleave: per run and mode one side-by-side session
+    (run_interleaved); the statistics of summarize() over its slots."""
+    sessions, flat, other = [], [], []
+    try:
+        for i in range(args.runs):
+            for m in (modes if i % 2 == 0 else modes[::-1]):
+                with CpuMeter() as cpu:
+                    seq = run_interleaved(b, m, args)
+                sessions.append({"mode": m, "run": i, "other_cpus": cpu.other_cpus,
+                                 "loadavg": os.getloadavg()[0],
+                                 "slots": [[w, None if x is None else round(x, 3)]
+                                           for w, x in seq]})
+                other.append(cpu.other_cpus)
+                flat += [(w, x) for w, x in seq if x is not None]
+                got = [x for w, x in seq if w == m and x is not None]
+                log(f"{m} run {i}: {len(got)} slots, median "
+                    f"{statistics.median(got) if got else 0:.3f} Mpps "
+                    f"(other processes used {cpu.other_cpus} CPUs meanwhile)")
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    finally:
+        b.cleanup()
+    if not flat:
+        log("no slot measured")
+        return 1
+    tp, out_modes = summarize(flat)
+    load["after"] = os.getloadavg()
+    print(json.dumps({
+        "packet_size": args.size, "queue_size": args.queue_size,
+        "tx_free_thresh": args.tx_free_thresh, "interleave_s": args.interleave,
+        "testpmd_mpps": round(tp, 3), "modes": out_modes, "sessions": sessions,
+        "loadavg": load, "other_cpus_max": max(other),
+        "command": " ".join(shlex.quote(a) for a in [sys.argv[0]] + sys.argv[1:]),
+    }, indent=2))
+    return 0
 
 
 def main():
@@ -471,6 +679,19 @@ def main():
     ap.add_argument("--tx-free-thresh", type=int, default=0,
                     help="sn-gen's TX reclaim threshold (virtio PMD tx_free_thresh), the same in "
                          "every mode and for testpmd (default 0 = the PMD's own)")
+    ap.add_argument("--interleave", type=float, default=0, metavar="S",
+                    help="s13-D3: instead of the sequential schedule, run testpmd and each "
+                         "mode side by side and alternate them every S seconds (the idle pair "
+                         "stopped); ratios per slot against its two testpmd neighbours; "
+                         "--duration = measured seconds per mode and run (default 0 = off)")
+    ap.add_argument("--interleave-skip", type=float, default=0.25, metavar="S",
+                    help="with --interleave: seconds after each resume not counted (default 0.25)")
+    ap.add_argument("--swap-cpus", action="store_true",
+                    help="s13-D3 hypothesis test: sn-gen on CPU 1, the switch on CPU 0 "
+                         "(every mode and testpmd alike)")
+    ap.add_argument("--sample-ms", type=int, default=0,
+                    help="s13-D3: also record sn-gen's received Mpps every N ms of each run "
+                         "(runs.<m>[i].samples_mpps, warmup included; default 0 = off)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")
     args = ap.parse_args()
@@ -485,9 +706,15 @@ def main():
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m!r} (have: {', '.join(MODES)})")
+    if args.interleave and args.interleave_skip >= args.interleave:
+        ap.error("--interleave-skip must be below --interleave")
     b = Bench(args)
+    if args.swap_cpus:
+        b.gen_cpu, b.sw_cpu = 1, 0
     runs = {"testpmd": [], **{m: [] for m in modes}}
     load = {"before": os.getloadavg()}
+    if args.interleave:
+        return main_interleaved(b, args, modes, load)
 
     def on_term(signum, frame):
         raise KeyboardInterrupt

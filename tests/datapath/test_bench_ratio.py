@@ -63,3 +63,34 @@ def test_unbracketed_run_gets_no_ratio():
     assert out["deferred"]["ratio"] is None
     assert out["deferred"]["ratio_of_medians"] == pytest.approx(0.8)
     assert dp.bracket_ratios([("testpmd", 0.0), ("deferred", 1.0), ("testpmd", 0.0)]) == []
+
+
+def test_slot_rates_interleaved():
+    """--interleave (s13-D3): a slot's Mpps is taken from the samples of its
+    own pair inside the slot, after the skip; samples taken while the pair
+    was stopped (before the slot) or in the skip never count."""
+    size = 64
+    # sampled every 50 ms from t = 10.0 s; 3 Mpps before 11.0 s, 6 Mpps after
+    samples, b = [], 0.0
+    for k in range(61):
+        t = 10.0 + 0.05 * k
+        samples.append((int(round(t * 1e9)), int(b)))
+        b += (3e6 if t < 11.0 else 6e6) * 0.05 * size
+    r = dp.slot_rates(samples, [(10.0, 10.9), (11.0, 12.0), (20.0, 21.0)], size, 0.25)
+    assert r[0] == pytest.approx(3.0, rel=1e-6)
+    assert r[1] == pytest.approx(6.0, rel=1e-6)
+    assert r[2] is None                  # no sample of that pair in the slot
+    # a slot whose samples after the skip are fewer than two gives None
+    assert dp.slot_rates(samples, [(10.0, 10.28)], size, 0.25) == [None]
+
+
+def test_interleaved_slots_give_paired_ratios():
+    """Slots alternate testpmd / mode; a host that switches between a fast
+    and a slow state every few slots, with the mode always 0.8 of testpmd in
+    the same state: every per-slot ratio is 0.8 except at a switch."""
+    order = ["testpmd" if k % 2 == 0 else "deferred" for k in range(21)]
+    state = [10.0 if (k // 6) % 2 == 0 else 5.0 for k in range(21)]
+    seq = [(w, state[k] * (1.0 if w == "testpmd" else 0.8)) for k, w in enumerate(order)]
+    tp, out = dp.summarize(seq)
+    assert out["deferred"]["ratio"] == pytest.approx(0.8, abs=1e-9)
+    assert sum(1 for r in out["deferred"]["ratios"] if abs(r - 0.8) > 1e-9) <= 3
