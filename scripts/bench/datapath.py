@@ -375,17 +375,22 @@ class Bench:
             sample_file.unlink(missing_ok=True)
         return res
 
+    def testpmd_argv(self, socks, prefix):
+        """The baseline: testpmd io-forwarding between two net_vhost ports
+        on the switch's CPU (the same configuration for every run)."""
+        argv = [self.testpmd, "--no-huge", "-m", "512", "--no-pci", "--file-prefix", prefix,
+                "--lcores", f"0@{self.sw_cpu},1@{self.sw_cpu}", "--log-level", "warning"]
+        for i, s in enumerate(socks):
+            argv += ["--vdev", f"net_vhost{i},iface={s},queues=1"]
+        return argv + ["--", "--forward-mode=io", "--auto-start", "--nb-cores=1",
+                       "--total-num-mbufs=32768"]
+
     def run_testpmd(self):
         socks = [str(self.tmp / f"tp{i}.sock") for i in range(2)]
         for s in socks:
             Path(s).unlink(missing_ok=True)
         prefix = self.prefix("tp")
-        argv = [self.testpmd, "--no-huge", "-m", "512", "--no-pci", "--file-prefix", prefix,
-                "--lcores", f"0@{self.sw_cpu},1@{self.sw_cpu}", "--log-level", "warning"]
-        for i, s in enumerate(socks):
-            argv += ["--vdev", f"net_vhost{i},iface={s},queues=1"]
-        argv += ["--", "--forward-mode=io", "--auto-start", "--nb-cores=1",
-                 "--total-num-mbufs=32768"]
+        argv = self.testpmd_argv(socks, prefix)
         # testpmd without -i exits when stdin reaches EOF: keep a pipe open.
         tp = self.spawn(argv, "testpmd", prefix, stdin=subprocess.PIPE)
         try:
@@ -544,12 +549,7 @@ def run_interleaved(b, mode, args):
     for s_ in tp_socks:
         Path(s_).unlink(missing_ok=True)
     pre_tp = b.prefix("tp")
-    argv = [b.testpmd, "--no-huge", "-m", "512", "--no-pci", "--file-prefix", pre_tp,
-            "--lcores", f"0@{b.sw_cpu},1@{b.sw_cpu}", "--log-level", "warning"]
-    for i, s_ in enumerate(tp_socks):
-        argv += ["--vdev", f"net_vhost{i},iface={s_},queues=1"]
-    argv += ["--", "--forward-mode=io", "--auto-start", "--nb-cores=1",
-             "--total-num-mbufs=32768"]
+    argv = b.testpmd_argv(tp_socks, pre_tp)
     overlay = MODES[mode]
     pre_d = b.prefix("d")
     cfg, d_socks, ctl = b.daemon_config(overlay, pre_d)

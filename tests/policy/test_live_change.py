@@ -91,6 +91,17 @@ def host_starved(x, backlog_s=0.1, span_s=0.6):
             (x["covered"] or x["daemon_sum_wait_ms"] >= span_s * 1e3))
 
 
+def give_up(tries):
+    """4 tries of a live change, none clean (no shaper underruns, exact
+    pairs over the window): skip with the reason if the OS explains every
+    one of them (host_starved), else fail."""
+    if all(host_starved(x) for x in tries):
+        pytest.skip("host overloaded: no change without shaper underruns and "
+                    f"with exact pairs in 4 tries, each explained by runqueue waits: {tries}")
+    pytest.fail("no change without shaper underruns and with exact pairs "
+                f"in 4 tries, not explained by runqueue waits: {tries}")
+
+
 def no_loss(before, after, allow=("horizon",)):
     return {k: after["drops"][k] - v for k, v in before["drops"].items()
             if k not in allow and after["drops"][k] != v}
@@ -128,12 +139,7 @@ def test_rate_change_within_100ms(build_dir, completion):
                 s.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": old}}}})
                 time.sleep(0.5)
             else:
-                if all(host_starved(x) for x in tries):
-                    pytest.skip("host overloaded: no change without shaper underruns and "
-                                "with exact pairs in 4 tries, each explained by runqueue "
-                                f"waits: {tries}")
-                pytest.fail("no change without shaper underruns and with exact pairs "
-                            f"in 4 tries, not explained by runqueue waits: {tries}")
+                give_up(tries)
             r = rate_between(pp, t + 0.1, t + 1.3)
             print(f"\n{completion} {old}->{new}: {r:.0f} bit/s from T+100 ms "
                   f"({len(pp)} pairs); lost inside: {no_loss(q0, q1)}; tries: {tries}")
@@ -256,12 +262,7 @@ def test_class_rate_change_within_100ms(build_dir, scope, port_rate):
                 s.rpc("policy.set", {"policy": class_policy(old, scope, port_rate)})
                 time.sleep(0.5)
             else:
-                if all(host_starved(x) for x in tries):
-                    pytest.skip("host overloaded: no change without shaper underruns and "
-                                "with exact pairs in 4 tries, each explained by runqueue "
-                                f"waits: {tries}")
-                pytest.fail("no change without shaper underruns and with exact pairs "
-                            f"in 4 tries, not explained by runqueue waits: {tries}")
+                give_up(tries)
             r = rate_between(pp, t + 0.1, t + 1.3)
             want = min(new, port_rate or new)
             c0, c1 = q0["classes"][0], q1["classes"][0]
@@ -372,12 +373,7 @@ def test_port_rate_change_keeps_class_pacing(build_dir, scope):
                 s.rpc("policy.set", {"policy": mixed_policy(old, crate, scope)})
                 time.sleep(0.5)
             else:
-                if all(host_starved(x) for x in tries):
-                    pytest.skip("host overloaded: no change without shaper underruns and "
-                                "with exact pairs in 4 tries, each explained by runqueue "
-                                f"waits: {tries}")
-                pytest.fail("no change without shaper underruns and with exact pairs "
-                            f"in 4 tries, not explained by runqueue waits: {tries}")
+                give_up(tries)
             r = rate_between(pp, t + 0.1, t + 1.3)
             got = [x for x in smp if x is not None]
             a = next(x for x in pp if x[0] >= t + 0.1)
@@ -456,12 +452,7 @@ def test_class_pacing_added_removed_within_100ms(build_dir, old, new):
             s.rpc("policy.set", {"policy": pacing_policy(old)})
             time.sleep(0.5)
         else:
-            if all(host_starved(x) for x in tries):
-                pytest.skip("host overloaded: no change without shaper underruns and "
-                            f"with exact pairs in 4 tries, each explained by runqueue waits: "
-                            f"{tries}")
-            pytest.fail("no change without shaper underruns and with exact pairs "
-                        f"in 4 tries, not explained by runqueue waits: {tries}")
+            give_up(tries)
         r = rate_between(pp, t + 0.1, t + 1.3)
         early = rate_between(pp, t + 0.1, t + 0.4)
         print(f"\nclass pacing {old}->{new}: {r:.0f} bit/s from T+100 ms, {early:.0f} over "
