@@ -492,7 +492,7 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
 
 void sn_classify_accepted(struct sn_classify *c, const struct sn_classify_res *r, bool clamped)
 {
-	if (clamped && r->cls != SN_CLASSIFY_NONE)
+	if (clamped && r->cls != SN_CLASSIFY_NONE && r->cls < c->n_cls[r->slot])
 		ctr_add(&c->cls[r->slot][r->cls].st.clamped, 1);
 }
 
@@ -502,8 +502,8 @@ void sn_classify_dropped(struct sn_classify *c, const struct sn_classify_res *r,
 	struct cls *kc;
 
 	(void)len;
-	if (r->cls == SN_CLASSIFY_NONE)
-		return;
+	if (r->cls == SN_CLASSIFY_NONE || r->cls >= c->n_cls[r->slot])
+		return;    /* no class, or (a restamp) its class went away meanwhile */
 	kc = &c->cls[r->slot][r->cls];
 	ctr_add(&kc->st.drop[cause], 1);
 	if (kc->agg >= 0 && c->agg[kc->agg].nba)

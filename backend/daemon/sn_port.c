@@ -367,7 +367,10 @@ static int claim_server_path(const char *path)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISSOCK(st.st_mode))
 		return -ENOTSOCK;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: a Unix-socket connect() to a listener whose backlog
+	 * is full would otherwise block the control thread; it fails with
+	 * EAGAIN instead (a live listener: refused below). */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);

@@ -819,7 +819,10 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			enum learn_res r = mac_learn(sw, skey, in, now);
 
 			memo_src = r == LEARN_FULL ? 0 : skey;
-			if (r == LEARN_WROTE)
+			/* A write changes lookups; so does a known entry's
+			 * refreshed `seen` if it had expired (not yet aged
+			 * out): the memoized lookup of that very MAC. */
+			if (r == LEARN_WROTE || skey == memo_dst)
 				memo_dst = 0;
 		}
 		if (dkey == memo_dst) {

@@ -48,6 +48,36 @@ def test_port_add_never_deletes_what_is_at_its_path(schednicd, sn_tmpdir):
         other.close()
 
 
+def test_port_add_on_listener_with_full_backlog_refused(schednicd, sn_tmpdir):
+    """A live socket whose listener never accepts and whose backlog is
+    full: the probe connect() must not block the control thread (s13
+    review: it was a blocking socket, and a Unix-socket connect waits for
+    backlog room). Refused as a live socket, at once; the daemon answers."""
+    d = schednicd(ports=())
+    path = sn_tmpdir / "wedged.sock"
+    lst = listening_socket(path)
+    fillers = []
+    try:
+        while True:                      # fill the backlog (listen(1))
+            c = socket.socket(socket.AF_UNIX)
+            c.setblocking(False)
+            fillers.append(c)
+            try:
+                c.connect(str(path))
+            except BlockingIOError:
+                break
+            assert len(fillers) < 64, "backlog never filled"
+        with pytest.raises(RpcError) as e:
+            d.rpc("port.add", {"name": "w", "path": str(path)})
+        assert e.value.code == -32000 and "listens" in e.value.message, e.value
+        assert path.exists()
+        assert [p["name"] for p in d.rpc("port.list")["ports"]] == []
+    finally:
+        for c in fillers:
+            c.close()
+        lst.close()
+
+
 def test_client_port_on_control_socket_refused(schednicd):
     """A client-mode port on the control socket would speak vhost-user to
     the RPC server and reconnect forever; the config refuses that path, and
