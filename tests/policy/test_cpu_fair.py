@@ -103,8 +103,14 @@ def test_cpu_fair_drop(build_dir, layout):
         assert f0["dropped"] > 0.10 * (f0["kept"] + f0["dropped"]), (big, fair)
         assert f1["dropped"] < 0.05 * (f1["kept"] + f1["dropped"]), (small, fair)
         # cycle-fair, not packet-fair: the cheap port forwards clearly more
-        # frames than with tail drop (where the ratio is 0.8-1.25, below)
-        assert f1["kept"] > 1.35 * f0["kept"], (big, small, fair)
+        # frames than with tail drop (where the ratio is 0.8-1.25, below),
+        # or, max-min, it is demand-bound (keeps all it offers, < 1 %
+        # dropped) and still forwards more: since s13-M3 made switching
+        # cheaper the expensive port's leftover share grew (CI 01:50 UTC:
+        # cheap 944 k/s kept, 0 dropped, vs 727 k/s: 1.30)
+        cheap_bound = f1["dropped"] < 0.01 * (f1["kept"] + f1["dropped"])
+        assert (f1["kept"] > 1.35 * f0["kept"]
+                or (cheap_bound and f1["kept"] > 1.1 * f0["kept"])), (big, small, fair)
         # max-min fair CPU time: within 50 % of equal, or the port below its
         # share is demand-bound (hardly dropped: it keeps all it could take in
         # one burst per poll round) and the other one gets the rest (CI on
