@@ -43,6 +43,7 @@
 #include "sn_rpc.h"
 #include "sn_log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -607,13 +608,80 @@ static bool is_blank(const char *s, size_t len)
 	return true;
 }
 
-/* True if v (every number a double here) is beyond int64: the integer
- * jansson could not hold. */
+/* s14-R4: the overflowing integers are found in the text, not in a
+ * re-parse with every number a double: a double cannot tell INT64_MAX
+ * (which rounds to 2^63) from 2^63, nor INT64_MIN - 1 from INT64_MIN, so
+ * an id of INT64_MAX next to an overflowing parameter was answered -32600
+ * ("id out of range") instead of -32602. Each integer token beyond int64
+ * is replaced by OVF, a JSON string shorter than any such token (>= 19
+ * characters), and the copy parsed again exactly. A client string equal
+ * to OVF in a parameter would be reported as an out-of-range integer too:
+ * it is an invalid value either way. */
+#define OVF "\"\\u0001sn-ovf\""
+#define OVF_VALUE "\001sn-ovf"
+
+/* True if v is an OVF marker: an integer token beyond int64. */
 static bool out_of_int64(const json_t *v)
 {
-	double d = json_real_value(v);
+	return json_is_string(v) && !strcmp(json_string_value(v), OVF_VALUE);
+}
 
-	return json_is_real(v) && (d >= 9223372036854775808.0 || d < -9223372036854775808.0);
+/* True if the integer token s[0..n) (JSON syntax: [-]digits) is beyond int64. */
+static bool token_overflows(const char *s, size_t n)
+{
+	char buf[32];
+	long long v;
+
+	if (n >= sizeof(buf))
+		return true;        /* > 30 characters: beyond 20 digits */
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	errno = 0;
+	v = strtoll(buf, NULL, 10);
+	(void)v;
+	return errno == ERANGE;
+}
+
+/* line with every integer token beyond int64 replaced by OVF (malloc'd,
+ * *olen bytes, never longer than line); NULL on ENOMEM. Tokens outside
+ * strings only: a string is skipped with its escapes. */
+static char *mark_overflows(const char *line, size_t len, size_t *olen)
+{
+	char *out = malloc(len ? len : 1);
+	size_t i = 0, o = 0;
+
+	if (!out)
+		return NULL;
+	while (i < len) {
+		size_t t = i;
+
+		if (line[i] == '"') {
+			for (out[o++] = line[i++]; i < len && line[i] != '"'; out[o++] = line[i++])
+				if (line[i] == '\\' && i + 1 < len)
+					out[o++] = line[i++];
+			if (i < len)
+				out[o++] = line[i++];
+			continue;
+		}
+		if (line[i] != '-' && (line[i] < '0' || line[i] > '9')) {
+			out[o++] = line[i++];
+			continue;
+		}
+		while (i < len && (line[i] == '-' || line[i] == '+' || line[i] == '.' ||
+				   line[i] == 'e' || line[i] == 'E' || (line[i] >= '0' && line[i] <= '9')))
+			i++;
+		if (!memchr(line + t, '.', i - t) && !memchr(line + t, 'e', i - t) &&
+		    !memchr(line + t, 'E', i - t) && token_overflows(line + t, i - t)) {
+			static_assert(sizeof(OVF) - 1 < 19, "OVF shorter than any int64 overflow");
+			memcpy(out + o, OVF, sizeof(OVF) - 1);
+			o += sizeof(OVF) - 1;
+		} else {
+			memcpy(out + o, line + t, i - t);
+			o += i - t;
+		}
+	}
+	*olen = o;
+	return out;
 }
 
 /* Path (".a.b[2]") of the first number beyond int64 under v into buf; false if none. */
@@ -644,20 +712,24 @@ static bool find_overflow(json_t *v, char *buf, size_t size, size_t off)
 }
 
 /* s13-R3: valid JSON holding an integer beyond 64 bits, which jansson
- * refuses (json_error_numeric_overflow). Parsed again with every number a
- * double, it is answered like any out-of-range value: -32602 naming the
- * parameter (-32600 if it is the id or outside params), the id echoed.
- * NULL with *answered false: not a request object, a -32700 after all. */
+ * refuses (json_error_numeric_overflow). Parsed again with those integers
+ * marked (mark_overflows), it is answered like any out-of-range value:
+ * -32602 naming the parameter (-32600 if it is the id or outside params),
+ * the id echoed exactly. NULL with *answered false: not a request object,
+ * a -32700 after all. */
 static json_t *overflow_response(struct sn_rpc_server *srv, const char *line, size_t len,
 				 bool *answered)
 {
 	json_error_t jerr;
-	json_t *req, *id, *resp;
+	json_t *req = NULL, *id, *resp;
 	char path[200] = "", msg[300];
+	size_t mlen = 0;
+	char *marked = mark_overflows(line, len, &mlen);
 
 	*answered = false;
-	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
-			 JSON_DECODE_INT_AS_REAL, &jerr);
+	if (marked)
+		req = json_loadb(marked, mlen, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	free(marked);
 	if (!req || !json_is_object(req)) {
 		json_decref(req);
 		return NULL;
@@ -666,19 +738,12 @@ static json_t *overflow_response(struct sn_rpc_server *srv, const char *line, si
 	id = json_object_get(req, "id");
 	if (id && out_of_int64(id)) {
 		resp = reject(srv, NULL, true, SN_RPC_INVALID_REQUEST, "id: integer out of range");
+	} else if (find_overflow(json_object_get(req, "params"), path, sizeof(path), 0)) {
+		snprintf(msg, sizeof(msg), "params%s: integer out of range (beyond 64 bits)", path);
+		resp = reject(srv, id, id != NULL, SN_RPC_INVALID_PARAMS, msg);
 	} else {
-		if (json_is_real(id) && json_real_value(id) == (double)(json_int_t)json_real_value(id))
-			id = json_integer((json_int_t)json_real_value(id)); /* echo 7 as 7, not 7.0 */
-		else
-			json_incref(id);
-		if (find_overflow(json_object_get(req, "params"), path, sizeof(path), 0)) {
-			snprintf(msg, sizeof(msg), "params%s: integer out of range (beyond 64 bits)", path);
-			resp = reject(srv, id, id != NULL, SN_RPC_INVALID_PARAMS, msg);
-		} else {
-			resp = reject(srv, id, true, SN_RPC_INVALID_REQUEST,
-				      "request: integer out of range (beyond 64 bits)");
-		}
-		json_decref(id);
+		resp = reject(srv, id, true, SN_RPC_INVALID_REQUEST,
+			      "request: integer out of range (beyond 64 bits)");
 	}
 	json_decref(req);
 	return resp;

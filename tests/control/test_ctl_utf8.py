@@ -55,6 +55,23 @@ BIG = [
     ("member", b'{"jsonrpc":"2.0","method":"version","x":1e3,"y":9223372036854775808,"id":8}', -32600, 8,
      "integer out of range"),
     ("not-an-object", b'[18446744073709551616]', -32700, None, "too big integer"),
+    # s14-R4: the +-2^63 edges, where a double cannot tell the in-range
+    # INT64_MAX / INT64_MIN from the first integers beyond them (INT64_MAX
+    # id beside an overflowing parameter was -32600 "id: out of range").
+    ("id-int64-max", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":18446744073709551616},'
+     b'"id":9223372036854775807}', -32602, 9223372036854775807, "params.port: integer out of range"),
+    ("id-int64-min", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":18446744073709551616},'
+     b'"id":-9223372036854775808}', -32602, -9223372036854775808, "params.port: integer out of range"),
+    ("param-2^63", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":9223372036854775808},'
+     b'"id":9223372036854775807}', -32602, 9223372036854775807, "params.port: integer out of range"),
+    ("param-below-min", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":-9223372036854775809},'
+     b'"id":"m"}', -32602, "m", "params.port: integer out of range"),
+    ("id-2^63", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":-9223372036854775809},'
+     b'"id":9223372036854775808}', -32600, None, "id: integer out of range"),
+    ("member-int64-max-id", b'{"jsonrpc":"2.0","method":"version","y":-9223372036854775809,'
+     b'"id":9223372036854775807}', -32600, 9223372036854775807, "request: integer out of range"),
+    ("in-string", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":"99999999999999999999\\"",'
+     b'"x":[1,-99999999999999999999]},"id":"q"}', -32602, "q", "params.x[1]: integer out of range"),
 ]
 
 
