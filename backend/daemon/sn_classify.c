@@ -74,6 +74,8 @@ struct cls {
 	uint32_t burst;
 	uint32_t version;
 	uint8_t scope, clamp;
+	uint8_t uid;               /* s14-R4: its flows' key (flow_key.cls), kept
+	                            * while the class keeps its name */
 	int16_t agg;
 	bool has_ts;
 	char name[SN_POLICY_NAME_MAX + 1];
@@ -98,6 +100,11 @@ struct sn_classify {
 	uint32_t sweep;            /* rte_hash_iterate cursor */
 	uint32_t next_version;
 	uint8_t n_cls[SN_PORT_MAX];
+	uint8_t next_uid[SN_PORT_MAX];
+	/* s14-R4: the last apply_port's old class index -> new index
+	 * (SN_CLASSIFY_NONE: gone); moved: not the identity. */
+	bool moved[SN_PORT_MAX];
+	uint8_t renum[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
 	struct cls cls[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
 	struct agg agg[SN_POLICY_AGGS_MAX];
 };
@@ -168,6 +175,20 @@ static bool same_class(const struct cls *k, const struct sn_policy_class *pc)
 	return !strcmp(k->name, pc->name);
 }
 
+/* s14-R4: a flow key id for a new class of slot: one no kept class of the
+ * new table uses (taken[]), rotating, so the flow entries a class that
+ * went away left behind (aged out after SN_CLASSIFY_AGE_NS) are rarely
+ * met again. */
+static uint8_t new_uid(struct sn_classify *c, uint16_t slot, const bool *taken)
+{
+	uint8_t u;
+
+	do
+		u = c->next_uid[slot]++;
+	while (taken[u]);
+	return u;
+}
+
 uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 				const struct sn_policy_port *pp, bool fresh, uint64_t now)
 {
@@ -175,23 +196,46 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 	unsigned n_old = fresh ? 0 : c->n_cls[slot];
 	unsigned n = pp ? pp->n_classes : 0;
 	uint32_t restamp = 0;
+	unsigned from[SN_POLICY_CLASSES_MAX];
+	bool taken[256] = { false };
 
 	static_assert(SN_POLICY_CLASSES_MAX <= 32, "restamp mask: one bit per class");
+	static_assert(SN_POLICY_CLASSES_MAX < SN_CLASSIFY_NONE, "renumbering: NONE is no index");
+	static_assert(SN_POLICY_CLASSES_MAX < 256, "a free uid always exists");
 
 	memcpy(old, c->cls[slot], sizeof(old));
+	/* s14-R4: a class is its name (policy.set's identity): old index ->
+	 * new index, so its counters, its flows and its frames queued in the
+	 * wheel (renumbered by the caller, sn_classify_renumber) follow it
+	 * when it moves in the list. */
+	memset(c->renum[slot], SN_CLASSIFY_NONE, sizeof(c->renum[slot]));
+	c->moved[slot] = false;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned j;
+
+		for (j = 0; j < n_old && !same_class(&old[j], &pp->classes[i]); j++)
+			;
+		from[i] = j;
+		if (j < n_old) {
+			c->renum[slot][j] = (uint8_t)i;
+			taken[old[j].uid] = true;
+		}
+	}
+	for (unsigned j = 0; j < n_old; j++)
+		c->moved[slot] |= c->renum[slot][j] != j;
 	for (unsigned i = 0; i < n; i++) {
 		const struct sn_policy_class *pc = &pp->classes[i];
 		struct cls *k = &c->cls[slot][i];
-		unsigned j;
+		unsigned j = from[i];
 
-		for (j = 0; j < n_old && !same_class(&old[j], pc); j++)
-			;
 		if (j < n_old) {
 			*k = old[j];        /* carries its pacing state and counters */
 		} else {
 			memset(k, 0, sizeof(*k));
 			zero_stats(&k->st, sizeof(k->st));
 			k->version = ++c->next_version;
+			k->uid = new_uid(c, slot, taken);
+			taken[k->uid] = true;
 		}
 		snprintf(k->name, sizeof(k->name), "%s", pc->name);
 		k->m = pc->m;
@@ -203,12 +247,12 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 		if (!pc->rate_bps) {
 			/* s13-P4: pacing removed: its queued frames go back
 			 * without it (restamp_wheel) */
-			if (k->has_ts && j == i)
+			if (k->has_ts)
 				restamp |= 1u << i;
 			k->has_ts = false;
-		} else if (k->has_ts && k->rate_bps != pc->rate_bps && j == i) {
-			/* s13-P3: a new pacing rate of a class in the same
-			 * place: a fresh chain from now, on which the caller
+		} else if (k->has_ts && k->rate_bps != pc->rate_bps) {
+			/* s13-P3: a new pacing rate of a kept class (s14-R4:
+			 * also one that moved): a fresh chain from now, on which the caller
 			 * lays the class's queued frames again
 			 * (sn_classify_restamp_ts; its flows restart when
 			 * their first queued frame is re-laid). */
@@ -220,16 +264,15 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 			SN_VERIFY(sn_tstamp_init(&k->ts, pc->rate_bps, pc->burst_bytes, now) == 0);
 			/* s13-P4: pacing added to a kept class: its queued
 			 * frames are laid on the new chain (restamp_wheel) */
-			if (j < n_old && j == i)
+			if (j < n_old)
 				restamp |= 1u << i;
 		}
 		k->has_ts = pc->rate_bps != 0;
 		k->rate_bps = pc->rate_bps;
 		k->burst = pc->burst_bytes;
 	}
-	/* Flow entries are keyed by class index: a class that moved or went
-	 * away leaves entries that the version check re-rates or the sweep
-	 * ages out. */
+	/* Flow entries are keyed by the class's uid, which a moved class
+	 * keeps; a class that went away leaves entries the sweep ages out. */
 	__atomic_store_n(&c->n_cls[slot], (uint8_t)n, __ATOMIC_RELAXED);
 	return restamp;
 }
@@ -426,7 +469,7 @@ struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, u
 	if (kc->scope != SN_POLICY_SCOPE_FLOW || !parse(m, &key))
 		return &kc->ts;
 	key.slot = slot;
-	key.cls = cls;
+	key.cls = kc->uid;
 	pos = rte_hash_lookup(c->h, &key);
 	if (pos < 0) {
 		/* s13-P4: a flow of a class whose pacing was just added has
@@ -474,7 +517,7 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
 
 		if (kc->scope == SN_POLICY_SCOPE_FLOW) {
 			key.slot = slot;
-			key.cls = (uint8_t)i;
+			key.cls = kc->uid;
 			t = flow_ts(c, kc, &key, now);
 		}
 		r->pol[r->n++] = t ? t : &kc->ts;
@@ -559,11 +602,14 @@ static void sweep(struct sn_classify *c, uint64_t now)
 		if (now - f->last_ns < SN_CLASSIFY_AGE_NS || f->ts.lts >= now)
 			continue;
 		f->used = 0;
-		if (k->cls < c->n_cls[k->slot]) {
-			struct cls *kc = &c->cls[k->slot][k->cls];
+		for (unsigned j = 0; j < c->n_cls[k->slot]; j++) {
+			struct cls *kc = &c->cls[k->slot][j];
 
+			if (kc->uid != k->cls)
+				continue;
 			ctr_add(&kc->st.flows_active, -1ull);
 			ctr_add(&kc->st.flows_aged, 1);
+			break;
 		}
 		/* Single writer, no readers elsewhere: a deleted position may be
 		 * reused at once (no RTE_HASH_EXTRA_FLAGS_NO_FREE_ON_DEL). */
@@ -631,6 +677,18 @@ uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uin
 	if (kc->agg < 0 || !(changed & (1u << kc->agg)))
 		return a;
 	return now + (uint64_t)((double)(a - now) * c->agg[kc->agg].scale);
+}
+
+bool sn_classify_moved(const struct sn_classify *c, uint16_t slot)
+{
+	return slot < SN_PORT_MAX && c->moved[slot];
+}
+
+uint8_t sn_classify_renumber(const struct sn_classify *c, uint16_t slot, uint8_t cls)
+{
+	if (cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= SN_POLICY_CLASSES_MAX)
+		return SN_CLASSIFY_NONE;
+	return c->renum[slot][cls];
 }
 
 bool sn_classify_clamps(const struct sn_classify *c, uint16_t slot, uint8_t cls)

@@ -87,14 +87,24 @@ void sn_classify_free(struct sn_classify *c);
  * unchanged keeps its pacing state and counters; its flows adopt a new
  * rate on their next frame (a burst change keeps LTS). `fresh` = another
  * port took the slot: all state and counters restart. Returns the classes
- * (bit i: class i) whose pacing rate changed (from one non-zero rate to
- * another, class in the same place; s13-P3; s13-P4: also from 0 to a
- * rate and from a rate to 0): their pacing chain restarts at now (none if
+ * (bit i: class i, new index) whose pacing rate changed (from one
+ * non-zero rate to another; s13-P3; s13-P4: also from 0 to a rate and
+ * from a rate to 0; s14-R4: also for a class that moved, see
+ * sn_classify_renumber): their pacing chain restarts at now (none if
  * their rate is 0 now), and the caller must lay their frames queued in
  * the wheel on it again, in release order (sn_classify_restamp_ts),
  * before any new frame of the slot is classified. */
 uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 				const struct sn_policy_port *pp, bool fresh, uint64_t now);
+/* Worker (s14-R4), after apply_port(slot): whether a class kept by name
+ * moved to another index or a class went away (its old index now names
+ * another class or none), and the new index of a queued frame's old class
+ * index (SN_CLASSIFY_NONE: its class went away). The caller renumbers
+ * the frames it holds in the wheel before any of them is counted again
+ * (released, dropped), so counters and restamps follow the class, not
+ * its place. Valid until the next apply_port of the slot. */
+bool sn_classify_moved(const struct sn_classify *c, uint16_t slot);
+uint8_t sn_classify_renumber(const struct sn_classify *c, uint16_t slot, uint8_t cls);
 /* Worker (s13-P4), when the port limit of slot got a new rate (its queued
  * frames are laid again from now): every paced class of the slot restarts
  * its chain at now (its flows on their first re-laid frame), as for a

@@ -238,6 +238,9 @@ struct pstate {
 	/* Arbiter half only: uplink counters per flow class (remote arbiter;
 	 * the worker's sn_classify counts them in the 1-core layout). */
 	uint64_t a_clup[SN_POLICY_CLASSES_MAX][2];
+	/* s14-R4: the class names a_clup[] is indexed by (clup_follow()). */
+	uint8_t a_ncl;
+	char a_clname[SN_POLICY_CLASSES_MAX][SN_POLICY_NAME_MAX + 1];
 	/* Counters: worker is the sole writer of st, the arbiter half of ast. */
 	struct sn_pipeline_port_stats st __rte_cache_aligned;
 	struct sn_pipeline_port_stats ast __rte_cache_aligned;
@@ -1534,7 +1537,12 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  * they were laid on the new port chain alone: after a raise 20 -> 40
  * Mbit/s a class paced at 5 sent its ~160 queued frames at 10 Mbit/s in
  * 130 ms, then nothing until its chain, still a horizon ahead, came due
- * (test_port_rate_change_keeps_class_pacing). */
+ * (test_port_rate_change_keeps_class_pacing).
+ *
+ * s14-R4: a frame's class index is renumbered first when its port's
+ * classes moved in the list (sn_classify_renumber): cls_changed[] and the
+ * counters use the classes' new indices. Every restamp_wheel() follows
+ * the apply_port() whose map it uses (a moved class makes apply() call it). */
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
 {
 	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
@@ -1554,14 +1562,19 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 	for (uint64_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pl->restamp_buf[i];
 		struct meta *md = meta_of(pl, m);
+		/* s14-R4: first its class's new index (a class kept by name
+		 * that moved in the list; NONE if it went away), so the
+		 * counters and the restamp below are the class's own */
+		const uint8_t cls = md->cls = sn_classify_moved(pl->cls, md->src)
+			? sn_classify_renumber(pl->cls, md->src, md->cls) : md->cls;
 		struct pstate *ps = &pl->ps[md->src];
-		struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
+		struct sn_classify_res r = { .slot = md->src, .cls = cls };
 		struct sn_tstamp_next nx, cnx;
 		struct sn_tstamp *cts = NULL;
 		uint64_t ts = md->ts, o, a = 0;
 		int32_t *lag = agg_lag(pl, m);
-		bool clamp = sn_classify_clamps(pl->cls, md->src, md->cls);
-		const bool cch = md->cls < 32 && ((cls_changed[md->src] >> md->cls) & 1);
+		bool clamp = sn_classify_clamps(pl->cls, md->src, cls);
+		const bool cch = cls < 32 && ((cls_changed[md->src] >> cls) & 1);
 		int rc;
 
 		if (relay[md->src] || cch) {
@@ -1578,7 +1591,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 				o = pl->now;
 			if (relay[md->src])
 				o = RTE_MAX(o, sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx));
-			if (cch && (cts = sn_classify_restamp_ts(pl->cls, md->src, md->cls, m,
+			if (cch && (cts = sn_classify_restamp_ts(pl->cls, md->src, cls, m,
 								 pl->now)) != NULL)
 				o = RTE_MAX(o, sn_tstamp_peek(cts, pl->now, m->pkt_len, &cnx));
 			ts = o;
@@ -1666,6 +1679,31 @@ static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 	}
 }
 
+/* Arbiter half (s14-R4): the remote arbiter's per-class uplink counters
+ * follow their class by name (policy.set's identity) when classes move in
+ * the list or go away, as the worker's sn_classify counters do. Frames in
+ * flight between the wheel and the uplink at the change (the mailbox and
+ * the scheduler's queues) carry their class's old index and count there. */
+static void clup_follow(struct pstate *ps, const struct sn_policy_port *w)
+{
+	uint64_t old[SN_POLICY_CLASSES_MAX][2];
+	const unsigned n = w ? w->n_classes : 0;
+
+	memcpy(old, ps->a_clup, sizeof(old));
+	for (unsigned i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
+		unsigned j = ps->a_ncl;
+
+		if (i < n)
+			for (j = 0; j < ps->a_ncl && strcmp(ps->a_clname[j], w->classes[i].name); j++)
+				;
+		ctr_set(&ps->a_clup[i][0], j < ps->a_ncl ? old[j][0] : 0);
+		ctr_set(&ps->a_clup[i][1], j < ps->a_ncl ? old[j][1] : 0);
+	}
+	for (unsigned i = 0; i < n; i++)
+		snprintf(ps->a_clname[i], sizeof(ps->a_clname[i]), "%s", w->classes[i].name);
+	ps->a_ncl = (uint8_t)n;
+}
+
 /* Arbiter half: the policy's algorithm, link and per-port classes. */
 static void apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
 		      const struct sn_port_table *t)
@@ -1721,7 +1759,9 @@ static void apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
 				ctr_set(&ps->a_clup[i][0], 0);
 				ctr_set(&ps->a_clup[i][1], 0);
 			}
+			ps->a_ncl = 0;
 		}
+		clup_follow(ps, want[s]);
 	}
 	/* Pass 1: removals and weight decreases, so pass 2 never exceeds
 	 * the scheduler's weight sum (the policy's sum is validated). */
@@ -1788,7 +1828,8 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 		/* issue 6: the slot's flow classes (fresh if another port). */
 		cls_changed[s] = sn_classify_apply_port(pl->cls, (uint16_t)s, w,
 							!p || ps->gen != p->gen, pl->now);
-		any_change = any_change || cls_changed[s];
+		/* s14-R4: classes moved: restamp_wheel() renumbers the frames */
+		any_change = any_change || cls_changed[s] || sn_classify_moved(pl->cls, (uint16_t)s);
 		if (!p || ps->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh state and
 			 * counters; its scheduler class, if any, carries on. */

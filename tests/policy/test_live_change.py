@@ -460,3 +460,104 @@ def test_class_pacing_added_removed_within_100ms(build_dir, old, new):
         assert abs(r - want) / want < 0.015, (r, want)
         assert abs(early - want) / want < 0.03, (early, want)
         assert no_loss(q0, q1) == {}, (q0, q1)
+
+
+def class_rate(pp, name, t0, t1):
+    """bits/s of class `name`'s shaper output (uplink_bytes, found by name
+    in each pair's classes) between the first pair at/after t0 and the
+    last at/before t1."""
+    a = next(x for x in pp if x[0] >= t0)
+    b = [x for x in pp if x[0] <= t1][-1]
+
+    def up(x):
+        return next(c for c in x[2]["classes"] if c["name"] == name)["uplink_bytes"]
+    return (up(b) - up(a)) * 8 / (b[0] - a[0])
+
+
+def two_classes(order, rates, scope):
+    cls = {"a": {"name": "a", "proto": "udp", "dst_port": 9, "scope": scope},
+           "b": {"name": "b", "proto": "udp", "dst_port": 10, "scope": scope}}
+    return {"ports": {"vm0": {"classes": [{**cls[n], "rate_bps": rates[n]} for n in order]}}}
+
+
+@pytest.mark.parametrize("scope, layout", [("class", "1core"), ("flow", "1core"),
+                                           ("class", "2core")])
+def test_class_reorder_follows_class(build_dir, scope, layout):
+    """A class that moves in the list in one policy.set keeps its own
+    counters and pacing (s14-R4): classes "a" (UDP to port 9, 20 Mbit/s)
+    and "b" (port 10, 5 Mbit/s) on vm0, each offered 26 Mbit/s, so both
+    pacings run a wheel horizon (262 ms) ahead. 1) Swapped ([a, b] ->
+    [b, a], rates kept): each class's shaper output, found by name, stays
+    its own rate from T + 50 ms (within 3 % over [T + 50, T + 400 ms],
+    1.5 % over [T + 100 ms, T + 1.3 s]). Before, the frames queued in the
+    wheel kept their old class index: a's 262 ms of frames counted on b
+    (now at index 0) and b's on a (b measured at ~20 Mbit/s over the
+    first 300 ms). 2) Swapped back with a's rate halved ([b, a] -> [a,
+    b], a 20 -> 10): a at 10 from T + 100 ms (1.5 %). Before, a class
+    that moved was not restamped: its queued frames kept their stamps at
+    the old rate for up to the horizon (~11.3 Mbit/s). Nothing lost
+    inside schednic but the shaper's horizon drops, each counted on its
+    own class: the classes' horizon drops add up to the port's. In 2core
+    the uplink counters are the arbiter lcore's own copy (a_clup), which
+    follows the class by name too."""
+    steps = [(("a", "b"), {"a": 20_000_000, "b": 5_000_000},
+              ("b", "a"), {"a": 20_000_000, "b": 5_000_000}),
+             (("b", "a"), {"a": 20_000_000, "b": 5_000_000},
+              ("a", "b"), {"a": 10_000_000, "b": 5_000_000})]
+    pps = int(2 * 26_000_000 / (8 * FRAME))
+    flows = [(0, 10**10, ",udp=10.0.0.1:7-10.9.0.1:9"),
+             (0, 10**10, ",udp=10.0.0.1:7-10.9.0.1:10")]
+    lay = ({"datapath": {"layout": "2core"}, "eal": {"arbiter_cpu": 1}, "queues": 2}
+           if layout == "2core" else {})
+    with conf.Schednic(build_dir, ["vm0"], two_classes(*steps[0][:2], scope), FRAME, pps,
+                       flows=flows, **lay) as s:
+        s.wait_flowing()
+        if layout == "2core":
+            assert s.stats()["arbiter"]["arbiter_thread"]["loops"] > 0
+        time.sleep(1.0)
+        for old_order, old_rates, new_order, new_rates in steps:
+            tries = []
+            for _ in range(4):
+                q0 = s.port_policy()["vm0"]
+                w0 = os_waits(s)
+                t, pp = change(s, "vm0", two_classes(new_order, new_rates, scope))
+                q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
+                tries.append({"pairs": len(pp),
+                              "covered": covered(pp, t + 0.05, t + 0.4) and
+                              covered(pp, t + 0.1, t + 1.3),
+                              "underruns": q1["underruns"] - q0["underruns"], **waited(s, w0)})
+                if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
+                    break
+                s.rpc("policy.set", {"policy": two_classes(old_order, old_rates, scope)})
+                time.sleep(0.5)
+            else:
+                give_up(tries)
+            got = {n: (class_rate(pp, n, t + 0.05, t + 0.4), class_rate(pp, n, t + 0.1, t + 1.3))
+                   for n in ("a", "b")}
+            byname = {side: {c["name"]: c for c in q["classes"]} for side, q in (("0", q0), ("1", q1))}
+            cdrops = {n: {k: byname["1"][n]["drops"][k] - v
+                          for k, v in byname["0"][n]["drops"].items()} for n in ("a", "b")}
+            print(f"\n{layout} scope {scope} {old_order}{old_rates} -> {new_order}{new_rates}: "
+                  f"class rates (Mbit/s) [T+50, T+400 ms] / [T+100 ms, T+1.3 s]: "
+                  f"{ {n: (round(x / 1e6, 3), round(y / 1e6, 3)) for n, (x, y) in got.items()} }; "
+                  f"class drops {cdrops}; lost inside: {no_loss(q0, q1)}; tries: {tries}")
+            for n in ("a", "b"):
+                early, late = got[n]
+                if new_rates[n] == old_rates[n]:
+                    assert abs(early - new_rates[n]) / new_rates[n] < 0.03, (n, got, new_rates)
+                assert abs(late - new_rates[n]) / new_rates[n] < 0.015, (n, got, new_rates)
+                # offered at 26 Mbit/s: the class's own horizon drops,
+                # never the pool's
+                assert cdrops[n]["horizon"] > 0 and cdrops[n]["wheel_pool"] == 0, cdrops
+            # the cumulative counters follow the class too (2core: the
+            # arbiter's own uplink copy): what each class's counters grew
+            # by from q0 to q1 is its own output over that time
+            dt = (q1["clock_ns"] - q0["clock_ns"]) / 1e9
+            for n in ("a", "b"):
+                for k in ("sent_bytes", "uplink_bytes"):
+                    grew = (byname["1"][n][k] - byname["0"][n][k]) * 8 / dt
+                    lo, hi = sorted((old_rates[n], new_rates[n]))
+                    assert 0.9 * lo < grew < 1.1 * hi, (n, k, grew, dt, byname)
+            assert no_loss(q0, q1) == {}, (q0, q1)
+            assert (q1["drops"]["horizon"] - q0["drops"]["horizon"] ==
+                    sum(d["horizon"] for d in cdrops.values())), (q0, q1, cdrops)
