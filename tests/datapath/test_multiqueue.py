@@ -24,9 +24,12 @@ from pathlib import Path
 import pytest
 
 from sngen import drops_total, peer_mac, port_table, wait_settled
+from snlib.hostwait import RunqueueWaits
 
 CTL = Path(__file__).resolve().parents[2] / "scripts" / "schednicctl"
 N = 1500                       # frames per flow
+RING_FULL_MAX = 0.02           # immediate sources: RX ring drops allowed (check_drops)
+DESCHED_MS = 10                # a busy poller kept off its CPU this long: descheduled
 SINK_MAC_BASE = 8
 # Source MACs for the flows: several flows per direction, so that the RX
 # side's flow hash has several flows to spread (checked, not assumed).
@@ -57,16 +60,17 @@ def delivered(p):
     return p["tx_packets"] + p["drops"]["ring_full"]
 
 
-def check_drops(p, src_deferred, total):
+def check_drops(p, src_deferred, total, bound=True):
     """Deferred sources: none (backpressure). Immediate sources: a full RX
     ring is a counted drop (no backpressure); on this shared 2-core machine
-    a descheduled sink can lose a few, so allow < 2%, each counted on the
-    RX queue it was meant for. No other cause ever."""
+    a descheduled sink can lose a few, so allow < 2% (bound=False: the
+    caller checks the bound), each counted on the RX queue it was meant
+    for. No other cause ever."""
     assert drops_total(p) == p["drops"]["ring_full"] == qsum(p, "ring_full"), p
     if src_deferred:
         assert p["drops"]["ring_full"] == 0, p
-    else:
-        assert p["drops"]["ring_full"] < 0.02 * total, p
+    elif bound:
+        assert p["drops"]["ring_full"] < RING_FULL_MAX * total, p
 
 
 def test_queues_validated(schednicd, sn_tmpdir):
@@ -108,9 +112,39 @@ NCORE_MAP = {"vm0": [0, 1], "vm1": [1, 0]}
 @pytest.mark.parametrize("layout", ["1core", "ncore"])
 @pytest.mark.parametrize("mode", ["immediate", "deferred"])
 def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode, layout):
+    """Both TX queues of each port switched, nothing lost inside schednic
+    (every frame sn-gen sent reached its RX queues or is a counted
+    ring_full drop there), per-queue counters exact; see both_queues_run.
+    Immediate mode has no backpressure: a daemon and then a sink that the
+    OS keeps off their CPUs let the sink's RX rings overflow (ring_full;
+    753 of 6001 seen at load 3.5; see the pacing in both_queues_run). A
+    run over the RING_FULL_MAX bound is run once more (fresh daemon and
+    sn-gen) only if the sink or the daemon was descheduled for DESCHED_MS
+    or more during it (runqueue waits; on this shared host most runs see
+    hundreds of ms); else, or if the second run is over the bound too, the
+    test fails: a defect that drops at the RX rings (all flows on one
+    queue, a stalled delivery) fails both runs."""
+    lost, total, waits = both_queues_run(schednicd, sngen, sn_tmpdir, mode, layout)
+    over = max(lost.values()) >= RING_FULL_MAX * total
+    print(f"\nring_full {lost} of {total} per port; runqueue waits {waits}")
+    if over and max(waits["sngen_wait_ms"], waits["daemon_wait_ms"]) >= DESCHED_MS:
+        first = (lost, waits)
+        retry = sn_tmpdir / "retry"
+        retry.mkdir()
+        lost, total, waits = both_queues_run(schednicd, sngen, retry, mode, layout)
+        print(f"retry (first run: ring_full {first[0]}, waits {first[1]}): ring_full {lost}, "
+              f"waits {waits}")
+    assert max(lost.values()) < RING_FULL_MAX * total, (lost, total, waits)
+
+
+def both_queues_run(schednicd, sngen, wd, mode, layout):
+    """One run of test_both_tx_queues_switched (ports' sockets in wd): every
+    check but the ring_full bound asserted; returns ({port: ring_full},
+    frames sent per port, runqueue waits of sn-gen and the daemon over the
+    traffic phase). The daemon is stopped (a busy poller less)."""
     names = ["vm0", "vm1"]
     if layout == "ncore":
-        d = schednicd(ports=[mqport(sn_tmpdir, n, completion=mode, workers=NCORE_MAP[n])
+        d = schednicd(ports=[mqport(wd, n, completion=mode, workers=NCORE_MAP[n])
                              for n in names],
                       datapath={"layout": "ncore", "workers": 2}, eal={"arbiter_cpu": 1})
         listed = {p["name"]: p for p in d.rpc("port.list")["ports"]}
@@ -120,13 +154,21 @@ def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode, layout):
             assert [q["worker"] for q in st[n]["queues"]] == NCORE_MAP[n], st[n]
         assert len(d.stats()["arbiter"]["workers"]) == 2
     else:
-        d = schednicd(ports=[mqport(sn_tmpdir, n, completion=mode) for n in names])
+        d = schednicd(ports=[mqport(wd, n, completion=mode) for n in names])
     # 4 flows each way: flows 0-3 vm0 -> vm1 (TX queues 0,1,0,1), 4-7 back.
     # Paced (--rate, all flows together): immediate mode has no
-    # backpressure, a full RX ring is a drop, and sn-gen drains one burst
-    # per RX queue per loop while several flows may hash to one queue.
+    # backpressure, a full RX ring is a drop, and several flows may hash
+    # to one RX queue. s14-R4: what overflowed the sink's RX rings was a
+    # backlog: the daemon kept off its CPU while sn-gen went on sending
+    # fills the TX rings, and the daemon then forwards them at once; if
+    # sn-gen is off its CPU in turn, 3 of 4 flows hashed to one 1024-entry
+    # RX ring lose the excess (753 of 6001 seen, load 3.5). At half the
+    # rate (20 k frames/s) and 2048-entry rings (sn-gen's 8192 mbufs per
+    # port still hold both RX rings full and as much in flight) that takes
+    # a daemon stall of ~270 ms instead of ~70 ms.
     # deferred: the guest opts in to long holds on every TX queue (issue 7)
-    g = sngen([d.vhost_path(n) for n in names], "--queues", "2", "--rate", "40000",
+    g = sngen([str(wd / f"{n}.sock") for n in names], "--queues", "2", "--rate", "20000",
+              "--queue-size", "2048",
               *(["--marker"] if mode == "deferred" else []),
               *flows(0, 1, SMACS[:4]), *flows(1, 0, SMACS[4:]))
     g.wait("ready")
@@ -137,16 +179,18 @@ def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode, layout):
                                   == [(True, True), (True, True)] for n in names))
     g.go("learn")
     wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in names))
+    w = RunqueueWaits(d.proc.pid, [g.proc.pid])
     g.go(0)
     total = 1 + 4 * N
     live = wait_settled(d, lambda t: all(t[n]["rx_packets"] == total == delivered(t[n])
                                          for n in names))
+    waits = w.ms()
     r = g.finish()
     t = port_table(d.stats())
     for i, n in enumerate(names):
         p, gp = t[n], r["ports"][i]
         assert gp["queues"] == 2, gp
-        check_drops(p, mode == "deferred", total)
+        check_drops(p, mode == "deferred", total, bound=False)
         # TX side (guest -> us): both queues polled, exactly what was sent.
         assert [q["rx_packets"] for q in p["queues"]] == gp["tx_by_queue"], (p["queues"], gp)
         assert all(q["rx_packets"] > 0 for q in p["queues"]), p["queues"]
@@ -187,6 +231,8 @@ def test_both_tx_queues_switched(schednicd, sngen, sn_tmpdir, mode, layout):
         assert f["tx"] == f["count"], f
         assert f["rx"] == f["count"] or mode == "immediate", f
         assert f["rx_ooo"] == 0 and f["rx_bad"] == 0, f
+    d.stop()
+    return {n: t[n]["drops"]["ring_full"] for n in names}, total, waits
 
 
 def test_deferred_mq_paused_sink_holds_on_both_queues(schednicd, sngen, sn_tmpdir):

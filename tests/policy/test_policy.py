@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
-import conformance as conf  # noqa: E402
+from snlib.hostwait import RunqueueWaits
 
 LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
 
@@ -57,16 +56,15 @@ HORIZON_S, SLACK_S = 0.262, 0.1
 
 
 def os_waits(d, gens):
-    """Runqueue waits so far: (daemon threads, [each sn-gen's threads])."""
-    return conf.thread_waits(d.proc.pid), [conf.thread_waits(g.proc.pid) for g in gens]
+    """Runqueue waits of the daemon's and each sn-gen's threads from now."""
+    return RunqueueWaits(d.proc.pid, [g.proc.pid for g in gens])
 
 
 def waited_ms(d, gens, before):
     """The largest runqueue wait (ms) of any daemon thread and of any
     sn-gen thread since `before` (an os_waits() result)."""
-    wd, wg = before
-    return (conf.busiest_wait_ms(d.proc.pid, wd),
-            max((conf.busiest_wait_ms(g.proc.pid, w) for g, w in zip(gens, wg)), default=0.0))
+    w = before.ms()
+    return w["daemon_wait_ms"], w["sngen_wait_ms"]
 
 
 def fail_or_skip(what, seen, starved):
