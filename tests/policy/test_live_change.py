@@ -22,6 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 import conformance as conf  # noqa: E402
+from snlib.hostwait import RunqueueWaits  # noqa: E402
 
 FRAME = 1000
 
@@ -66,18 +67,14 @@ def change(s, port, policy, port_name="vm0"):
 
 
 def os_waits(s):
-    """Runqueue waits so far (schedstat) of the daemon's and sn-gen's threads."""
-    return conf.thread_waits(s.daemon.pid), conf.thread_waits(s.gen.pid)
+    """Runqueue waits (schedstat) of the daemon's and sn-gen's threads from now."""
+    return RunqueueWaits(s.daemon.pid, [s.gen.pid])
 
 
 def waited(s, before):
     """Since `before`: the daemon's summed and largest per-thread runqueue
     wait, and sn-gen's largest (ms)."""
-    wd, wg = before
-    now = conf.thread_waits(s.daemon.pid)
-    return {"daemon_sum_wait_ms": round(sum(now[k] - wd.get(k, 0) for k in now) / 1e6, 1),
-            "daemon_wait_ms": conf.busiest_wait_ms(s.daemon.pid, wd),
-            "sngen_wait_ms": conf.busiest_wait_ms(s.gen.pid, wg)}
+    return before.ms()
 
 
 def host_starved(x, backlog_s=0.1, span_s=0.6):
@@ -102,6 +99,28 @@ def give_up(tries):
                 f"in 4 tries, not explained by runqueue waits: {tries}")
 
 
+def change_cleanly(s, new, old, judge):
+    """policy.set(new) under traffic, measured over 1.3 s of exact pairs
+    of vm0 (change()); judge(t, pp, q0, q1) gives the try's "covered" and
+    "underruns" (and what else to report). A spoiled try (underruns, or
+    pairs not covering the window: a starved generator or stats reader) is
+    set back to `old` and tried again, 4 times at most (then give_up).
+    Returns (t, pp, q0, q1, tries) of the clean try."""
+    tries = []
+    for _ in range(4):
+        q0 = s.port_policy()["vm0"]
+        w0 = os_waits(s)
+        t, pp = change(s, "vm0", new)
+        q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
+        tries.append({"pairs": len(pp), **judge(t, pp, q0, q1), **waited(s, w0)})
+        if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
+            return t, pp, q0, q1, tries
+        # the generator was starved (loaded machine): set it back, again
+        s.rpc("policy.set", {"policy": old})
+        time.sleep(0.5)
+    give_up(tries)
+
+
 def no_loss(before, after, allow=("horizon",)):
     return {k: after["drops"][k] - v for k, v in before["drops"].items()
             if k not in allow and after["drops"][k] != v}
@@ -122,24 +141,13 @@ def test_rate_change_within_100ms(build_dir, completion):
         s.wait_flowing()
         time.sleep(1.0)
         for new, old in ((r2, r1), (r1, r2)):
-            tries = []
-            for _ in range(4):
-                q0 = s.port_policy()["vm0"]
-                w0 = os_waits(s)
-                t, pp = change(s, "vm0", {"ports": {"vm0": {"rate_bps": new}}})
-                q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
-                tries.append({"pairs": len(pp),
-                              "first_ms": round((pp[0][0] - t) * 1e3, 1) if pp else None,
-                              "span_s": round(pp[-1][0] - pp[0][0], 3) if pp else None,
-                              "covered": covered(pp, t + 0.1, t + 1.3),
-                              "underruns": q1["underruns"] - q0["underruns"], **waited(s, w0)})
-                if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
-                    break
-                # the generator was starved (loaded machine): set it back, again
-                s.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": old}}}})
-                time.sleep(0.5)
-            else:
-                give_up(tries)
+            t, pp, q0, q1, tries = change_cleanly(
+                s, {"ports": {"vm0": {"rate_bps": new}}}, {"ports": {"vm0": {"rate_bps": old}}},
+                lambda t, pp, q0, q1: {
+                    "first_ms": round((pp[0][0] - t) * 1e3, 1) if pp else None,
+                    "span_s": round(pp[-1][0] - pp[0][0], 3) if pp else None,
+                    "covered": covered(pp, t + 0.1, t + 1.3),
+                    "underruns": q1["underruns"] - q0["underruns"]})
             r = rate_between(pp, t + 0.1, t + 1.3)
             print(f"\n{completion} {old}->{new}: {r:.0f} bit/s from T+100 ms "
                   f"({len(pp)} pairs); lost inside: {no_loss(q0, q1)}; tries: {tries}")
@@ -239,30 +247,20 @@ def test_class_rate_change_within_100ms(build_dir, scope, port_rate):
         s.wait_flowing()
         time.sleep(1.0)
         for new, old in ((r2, r1), (r1, r2)):
-            tries = []
-            for _ in range(4):
-                q0 = s.port_policy()["vm0"]
-                w0 = os_waits(s)
-                t, pp = change(s, "vm0", class_policy(new, scope, port_rate))
-                q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
-                # underruns count frames finding the port limit idle: a
-                # starved shaper while the port limit is the bottleneck;
-                # below it (class at 10 under the 15 Mbit/s port limit)
-                # every frame finds it idle, also those submitted after
-                # q0 and before the worker applied the doubling
-                bottleneck = not port_rate or port_rate <= new
+            # underruns count frames finding the port limit idle: a
+            # starved shaper while the port limit is the bottleneck;
+            # below it (class at 10 under the 15 Mbit/s port limit)
+            # every frame finds it idle, also those submitted after
+            # q0 and before the worker applied the doubling
+            bottleneck = not port_rate or port_rate <= new
+
+            def judge(t, pp, q0, q1):
                 u0 = next((x[2] for x in pp if x[0] >= t + 0.05), q1) if port_rate else q0
-                tries.append({"pairs": len(pp),
-                              "first_ms": round((pp[0][0] - t) * 1e3, 1) if pp else None,
-                              "covered": covered(pp, t + 0.1, t + 1.3),
-                              "underruns": (q1["underruns"] - u0["underruns"]) * bottleneck,
-                              **waited(s, w0)})
-                if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
-                    break
-                s.rpc("policy.set", {"policy": class_policy(old, scope, port_rate)})
-                time.sleep(0.5)
-            else:
-                give_up(tries)
+                return {"first_ms": round((pp[0][0] - t) * 1e3, 1) if pp else None,
+                        "covered": covered(pp, t + 0.1, t + 1.3),
+                        "underruns": (q1["underruns"] - u0["underruns"]) * bottleneck}
+            t, pp, q0, q1, tries = change_cleanly(s, class_policy(new, scope, port_rate),
+                                                  class_policy(old, scope, port_rate), judge)
             r = rate_between(pp, t + 0.1, t + 1.3)
             want = min(new, port_rate or new)
             c0, c1 = q0["classes"][0], q1["classes"][0]
@@ -357,23 +355,13 @@ def test_port_rate_change_keeps_class_pacing(build_dir, scope):
         s.wait_flowing()
         time.sleep(1.0)
         for new, old in ((hi, lo), (lo, hi)):
-            tries = []
-            for _ in range(4):
-                q0 = s.port_policy()["vm0"]
-                w0 = os_waits(s)
-                t, pp = change(s, "vm0", mixed_policy(new, crate, scope))
-                q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
-                smp = class_samples(pp, t + 0.1, t + 1.3)
-                tries.append({"pairs": len(pp),
-                              "covered": covered(pp, t + 0.1, t + 1.3) and
-                              sum(x is not None for x in smp) >= 9,
-                              "underruns": q1["underruns"] - q0["underruns"], **waited(s, w0)})
-                if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
-                    break
-                s.rpc("policy.set", {"policy": mixed_policy(old, crate, scope)})
-                time.sleep(0.5)
-            else:
-                give_up(tries)
+            t, pp, q0, q1, tries = change_cleanly(
+                s, mixed_policy(new, crate, scope), mixed_policy(old, crate, scope),
+                lambda t, pp, q0, q1: {
+                    "covered": covered(pp, t + 0.1, t + 1.3) and
+                    sum(x is not None for x in class_samples(pp, t + 0.1, t + 1.3)) >= 9,
+                    "underruns": q1["underruns"] - q0["underruns"]})
+            smp = class_samples(pp, t + 0.1, t + 1.3)
             r = rate_between(pp, t + 0.1, t + 1.3)
             got = [x for x in smp if x is not None]
             a = next(x for x in pp if x[0] >= t + 0.1)
@@ -435,24 +423,15 @@ def test_class_pacing_added_removed_within_100ms(build_dir, old, new):
     with conf.Schednic(build_dir, ["vm0"], pacing_policy(old), FRAME, pps, flows=flows) as s:
         s.wait_flowing()
         time.sleep(1.0)
-        tries = []
-        for _ in range(4):
-            q0 = s.port_policy()["vm0"]
-            w0 = os_waits(s)
-            t, pp = change(s, "vm0", pacing_policy(new))
-            q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
-            # underruns: frames finding the port limit idle, i.e. a
-            # starved shaper while the port limit is the bottleneck
-            u0 = next((x[2] for x in pp if x[0] >= t + 0.05), q1)
-            tries.append({"pairs": len(pp), "covered": covered(pp, t + 0.1, t + 1.3),
-                          "underruns": (q1["underruns"] - u0["underruns"]) * (new is None),
-                          **waited(s, w0)})
-            if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
-                break
-            s.rpc("policy.set", {"policy": pacing_policy(old)})
-            time.sleep(0.5)
-        else:
-            give_up(tries)
+        # underruns: frames finding the port limit idle, i.e. a
+        # starved shaper while the port limit is the bottleneck
+        t, pp, q0, q1, tries = change_cleanly(
+            s, pacing_policy(new), pacing_policy(old),
+            lambda t, pp, q0, q1: {
+                "covered": covered(pp, t + 0.1, t + 1.3),
+                "underruns": (q1["underruns"] -
+                              next((x[2] for x in pp if x[0] >= t + 0.05), q1)["underruns"])
+                * (new is None)})
         r = rate_between(pp, t + 0.1, t + 1.3)
         early = rate_between(pp, t + 0.1, t + 0.4)
         print(f"\nclass pacing {old}->{new}: {r:.0f} bit/s from T+100 ms, {early:.0f} over "
@@ -516,22 +495,12 @@ def test_class_reorder_follows_class(build_dir, scope, layout):
             assert s.stats()["arbiter"]["arbiter_thread"]["loops"] > 0
         time.sleep(1.0)
         for old_order, old_rates, new_order, new_rates in steps:
-            tries = []
-            for _ in range(4):
-                q0 = s.port_policy()["vm0"]
-                w0 = os_waits(s)
-                t, pp = change(s, "vm0", two_classes(new_order, new_rates, scope))
-                q1 = pp[-1][2] if pp else s.port_policy()["vm0"]
-                tries.append({"pairs": len(pp),
-                              "covered": covered(pp, t + 0.05, t + 0.4) and
-                              covered(pp, t + 0.1, t + 1.3),
-                              "underruns": q1["underruns"] - q0["underruns"], **waited(s, w0)})
-                if pp and not tries[-1]["underruns"] and tries[-1]["covered"]:
-                    break
-                s.rpc("policy.set", {"policy": two_classes(old_order, old_rates, scope)})
-                time.sleep(0.5)
-            else:
-                give_up(tries)
+            t, pp, q0, q1, tries = change_cleanly(
+                s, two_classes(new_order, new_rates, scope),
+                two_classes(old_order, old_rates, scope),
+                lambda t, pp, q0, q1: {
+                    "covered": covered(pp, t + 0.05, t + 0.4) and covered(pp, t + 0.1, t + 1.3),
+                    "underruns": q1["underruns"] - q0["underruns"]})
             got = {n: (class_rate(pp, n, t + 0.05, t + 0.4), class_rate(pp, n, t + 0.1, t + 1.3))
                    for n in ("a", "b")}
             byname = {side: {c["name"]: c for c in q["classes"]} for side, q in (("0", q0), ("1", q1))}
