@@ -557,14 +557,26 @@ static void count_class_uplink(struct sn_pipeline *pl, uint16_t src, uint8_t cls
 	}
 }
 
-/* Frames without GSO to the uplink (up): one burst; takes ownership. */
+/* Frames without GSO to the uplink (up): one burst; takes ownership.
+ * vlan: some frame may ask for VLAN insertion (only the PMD does it). */
 static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf **pkts,
-		     uint16_t n, bool arb)
+		     uint16_t n, bool arb, bool vlan)
 {
 	/* A remote arbiter counts the uplink's TX in pl->up (the worker
 	 * writes up->st): one writer per counter. */
 	const bool remote = arb && pl->arb_remote;
 	const uint16_t txq = arb ? pl->arb_txq : pl->txq;
+	/* s14-S4 (issue 6 throughput): a net_vhost uplink whose peer is
+	 * connected takes the frames straight into the peer's ring
+	 * (sn_port_uplink_enqueue: the same vhost-library copy the PMD
+	 * makes, without its per-frame statistics, queue-state atomics and
+	 * per-mbuf free: ~90 instructions per frame, callgrind); every mbuf
+	 * then stays ours and the sent ones are freed here in bulk (the
+	 * worker: sn_vqtx_free_bulk completes deferred guest frames and keeps
+	 * their mbufs). We are a QSBR reader between quiescent states (worker
+	 * or arbiter loop), which is what keeps vid valid (sn_port.h). Same
+	 * counters, same ring_full drops, completion still after the copy. */
+	const int vid = vlan ? -1 : sn_port_uplink_vid(up);
 	/* s11-S: what the counters need is read before tx_burst (a PMD done
 	 * with its mbufs when tx_burst returns, net_vhost, has freed them by
 	 * then) and added per run of frames of one port, not per frame. */
@@ -574,8 +586,8 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	uint16_t srcs[BATCH];
 	uint64_t bytes = 0, rpk = 0, rby = 0;
 	uint16_t k;
-	/* s12-S2 (issue 6 throughput): a PMD done with its mbufs when
-	 * tx_burst returns (up->tx_sync: net_vhost, net_null) frees each
+	/* s12-S2 (issue 6 throughput), PMD path: a PMD done with its mbufs
+	 * when tx_burst returns (up->tx_sync: net_vhost, net_null) frees each
 	 * frame it sent, one by one; for a deferred guest frame that free is
 	 * the extbuf detach + completion callback + mempool put (~220
 	 * instructions per frame). A one-segment frame that only we
@@ -587,7 +599,7 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	 * runs on the worker (!remote, as for the zero-copy in uplink_tx).
 	 * Not for a frame asking the PMD for VLAN insertion (it needs the mbuf
 	 * unshared). took: bit i = pkts[i] got the extra reference. */
-	const bool take = !remote && up->tx_sync;
+	const bool take = vid < 0 && !remote && up->tx_sync;
 	struct rte_mbuf *mine[BATCH];
 	uint64_t took = 0;
 	uint16_t nm = 0;
@@ -602,15 +614,23 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 		lens[i] = m->pkt_len;
 		cls[i] = md->cls;
 		srcs[i] = md->src;
-		if (take && m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
-		    !(m->ol_flags & RTE_MBUF_F_TX_VLAN)) {
-			rte_mbuf_refcnt_set(m, 2);
-			mine[nm++] = m;
-			took |= 1ull << i;
-		}
 	}
-	k = rte_eth_tx_prepare(up->eth_port, txq, pkts, n);
-	k = rte_eth_tx_burst(up->eth_port, txq, pkts, k);
+	if (vid >= 0) {
+		k = sn_port_uplink_enqueue(vid, txq, pkts, n);
+	} else {
+		for (uint16_t i = 0; take && i < n; i++) {
+			struct rte_mbuf *m = pkts[i];
+
+			if (m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
+			    !(m->ol_flags & RTE_MBUF_F_TX_VLAN)) {
+				rte_mbuf_refcnt_set(m, 2);
+				mine[nm++] = m;
+				took |= 1ull << i;
+			}
+		}
+		k = rte_eth_tx_prepare(up->eth_port, txq, pkts, n);
+		k = rte_eth_tx_burst(up->eth_port, txq, pkts, k);
+	}
 	cur = k ? sts[0] : NULL;
 	for (uint16_t i = 0; i < k; i++) {
 		if (sts[i] != cur) {
@@ -630,6 +650,16 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	sn_port_ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
 	if (k < n)
 		sn_port_ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
+	if (vid >= 0) {
+		/* s14-S4: copied (sent) or refused (ring_full): all ours. A
+		 * remote arbiter holds no deferred originals (uplink_tx copied
+		 * them) and may not use the worker's mbuf stash. */
+		if (remote)
+			rte_pktmbuf_free_bulk(pkts, n);
+		else
+			sn_vqtx_free_bulk(pkts, n);
+		return;
+	}
 	/* Not sent (the caller's again): one reference each, freed with the
 	 * sent ones that kept our extra reference (s12-S2, above). */
 	for (uint16_t i = k; i < n; i++) {
@@ -723,7 +753,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	n = kept;
 	if (!(flags & GSO_FLAGS)) {   /* s11-S: no GSO frame: one burst */
 		if (n)
-			tx_plain(pl, up, pkts, n, arb);
+			tx_plain(pl, up, pkts, n, arb, flags & RTE_MBUF_F_TX_VLAN);
 		return;
 	}
 	/* Plain frames in bursts; guest GSO frames are segmented by the
@@ -734,7 +764,8 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		if (m && !(m->ol_flags & GSO_FLAGS))
 			continue;
 		if (i > run)
-			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run), arb);
+			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run), arb,
+				 flags & RTE_MBUF_F_TX_VLAN);
 		run = (uint16_t)(i + 1);
 		if (m)
 			tx_gso(pl, up, m, arb);
