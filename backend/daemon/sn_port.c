@@ -569,6 +569,9 @@ static int uplink_lsc_cb(uint16_t port_id, enum rte_eth_event_type ev, void *arg
 	old = __atomic_exchange_n(&p->uplink_vid, vid < 0 ? -1 : vid, __ATOMIC_RELEASE);
 	if (old >= 0 && old != vid)
 		synchronize_rcu();
+	if (old != (vid < 0 ? -1 : vid))
+		sn_log("port %s: %s", p->name, vid >= 0 ? "direct vhost enqueue on (peer connected)"
+							: "direct vhost enqueue off (peer gone)");
 	return 0;
 }
 
