@@ -15,7 +15,10 @@
  *    so that when it returns to the vhost library no worker iteration can
  *    still be using the vid being destroyed. For a deferred port it then
  *    takes the TX ring back from the worker (sn_vqtx_stop: handshake, every
- *    held descriptor completed, vring base set) before returning.
+ *    held descriptor completed, vring base set) before returning. For a
+ *    net_vhost uplink (s14-S4) the PMD's link-state callback, on the same
+ *    thread, publishes its peer's vid in uplink_vid and withdraws it with
+ *    the same grace period before the PMD's destroy_device returns.
  *  - WORKER lcore: reads the snapshot between quiescent states, loads
  *    port->up with acquire (pairs with the release in new_device, which
  *    stored vid before) and only then uses port->vid. It is the only
