@@ -714,21 +714,92 @@ QFQ_NO_SLP void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 	return qfq_dequeue_one(q, len, id);
 }
 
+/* s14-S4 (issue 6 throughput): the dequeues that qfq_dequeue_one would
+ * end at its `unchanged` label, back to back. With no ineligible group
+ * (update_eligible then changes nothing, so the group sets stay as they
+ * are and the lowest ER group stays g), the head of g's front slot is
+ * still cl (that path moves no class); while cl keeps a packet after the
+ * pop (count >= 2) and its next S (its current F) rounds down to g->S,
+ * the next qfq_dequeue_one would serve cl and take exactly these steps:
+ * pop, V += len/W, S = F, F = S + next len/w_k. Those are the steps below
+ * in the same order, on copies kept in registers and stored back at the
+ * end, so the items, S, F, V and group sets are the ones the general loop
+ * produces (test_sched.c: test_dequeue_burst_equals_singles compares
+ * them). Any other case returns to the general path. Returns the new i. */
+QFQ_INLINE uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items, uint32_t *lens,
+				    uint32_t i, uint32_t n, uint64_t budget, uint32_t overhead,
+				    uint64_t *taken)
+{
+	const uint32_t *bm = q->bitmaps;
+	const struct qfq_group *g;
+	struct qfq_class *cl;
+	const struct sn_sched_qent *v;
+	uint64_t t = *taken, V, S, F, gS, iwsum, inv_w;
+	uint32_t head, tail, mask, shift, i0 = i;
+
+	if (!bm[ER] || (bm[IR] | bm[IB]))
+		return i;
+	g = qfq_first_group(q, bm[ER]);
+	cl = g->slots[g->front];
+	v = cl->q.v;
+	head = cl->q.head;
+	tail = cl->q.tail;
+	mask = cl->q.mask;
+	shift = g->slot_shift;
+	gS = g->S;
+	iwsum = q->iwsum;
+	inv_w = cl->inv_w;
+	V = q->V;
+	S = cl->S;
+	F = cl->F;
+	while (i < n && t < budget && tail - head >= 2 && qfq_round_down(F, shift) == gS) {
+		const struct sn_sched_qent *e = &v[head++ & mask];
+		uint32_t plen = e->len;
+
+		items[i] = e->item;
+		lens[i++] = plen;
+		t += (uint64_t)plen + overhead;
+		V += (uint64_t)plen * iwsum;
+		S = F;
+		F = S + (uint64_t)v[head & mask].len * inv_w;
+	}
+	if (i != i0) {
+		cl->q.head = head;
+		q->backlog -= i - i0;
+		cl->S = S;
+		cl->F = F;
+		q->V = V;
+		*taken = t;
+	}
+	return i;
+}
+
 /* The dequeue loop of link emulation in one call: no dispatch, and the
- * register saves of a dequeue paid once per burst. */
+ * register saves of a dequeue paid once per burst; runs of one class that
+ * stays in its front slot take the short path (qfq_dequeue_run). */
 QFQ_NO_SLP uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_t *lens,
 					 uint32_t n, uint64_t budget, uint32_t overhead,
 					 uint64_t *bytes)
 {
 	uint64_t taken = 0;
-	uint32_t i;
+	uint32_t i = 0;
 
-	for (i = 0; i < n && taken < budget && q->bitmaps[ER]; i++) {
+	while (i < n && taken < budget && q->bitmaps[ER]) {
 		items[i] = qfq_dequeue_one(q, &lens[i], NULL);
 		taken += (uint64_t)lens[i] + overhead;
+		i = qfq_dequeue_run(q, items, lens, i + 1, n, budget, overhead, &taken);
 	}
 	*bytes = taken;
 	return i;
+}
+
+void sn_qfq_times(const struct sn_qfq *q, uint32_t id, uint64_t *V, uint64_t *S, uint64_t *F)
+{
+	const struct qfq_class *cl = lookup(q, id);
+
+	*V = q->V;
+	*S = cl ? cl->S : 0;
+	*F = cl ? cl->F : 0;
 }
 
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len)

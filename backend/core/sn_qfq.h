@@ -31,6 +31,9 @@ void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id);
 uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_t *lens, uint32_t n,
 			      uint64_t budget, uint32_t overhead, uint64_t *bytes);
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len);
+/* Tests (s14-S4): the virtual time V and class id's S and F (0 for an
+ * unknown class), to compare two schedulers' states exactly. */
+void sn_qfq_times(const struct sn_qfq *q, uint32_t id, uint64_t *V, uint64_t *S, uint64_t *F);
 
 uint64_t sn_qfq_backlog(const struct sn_qfq *q);
 uint32_t sn_qfq_class_backlog(const struct sn_qfq *q, uint32_t id);

@@ -560,14 +560,82 @@ static void count_class_uplink(struct sn_pipeline *pl, uint16_t src, uint8_t cls
 	}
 }
 
-/* Frames without GSO to the uplink (up): one burst; takes ownership. */
+/* The uplink port's TX counters for k of n frames sent (bytes: theirs). */
+static inline void count_port_tx(struct sn_pipeline *pl, struct sn_port *up, bool remote,
+				 uint16_t k, uint16_t n, uint64_t bytes)
+{
+	sn_port_ctr_add(remote ? &pl->up.tx_packets : &up->st.tx_packets, k);
+	sn_port_ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
+	if (k < n)
+		sn_port_ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
+}
+
+/* s14-S4: tx_plain() to a net_vhost uplink's peer directly (see there):
+ * the frames are still ours after the copy, so the counters are taken from
+ * them in one pass over the sent ones, then all n are freed in bulk. */
+static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struct rte_mbuf **pkts,
+		      uint16_t n, bool arb)
+{
+	const bool remote = arb && pl->arb_remote;
+	const uint16_t k = sn_port_uplink_enqueue(vid, arb ? pl->arb_txq : pl->txq, pkts, n);
+	struct sn_pipeline_port_stats *cur = NULL;
+	uint64_t bytes = 0, rpk = 0, rby = 0;
+
+	for (uint16_t i = 0; i < k; i++) {
+		struct rte_mbuf *m = pkts[i];
+		const struct meta *md = meta_of(pl, m);
+		struct sn_pipeline_port_stats *st = side_st(pl, m, arb);
+		const uint32_t len = m->pkt_len;
+
+		if (st != cur) {
+			if (cur)
+				count_run(cur, rpk, rby);
+			cur = st;
+			rpk = rby = 0;
+		}
+		rpk++;
+		rby += len;
+		bytes += len;
+		if (md->cls != SN_CLASSIFY_NONE)
+			count_class_uplink(pl, md->src, md->cls, len, arb);
+	}
+	if (cur)
+		count_run(cur, rpk, rby);
+	count_port_tx(pl, up, remote, k, n, bytes);
+	/* Copied (sent) or refused (ring_full): all ours. A remote arbiter
+	 * holds no deferred originals (uplink_tx copied them) and may not
+	 * use the worker's mbuf stash. */
+	if (remote)
+		rte_pktmbuf_free_bulk(pkts, n);
+	else
+		sn_vqtx_free_bulk(pkts, n);
+}
+
+/* Frames without GSO to the uplink (up): one burst; takes ownership.
+ * vlan: some frame may ask for VLAN insertion (only the PMD does it). */
 static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf **pkts,
-		     uint16_t n, bool arb)
+		     uint16_t n, bool arb, bool vlan)
 {
 	/* A remote arbiter counts the uplink's TX in pl->up (the worker
 	 * writes up->st): one writer per counter. */
 	const bool remote = arb && pl->arb_remote;
 	const uint16_t txq = arb ? pl->arb_txq : pl->txq;
+	/* s14-S4 (issue 6 throughput): a net_vhost uplink whose peer is
+	 * connected takes the frames straight into the peer's ring
+	 * (sn_port_uplink_enqueue: the same vhost-library copy the PMD
+	 * makes, without its per-frame statistics, queue-state atomics and
+	 * per-mbuf free: ~90 instructions per frame, callgrind); every mbuf
+	 * then stays ours and the sent ones are freed here in bulk (the
+	 * worker: sn_vqtx_free_bulk completes deferred guest frames and keeps
+	 * their mbufs). We are a QSBR reader between quiescent states (worker
+	 * or arbiter loop), which is what keeps vid valid (sn_port.h). Same
+	 * counters, same ring_full drops, completion still after the copy. */
+	const int vid = vlan ? -1 : sn_port_uplink_vid(up);
+
+	if (vid >= 0) {
+		tx_direct(pl, up, vid, pkts, n, arb);
+		return;
+	}
 	/* s11-S: what the counters need is read before tx_burst (a PMD done
 	 * with its mbufs when tx_burst returns, net_vhost, has freed them by
 	 * then) and added per run of frames of one port, not per frame. */
@@ -577,8 +645,8 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	uint16_t srcs[BATCH];
 	uint64_t bytes = 0, rpk = 0, rby = 0;
 	uint16_t k;
-	/* s12-S2 (issue 6 throughput): a PMD done with its mbufs when
-	 * tx_burst returns (up->tx_sync: net_vhost, net_null) frees each
+	/* s12-S2 (issue 6 throughput), PMD path: a PMD done with its mbufs
+	 * when tx_burst returns (up->tx_sync: net_vhost, net_null) frees each
 	 * frame it sent, one by one; for a deferred guest frame that free is
 	 * the extbuf detach + completion callback + mempool put (~220
 	 * instructions per frame). A one-segment frame that only we
@@ -605,7 +673,11 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 		lens[i] = m->pkt_len;
 		cls[i] = md->cls;
 		srcs[i] = md->src;
-		if (take && m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
+	}
+	for (uint16_t i = 0; take && i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+
+		if (m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
 		    !(m->ol_flags & RTE_MBUF_F_TX_VLAN)) {
 			rte_mbuf_refcnt_set(m, 2);
 			mine[nm++] = m;
@@ -629,10 +701,7 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	}
 	if (k)
 		count_run(cur, rpk, rby);
-	sn_port_ctr_add(remote ? &pl->up.tx_packets : &up->st.tx_packets, k);
-	sn_port_ctr_add(remote ? &pl->up.tx_bytes : &up->st.tx_bytes, bytes);
-	if (k < n)
-		sn_port_ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
+	count_port_tx(pl, up, remote, k, n, bytes);
 	/* Not sent (the caller's again): one reference each, freed with the
 	 * sent ones that kept our extra reference (s12-S2, above). */
 	for (uint16_t i = k; i < n; i++) {
@@ -726,7 +795,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	n = kept;
 	if (!(flags & GSO_FLAGS)) {   /* s11-S: no GSO frame: one burst */
 		if (n)
-			tx_plain(pl, up, pkts, n, arb);
+			tx_plain(pl, up, pkts, n, arb, flags & RTE_MBUF_F_TX_VLAN);
 		return;
 	}
 	/* Plain frames in bursts; guest GSO frames are segmented by the
@@ -737,7 +806,8 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		if (m && !(m->ol_flags & GSO_FLAGS))
 			continue;
 		if (i > run)
-			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run), arb);
+			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run), arb,
+				 flags & RTE_MBUF_F_TX_VLAN);
 		run = (uint16_t)(i + 1);
 		if (m)
 			tx_gso(pl, up, m, arb);

@@ -28,6 +28,7 @@
 
 #include <netinet/in.h>
 
+#include <rte_eth_vhost.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_jhash.h>
@@ -318,6 +319,7 @@ static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->type = type;
 	p->vid = -1;
+	p->uplink_vid = -1;
 	p->nq = 1;
 	p->gen = reg->next_gen++;
 	return p;
@@ -544,6 +546,67 @@ bool sn_port_tx_sync(uint16_t eth_port)
 	return false;
 }
 
+/* s14-S4: the direct uplink path (sn_port_uplink_enqueue) for a net_vhost
+ * uplink. The PMD calls this at the end of its new_device and
+ * destroy_device (vhost thread, no PMD lock held), after setting the link
+ * status. Link up: publish the peer's vid (release). Link down: withdraw
+ * it and wait for a grace period, so that when destroy_device returns to
+ * the vhost library (which then unmaps the guest memory and frees the
+ * device) no datapath lcore still enqueues to it: pairs with the readers'
+ * rcu_quiescent_state() (worker loop, arbiter loop), as cb_destroy_device
+ * does for our own ports. */
+static int uplink_lsc_cb(uint16_t port_id, enum rte_eth_event_type ev, void *arg, void *ret)
+{
+	struct sn_port *p = arg;
+	struct rte_eth_link link;
+	int vid = -1, old;
+
+	(void)ret;
+	if (ev != RTE_ETH_EVENT_INTR_LSC)
+		return 0;
+	if (rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP)
+		vid = rte_eth_vhost_get_vid_from_port_id(port_id);
+	old = __atomic_exchange_n(&p->uplink_vid, vid < 0 ? -1 : vid, __ATOMIC_RELEASE);
+	if (old >= 0 && old != vid)
+		synchronize_rcu();
+	if (old != (vid < 0 ? -1 : vid))
+		sn_log("port %s: %s", p->name, vid >= 0 ? "direct vhost enqueue on (peer connected)"
+							: "direct vhost enqueue off (peer gone)");
+	return 0;
+}
+
+static bool uplink_is_net_vhost(uint16_t eth_port)
+{
+	struct rte_eth_dev_info info;
+
+	return rte_eth_dev_info_get(eth_port, &info) == 0 && info.driver_name &&
+	       strcmp(info.driver_name, "net_vhost") == 0;
+}
+
+static void uplink_lsc_unregister(struct sn_port *p)
+{
+	/* -EAGAIN while the callback runs: wait for it. */
+	while (rte_eth_dev_callback_unregister(p->eth_port, RTE_ETH_EVENT_INTR_LSC, uplink_lsc_cb,
+					       p) == -EAGAIN)
+		usleep(1000);
+	__atomic_store_n(&p->uplink_vid, -1, __ATOMIC_RELEASE);
+}
+
+uint16_t sn_port_uplink_enqueue(int vid, uint16_t txq, struct rte_mbuf **pkts, uint16_t n)
+{
+	uint16_t k = 0;
+
+	while (k < n) {
+		uint16_t want = (uint16_t)RTE_MIN(n - k, 32), got;
+
+		got = rte_vhost_enqueue_burst(vid, (uint16_t)(2 * txq), pkts + k, want);
+		k = (uint16_t)(k + got);
+		if (got < want)
+			break;
+	}
+	return k;
+}
+
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port)
 {
 	struct sn_port *p;
@@ -560,6 +623,11 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 	p->slot = (uint16_t)slot;
 	p->eth_port = eth_port;
 	p->tx_sync = sn_port_tx_sync(eth_port);
+	/* s14-S4: registered before the first read of the vid, so that no
+	 * link change falls between them. */
+	if (uplink_is_net_vhost(eth_port) &&
+	    rte_eth_dev_callback_register(eth_port, RTE_ETH_EVENT_INTR_LSC, uplink_lsc_cb, p) == 0)
+		uplink_lsc_cb(eth_port, RTE_ETH_EVENT_INTR_LSC, p, NULL);
 	p->running = 1;
 	p->up = 1;      /* started ethdev; published below (release) */
 	pthread_mutex_lock(&reg->lock);
@@ -570,6 +638,7 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 		pthread_mutex_lock(&reg->lock);
 		reg->slot[slot] = NULL;
 		pthread_mutex_unlock(&reg->lock);
+		uplink_lsc_unregister(p);
 		rte_free(p);
 		return rc;
 	}
@@ -621,6 +690,8 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 	 * finds no port and returns) and unlinks a server socket. */
 	if (p->type == SN_PORT_VHOST && p->registered)
 		unregister_driver(p);
+	if (p->type == SN_PORT_UPLINK)
+		uplink_lsc_unregister(p);   /* s14-S4: before p goes */
 	sn_log("port %s: deleted", name);
 	port_free(p);
 	return 0;

@@ -15,7 +15,10 @@
  *    so that when it returns to the vhost library no worker iteration can
  *    still be using the vid being destroyed. For a deferred port it then
  *    takes the TX ring back from the worker (sn_vqtx_stop: handshake, every
- *    held descriptor completed, vring base set) before returning.
+ *    held descriptor completed, vring base set) before returning. For a
+ *    net_vhost uplink (s14-S4) the PMD's link-state callback, on the same
+ *    thread, publishes its peer's vid in uplink_vid and withdraws it with
+ *    the same grace period before the PMD's destroy_device returns.
  *  - WORKER lcore: reads the snapshot between quiescent states, loads
  *    port->up with acquire (pairs with the release in new_device, which
  *    stored vid before) and only then uses port->vid. It is the only
@@ -139,6 +142,15 @@ struct sn_port {
 	uint32_t vring_on;    /* bit v set = vring v enabled by the driver */
 	uint32_t txq_ready;   /* bit i: TX queue i may be polled (release) */
 	uint32_t txq_started; /* deferred: bit i = q[i].vq started (vhost thread) */
+	int uplink_vid;       /* s14-S4: uplink on net_vhost: its peer's vid
+	                       * while connected, else -1 (any other PMD:
+	                       * always -1). Written by the PMD's link-state
+	                       * callback (vhost thread, release; a change away
+	                       * from a vid is followed by synchronize_rcu()
+	                       * before the callback returns, i.e. before the
+	                       * vhost library frees / unmaps the device), read
+	                       * by datapath lcores between quiescent states:
+	                       * sn_port_uplink_vid(), sn_port_uplink_enqueue(). */
 
 	/* Counters: datapath workers, sn_port_ctr_add() (see "Queues"). */
 	struct sn_port_stats st __rte_cache_aligned;
@@ -196,6 +208,23 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
  * mbuf until a later TX completion, beyond a device stop: it gets a copy.
  * MAIN, before the uplink is published. */
 bool sn_port_tx_sync(uint16_t eth_port);
+/* s14-S4 (issue 6 throughput). A datapath lcore registered with QSBR,
+ * between quiescent states: the vid to enqueue to when the uplink is a
+ * net_vhost ethdev whose peer is connected (-1: transmit through the PMD).
+ * Acquire: pairs with the release store of the link-state callback. */
+static inline int sn_port_uplink_vid(const struct sn_port *up)
+{
+	return __atomic_load_n(&up->uplink_vid, __ATOMIC_ACQUIRE);
+}
+/* s14-S4. Same caller, vid from sn_port_uplink_vid() in the same interval
+ * between quiescent states: copy n frames into the peer's RX ring of TX
+ * queue txq (vring 2 txq, as net_vhost maps it) with the vhost library,
+ * as the PMD's tx_burst would (32-frame calls, stop at the first short
+ * one), without the PMD's per-frame statistics and its per-mbuf free.
+ * Returns how many were copied; every mbuf stays the caller's (sent and
+ * unsent: free them). Not for frames asking for VLAN insertion (the PMD
+ * does that in software). */
+uint16_t sn_port_uplink_enqueue(int vid, uint16_t txq, struct rte_mbuf **pkts, uint16_t n);
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port);
 /* Main thread: -ENOENT, -EBUSY for the uplink unless force. A deferred
  * port's driver is unregistered while the port is still published, so its

@@ -561,6 +561,83 @@ static void test_burst_equals_singles(void)
 	}
 }
 
+/* s14-S4: sn_qfq_dequeue_burst (with its short path for a run of one
+ * class, qfq_dequeue_run) must leave QFQ exactly as single dequeues do:
+ * two instances fed the same random trace (1, 3 or 8 classes, random
+ * weights and lmax, lengths that often keep a class in its front slot and
+ * sometimes move it, weight changes), one drained by bursts of random
+ * size and byte budget, the other one item at a time under the same
+ * budget rule, give the same items, lengths, byte counts, the same V and
+ * every class's S and F after every burst, and pass the self-check. */
+static void test_dequeue_burst_equals_singles(void)
+{
+	enum { NCL = 8, ROUNDS = 40000 };
+	static const uint32_t active[] = { 1, 3, NCL };
+
+	for (size_t m = 0; m < SN_ARRAY_SIZE(active); m++) {
+		struct sn_qfq *a = sn_qfq_create(NCL, 256), *b = sn_qfq_create(NCL, 256);
+		uint32_t serial = 0, mism = 0, bad_check = 0, ov = (uint32_t)(m * 12);
+		uint64_t served = 0;
+
+		if (!a || !b) {
+			perror("sn_qfq_create");
+			exit(1);
+		}
+		for (uint32_t c = 0; c < active[m]; c++) {
+			uint32_t w = c == 0 ? 1 : 1 + (uint32_t)(rnd() % 1000);
+			uint32_t lm = rnd() % 2 ? 1518 : 64 + (uint32_t)(rnd() % 9000);
+
+			mism += sn_qfq_class_add(a, c, w, lm) != 0 || sn_qfq_class_add(b, c, w, lm) != 0;
+		}
+		for (uint32_t r = 0; r < ROUNDS; r++) {
+			uint32_t id = (uint32_t)(rnd() % active[m]), k = (uint32_t)(rnd() % 40);
+			uint32_t fixed = 64 + (uint32_t)(rnd() % 64);
+			void *ia[64];
+			uint32_t la[64], n = 1 + (uint32_t)(rnd() % 64), ib = 0;
+			uint64_t budget = rnd() % 3 ? UINT64_MAX : 1 + rnd() % 6000, ba = 0, tb = 0;
+			uint32_t got;
+
+			for (uint32_t i = 0; i < k; i++) {
+				uint32_t len = rnd() % 4 ? fixed : 1 + (uint32_t)(rnd() % 1518);
+				void *it = (void *)(uintptr_t)(++serial);
+				int ra = sn_qfq_enqueue(a, id, it, len), rb = sn_qfq_enqueue(b, id, it, len);
+
+				mism += ra != rb;
+			}
+			got = sn_qfq_dequeue_burst(a, ia, la, n, budget, ov, &ba);
+			while (ib < n && tb < budget && sn_qfq_backlog(b)) {
+				uint32_t l = 0, c = 0;
+				void *it = sn_qfq_dequeue(b, &l, &c);
+
+				mism += ib >= got || it != ia[ib] || l != la[ib];
+				tb += (uint64_t)l + ov;
+				ib++;
+			}
+			mism += got != ib || ba != tb;
+			served += got;
+			for (uint32_t c = 0; c < active[m]; c++) {
+				uint64_t v1, s1, f1, v2, s2, f2;
+
+				sn_qfq_times(a, c, &v1, &s1, &f1);
+				sn_qfq_times(b, c, &v2, &s2, &f2);
+				mism += v1 != v2 || s1 != s2 || f1 != f2;
+			}
+			if (rnd() % 700 == 0) {
+				uint32_t c = (uint32_t)(rnd() % active[m]), w = 1 + (uint32_t)(rnd() % 1000);
+
+				mism += sn_qfq_class_change(a, c, w, 1518) != sn_qfq_class_change(b, c, w, 1518);
+			}
+			if (r % 500 == 0)
+				bad_check += sn_qfq_check(a) != 0 || sn_qfq_check(b) != 0;
+		}
+		OK(!mism && !bad_check && served > ROUNDS && sn_qfq_backlog(a) == sn_qfq_backlog(b),
+		   "qfq, %u classes: burst dequeues give the single dequeues' items, V, S, F "
+		   "(%u mismatches, %llu served)", active[m], mism, (unsigned long long)served);
+		sn_qfq_free(a);
+		sn_qfq_free(b);
+	}
+}
+
 int main(void)
 {
 	test_errors();
@@ -571,6 +648,7 @@ int main(void)
 	test_soak();
 	test_enqueue_burst();
 	test_burst_equals_singles();
+	test_dequeue_burst_equals_singles();
 	printf("1..%d\n", n_test);
 	if (n_fail)
 		fprintf(stderr, "%d of %d failed\n", n_fail, n_test);
