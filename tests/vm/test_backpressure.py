@@ -109,8 +109,10 @@ if PERFLOW:
     VM0_POLICY = {"rate_bps": R_BPS, "classes": [
         {"name": f"sp{PF_PORT0 + i}", "proto": "tcp", "src_port": PF_PORT0 + i}
         for i in range(PF_PORTS)]}
-IPERF_S = 8          # per case
-WARM_S = 2.5         # slow start and the first flows' ramp, not measured
+# Experiment knobs (s14-V4, steady-state check of the N = 4 p99):
+# SN_BP_IPERF_S / SN_BP_WARM_S lengthen the run / the unmeasured warm-up.
+IPERF_S = float(os.environ.get("SN_BP_IPERF_S", "8"))    # per case
+WARM_S = float(os.environ.get("SN_BP_WARM_S", "2.5"))    # slow start and the first flows' ramp, not measured
 TAIL_S = 1.0         # the window ends this long before iperf3 does
 GUEST_CPU = 0
 STARVED = 0.2        # guest QEMU runnable without a CPU for >= 20 % of the window
@@ -288,10 +290,18 @@ def run_case(rig, mode, n):
     s0 = consistent_stats(d)
     c0, k0, w0 = sched_ns(g.proc.pid), sched_ns(d.proc.pid, "rte-worker"), time.monotonic()
     wheel, held, outst, perflow = [], [], [], []
+    # s14-V4: held_occupancy snapshots about once a second, for the held
+    # distribution per second of the window (is the excess over 3 N a
+    # transient of the flows' ramp or steady?)
+    _p0 = {x["name"]: x for x in s0["ports"]}[port]
+    occ_snaps = [(0.0, _p0["completion"]["held_occupancy"], _p0["policy"])]
     while time.monotonic() < t_start + IPERF_S - TAIL_S and th.is_alive():
         p = d.port_stats(port)
         wheel.append(p["policy"]["wheel_depth"])
         held.append(p["completion"]["held_now"])
+        if time.monotonic() - w0 >= occ_snaps[-1][0] + 1.0:
+            occ_snaps.append((time.monotonic() - w0, p["completion"]["held_occupancy"],
+                              p["policy"]))
         # held in schednic + posted on the TX ring but not taken yet (the
         # frames the guest has outstanding at the device)
         outst.append(p["completion"]["held_now"] + p["completion"]["waiting_now"])
@@ -324,13 +334,24 @@ def run_case(rig, mode, n):
     occ["over_3n"] = sum(ns for (lo, _), ns in hist.items() if lo > 3 * n) / total
     occ["hist_ms"] = {lo if lo == hi else f"{lo}-{hi}": round(ns / 1e6, 1)
                       for (lo, hi), ns in sorted(hist.items())}
+    per_s = []
+    for (ta, oa, pa), (tb, ob, pb) in zip(occ_snaps, occ_snaps[1:]):
+        hs = occ_diff(oa, ob)
+        dpk = pb["sent_packets"] - pa["sent_packets"]
+        sm = occ_summary(hs)
+        tot = sum(hs.values()) or 1
+        per_s.append({"t": round(WARM_S + ta, 1), "p50": sm["p50"], "p99": sm["p99"],
+                      "max": sm["max"], "mean": round(sm["mean"], 2),
+                      "over_3n": round(sum(ns for (lo, _), ns in hs.items() if lo > 3 * n)
+                                       / tot, 4),
+                      "frame": (pb["sent_bytes"] - pa["sent_bytes"]) // max(1, dpk)})
     db, da = drop_counts(before, port), drop_counts(after, port)
     drops = {k: da[k] - db[k] for k in da if da[k] != db[k]}
     wheel_s, outst_s = sorted(wheel), sorted(outst)
     m = {
         "n": n, "mode": mode, "window_s": dt, "rate_mbps": rate / 1e6,
         "uplink_mbps": uplink_rate / 1e6, "goodput_mbps": goodput, "retransmits": retrans,
-        "held": occ, "held_now_max": max(held, default=0),
+        "held": occ, "held_now_max": max(held, default=0), "held_per_s": per_s,
         "wheel_p50": wheel_s[len(wheel_s) // 2] if wheel_s else 0,
         "wheel_max": wheel_s[-1] if wheel_s else 0, "drops": drops,
         "outstanding_p50": outst_s[len(outst_s) // 2] if outst_s else 0,
@@ -577,6 +598,15 @@ def _print_table():
               f"{m['flow_inflight_max']} | {100 * m['guest_cpu']:.0f} % / "
               f"{100 * m['guest_wait']:.0f} % | {100 * m['worker_wait']:.1f} % | "
               f"{m['load']:.1f} |")
+    for (mode, n), m in sorted(RESULTS.items()):
+        if mode == "deferred" and m.get("held_per_s"):
+            # s14-V4: the window second by second (t = seconds since the
+            # iperf3 start at the second's beginning)
+            print(f"held per second, {mode} N={n} (t: p50/p99/max, % of the second over 3 N, "
+                  f"mean frame sent): "
+                  + ", ".join(f"{x['t']}: {x['p50']}/{x['p99']}/{x['max']} "
+                              f"{100 * x['over_3n']:.1f}% {x['frame'] / 1e3:.1f}KB"
+                              for x in m["held_per_s"]))
     for (mode, n), m in sorted(RESULTS.items()):
         pf = m.get("perflow")
         if not pf:
