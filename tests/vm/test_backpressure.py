@@ -303,8 +303,8 @@ def run_case(rig, mode, n):
     # s14-V4: held_occupancy snapshots about once a second, for the held
     # distribution per second of the window (is the excess over 3 N a
     # transient of the flows' ramp or steady?)
-    _p0 = {x["name"]: x for x in s0["ports"]}[port]
-    occ_snaps = [(0.0, _p0["completion"]["held_occupancy"], _p0["policy"])]
+    ps0 = {x["name"]: x for x in s0["ports"]}[port]
+    occ_snaps = [(0.0, ps0["completion"]["held_occupancy"], ps0["policy"])]
     while time.monotonic() < t_start + IPERF_S - TAIL_S and th.is_alive():
         p = d.port_stats(port)
         wheel.append(p["policy"]["wheel_depth"])
