@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from snlib.ports import ports, wait_drained
 from snlib.wait import wait_for
 LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
 
@@ -22,9 +23,6 @@ SINK_MAC = "02:00:00:00:00:99"
 UPLINK = "net_null0,no-rx=1"
 QSIZE = 256          # guest TX ring: at most this many frames in flight
 
-
-def ports(d):
-    return {p["name"]: p for p in d.stats()["ports"]}
 
 def setup(schednicd, sngen, sn_tmpdir, rate_bps, n):
     d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
@@ -37,18 +35,6 @@ def setup(schednicd, sngen, sn_tmpdir, rate_bps, n):
     d.wait_port_state("vm0", "up")
     d.wait_port_state("uplink", "up")
     return d, g
-
-
-def wait_drained(d, n, what):
-    """Ports once vm0 popped all n frames and nothing of it is left held,
-    in the wheel or in QFQ."""
-    def drained():
-        t = ports(d)
-        v = t["vm0"]
-        return t if (v["rx_packets"] == n and v["completion"]["held_now"] == 0
-                     and v["policy"]["wheel_depth"] == 0
-                     and v["policy"]["qfq_backlog"] == 0) else None
-    return wait_for(drained, what, timeout=60)
 
 
 def accounted(p):
@@ -81,7 +67,7 @@ def test_shaped_deferred_port_completes_each_frame_once(schednicd, sngen, sn_tmp
     # loaded host can leave the shaper empty at the instant of the snapshot
     assert c["mode"] == "deferred" and c["held_max"] > 0, c
     g.wait("sent-0", timeout=120)
-    t = wait_drained(d, n, "everything sent or dropped")
+    t = wait_drained(d, "vm0", n, "everything sent or dropped")
     c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
     assert c["popped"] == c["completed"] == n, c
     assert c["forced"] == 0 and c["late_free"] == 0 and c["no_mbuf"] == 0, c
@@ -178,7 +164,7 @@ def test_opted_in_guest_waits_in_its_ring_not_dropped_at_the_horizon(schednicd, 
     # what the shaper took stays inside the horizon: < 65.5 KB of 1000 B frames
     assert b["vm0"]["policy"]["wheel_depth"] <= 66, b["vm0"]["policy"]
     g.wait("sent-0", timeout=120)
-    t = wait_drained(d, n, "everything sent")
+    t = wait_drained(d, "vm0", n, "everything sent")
     c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
     assert not any(pol["drops"].values()), pol     # no horizon drop
     assert pol["sent_packets"] == pol["uplink_packets"] == n, pol

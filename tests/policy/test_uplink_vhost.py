@@ -13,14 +13,11 @@ device going away under traffic, switch the direct path off and on again
 """
 import signal
 
+from snlib.ports import ports, wait_drained
 from snlib.wait import wait_for
 
 FRAME = 1000
 SINK_MAC = "02:00:00:00:00:99"
-
-
-def ports(d):
-    return {p["name"]: p for p in d.stats()["ports"]}
 
 
 def test_uplink_peer_gone_and_back_under_shaped_traffic(schednicd, sngen, sn_tmpdir):
@@ -54,13 +51,7 @@ def test_uplink_peer_gone_and_back_under_shaped_traffic(schednicd, sngen, sn_tmp
 
     g.wait("sent-0", timeout=120)
 
-    def drained():
-        t = ports(d)
-        v = t["vm0"]
-        return t if (v["rx_packets"] == n and v["completion"]["held_now"] == 0
-                     and v["policy"]["wheel_depth"] == 0
-                     and v["policy"]["qfq_backlog"] == 0) else None
-    t = wait_for(drained, "everything sent or dropped", timeout=60)
+    t = wait_drained(d, "vm0", n, "everything sent or dropped")
     c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
     assert c["popped"] == c["completed"] == n, c
     assert c["forced"] == 0 and c["late_free"] == 0, c
