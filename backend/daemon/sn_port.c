@@ -554,7 +554,14 @@ bool sn_port_tx_sync(uint16_t eth_port)
  * the vhost library (which then unmaps the guest memory and frees the
  * device) no datapath lcore still enqueues to it: pairs with the readers'
  * rcu_quiescent_state() (worker loop, arbiter loop), as cb_destroy_device
- * does for our own ports. */
+ * does for our own ports.
+ * uplink_lsc_lock serializes the whole read-link / read-vid / exchange /
+ * grace-period sequence between the vhost thread and the main thread's
+ * initial call in sn_ports_add_uplink: without it the main thread could
+ * read "up, vid V", the vhost thread's destroy_device withdraw nothing
+ * (-1 -> -1) and return, and the main thread then publish the dead V. */
+static pthread_mutex_t uplink_lsc_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int uplink_lsc_cb(uint16_t port_id, enum rte_eth_event_type ev, void *arg, void *ret)
 {
 	struct sn_port *p = arg;
@@ -564,11 +571,13 @@ static int uplink_lsc_cb(uint16_t port_id, enum rte_eth_event_type ev, void *arg
 	(void)ret;
 	if (ev != RTE_ETH_EVENT_INTR_LSC)
 		return 0;
+	pthread_mutex_lock(&uplink_lsc_lock);
 	if (rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP)
 		vid = rte_eth_vhost_get_vid_from_port_id(port_id);
 	old = __atomic_exchange_n(&p->uplink_vid, vid < 0 ? -1 : vid, __ATOMIC_RELEASE);
 	if (old >= 0 && old != vid)
 		synchronize_rcu();
+	pthread_mutex_unlock(&uplink_lsc_lock);
 	if (old != (vid < 0 ? -1 : vid))
 		sn_log("port %s: %s", p->name, vid >= 0 ? "direct vhost enqueue on (peer connected)"
 							: "direct vhost enqueue off (peer gone)");
@@ -596,6 +605,12 @@ uint16_t sn_port_uplink_enqueue(int vid, uint16_t txq, struct rte_mbuf **pkts, u
 {
 	uint16_t k = 0;
 
+	/* A peer with fewer queue pairs than our TX queue: nothing sent
+	 * (counted ring_full by the caller, as the PMD's closed queue gate
+	 * did), without rte_vhost_enqueue_burst's error log per burst. The
+	 * peer may add vrings after new_device, so this is not cached. */
+	if (2u * txq >= rte_vhost_get_vring_num(vid))
+		return 0;
 	while (k < n) {
 		uint16_t want = (uint16_t)RTE_MIN(n - k, 32), got;
 

@@ -631,9 +631,18 @@ static bool token_overflows(const char *s, size_t n)
 {
 	char buf[32];
 	long long v;
+	size_t d = n && s[0] == '-';
 
+	/* Only a valid JSON integer, -?(0|[1-9][0-9]*), is marked: any other
+	 * token (e.g. "99999999999999999999-1") is copied as it is, so that
+	 * the re-parse fails as the original did (-32700). */
+	if (d == n || (s[d] == '0' && n > d + 1))
+		return false;
+	for (size_t i = d; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
 	if (n >= sizeof(buf))
-		return true;        /* > 30 characters: beyond 20 digits */
+		return true;        /* > 30 digits: beyond int64 */
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	errno = 0;

@@ -72,6 +72,12 @@ BIG = [
      b'"id":9223372036854775807}', -32600, 9223372036854775807, "request: integer out of range"),
     ("in-string", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":"99999999999999999999\\"",'
      b'"x":[1,-99999999999999999999]},"id":"q"}', -32602, "q", "params.x[1]: integer out of range"),
+    # s14 review: only a valid JSON integer is an overflow; invalid number
+    # text around a long digit run stays a parse error
+    ("invalid-number", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":99999999999999999999-1},'
+     b'"id":"v"}', -32700, None, "parse error"),
+    ("leading-zeros", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":0099999999999999999999},'
+     b'"id":"z"}', -32700, None, "parse error"),
 ]
 
 
