@@ -121,6 +121,42 @@ static void update_txq_locked(struct sn_port *p)
 	__atomic_store_n(&p->txq_ready, ready, __ATOMIC_RELEASE);
 }
 
+/* s14-D4: a deferred port's RX ring 0 as a prefetch view (sn_vring.h).
+ * Deferred ports already read guest memory outside the library for the
+ * same lifetime (new_device .. destroy_device, sn_vqtx_start()); immediate
+ * ports keep all guest-memory access inside rte_vhost. A second
+ * connection on a port that still runs gets no view (the worker may be
+ * reading the first one's). */
+static void rxview_setup_locked(struct sn_port *p, int vid)
+{
+	struct rte_vhost_memory *mem = NULL;
+	struct rte_vhost_vring vr;
+	struct sn_vring_mem vm = { 0 };
+	uint64_t features = 0;
+	uint16_t hdr_len;
+
+	__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
+	if (!p->vq || __atomic_load_n(&p->running, __ATOMIC_RELAXED))
+		return;
+	if (rte_vhost_get_negotiated_features(vid, &features) ||
+	    rte_vhost_get_vhost_vring(vid, 0, &vr) || rte_vhost_get_mem_table(vid, &mem))
+		goto out;
+	if (mem->nregions > SN_VRING_MAX_REGIONS)
+		goto out;
+	vm.nregions = mem->nregions;
+	for (uint32_t i = 0; i < mem->nregions; i++) {
+		vm.regions[i].guest_phys_addr = mem->regions[i].guest_phys_addr;
+		vm.regions[i].size = mem->regions[i].size;
+		vm.regions[i].host_user_addr = mem->regions[i].host_user_addr;
+	}
+	hdr_len = (features & ((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_NET_F_MRG_RXBUF))) ?
+		  12 : 10;
+	if (sn_vring_rxview_init(&p->rxview, vr.desc, vr.avail, vr.size, hdr_len, &vm) == 0)
+		__atomic_store_n(&p->rxview_on, 1, __ATOMIC_RELAXED);
+out:
+	free(mem);
+}
+
 static int cb_new_device(int vid)
 {
 	char path[PATH_MAX];
@@ -143,6 +179,7 @@ static int cb_new_device(int vid)
 			return -1;
 		}
 		p->txq_started = p->vq ? 1u : 0u;
+		rxview_setup_locked(p, vid);   /* before running and up */
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
 		/* Queue pair 0 is ready by definition of new_device. */
@@ -175,6 +212,7 @@ static void cb_destroy_device(int vid)
 		/* Pairs with the worker's quiescent state: after this, no
 		 * iteration that saw up == 1 is still using vid. */
 		synchronize_rcu();
+		__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
 		/* Deferred: every held descriptor of every queue completed and
 		 * the vring bases set before the library answers GET_VRING_BASE
 		 * / unmaps. */
@@ -840,8 +878,17 @@ static uint32_t rxq_mask(const struct sn_port *p)
 static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, uint16_t n,
 			uint64_t *sum)
 {
-	uint16_t k = rte_vhost_enqueue_burst(p->vid, (uint16_t)(2 * qi), pkts, n);
+	uint16_t k;
 	uint64_t bytes = 0;
+
+	/* s14-D4: the buffers this enqueue writes, asked for at once. */
+	if (qi == 0 && __atomic_load_n(&p->rxview_on, __ATOMIC_RELAXED)) {
+		uint16_t next, used;
+
+		if (rte_vhost_get_vring_base(p->vid, 0, &next, &used) == 0)
+			sn_vring_rx_prefetch(&p->rxview, next, n);
+	}
+	k = rte_vhost_enqueue_burst(p->vid, (uint16_t)(2 * qi), pkts, n);
 
 	for (uint16_t j = 0; j < k; j++)
 		bytes += pkts[j]->pkt_len;

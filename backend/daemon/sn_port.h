@@ -63,6 +63,7 @@
 #include <rte_common.h>
 
 #include "sn_config.h"
+#include "sn_vring.h"
 
 #define SN_PORT_MAX 64
 #define SN_PORT_QMAX 8   /* queue pairs per vhost-user port (config "queues") */
@@ -151,6 +152,13 @@ struct sn_port {
 	                       * vhost library frees / unmaps the device), read
 	                       * by datapath lcores between quiescent states:
 	                       * sn_port_uplink_vid(), sn_port_uplink_enqueue(). */
+	/* s14-D4, deferred ports: queue 0's RX ring, for the worker's
+	 * sn_vring_rx_prefetch() before each enqueue into it. Written by the
+	 * vhost thread in new_device while the port is down, published by
+	 * the release store of up; rxview_on (atomic) cleared in
+	 * destroy_device after its grace period, before the library unmaps. */
+	uint32_t rxview_on;
+	struct sn_vring_rxview rxview;
 
 	/* Counters: datapath workers, sn_port_ctr_add() (see "Queues"). */
 	struct sn_port_stats st __rte_cache_aligned;

@@ -209,6 +209,35 @@ void sn_vring_kick_enable(struct sn_vring *vr, bool enable);
 void sn_vring_get_base(const struct sn_vring *vr, uint16_t *last_avail_idx,
 		       uint16_t *last_used_idx);
 
+/* ---- RX-ring prefetch (s14-D4). ----
+ * A read-only view of a guest RX ring that the library's builtin
+ * rte_vhost_enqueue_burst() fills, for one purpose: before an enqueue of n
+ * frames, ask for the first lines of the next n receive buffers at once
+ * (the enqueue then writes them one frame after another, each a
+ * cross-core miss taken in series otherwise). Nothing is written and
+ * nothing read here is used except as a prefetch address: the ring
+ * entries and descriptors are untrusted and may be stale, which costs at
+ * most a useless prefetch. The view must only be used while the rings and
+ * guest memory it was made from are mapped (the daemon: between
+ * new_device and destroy_device, like struct sn_vring). */
+struct sn_vring_rxview {
+	const struct sn_vring_desc *desc;
+	const struct sn_vring_avail *avail;
+	uint32_t mask;            /* queue size - 1 */
+	uint16_t hdr_len;         /* virtio-net header the device writes first */
+	struct sn_vring_mem mem;
+};
+
+/* Fill *v; returns 0, or -EINVAL (size not a power of two, misaligned
+ * ring, bad memory table: *v unusable). */
+int sn_vring_rxview_init(struct sn_vring_rxview *v, const void *desc, const void *avail,
+			 uint32_t size, uint16_t hdr_len, const struct sn_vring_mem *mem);
+
+/* Prefetch (for writing) the header line and first frame line of the
+ * receive buffers of avail entries next_avail .. next_avail + n - 1 (at
+ * most 64). Any thread that may touch the mapping; no ordering implied. */
+void sn_vring_rx_prefetch(const struct sn_vring_rxview *v, uint16_t next_avail, uint32_t n);
+
 bool sn_vring_is_broken(const struct sn_vring *vr);
 uint32_t sn_vring_size(const struct sn_vring *vr);
 const struct sn_vring_stats *sn_vring_stats(const struct sn_vring *vr);

@@ -928,6 +928,53 @@ static void test_rewrite_concurrent(void)
 	guest_fini(&g);
 }
 
+/* s14-D4: the RX prefetch view takes only well-formed rings, and its
+ * prefetch pass over hostile entries (heads out of range, buffers outside
+ * guest memory or at its very end, n beyond the ring) reads the ring and
+ * writes nothing: guest memory is byte-for-byte unchanged. */
+static void test_rx_view(void)
+{
+	struct sn_vring_rxview v;
+	struct sn_vring_mem bad;
+	struct guest g;
+	unsigned char *snap[NREG];
+
+	guest_init(&g, 16);
+	CHECK(sn_vring_rxview_init(&v, NULL, g.avail, 16, 12, &g.mem) == -EINVAL);
+	CHECK(sn_vring_rxview_init(&v, g.desc, g.avail, 0, 12, &g.mem) == -EINVAL);
+	CHECK(sn_vring_rxview_init(&v, g.desc, g.avail, 24, 12, &g.mem) == -EINVAL);
+	CHECK(sn_vring_rxview_init(&v, (char *)g.desc + 8, g.avail, 16, 12, &g.mem) == -EINVAL);
+	CHECK(sn_vring_rxview_init(&v, g.desc, (char *)g.avail + 1, 16, 12, &g.mem) == -EINVAL);
+	bad = g.mem;
+	bad.regions[1].guest_phys_addr = bad.regions[0].guest_phys_addr + 8;  /* overlap */
+	CHECK(sn_vring_rxview_init(&v, g.desc, g.avail, 16, 12, &bad) == -EINVAL);
+	CHECK(sn_vring_rxview_init(&v, g.desc, g.avail, 16, 12, NULL) == -EINVAL);
+	CHECK(sn_vring_rxview_init(&v, g.desc, g.avail, 16, 12, &g.mem) == 0);
+	CHECK(v.mask == 15 && v.hdr_len == 12 && v.mem.nregions == NREG);
+
+	for (uint32_t i = 0; i < 16; i++) {
+		static const uint64_t where[] = { DATA0, DATA2 + REG_SIZE - 1, NOWHERE, UINT64_MAX };
+
+		setd(g.desc, i, where[i % 4], 2048, SN_VRING_DESC_F_WRITE, 0);
+		g.avail->ring[i] = (uint16_t)(i * 7 + (i & 1 ? 16 : 0));   /* some >= size */
+	}
+	for (int i = 0; i < NREG; i++) {
+		snap[i] = malloc(REG_SIZE);
+		if (snap[i] == NULL)
+			abort();
+		memcpy(snap[i], g.reg[i], REG_SIZE);
+	}
+	sn_vring_rx_prefetch(&v, 0, 0);
+	sn_vring_rx_prefetch(&v, 5, 16);
+	sn_vring_rx_prefetch(&v, 65530, 1000);   /* wraps the index, clamped */
+	for (int i = 0; i < NREG; i++) {
+		CHECK(memcmp(snap[i], g.reg[i], REG_SIZE) == 0);
+		free(snap[i]);
+	}
+	g.vr = NULL;
+	guest_fini(&g);
+}
+
 int main(void)
 {
 	test_create();
@@ -943,5 +990,6 @@ int main(void)
 	test_avail_jump();
 	test_rewrite_between_pops();
 	test_rewrite_concurrent();
+	test_rx_view();
 	return sn_check_exit("test_vring");
 }
