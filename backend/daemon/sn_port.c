@@ -129,7 +129,6 @@ static void update_txq_locked(struct sn_port *p)
  * reading the first one's). */
 static void rxview_setup_locked(struct sn_port *p, int vid)
 {
-	struct rte_vhost_memory *mem = NULL;
 	struct rte_vhost_vring vr;
 	struct sn_vring_mem vm = { 0 };
 	uint64_t features = 0;
@@ -139,22 +138,12 @@ static void rxview_setup_locked(struct sn_port *p, int vid)
 	if (!p->vq || __atomic_load_n(&p->running, __ATOMIC_RELAXED))
 		return;
 	if (rte_vhost_get_negotiated_features(vid, &features) ||
-	    rte_vhost_get_vhost_vring(vid, 0, &vr) || rte_vhost_get_mem_table(vid, &mem))
-		goto out;
-	if (mem->nregions > SN_VRING_MAX_REGIONS)
-		goto out;
-	vm.nregions = mem->nregions;
-	for (uint32_t i = 0; i < mem->nregions; i++) {
-		vm.regions[i].guest_phys_addr = mem->regions[i].guest_phys_addr;
-		vm.regions[i].size = mem->regions[i].size;
-		vm.regions[i].host_user_addr = mem->regions[i].host_user_addr;
-	}
+	    rte_vhost_get_vhost_vring(vid, 0, &vr) || sn_vqtx_guest_mem(vid, &vm))
+		return;
 	hdr_len = (features & ((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_NET_F_MRG_RXBUF))) ?
 		  12 : 10;
 	if (sn_vring_rxview_init(&p->rxview, vr.desc, vr.avail, vr.size, hdr_len, &vm) == 0)
 		__atomic_store_n(&p->rxview_on, 1, __ATOMIC_RELAXED);
-out:
-	free(mem);
 }
 
 static int cb_new_device(int vid)

@@ -226,10 +226,30 @@ void sn_vqtx_free(struct sn_vqtx *q)
 	rte_free(q);
 }
 
+/* The guest memory table of vid as sn_vring regions (shared by the TX ring
+ * start here and the RX ring view in sn_port.c): 0, or -EINVAL when the
+ * library has no table or it has more than SN_VRING_MAX_REGIONS regions. */
+int sn_vqtx_guest_mem(int vid, struct sn_vring_mem *vm)
+{
+	struct rte_vhost_memory *mem = NULL;
+	int rc = -EINVAL;
+
+	if (rte_vhost_get_mem_table(vid, &mem) == 0 && mem->nregions <= SN_VRING_MAX_REGIONS) {
+		vm->nregions = mem->nregions;
+		for (uint32_t i = 0; i < mem->nregions; i++) {
+			vm->regions[i].guest_phys_addr = mem->regions[i].guest_phys_addr;
+			vm->regions[i].size = mem->regions[i].size;
+			vm->regions[i].host_user_addr = mem->regions[i].host_user_addr;
+		}
+		rc = 0;
+	}
+	free(mem);
+	return rc;
+}
+
 int sn_vqtx_start(struct sn_vqtx *q, int vid)
 {
 	struct rte_vhost_vring vring;
-	struct rte_vhost_memory *mem = NULL;
 	struct sn_vring_config cfg = { 0 };
 	struct sn_vring_mem vm = { 0 };
 	uint64_t features = 0;
@@ -240,22 +260,15 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		sn_vqtx_stop(q);  /* new_device without destroy_device: be safe */
 	if (rte_vhost_get_negotiated_features(vid, &features) ||
 	    rte_vhost_get_vhost_vring(vid, q->vring, &vring) ||
-	    rte_vhost_get_vring_base(vid, q->vring, &avail_idx, &used_idx) ||
-	    rte_vhost_get_mem_table(vid, &mem))
+	    rte_vhost_get_vring_base(vid, q->vring, &avail_idx, &used_idx))
 		goto out;
 	if (features & ((1ULL << F_IN_ORDER) | (1ULL << F_RING_PACKED) | (1ULL << F_EVENT_IDX))) {
 		sn_log("vqtx: vid %d negotiated features we did not offer (%#llx)",
 		       vid, (unsigned long long)features);
 		goto out;
 	}
-	if (mem->nregions > SN_VRING_MAX_REGIONS)
+	if (sn_vqtx_guest_mem(vid, &vm))
 		goto out;
-	vm.nregions = mem->nregions;
-	for (uint32_t i = 0; i < mem->nregions; i++) {
-		vm.regions[i].guest_phys_addr = mem->regions[i].guest_phys_addr;
-		vm.regions[i].size = mem->regions[i].size;
-		vm.regions[i].host_user_addr = mem->regions[i].host_user_addr;
-	}
 	cfg.desc = vring.desc;
 	cfg.avail = vring.avail;
 	cfg.used = vring.used;
@@ -303,7 +316,6 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	__atomic_store_n(&q->live, 1, __ATOMIC_RELEASE);
 	rc = 0;
 out:
-	free(mem);
 	return rc;
 }
 

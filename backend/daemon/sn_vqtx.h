@@ -157,6 +157,10 @@ void sn_vqtx_free(struct sn_vqtx *q);
 
 /* VHOST thread, in new_device before the port goes up. 0 or -errno. */
 int sn_vqtx_start(struct sn_vqtx *q, int vid);
+
+/* VHOST thread: vid's guest memory table as sn_vring regions (for
+ * sn_vqtx_start and the RX ring view of sn_port.c). 0 or -EINVAL. */
+int sn_vqtx_guest_mem(int vid, struct sn_vring_mem *vm);
 /* VHOST thread (or MAIN in unregister), in destroy_device after the port
  * went down and a grace period passed: every held descriptor is completed
  * (by the worker or here), the used index published, and
