@@ -130,21 +130,87 @@ static void update_txq_locked(struct sn_port *p)
 static void rxview_setup_locked(struct sn_port *p, int vid)
 {
 	struct rte_vhost_vring vr;
-	struct sn_vring_mem vm = { 0 };
+	struct sn_vqtx_gmap *map;
 	uint64_t features = 0;
 	uint16_t hdr_len;
+	void *desc, *avail;
 
 	__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
 	if (!p->vq || __atomic_load_n(&p->running, __ATOMIC_RELAXED))
 		return;
+	/* Not running: no worker uses the view (destroy_device's grace
+	 * period), so a map left from before can go. */
+	sn_vqtx_gmap_free(p->rxmap);
+	p->rxmap = NULL;
 	if (rte_vhost_get_negotiated_features(vid, &features) ||
-	    rte_vhost_get_vhost_vring(vid, 0, &vr) || sn_vqtx_guest_mem(vid, &vm))
+	    rte_vhost_get_vhost_vring(vid, 0, &vr) || !(map = sn_vqtx_gmap_new(vid)))
 		return;
 	hdr_len = (features & ((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_NET_F_MRG_RXBUF))) ?
 		  12 : 10;
-	if (sn_vring_rxview_init(&p->rxview, vr.desc, vr.avail, vr.size, hdr_len, &vm) == 0)
+	desc = sn_vqtx_gmap_xlate(map, vr.desc, 16ULL * vr.size);
+	avail = sn_vqtx_gmap_xlate(map, vr.avail, 6ULL + 2ULL * vr.size);
+	if (desc && avail &&
+	    sn_vring_rxview_init(&p->rxview, desc, avail, vr.size, hdr_len,
+				 sn_vqtx_gmap_mem(map)) == 0) {
+		p->rxmap = map;
 		__atomic_store_n(&p->rxview_on, 1, __ATOMIC_RELAXED);
+	} else {
+		sn_vqtx_gmap_free(map);
+	}
 }
+
+/* s15-L: the library's post-message hook (rte_vhost_extern_callback_register
+ * in new_device, deferred ports). VHOST thread, with the library's queue
+ * locks held: nothing here may wait for a worker (one may be blocked on
+ * those locks in rte_vhost_enqueue_burst). After a SET_MEM_TABLE on a
+ * running device (memory hotplug) the library has unmapped the regions it
+ * had and mapped the new table; our rings and frames are on our own
+ * mappings (sn_vqtx.h), and each started TX queue is handed the new table
+ * (sn_vqtx_remap: buffers in new regions are translated from the worker's
+ * next pop on). The request code is the first 32-bit field of the message
+ * (vhost-user wire format; the library passes its message first). */
+#define VHOST_USER_SET_MEM_TABLE_REQ 5u
+
+static enum rte_vhost_msg_result ext_post(int vid, void *msg)
+{
+	char path[PATH_MAX];
+	struct sn_ports *reg = g_reg;
+	struct sn_port *p;
+	uint32_t req;
+
+	memcpy(&req, msg, sizeof(req));
+	if (req != VHOST_USER_SET_MEM_TABLE_REQ || !reg ||
+	    rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
+		return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
+	pthread_mutex_lock(&reg->lock);
+	p = find_by_path_locked(reg, path);
+	if (p && p->vq && __atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
+		unsigned moved = 0;
+
+		for (unsigned i = 0; i < p->nq; i++) {
+			int rc;
+
+			if (!(p->txq_started & (1u << i)))
+				continue;
+			rc = sn_vqtx_remap(p->q[i].vq, vid);
+			if (rc)
+				sn_log("port %s: TX queue %u keeps its guest memory table: %s",
+				       p->name, i, strerror(-rc));
+			else
+				moved++;
+		}
+		sn_log("port %s: the guest memory table changed while running (memory "
+		       "hotplug?): %u TX queue%s follow it", p->name, moved, moved == 1 ? "" : "s");
+	}
+	pthread_mutex_unlock(&reg->lock);
+	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
+}
+
+static const struct rte_vhost_user_extern_ops ext_ops = {
+	.pre_msg_handle = NULL,
+	.post_msg_handle = ext_post,
+};
 
 static int cb_new_device(int vid)
 {
@@ -169,6 +235,10 @@ static int cb_new_device(int vid)
 		}
 		p->txq_started = p->vq ? 1u : 0u;
 		rxview_setup_locked(p, vid);   /* before running and up */
+		/* s15-L: follow memory table changes (ext_post). */
+		if (p->vq && rte_vhost_extern_callback_register(vid, &ext_ops, NULL))
+			sn_log("port %s: cannot hook SET_MEM_TABLE (memory hotplug is not "
+			       "followed)", p->name);
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
 		/* Queue pair 0 is ready by definition of new_device. */
@@ -202,6 +272,8 @@ static void cb_destroy_device(int vid)
 		 * iteration that saw up == 1 is still using vid. */
 		synchronize_rcu();
 		__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
+		sn_vqtx_gmap_free(p->rxmap);   /* s15-L: nobody reads the view now */
+		p->rxmap = NULL;
 		/* Deferred: every held descriptor of every queue completed and
 		 * the vring bases set before the library answers GET_VRING_BASE
 		 * / unmaps. */
@@ -356,6 +428,7 @@ static void port_free(struct sn_port *p)
 {
 	for (unsigned i = 0; i < SN_PORT_QMAX; i++)
 		sn_vqtx_free(p->q[i].vq);
+	sn_vqtx_gmap_free(p->rxmap);
 	rte_free(p);
 }
 

@@ -70,6 +70,7 @@
 #define SN_PORT_WORKERS_MAX 8   /* worker lcores (layout ncore), == SN_VQTX_WORKERS_MAX */
 
 struct sn_vqtx;
+struct sn_vqtx_gmap;
 struct rte_mbuf;
 
 enum sn_port_type { SN_PORT_VHOST, SN_PORT_UPLINK };
@@ -156,9 +157,14 @@ struct sn_port {
 	 * sn_vring_rx_prefetch() before each enqueue into it. Written by the
 	 * vhost thread in new_device while the port is down, published by
 	 * the release store of up; rxview_on (atomic) cleared in
-	 * destroy_device after its grace period, before the library unmaps. */
+	 * destroy_device after its grace period, before the library unmaps.
+	 * s15-L: the view reads the rings through rxmap, our own mapping of
+	 * the guest memory (sn_vqtx.h), made and unmapped with it; after a
+	 * memory table change it keeps the table it was made with (its
+	 * prefetches are hints: buffers in new regions are not prefetched). */
 	uint32_t rxview_on;
 	struct sn_vring_rxview rxview;
+	struct sn_vqtx_gmap *rxmap;
 
 	/* Counters: datapath workers, sn_port_ctr_add() (see "Queues"). */
 	struct sn_port_stats st __rte_cache_aligned;

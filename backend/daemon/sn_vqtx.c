@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include <rte_byteorder.h>
 #include <rte_cycles.h>
@@ -130,6 +131,14 @@ struct sn_vqtx {
 	/* Ring state: written by start/stop while not live, else WORKER only. */
 	int vid;
 	struct sn_vring *vr;
+	/* s15-L: our mapping of the guest memory the ring translates with
+	 * (map), and the ones it used before (older list: still mapped for
+	 * the rings and frames in flight); both WORKER while live. next_map:
+	 * a newer table handed over by sn_vqtx_remap(); exchanged atomically
+	 * by both sides, so each map is taken by exactly one of them
+	 * (VHOST xchg release -> WORKER xchg acquire). */
+	struct sn_vqtx_gmap *map;
+	struct sn_vqtx_gmap *next_map;
 	const struct vring_avail *avail;  /* s11-V3: the guest's avail ring (waiting_now) */
 	struct slot *slots;
 	uint32_t size;
@@ -156,6 +165,7 @@ struct sn_vqtx {
 
 static void extbuf_free_cb(void *addr, void *opaque);
 static void stash_flush(void);
+static void gmap_free_list(struct sn_vqtx_gmap *g);
 
 uint64_t sn_vqtx_features_off(void)
 {
@@ -220,38 +230,153 @@ void sn_vqtx_free(struct sn_vqtx *q)
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
 	} else {
 		free(q->slots);
+		gmap_free_list(q->map);
+		sn_vqtx_gmap_free(q->next_map);
 	}
 	sn_vring_free(q->vr);
 	rte_free(q->scratch);
 	rte_free(q);
 }
 
-/* The guest memory table of vid as sn_vring regions (shared by the TX ring
- * start here and the RX ring view in sn_port.c): 0, or -EINVAL when the
- * library has no table or it has more than SN_VRING_MAX_REGIONS regions. */
-int sn_vqtx_guest_mem(int vid, struct sn_vring_mem *vm)
+/* s15-L, sn_vqtx.h "Guest memory mapped by us". older links retired maps
+ * of one queue (owner's list). */
+struct sn_vqtx_gmap {
+	struct sn_vqtx_gmap *older;
+	uint32_t nmap;                           /* mappings made (free: unmap these) */
+	void *addr[SN_VRING_MAX_REGIONS];
+	uint64_t len[SN_VRING_MAX_REGIONS];
+	uint64_t lib_hva[SN_VRING_MAX_REGIONS];  /* the library's host_user_addr */
+	struct sn_vring_mem mem;                 /* regions at our addresses */
+};
+
+void sn_vqtx_gmap_free(struct sn_vqtx_gmap *g)
+{
+	if (!g)
+		return;
+	for (uint32_t i = 0; i < g->nmap; i++)
+		munmap(g->addr[i], g->len[i]);
+	free(g);
+}
+
+/* Every map of a list (older links), newest first. */
+static void gmap_free_list(struct sn_vqtx_gmap *g)
+{
+	while (g) {
+		struct sn_vqtx_gmap *o = g->older;
+
+		sn_vqtx_gmap_free(g);
+		g = o;
+	}
+}
+
+struct sn_vqtx_gmap *sn_vqtx_gmap_new(int vid)
 {
 	struct rte_vhost_memory *mem = NULL;
-	int rc = -EINVAL;
+	struct sn_vqtx_gmap *g = calloc(1, sizeof(*g));
+	int err = EINVAL;
 
-	if (rte_vhost_get_mem_table(vid, &mem) == 0 && mem->nregions <= SN_VRING_MAX_REGIONS) {
-		vm->nregions = mem->nregions;
-		for (uint32_t i = 0; i < mem->nregions; i++) {
-			vm->regions[i].guest_phys_addr = mem->regions[i].guest_phys_addr;
-			vm->regions[i].size = mem->regions[i].size;
-			vm->regions[i].host_user_addr = mem->regions[i].host_user_addr;
-		}
-		rc = 0;
+	if (!g) {
+		errno = ENOMEM;
+		return NULL;
 	}
+	if (rte_vhost_get_mem_table(vid, &mem) || mem->nregions > SN_VRING_MAX_REGIONS)
+		goto fail;
+	for (uint32_t i = 0; i < mem->nregions; i++) {
+		const struct rte_vhost_mem_region *r = &mem->regions[i];
+		uint64_t base = (uint64_t)(uintptr_t)r->mmap_addr, off;
+		void *a;
+
+		/* The library maps each region's file from offset 0 and puts
+		 * the region at host_user_addr inside that mapping. */
+		if (r->fd < 0 || base == 0 || r->host_user_addr < base)
+			goto fail;
+		off = r->host_user_addr - base;
+		if (off > r->mmap_size || r->size > r->mmap_size - off)
+			goto fail;
+		a = mmap(NULL, r->mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+		if (a == MAP_FAILED) {
+			err = errno;
+			goto fail;
+		}
+		g->addr[g->nmap] = a;
+		g->len[g->nmap] = r->mmap_size;
+		g->nmap++;
+		g->lib_hva[i] = r->host_user_addr;
+		g->mem.regions[i].guest_phys_addr = r->guest_phys_addr;
+		g->mem.regions[i].size = r->size;
+		g->mem.regions[i].host_user_addr = (uint64_t)(uintptr_t)a + off;
+	}
+	g->mem.nregions = mem->nregions;
 	free(mem);
-	return rc;
+	return g;
+fail:
+	free(mem);
+	sn_vqtx_gmap_free(g);
+	errno = err;
+	return NULL;
+}
+
+const struct sn_vring_mem *sn_vqtx_gmap_mem(const struct sn_vqtx_gmap *g)
+{
+	return &g->mem;
+}
+
+void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t len)
+{
+	uint64_t a = (uint64_t)(uintptr_t)p;
+
+	for (uint32_t i = 0; i < g->mem.nregions; i++) {
+		uint64_t lo = g->lib_hva[i], sz = g->mem.regions[i].size;
+
+		if (a >= lo && a - lo <= sz && len <= sz - (a - lo))
+			return (void *)(uintptr_t)(g->mem.regions[i].host_user_addr + (a - lo));
+	}
+	return NULL;
+}
+
+int sn_vqtx_remap(struct sn_vqtx *q, int vid)
+{
+	struct sn_vqtx_gmap *g, *old;
+
+	if (!q->vr || q->vid != vid)
+		return -ENODEV;
+	g = sn_vqtx_gmap_new(vid);
+	if (!g)
+		return -errno;
+	/* Release pairs with the worker's acquire exchange in take_map(): it
+	 * sees the map's contents. A map the worker had not taken yet is
+	 * ours again (the exchange gives each pointer to one side only). */
+	old = __atomic_exchange_n(&q->next_map, g, __ATOMIC_ACQ_REL);
+	sn_vqtx_gmap_free(old);
+	return 0;
+}
+
+/* Worker, ring live: switch to a newer table handed over by sn_vqtx_remap().
+ * The current map joins the older ones (rings, frames in flight). A table
+ * the ring refuses (sn_vring_set_mem: overlapping regions) is kept on the
+ * older list, unused, and the queue goes on with its current table. */
+static void take_map(struct sn_vqtx *q)
+{
+	struct sn_vqtx_gmap *g = __atomic_exchange_n(&q->next_map, NULL, __ATOMIC_ACQ_REL);
+
+	if (!g)
+		return;
+	if (sn_vring_set_mem(q->vr, &g->mem) == 0) {
+		g->older = q->map;
+		q->map = g;
+		ctr_inc(&q->st.mem_remaps);
+	} else {
+		sn_log("vqtx: vid %d: new guest memory table refused (kept the current one)", q->vid);
+		g->older = q->map->older;
+		q->map->older = g;
+	}
 }
 
 int sn_vqtx_start(struct sn_vqtx *q, int vid)
 {
 	struct rte_vhost_vring vring;
 	struct sn_vring_config cfg = { 0 };
-	struct sn_vring_mem vm = { 0 };
+	struct sn_vqtx_gmap *map = NULL;
 	uint64_t features = 0;
 	uint16_t avail_idx, used_idx;
 	int rc = -EINVAL;
@@ -267,11 +392,21 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		       vid, (unsigned long long)features);
 		goto out;
 	}
-	if (sn_vqtx_guest_mem(vid, &vm))
+	/* s15-L: the rings and frames through our own mapping (sn_vqtx.h). */
+	map = sn_vqtx_gmap_new(vid);
+	if (!map) {
+		rc = -errno;
+		sn_log("vqtx: vid %d: cannot map the guest memory: %s", vid, strerror(errno));
 		goto out;
-	cfg.desc = vring.desc;
-	cfg.avail = vring.avail;
-	cfg.used = vring.used;
+	}
+	cfg.desc = sn_vqtx_gmap_xlate(map, vring.desc, 16ULL * vring.size);
+	cfg.avail = sn_vqtx_gmap_xlate(map, vring.avail, 6ULL + 2ULL * vring.size);
+	cfg.used = sn_vqtx_gmap_xlate(map, vring.used, 6ULL + 8ULL * vring.size);
+	if (!cfg.desc || !cfg.avail || !cfg.used) {
+		sn_log("vqtx: vid %d: a ring of vring %u is not inside one memory region",
+		       vid, q->vring);
+		goto out;
+	}
 	cfg.size = vring.size;
 	cfg.last_avail_idx = avail_idx;
 	cfg.last_used_idx = used_idx;
@@ -289,7 +424,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		q->slots[i].shinfo.free_cb = extbuf_free_cb;
 		q->slots[i].shinfo.fcb_opaque = &q->slots[i];
 	}
-	q->vr = sn_vring_create(&cfg, &vm);
+	q->vr = sn_vring_create(&cfg, sn_vqtx_gmap_mem(map));
 	if (!q->vr) {
 		rc = -errno;
 		free(q->slots);
@@ -299,7 +434,9 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	}
 	sn_vring_kick_enable(q->vr, false);  /* we poll */
 	q->vid = vid;
-	q->avail = vring.avail;
+	q->map = map;
+	map = NULL;
+	q->avail = cfg.avail;
 	q->size = vring.size;
 	q->used_bytes = 4 + 8ULL * vring.size + 2;
 	q->dirty = true;
@@ -316,6 +453,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	__atomic_store_n(&q->live, 1, __ATOMIC_RELEASE);
 	rc = 0;
 out:
+	sn_vqtx_gmap_free(map);   /* NULL unless the start failed */
 	return rc;
 }
 
@@ -447,13 +585,19 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
 	sn_vring_free(q->vr);
 	q->vr = NULL;
+	/* Acquire: a table handed over and never taken is ours alone. */
+	sn_vqtx_gmap_free(__atomic_exchange_n(&q->next_map, NULL, __ATOMIC_ACQUIRE));
 	if (q->outstanding == 0) {
 		free(q->slots);
+		gmap_free_list(q->map);
 	} else {
-		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots leaked)",
-		       q->vid, q->outstanding);
+		/* Frames still referenced point into the maps: leave them
+		 * mapped too. */
+		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots and guest "
+		       "memory mapping leaked)", q->vid, q->outstanding);
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
 	}
+	q->map = NULL;
 	q->slots = NULL;
 	q->vid = -1;
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
@@ -710,7 +854,12 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	 * sn_vqtx_service() publishes those counters while the guest is
 	 * still connected (before, they showed only at device stop). */
 	uint16_t a0, a1, u;
-	bool was_broken = sn_vring_is_broken(q->vr);
+	bool was_broken;
+
+	/* s15-L: a new guest memory table (memory hotplug), rare. */
+	if (unlikely(__atomic_load_n(&q->next_map, __ATOMIC_RELAXED) != NULL))
+		take_map(q);
+	was_broken = sn_vring_is_broken(q->vr);
 
 	sn_vring_get_base(q->vr, &a0, &u);
 	n = sn_vring_tx_pop(q->vr, vp, max);

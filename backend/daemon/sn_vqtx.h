@@ -83,6 +83,8 @@ struct sn_vqtx_stats {
 	uint64_t dest_deleted;   /* waited in the switch's backlog for a port that
 				  * was deleted: dropped and completed */
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
+	uint64_t mem_remaps;     /* s15-L: new guest memory tables taken while
+				  * running (memory hotplug, sn_vqtx_remap) */
 	/* issue 7 (leak check): frames popped whose guest buffer is still
 	 * referenced by an mbuf, all connections (0 when idle, else a leak);
 	 * frames still referenced when a ring's slot array was abandoned at
@@ -158,9 +160,38 @@ void sn_vqtx_free(struct sn_vqtx *q);
 /* VHOST thread, in new_device before the port goes up. 0 or -errno. */
 int sn_vqtx_start(struct sn_vqtx *q, int vid);
 
-/* VHOST thread: vid's guest memory table as sn_vring regions (for
- * sn_vqtx_start and the RX ring view of sn_port.c). 0 or -EINVAL. */
-int sn_vqtx_guest_mem(int vid, struct sn_vring_mem *vm);
+/* Guest memory mapped by us (s15-L). The library maps the guest's memory
+ * regions itself and, on a SET_MEM_TABLE while the device runs (memory
+ * hotplug, or the front-end moving a region), unmaps them under its queue
+ * locks without telling the application (DPDK 22.11 tells only async-copy
+ * applications, by vring_state_changed). Everything we read or write in
+ * guest memory outside the library (the deferred TX ring, the frames it
+ * wraps zero-copy, the RX prefetch view of sn_port.c) therefore goes
+ * through our own MAP_SHARED mapping of the same region files: the
+ * library's remap cannot pull it away. A map is immutable once made; its
+ * owner unmaps it when nothing can use it any more (sn_vqtx_stop(), or
+ * destroy_device after its grace period for the RX view).
+ * sn_vqtx_gmap_new: VHOST thread (the library's table of vid is stable
+ * there); NULL + errno (EINVAL: no table, more than SN_VRING_MAX_REGIONS
+ * regions or one without a file; or mmap's errno). */
+struct sn_vqtx_gmap;
+struct sn_vqtx_gmap *sn_vqtx_gmap_new(int vid);
+void sn_vqtx_gmap_free(struct sn_vqtx_gmap *g);   /* NULL: no-op */
+/* The regions at our addresses (for sn_vring_create / _rxview_init). */
+const struct sn_vring_mem *sn_vqtx_gmap_mem(const struct sn_vqtx_gmap *g);
+/* The library's host address of [p, p + len) at the time the map was made
+ * -> the same bytes in our mapping; NULL unless inside one region. */
+void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t len);
+
+/* VHOST thread, after the library applied a new guest memory table to vid
+ * while q is started (post-message hook of SET_MEM_TABLE): map the new
+ * table and hand it to the worker, which translates new descriptors with
+ * it from its next pop on (counted in mem_remaps). The maps before stay
+ * mapped, for the rings (the driver does not move them while the device
+ * runs) and the frames still in flight, until sn_vqtx_stop(). Never waits:
+ * callable with the library's queue locks held. 0 or -errno (the queue
+ * keeps its current table). */
+int sn_vqtx_remap(struct sn_vqtx *q, int vid);
 /* VHOST thread (or MAIN in unregister), in destroy_device after the port
  * went down and a grace period passed: every held descriptor is completed
  * (by the worker or here), the used index published, and

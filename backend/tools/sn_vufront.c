@@ -61,7 +61,7 @@ static uint16_t put_desc(struct sn_vufront *f, uint64_t addr, uint32_t len, uint
 static uint32_t new_frame(struct sn_vufront *f)
 {
 	uint32_t k = f->nbuf++ % f->q;
-	unsigned char *fr = f->base[1] + (size_t)k * FRAME_SZ;
+	unsigned char *fr = f->base[f->frames_in_r2 ? 2 : 1] + (size_t)k * FRAME_SZ;
 
 	memset(f->base[0] + HDR_OFF + 16 * k, 0, 16);
 	memset(fr, 0, FRAME_LEN);
@@ -82,7 +82,8 @@ static uint16_t chain_good(struct sn_vufront *f)
 	uint16_t h = f->nd;
 
 	put_desc(f, hdr_gpa(k), f->hdr_len, SN_VRING_DESC_F_NEXT, (uint16_t)(h + 1));
-	put_desc(f, frame_gpa(k), FRAME_LEN, 0, 0);
+	put_desc(f, f->frames_in_r2 ? GPA2 + (uint64_t)k * FRAME_SZ : frame_gpa(k), FRAME_LEN,
+		 0, 0);
 	return h;
 }
 
@@ -202,6 +203,24 @@ static void sc_good(struct sn_vufront *f, uint32_t count)
 			return;
 		count -= n;
 	}
+}
+
+/* s15-L: memory hotplug while the device runs. count good frames in
+ * region 1; then region 2 is added (sn_vufront_hotplug: the back-end's
+ * library remaps every region); then count frames with buffers in the new
+ * region and count more in region 1. Every chain must come back; the test
+ * checks the back-end's counters (no addr_oob) and the sink (3 * count). */
+static void sc_hotplug(struct sn_vufront *f, uint32_t count)
+{
+	sc_good(f, count);
+	if (f->timed_out)
+		return;
+	sn_vufront_hotplug(f);
+	f->frames_in_r2 = true;
+	sc_good(f, count);
+	f->frames_in_r2 = false;
+	if (!f->timed_out)
+		sc_good(f, count);
 }
 
 static void sc_hold(struct sn_vufront *f, uint32_t count)
@@ -492,6 +511,7 @@ static const struct scenario scenarios[] = {
 	{ "head_busy", 128, sc_head_busy },
 	{ "avail_jump", 128, sc_avail_jump, avail_jump_repent },
 	{ "rewrite", 128, sc_rewrite },
+	{ "hotplug", 128, sc_hotplug },
 };
 
 /* ---- main ---- */
@@ -527,7 +547,9 @@ static void usage(FILE *o)
 "  --scenario NAME   good hold desc_oob loop chain_too_long too_many_segs\n"
 "                    addr_oob cross_region zero_len oversized too_short\n"
 "                    bad_indirect write_only head_oob head_busy avail_jump rewrite\n"
-"  --count N         frames for good/hold, rounds for rewrite (default 8)\n"
+"                    hotplug (memory hotplug while running)\n"
+"  --count N         frames for good/hold (hotplug: per phase), rounds for rewrite\n"
+"                    (default 8)\n"
 "  --queue-size N    TX/RX ring size, power of two 2..%u (default per scenario)\n"
 "  --dst MAC         destination of the frames (default ff:ff:ff:ff:ff:ff)\n"
 "  --src MAC         source (default 02:53:56:00:00:01)\n"

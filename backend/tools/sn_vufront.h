@@ -10,10 +10,13 @@
 
 #include "sn_vring.h"
 
-/* Guest memory: two regions, contiguous in GPA, separate memfds/mappings. */
+/* Guest memory: two regions, contiguous in GPA, separate memfds/mappings;
+ * a third one (GPA2) is added by the "hotplug" scenario. */
 #define REG_SIZE  (1u << 20)
 #define GPA0      0x100000ull
 #define GPA1      (GPA0 + REG_SIZE)
+#define GPA2      (GPA1 + REG_SIZE)
+#define NREG_MAX  3
 #define GPA_OOB   0x40000000ull      /* in no region */
 /* Region 0 layout (offsets). Region 1 holds frames, 2 KiB each. */
 #define TX_DESC   0x0000u
@@ -35,8 +38,10 @@
 /* One front-end: its connection, memory and TX ring, and what it saw.
  * Single-threaded: the only concurrent party is the back-end (device). */
 struct sn_vufront {
-	int sock, kickfd[2], callfd[2], memfd[2];
-	unsigned char *base[2];
+	int sock, kickfd[2], callfd[2], memfd[NREG_MAX];
+	unsigned char *base[NREG_MAX];
+	uint32_t nreg;               /* regions in the memory table sent */
+	bool frames_in_r2;           /* new frames go to region 2 (hotplug) */
 	uint32_t q;
 	uint16_t hdr_len;
 	uint64_t features;
@@ -74,6 +79,11 @@ void sn_vufront_connect(struct sn_vufront *f, const char *path);
 /* SET_OWNER, features (VERSION_1 only), SET_MEM_TABLE (both regions),
  * then NUM/BASE/ADDR/KICK/CALL for vrings 0 (RX) and 1 (TX), size f->q. */
 void sn_vufront_negotiate(struct sn_vufront *f);
+/* Memory hotplug (s15-L): create region 2 and send SET_MEM_TABLE with all
+ * three regions, as QEMU does after a DIMM hotplug (the back-end's library
+ * unmaps and remaps every region), then wait for a GET_FEATURES reply: the
+ * back-end handles messages in order, so the table is applied then. */
+void sn_vufront_hotplug(struct sn_vufront *f);
 /* GET_VRING_BASE (device stop): the back-end's next avail index. */
 uint32_t sn_vufront_get_base(struct sn_vufront *f, uint32_t index);
 

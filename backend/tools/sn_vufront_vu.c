@@ -234,6 +234,42 @@ static uint64_t va(const struct sn_vufront *f, unsigned off)
 	return (uint64_t)(uintptr_t)(f->base[0] + off);
 }
 
+/* SET_MEM_TABLE with the first f->nreg regions, contiguous from GPA0. */
+static void send_mem_table(struct sn_vufront *f)
+{
+	struct vu_msg m = { .request = VU_SET_MEM_TABLE,
+			    .size = 8 + f->nreg * (uint32_t)sizeof(struct vu_region) };
+
+	m.p.mem.nregions = f->nreg;
+	m.p.mem.padding = 0;
+	for (uint32_t i = 0; i < f->nreg; i++) {
+		m.p.mem.r[i].gpa = GPA0 + (uint64_t)i * REG_SIZE;
+		m.p.mem.r[i].size = REG_SIZE;
+		m.p.mem.r[i].uaddr = (uint64_t)(uintptr_t)f->base[i];
+		m.p.mem.r[i].mmap_offset = 0;
+	}
+	vu_send(f, &m, f->memfd, (int)f->nreg);
+}
+
+void sn_vufront_hotplug(struct sn_vufront *f)
+{
+	struct vu_msg m;
+
+	f->memfd[2] = memfd_create("sn-vufront-r2", MFD_CLOEXEC);
+	if (f->memfd[2] < 0)
+		sn_vufront_die("memfd_create");
+	if (ftruncate(f->memfd[2], REG_SIZE))
+		sn_vufront_die("ftruncate memfd");
+	f->base[2] = mmap(NULL, REG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, f->memfd[2], 0);
+	if (f->base[2] == MAP_FAILED)
+		sn_vufront_die("mmap memfd");
+	f->nreg = 3;
+	send_mem_table(f);
+	m = (struct vu_msg){ .request = VU_GET_FEATURES, .size = 0 };
+	vu_send(f, &m, NULL, 0);
+	vu_reply(f, VU_GET_FEATURES, &m, 8);
+}
+
 void sn_vufront_negotiate(struct sn_vufront *f)
 {
 	static const unsigned ring_off[2][3] = {
@@ -252,16 +288,8 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 	f->hdr_len = f->features ? 12 : 10;
 	vu_u64(f, VU_SET_FEATURES, f->features, NULL, 0);
 
-	m = (struct vu_msg){ .request = VU_SET_MEM_TABLE, .size = 8 + 2 * sizeof(struct vu_region) };
-	m.p.mem.nregions = 2;
-	m.p.mem.padding = 0;
-	for (int i = 0; i < 2; i++) {
-		m.p.mem.r[i].gpa = i ? GPA1 : GPA0;
-		m.p.mem.r[i].size = REG_SIZE;
-		m.p.mem.r[i].uaddr = (uint64_t)(uintptr_t)f->base[i];
-		m.p.mem.r[i].mmap_offset = 0;
-	}
-	vu_send(f, &m, f->memfd, 2);
+	f->nreg = 2;
+	send_mem_table(f);
 
 	for (uint32_t r = 0; r < 2; r++) {
 		vu_state(f, VU_SET_VRING_NUM, r, f->q);

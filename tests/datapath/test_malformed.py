@@ -293,3 +293,40 @@ def test_immediate_port_survives_every_case(schednicd, sngen, sn_tmpdir, vufront
     print("immediate port, used entries seen per scenario:", seen)
     assert seen["good"] == 8, seen
     forwards(d, g, 0)
+
+
+HOTPLUG_N = 40   # frames per phase: region 1, the hot-added region 2, region 1
+
+
+@pytest.mark.parametrize("completion", ["deferred", "immediate"])
+def test_memory_hotplug_while_running(schednicd, sngen, sn_tmpdir, vufront_bin, completion):
+    """s15-L: the guest's memory table changes while the device runs (a
+    SET_MEM_TABLE that adds a region, as QEMU sends after a DIMM hotplug:
+    DPDK's library unmaps every region it had and maps the new table,
+    without telling the application). A deferred port's TX ring and frames
+    are on the daemon's own mapping of the region files, and its TX queue
+    takes the new table (mem_remaps): frames whose buffers lie in the new
+    region are switched like the others (before: dropped as addr_oob, or a
+    crash when the library's remap moved the mapping). Immediate ports stay
+    inside the library. Every frame of the three phases reaches both other
+    ports, nothing is held, no ring error, and the daemon keeps forwarding."""
+    d, g = rig(schednicd, sngen, sn_tmpdir, 1, completion=completion)
+    t0 = port_table(d.stats())
+    r = writer(vufront_bin, d, "hotplug", "--count", HOTPLUG_N)
+    n = 3 * HOTPLUG_N
+    check_writer(r, n, 0)
+    alive(d)
+    t = wait_settled(d, lambda t: t["w"]["rx_packets"] == t0["w"]["rx_packets"] + n
+                     and t["vm1"]["tx_packets"] == t0["vm1"]["tx_packets"] + n
+                     and t["vm2"]["tx_packets"] == t0["vm2"]["tx_packets"] + n)
+    c = t["w"]["completion"]
+    assert all(v == 0 for v in c["vring_errors"].values()), c["vring_errors"]
+    assert t["w"]["drops"] == t0["w"]["drops"], t["w"]["drops"]
+    if completion == "deferred":
+        assert c["popped"] == n and c["held_now"] == 0, c
+        assert c["mem_remaps"] == 1, c          # one TX queue took one new table
+        assert c["extbuf_in_use"] == 0 and c["forced"] == 0, c
+    else:
+        assert c["mem_remaps"] == 0 and c["popped"] == 0, c
+    forwards(d, g, 0)
+    alive(d)
