@@ -194,14 +194,16 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 			if (!(p->txq_started & (1u << i)))
 				continue;
 			rc = sn_vqtx_remap(p->q[i].vq, vid);
-			if (rc)
+			if (rc < 0)
 				sn_log("port %s: TX queue %u keeps its guest memory table: %s",
 				       p->name, i, strerror(-rc));
-			else
+			else if (rc == 0)
 				moved++;
 		}
-		sn_log("port %s: the guest memory table changed while running (memory "
-		       "hotplug?): %u TX queue%s follow it", p->name, moved, moved == 1 ? "" : "s");
+		if (moved)
+			sn_log("port %s: the guest memory table changed while running (memory "
+			       "hotplug?): %u TX queue%s follow it", p->name, moved,
+			       moved == 1 ? "" : "s");
 	}
 	pthread_mutex_unlock(&reg->lock);
 	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;

@@ -139,6 +139,10 @@ struct sn_vqtx {
 	 * (VHOST xchg release -> WORKER xchg acquire). */
 	struct sn_vqtx_gmap *map;
 	struct sn_vqtx_gmap *next_map;
+	/* The newest map the VHOST thread made (start or remap): VHOST only;
+	 * it stays mapped until stop (taken: the worker's; not taken: only
+	 * the VHOST thread frees it), so its table can be compared. */
+	const struct sn_vqtx_gmap *last_map;
 	const struct vring_avail *avail;  /* s11-V3: the guest's avail ring (waiting_now) */
 	struct slot *slots;
 	uint32_t size;
@@ -334,20 +338,43 @@ void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t l
 	return NULL;
 }
 
+/* The library's current table of vid is the one g was made from (the
+ * library skips a SET_MEM_TABLE with an unchanged table; the hook still
+ * runs). */
+static bool gmap_current(const struct sn_vqtx_gmap *g, int vid)
+{
+	struct rte_vhost_memory *mem = NULL;
+	bool same = false;
+
+	if (rte_vhost_get_mem_table(vid, &mem) == 0 && mem->nregions == g->mem.nregions) {
+		same = true;
+		for (uint32_t i = 0; i < mem->nregions; i++)
+			if (mem->regions[i].guest_phys_addr != g->mem.regions[i].guest_phys_addr ||
+			    mem->regions[i].size != g->mem.regions[i].size ||
+			    mem->regions[i].host_user_addr != g->lib_hva[i])
+				same = false;
+	}
+	free(mem);
+	return same;
+}
+
 int sn_vqtx_remap(struct sn_vqtx *q, int vid)
 {
 	struct sn_vqtx_gmap *g, *old;
 
 	if (!q->vr || q->vid != vid)
 		return -ENODEV;
+	if (q->last_map && gmap_current(q->last_map, vid))
+		return 1;
 	g = sn_vqtx_gmap_new(vid);
 	if (!g)
 		return -errno;
+	q->last_map = g;
 	/* Release pairs with the worker's acquire exchange in take_map(): it
 	 * sees the map's contents. A map the worker had not taken yet is
 	 * ours again (the exchange gives each pointer to one side only). */
 	old = __atomic_exchange_n(&q->next_map, g, __ATOMIC_ACQ_REL);
-	sn_vqtx_gmap_free(old);
+	sn_vqtx_gmap_free(old);    /* never last_map: that is g now */
 	return 0;
 }
 
@@ -435,6 +462,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	sn_vring_kick_enable(q->vr, false);  /* we poll */
 	q->vid = vid;
 	q->map = map;
+	q->last_map = map;
 	map = NULL;
 	q->avail = cfg.avail;
 	q->size = vring.size;
@@ -598,6 +626,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
 	}
 	q->map = NULL;
+	q->last_map = NULL;
 	q->slots = NULL;
 	q->vid = -1;
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);

@@ -189,8 +189,9 @@ void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t l
  * it from its next pop on (counted in mem_remaps). The maps before stay
  * mapped, for the rings (the driver does not move them while the device
  * runs) and the frames still in flight, until sn_vqtx_stop(). Never waits:
- * callable with the library's queue locks held. 0 or -errno (the queue
- * keeps its current table). */
+ * callable with the library's queue locks held. 0, 1 when the library's
+ * table is the one q has (nothing to do), or -errno (the queue keeps its
+ * current table). */
 int sn_vqtx_remap(struct sn_vqtx *q, int vid);
 /* VHOST thread (or MAIN in unregister), in destroy_device after the port
  * went down and a grace period passed: every held descriptor is completed

@@ -84,6 +84,9 @@ void sn_vufront_negotiate(struct sn_vufront *f);
  * unmaps and remaps every region), then wait for a GET_FEATURES reply: the
  * back-end handles messages in order, so the table is applied then. */
 void sn_vufront_hotplug(struct sn_vufront *f);
+/* SET_MEM_TABLE with the current table again (unchanged: the back-end has
+ * nothing to remap), then the same GET_FEATURES wait. */
+void sn_vufront_resend_table(struct sn_vufront *f);
 /* GET_VRING_BASE (device stop): the back-end's next avail index. */
 uint32_t sn_vufront_get_base(struct sn_vufront *f, uint32_t index);
 

@@ -253,8 +253,6 @@ static void send_mem_table(struct sn_vufront *f)
 
 void sn_vufront_hotplug(struct sn_vufront *f)
 {
-	struct vu_msg m;
-
 	f->memfd[2] = memfd_create("sn-vufront-r2", MFD_CLOEXEC);
 	if (f->memfd[2] < 0)
 		sn_vufront_die("memfd_create");
@@ -264,6 +262,13 @@ void sn_vufront_hotplug(struct sn_vufront *f)
 	if (f->base[2] == MAP_FAILED)
 		sn_vufront_die("mmap memfd");
 	f->nreg = 3;
+	sn_vufront_resend_table(f);
+}
+
+void sn_vufront_resend_table(struct sn_vufront *f)
+{
+	struct vu_msg m;
+
 	send_mem_table(f);
 	m = (struct vu_msg){ .request = VU_GET_FEATURES, .size = 0 };
 	vu_send(f, &m, NULL, 0);
