@@ -60,6 +60,13 @@ static_assert(2 * SN_PORT_QMAX <= 32, "vring_on is a 32-bit mask");
 struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
 	struct sn_port *slot[SN_PORT_MAX];      /* authoritative, main writes */
+	/* s15-L: vid -> running deferred port, for ext_post(), which runs with
+	 * the library's queue locks held and so must not take lock (a holder
+	 * of lock may wait for a worker spinning on those queue locks:
+	 * destroy_device's grace period). hook_lock is taken inside lock or
+	 * alone, and nothing waits while holding it. */
+	pthread_mutex_t hook_lock;
+	struct { int vid; struct sn_port *p; } hook[SN_PORT_MAX];
 	struct sn_port_table *table;            /* RCU-published snapshot */
 	uint32_t next_gen;
 	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */
@@ -171,19 +178,45 @@ static void rxview_setup_locked(struct sn_port *p, int vid)
  * (vhost-user wire format; the library passes its message first). */
 #define VHOST_USER_SET_MEM_TABLE_REQ 5u
 
+/* hook[] maintenance: vid >= 0: drop the entries of vid and of p, then
+ * add (vid, p) unless p is NULL; vid < 0: drop every entry of p (port
+ * going away). */
+static void hook_set(struct sn_ports *reg, int vid, struct sn_port *p)
+{
+	pthread_mutex_lock(&reg->hook_lock);
+	for (unsigned i = 0; i < SN_PORT_MAX; i++) {
+		if (reg->hook[i].p &&
+		    ((vid >= 0 && reg->hook[i].vid == vid) || (p && reg->hook[i].p == p)))
+			reg->hook[i].p = NULL;
+	}
+	for (unsigned i = 0; vid >= 0 && p && i < SN_PORT_MAX; i++) {
+		if (!reg->hook[i].p) {
+			reg->hook[i].vid = vid;
+			reg->hook[i].p = p;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&reg->hook_lock);
+}
+
 static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 {
-	char path[PATH_MAX];
 	struct sn_ports *reg = g_reg;
-	struct sn_port *p;
+	struct sn_port *p = NULL;
 	uint32_t req;
 
 	memcpy(&req, msg, sizeof(req));
-	if (req != VHOST_USER_SET_MEM_TABLE_REQ || !reg ||
-	    rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
+	if (req != VHOST_USER_SET_MEM_TABLE_REQ || !reg)
 		return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
-	pthread_mutex_lock(&reg->lock);
-	p = find_by_path_locked(reg, path);
+	/* Not reg->lock (see hook_lock). The port's own callbacks, the only
+	 * writers of its queue state (txq_started, sn_vqtx_start/stop), run
+	 * on this thread or, for its destroy_device, on MAIN inside
+	 * rte_vhost_driver_unregister(), which waits until this message's
+	 * handling is over: none runs concurrently with this hook. */
+	pthread_mutex_lock(&reg->hook_lock);
+	for (unsigned i = 0; i < SN_PORT_MAX && !p; i++)
+		if (reg->hook[i].p && reg->hook[i].vid == vid)
+			p = reg->hook[i].p;
 	if (p && p->vq && __atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
 	    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
 		unsigned moved = 0;
@@ -205,7 +238,7 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 			       "hotplug?): %u TX queue%s follow it", p->name, moved,
 			       moved == 1 ? "" : "s");
 	}
-	pthread_mutex_unlock(&reg->lock);
+	pthread_mutex_unlock(&reg->hook_lock);
 	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
 }
 
@@ -238,9 +271,12 @@ static int cb_new_device(int vid)
 		p->txq_started = p->vq ? 1u : 0u;
 		rxview_setup_locked(p, vid);   /* before running and up */
 		/* s15-L: follow memory table changes (ext_post). */
-		if (p->vq && rte_vhost_extern_callback_register(vid, &ext_ops, NULL))
-			sn_log("port %s: cannot hook SET_MEM_TABLE (memory hotplug is not "
-			       "followed)", p->name);
+		if (p->vq) {
+			hook_set(reg, vid, p);
+			if (rte_vhost_extern_callback_register(vid, &ext_ops, NULL))
+				sn_log("port %s: cannot hook SET_MEM_TABLE (memory hotplug is "
+				       "not followed)", p->name);
+		}
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
 		/* Queue pair 0 is ready by definition of new_device. */
@@ -266,6 +302,7 @@ static void cb_destroy_device(int vid)
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
 	if (p && __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
+		hook_set(reg, vid, NULL);   /* s15-L */
 		__atomic_store_n(&p->running, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->vring_on, 0, __ATOMIC_RELAXED);
 		update_txq_locked(p);
@@ -358,6 +395,7 @@ struct sn_ports *sn_ports_create(void)
 		return NULL;
 	}
 	pthread_mutex_init(&reg->lock, NULL);
+	pthread_mutex_init(&reg->hook_lock, NULL);
 	reg->next_gen = 1;
 	reg->n_workers = 1;
 	if (publish(reg)) {
@@ -428,6 +466,8 @@ static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_
 
 static void port_free(struct sn_port *p)
 {
+	if (g_reg)
+		hook_set(g_reg, -1, p);   /* s15-L: no hook entry outlives p */
 	for (unsigned i = 0; i < SN_PORT_QMAX; i++)
 		sn_vqtx_free(p->q[i].vq);
 	sn_vqtx_gmap_free(p->rxmap);
@@ -825,6 +865,7 @@ void sn_ports_destroy(struct sn_ports *reg)
 	synchronize_rcu();
 	free(reg->table);
 	pthread_mutex_destroy(&reg->lock);
+	pthread_mutex_destroy(&reg->hook_lock);
 	free(reg);
 }
 

@@ -113,6 +113,7 @@ struct slot {
 	uint64_t pop_tsc;
 	uint32_t epoch;
 	uint16_t head;
+	uint16_t mgen;                /* s15-L: q->mgen when popped */
 };
 
 struct sn_vqtx {
@@ -140,9 +141,26 @@ struct sn_vqtx {
 	struct sn_vqtx_gmap *map;
 	struct sn_vqtx_gmap *next_map;
 	/* The newest map the VHOST thread made (start or remap): VHOST only;
-	 * it stays mapped until stop (taken: the worker's; not taken: only
-	 * the VHOST thread frees it), so its table can be compared. */
+	 * it stays mapped until stop or until the worker retires it, which
+	 * happens only after it took a newer one (made later by this thread),
+	 * so its table can be compared. */
 	const struct sn_vqtx_gmap *last_map;
+	/* WORKER while live: the map the rings are read through (moved to the
+	 * newest map when the rings lie inside it), the rings' guest-physical
+	 * addresses (set at start), the map generation (slot.mgen) and the
+	 * frames still outstanding from older generations: at 0, every older
+	 * map but ring_map is unmapped (retire()). */
+	struct sn_vqtx_gmap *ring_map;
+	uint64_t ring_gpa[3];
+	uint16_t mgen;
+	uint32_t old_out;
+	/* Maps alive for this queue (VHOST adds, WORKER/VHOST subtract):
+	 * sn_vqtx_remap() refuses beyond SN_VQTX_MAPS_MAX (a front-end
+	 * alternating tables must not grow the daemon's mappings). */
+	uint32_t nmaps;
+	/* Maps abandoned at a stop with frames still outstanding (VHOST only):
+	 * unmapped at a later stop or free once nothing references them. */
+	struct sn_vqtx_gmap *grave;
 	const struct vring_avail *avail;  /* s11-V3: the guest's avail ring (waiting_now) */
 	struct slot *slots;
 	uint32_t size;
@@ -235,6 +253,7 @@ void sn_vqtx_free(struct sn_vqtx *q)
 	} else {
 		free(q->slots);
 		gmap_free_list(q->map);
+		gmap_free_list(q->grave);
 		sn_vqtx_gmap_free(q->next_map);
 	}
 	sn_vring_free(q->vr);
@@ -250,8 +269,13 @@ struct sn_vqtx_gmap {
 	void *addr[SN_VRING_MAX_REGIONS];
 	uint64_t len[SN_VRING_MAX_REGIONS];
 	uint64_t lib_hva[SN_VRING_MAX_REGIONS];  /* the library's host_user_addr */
+	uint64_t uaddr[SN_VRING_MAX_REGIONS];    /* the front-end's (guest_user_addr) */
 	struct sn_vring_mem mem;                 /* regions at our addresses */
 };
+
+/* At most this many maps per queue (current + retained): a remap beyond
+ * it is refused (sn_vqtx_remap -EBUSY) until older ones drain. */
+#define SN_VQTX_MAPS_MAX 8u
 
 void sn_vqtx_gmap_free(struct sn_vqtx_gmap *g)
 {
@@ -302,10 +326,14 @@ struct sn_vqtx_gmap *sn_vqtx_gmap_new(int vid)
 			err = errno;
 			goto fail;
 		}
+		/* Guest RAM stays out of our core dumps (as the library's own
+		 * mappings in later DPDK versions); advisory. */
+		(void)madvise(a, r->mmap_size, MADV_DONTDUMP);
 		g->addr[g->nmap] = a;
 		g->len[g->nmap] = r->mmap_size;
 		g->nmap++;
 		g->lib_hva[i] = r->host_user_addr;
+		g->uaddr[i] = r->guest_user_addr;
 		g->mem.regions[i].guest_phys_addr = r->guest_phys_addr;
 		g->mem.regions[i].size = r->size;
 		g->mem.regions[i].host_user_addr = (uint64_t)(uintptr_t)a + off;
@@ -339,8 +367,8 @@ void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t l
 }
 
 /* The library's current table of vid is the one g was made from (the
- * library skips a SET_MEM_TABLE with an unchanged table; the hook still
- * runs). */
+ * library skips a SET_MEM_TABLE whose regions keep guest-physical address,
+ * size and front-end address; the hook still runs). */
 static bool gmap_current(const struct sn_vqtx_gmap *g, int vid)
 {
 	struct rte_vhost_memory *mem = NULL;
@@ -351,11 +379,40 @@ static bool gmap_current(const struct sn_vqtx_gmap *g, int vid)
 		for (uint32_t i = 0; i < mem->nregions; i++)
 			if (mem->regions[i].guest_phys_addr != g->mem.regions[i].guest_phys_addr ||
 			    mem->regions[i].size != g->mem.regions[i].size ||
-			    mem->regions[i].host_user_addr != g->lib_hva[i])
+			    mem->regions[i].host_user_addr != g->lib_hva[i] ||
+			    mem->regions[i].guest_user_addr != g->uaddr[i])
 				same = false;
 	}
 	free(mem);
 	return same;
+}
+
+/* The guest-physical address of the library's host address p (len bytes
+ * inside one region of g), or UINT64_MAX. */
+static uint64_t gmap_lib_gpa(const struct sn_vqtx_gmap *g, const void *p, uint64_t len)
+{
+	uint64_t a = (uint64_t)(uintptr_t)p;
+
+	for (uint32_t i = 0; i < g->mem.nregions; i++) {
+		uint64_t lo = g->lib_hva[i], sz = g->mem.regions[i].size;
+
+		if (a >= lo && a - lo <= sz && len <= sz - (a - lo))
+			return g->mem.regions[i].guest_phys_addr + (a - lo);
+	}
+	return UINT64_MAX;
+}
+
+/* [gpa, gpa + len) in our mapping g, or NULL. */
+static void *gmap_gpa(const struct sn_vqtx_gmap *g, uint64_t gpa, uint64_t len)
+{
+	for (uint32_t i = 0; gpa != UINT64_MAX && i < g->mem.nregions; i++) {
+		const struct sn_vring_region *r = &g->mem.regions[i];
+
+		if (gpa >= r->guest_phys_addr && gpa - r->guest_phys_addr <= r->size &&
+		    len <= r->size - (gpa - r->guest_phys_addr))
+			return (void *)(uintptr_t)(r->host_user_addr + (gpa - r->guest_phys_addr));
+	}
+	return NULL;
 }
 
 int sn_vqtx_remap(struct sn_vqtx *q, int vid)
@@ -366,37 +423,88 @@ int sn_vqtx_remap(struct sn_vqtx *q, int vid)
 		return -ENODEV;
 	if (q->last_map && gmap_current(q->last_map, vid))
 		return 1;
+	if (__atomic_load_n(&q->nmaps, __ATOMIC_RELAXED) >= SN_VQTX_MAPS_MAX)
+		return -EBUSY;
 	g = sn_vqtx_gmap_new(vid);
 	if (!g)
 		return -errno;
+	__atomic_fetch_add(&q->nmaps, 1, __ATOMIC_RELAXED);
 	q->last_map = g;
 	/* Release pairs with the worker's acquire exchange in take_map(): it
 	 * sees the map's contents. A map the worker had not taken yet is
 	 * ours again (the exchange gives each pointer to one side only). */
 	old = __atomic_exchange_n(&q->next_map, g, __ATOMIC_ACQ_REL);
-	sn_vqtx_gmap_free(old);    /* never last_map: that is g now */
+	if (old) {
+		sn_vqtx_gmap_free(old);    /* never last_map: that is g now */
+		__atomic_fetch_sub(&q->nmaps, 1, __ATOMIC_RELAXED);
+	}
 	return 0;
 }
 
+/* Worker: unmap every older map but the rings' (no frame of an older
+ * generation is outstanding any more). */
+static void retire(struct sn_vqtx *q)
+{
+	struct sn_vqtx_gmap *g = q->map->older;
+	uint32_t freed = 0;
+
+	q->map->older = NULL;
+	while (g) {
+		struct sn_vqtx_gmap *o = g->older;
+
+		if (g == q->ring_map) {
+			g->older = NULL;
+			q->map->older = g;
+		} else {
+			sn_vqtx_gmap_free(g);
+			freed++;
+		}
+		g = o;
+	}
+	__atomic_fetch_sub(&q->nmaps, freed, __ATOMIC_RELAXED);
+}
+
 /* Worker, ring live: switch to a newer table handed over by sn_vqtx_remap().
- * The current map joins the older ones (rings, frames in flight). A table
- * the ring refuses (sn_vring_set_mem: overlapping regions) is kept on the
- * older list, unused, and the queue goes on with its current table. */
+ * The rings move to it when they lie inside it (the driver does not move
+ * them while the device runs; the library re-translates its own copies).
+ * The current map joins the older ones until the frames popped through
+ * them are all freed. A table the ring refuses (sn_vring_set_mem:
+ * overlapping regions) is kept on the older list, unused, and the queue
+ * goes on with its current table. */
 static void take_map(struct sn_vqtx *q)
 {
 	struct sn_vqtx_gmap *g = __atomic_exchange_n(&q->next_map, NULL, __ATOMIC_ACQ_REL);
+	void *desc, *avail, *used;
 
 	if (!g)
 		return;
-	if (sn_vring_set_mem(q->vr, &g->mem) == 0) {
-		g->older = q->map;
-		q->map = g;
-		ctr_inc(&q->st.mem_remaps);
-	} else {
+	if (sn_vring_set_mem(q->vr, &g->mem) != 0) {
 		sn_log("vqtx: vid %d: new guest memory table refused (kept the current one)", q->vid);
 		g->older = q->map->older;
 		q->map->older = g;
+		return;
 	}
+	desc = gmap_gpa(g, q->ring_gpa[0], 16ULL * q->size);
+	avail = gmap_gpa(g, q->ring_gpa[1], 6ULL + 2ULL * q->size);
+	used = gmap_gpa(g, q->ring_gpa[2], 6ULL + 8ULL * q->size);
+	if (desc && avail && used && sn_vring_set_rings(q->vr, desc, avail, used) == 0) {
+		q->ring_map = g;
+		q->avail = avail;
+	}
+	g->older = q->map;
+	q->map = g;
+	q->mgen++;
+	q->old_out = q->outstanding;  /* every frame out now came through an older map */
+	if (q->old_out == 0)
+		retire(q);
+	ctr_inc(&q->st.mem_remaps);
+}
+
+/* Worker, frame_done() of a frame popped through an older map. */
+static void old_frame_done(struct sn_vqtx *q)
+{
+	if (q->old_out && --q->old_out == 0)
+		retire(q);
 }
 
 int sn_vqtx_start(struct sn_vqtx *q, int vid)
@@ -434,6 +542,9 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		       vid, q->vring);
 		goto out;
 	}
+	q->ring_gpa[0] = gmap_lib_gpa(map, vring.desc, 16ULL * vring.size);
+	q->ring_gpa[1] = gmap_lib_gpa(map, vring.avail, 6ULL + 2ULL * vring.size);
+	q->ring_gpa[2] = gmap_lib_gpa(map, vring.used, 6ULL + 8ULL * vring.size);
 	cfg.size = vring.size;
 	cfg.last_avail_idx = avail_idx;
 	cfg.last_used_idx = used_idx;
@@ -463,6 +574,9 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	q->vid = vid;
 	q->map = map;
 	q->last_map = map;
+	q->ring_map = map;
+	q->old_out = 0;
+	__atomic_store_n(&q->nmaps, 1, __ATOMIC_RELAXED);
 	map = NULL;
 	q->avail = cfg.avail;
 	q->size = vring.size;
@@ -618,15 +732,27 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 	if (q->outstanding == 0) {
 		free(q->slots);
 		gmap_free_list(q->map);
+		gmap_free_list(q->grave);   /* what an earlier stop left is free too */
+		q->grave = NULL;
 	} else {
-		/* Frames still referenced point into the maps: leave them
-		 * mapped too. */
-		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots and guest "
-		       "memory mapping leaked)", q->vid, q->outstanding);
+		/* Frames still referenced point into the maps: keep them mapped
+		 * (the grave) until a later stop or free finds none. */
+		struct sn_vqtx_gmap *g = q->map;
+
+		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots leaked, guest "
+		       "memory kept mapped until they are freed)", q->vid, q->outstanding);
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
+		while (g && g->older)
+			g = g->older;
+		if (g) {
+			g->older = q->grave;
+			q->grave = q->map;
+		}
 	}
 	q->map = NULL;
+	q->ring_map = NULL;
 	q->last_map = NULL;
+	__atomic_store_n(&q->nmaps, 0, __ATOMIC_RELAXED);
 	q->slots = NULL;
 	q->vid = -1;
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
@@ -711,6 +837,8 @@ static inline void frame_done(struct slot *s)
 		ctr_inc(&q->st.late_free);
 		return;
 	}
+	if (unlikely(s->mgen != q->mgen))
+		old_frame_done(q);
 	complete(q, s->head);
 }
 
@@ -832,6 +960,7 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 	}
 	s = &q->slots[p->head];         /* q, head, free_cb, fcb_opaque: set at start */
 	s->epoch = q->epoch;
+	s->mgen = q->mgen;
 	s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
 	rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
 	for (uint16_t j = 0; j < p->nseg; j++) {

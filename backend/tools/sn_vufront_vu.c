@@ -234,21 +234,30 @@ static uint64_t va(const struct sn_vufront *f, unsigned off)
 	return (uint64_t)(uintptr_t)(f->base[0] + off);
 }
 
-/* SET_MEM_TABLE with the first f->nreg regions, contiguous from GPA0. */
+/* SET_MEM_TABLE with the first f->nreg regions, contiguous from GPA0.
+ * With three regions the new one is listed first: the back-end's library
+ * maps regions in message order after unmapping the old ones, so region
+ * 0's mapping cannot come back at its old address by chance (a back-end
+ * still reading the library's old addresses would then read the wrong
+ * bytes). */
 static void send_mem_table(struct sn_vufront *f)
 {
 	struct vu_msg m = { .request = VU_SET_MEM_TABLE,
 			    .size = 8 + f->nreg * (uint32_t)sizeof(struct vu_region) };
+	int fds[NREG_MAX];
 
 	m.p.mem.nregions = f->nreg;
 	m.p.mem.padding = 0;
-	for (uint32_t i = 0; i < f->nreg; i++) {
-		m.p.mem.r[i].gpa = GPA0 + (uint64_t)i * REG_SIZE;
-		m.p.mem.r[i].size = REG_SIZE;
-		m.p.mem.r[i].uaddr = (uint64_t)(uintptr_t)f->base[i];
-		m.p.mem.r[i].mmap_offset = 0;
+	for (uint32_t k = 0; k < f->nreg; k++) {
+		uint32_t i = f->nreg == 3 ? (k + 2) % 3 : k;   /* 2, 0, 1 */
+
+		m.p.mem.r[k].gpa = GPA0 + (uint64_t)i * REG_SIZE;
+		m.p.mem.r[k].size = REG_SIZE;
+		m.p.mem.r[k].uaddr = (uint64_t)(uintptr_t)f->base[i];
+		m.p.mem.r[k].mmap_offset = 0;
+		fds[k] = f->memfd[i];
 	}
-	vu_send(f, &m, f->memfd, (int)f->nreg);
+	vu_send(f, &m, fds, (int)f->nreg);
 }
 
 void sn_vufront_hotplug(struct sn_vufront *f)

@@ -136,6 +136,19 @@ int sn_vring_set_mem(struct sn_vring *vr, const struct sn_vring_mem *mem)
 	return 0;
 }
 
+int sn_vring_set_rings(struct sn_vring *vr, void *desc, void *avail, void *used)
+{
+	if (desc == NULL || avail == NULL || used == NULL || ((uintptr_t)desc & 15) != 0 ||
+	    ((uintptr_t)avail & 1) != 0 || ((uintptr_t)used & 3) != 0)
+		return -EINVAL;
+	vr->desc = desc;
+	vr->avail = avail;
+	vr->used = used;
+	vr->used_event = &vr->avail->ring[vr->size];
+	vr->avail_event = (uint16_t *)(void *)&vr->used->ring[vr->size];
+	return 0;
+}
+
 struct sn_vring *sn_vring_create(const struct sn_vring_config *cfg,
 				 const struct sn_vring_mem *mem)
 {

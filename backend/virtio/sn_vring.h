@@ -166,6 +166,12 @@ void sn_vring_free(struct sn_vring *vr);
  * Returns 0 or -EINVAL (table unchanged). Owner thread only. */
 int sn_vring_set_mem(struct sn_vring *vr, const struct sn_vring_mem *mem);
 
+/* Read and write the same rings at other host addresses (the guest memory
+ * mapped again elsewhere, s15-L): ring state and held chains are kept;
+ * alignment as in sn_vring_config. 0 or -EINVAL (unchanged). Owner thread
+ * only. */
+int sn_vring_set_rings(struct sn_vring *vr, void *desc, void *avail, void *used);
+
 /* Translate [gpa, gpa+len) to a host pointer if it lies in one region.
  * Returns NULL and sets *err to SN_VRING_E_ADDR_OOB / _CROSS_REGION (not
  * counted: the counting callers are pop and its walkers). len must be > 0. */

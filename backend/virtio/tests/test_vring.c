@@ -975,6 +975,60 @@ static void test_rx_view(void)
 	guest_fini(&g);
 }
 
+/* s15-L: the guest memory mapped again at other addresses (a copy stands
+ * for the second mapping): after sn_vring_set_mem + sn_vring_set_rings the
+ * ring is read and written there only, held chains and indices kept. */
+static void test_set_rings(void)
+{
+	struct guest g;
+	struct sn_vring_config c;
+	struct sn_vring_mem m2;
+	unsigned char *copy[NREG];
+	uint16_t la, lu;
+
+	guest_init(&g, 16);
+	c = guest_cfg(&g, 16);
+	guest_start(&g, &c);
+	setd(g.desc, 0, DATA0, 12 + 60, 0, 0);
+	setd(g.desc, 1, DATA1, 12 + 60, 0, 0);
+	post(&g, 0);
+	CHECK(sn_vring_tx_pop(g.vr, pk, 8) == 1 && pk[0].head == 0);   /* held across the move */
+	m2 = g.mem;
+	for (int i = 0; i < NREG; i++) {
+		copy[i] = aligned_alloc(64, REG_SIZE);
+		if (copy[i] == NULL)
+			abort();
+		memcpy(copy[i], g.reg[i], REG_SIZE);
+		m2.regions[i].host_user_addr = (uintptr_t)copy[i];
+	}
+#define MOVED(p) ((void *)(copy[0] + ((unsigned char *)(p) - g.reg[0])))
+	CHECK(sn_vring_set_rings(g.vr, (char *)MOVED(g.desc) + 1, MOVED(g.avail), MOVED(g.used)) ==
+	      -EINVAL);
+	CHECK(sn_vring_set_rings(g.vr, MOVED(g.desc), NULL, MOVED(g.used)) == -EINVAL);
+	CHECK(sn_vring_set_mem(g.vr, &m2) == 0);
+	CHECK(sn_vring_set_rings(g.vr, MOVED(g.desc), MOVED(g.avail), MOVED(g.used)) == 0);
+	/* The old mapping goes away (poisoned); the guest posts head 1 in the new one. */
+	for (int i = 0; i < NREG; i++)
+		memset(g.reg[i], 0xff, REG_SIZE);
+	g.desc = MOVED(g.desc);
+	g.avail = MOVED(g.avail);
+	g.used = MOVED(g.used);
+	for (int i = 0; i < NREG; i++) {
+		free(g.reg[i]);
+		g.reg[i] = copy[i];
+	}
+#undef MOVED
+	post(&g, 1);
+	CHECK(sn_vring_tx_pop(g.vr, pk, 8) == 1 && pk[0].head == 1 && pk[0].err == SN_VRING_OK);
+	CHECK(pk[0].len == 60 && pk[0].iov[0].iov_base == hva(&g, DATA1 + 12));
+	CHECK(sn_vring_used_put(g.vr, 1, 0) == 0 && sn_vring_used_put(g.vr, 0, 0) == 0);
+	CHECK(sn_vring_used_flush(g.vr) == 1);
+	CHECK(g.used->idx == 2 && g.used->ring[0].id == 1 && g.used->ring[1].id == 0);
+	sn_vring_get_base(g.vr, &la, &lu);
+	CHECK(la == 2 && lu == 2 && err_total(&g) == 0);
+	guest_fini(&g);
+}
+
 int main(void)
 {
 	test_create();
@@ -991,5 +1045,6 @@ int main(void)
 	test_rewrite_between_pops();
 	test_rewrite_concurrent();
 	test_rx_view();
+	test_set_rings();
 	return sn_check_exit("test_vring");
 }
