@@ -404,8 +404,8 @@ def test_class_uid_not_reused_while_its_flows_live(schednicd, sngen):
     # 16 sets (256 ids) within the 2 s ageing time: ids were due again
     # while the entries keyed with them lived
     wrap = min(started[i + 16] - started[i] for i in range(nsets - 16))
-    print(f"\n{nsets - 1} sets, {(nsets - 1) * nflows} class creations; fastest 16 sets {wrap:.2f} s; "
-          f"classes without their own flow state: {bad[:8]}")
+    print(f"\n{nsets - 1} sets, {(nsets - 1) * nflows} class creations; "
+          f"fastest 16 sets {wrap:.2f} s; classes without their own flow state: {bad[:8]}")
     assert wrap < 1.5, f"too slow to exercise the reuse: 16 sets took >= {wrap:.2f} s"
     assert not bad, bad
     g.finish()
