@@ -92,6 +92,7 @@ def test_weighted_sharing_and_idle_handover(build_dir, algo, measured):
             if not idle and r1 == r0 and a1["vm0"][0] - a0["vm0"][0] >= 1.9:
                 break
         else:
+            measured(SHARES, algo=algo, note="no 2 s window with all three backlogged: fail")
             pytest.fail("no 2 s window (>= 1.9 s of worker clock) with all three ports "
                         "backlogged")
         # shares: the daemon's uplink bytes per port between two exact
