@@ -50,6 +50,7 @@
 #include "sn_port.h"
 
 #define SWEEP_PER_TICK 256
+#define UID_N          256     /* flow_key.cls values */
 
 struct flow_key {
 	uint32_t src, dst;
@@ -101,6 +102,12 @@ struct sn_classify {
 	uint32_t next_version;
 	uint8_t n_cls[SN_PORT_MAX];
 	uint8_t next_uid[SN_PORT_MAX];
+	/* s15-R5: live flow entries keyed with each (slot, uid). A uid is
+	 * given to a new class only when none is left: 8-bit uids wrapped
+	 * within the 2 s ageing time after 256 class creations, and the new
+	 * class took over the old one's flow states (its flows_created stayed
+	 * 0 and flows_active went to -1 as they aged). */
+	uint32_t uid_flows[SN_PORT_MAX][UID_N];
 	/* s14-R4: the last apply_port's old class index -> new index
 	 * (SN_CLASSIFY_NONE: gone); moved: not the identity. */
 	bool moved[SN_PORT_MAX];
@@ -175,18 +182,51 @@ static bool same_class(const struct cls *k, const struct sn_policy_class *pc)
 	return !strcmp(k->name, pc->name);
 }
 
+/* Delete every flow entry of (slot, uid) now instead of at ageing. */
+static void purge_uid(struct sn_classify *c, uint16_t slot, uint8_t uid)
+{
+	const void *kp;
+	void *data;
+	uint32_t it = 0;
+
+	while (c->uid_flows[slot][uid] && rte_hash_iterate(c->h, &kp, &data, &it) >= 0) {
+		const struct flow_key k = *(const struct flow_key *)kp;
+		int32_t pos;
+
+		if (k.slot != slot || k.cls != uid)
+			continue;
+		pos = rte_hash_del_key(c->h, &k);
+		SN_VERIFY(pos >= 0);
+		c->flows[pos].used = 0;
+		c->uid_flows[slot][uid]--;
+	}
+	SN_VERIFY(c->uid_flows[slot][uid] == 0);
+}
+
 /* s14-R4: a flow key id for a new class of slot: one no kept class of the
- * new table uses (taken[]), rotating, so the flow entries a class that
- * went away left behind (aged out after SN_CLASSIFY_AGE_NS) are rarely
- * met again. */
+ * new table uses (taken[]), rotating. s15-R5: and one no flow entry is
+ * keyed with any more (those of a class that went away age out after
+ * SN_CLASSIFY_AGE_NS), so the new class starts with no flow state. Only
+ * when every free uid still has entries (>= 240 classes with live flows
+ * deleted within the ageing time) are the fewest of them deleted at once:
+ * their classes are gone, only their pacing debt is forgotten. */
 static uint8_t new_uid(struct sn_classify *c, uint16_t slot, const bool *taken)
 {
-	uint8_t u;
+	int best = -1;
 
-	do
-		u = c->next_uid[slot]++;
-	while (taken[u]);
-	return u;
+	for (unsigned i = 0; i < UID_N; i++) {
+		uint8_t u = c->next_uid[slot]++;
+
+		if (taken[u])
+			continue;
+		if (!c->uid_flows[slot][u])
+			return u;
+		if (best < 0 || c->uid_flows[slot][u] < c->uid_flows[slot][best])
+			best = u;
+	}
+	SN_VERIFY(best >= 0);
+	purge_uid(c, slot, (uint8_t)best);
+	return (uint8_t)best;
 }
 
 uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
@@ -197,11 +237,12 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 	unsigned n = pp ? pp->n_classes : 0;
 	uint32_t restamp = 0;
 	unsigned from[SN_POLICY_CLASSES_MAX];
-	bool taken[256] = { false };
+	bool taken[UID_N] = { false };
 
 	static_assert(SN_POLICY_CLASSES_MAX <= 32, "restamp mask: one bit per class");
 	static_assert(SN_POLICY_CLASSES_MAX < SN_CLASSIFY_NONE, "renumbering: NONE is no index");
-	static_assert(SN_POLICY_CLASSES_MAX < 256, "a free uid always exists");
+	static_assert(SN_POLICY_CLASSES_MAX < UID_N, "a free uid always exists");
+	static_assert(UID_N == 1u << (8 * sizeof(((struct flow_key *)0)->cls)), "uid = key.cls");
 
 	memcpy(old, c->cls[slot], sizeof(old));
 	/* s14-R4: a class is its name (policy.set's identity): old index ->
@@ -272,7 +313,8 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 		k->burst = pc->burst_bytes;
 	}
 	/* Flow entries are keyed by the class's uid, which a moved class
-	 * keeps; a class that went away leaves entries the sweep ages out. */
+	 * keeps; a class that went away leaves entries the sweep ages out
+	 * (their uid is not given to a new class before: new_uid()). */
 	__atomic_store_n(&c->n_cls[slot], (uint8_t)n, __ATOMIC_RELAXED);
 	return restamp;
 }
@@ -420,6 +462,7 @@ static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
 		SN_VERIFY(sn_tstamp_init(&f->ts, kc->rate_bps, kc->burst, now) == 0);
 		f->version = kc->version;
 		f->used = 1;
+		c->uid_flows[key->slot][key->cls]++;
 		ctr_add(&kc->st.flows_created, 1);
 		ctr_add(&kc->st.flows_active, 1);
 	}
@@ -602,6 +645,7 @@ static void sweep(struct sn_classify *c, uint64_t now)
 		if (now - f->last_ns < SN_CLASSIFY_AGE_NS || f->ts.lts >= now)
 			continue;
 		f->used = 0;
+		c->uid_flows[k->slot][k->cls]--;
 		for (unsigned j = 0; j < c->n_cls[k->slot]; j++) {
 			struct cls *kc = &c->cls[k->slot][j];
 

@@ -238,9 +238,6 @@ struct pstate {
 	/* Arbiter half only: uplink counters per flow class (remote arbiter;
 	 * the worker's sn_classify counts them in the 1-core layout). */
 	uint64_t a_clup[SN_POLICY_CLASSES_MAX][2];
-	/* s14-R4: the class names a_clup[] is indexed by (clup_follow()). */
-	uint8_t a_ncl;
-	char a_clname[SN_POLICY_CLASSES_MAX][SN_POLICY_NAME_MAX + 1];
 	/* Counters: worker is the sole writer of st, the arbiter half of ast. */
 	struct sn_pipeline_port_stats st __rte_cache_aligned;
 	struct sn_pipeline_port_stats ast __rte_cache_aligned;
@@ -354,6 +351,20 @@ struct sn_pipeline {
 	uint32_t drain_arrived;   /* workers done with their own half (release) */
 	uint32_t drain_done;      /* arbp drained the arbiter sets (release) */
 	bool drained;             /* this instance: drain() done */
+	/* s15-R5: worker 0 -> arbiter half (instance 0 = arbp): the old ->
+	 * new class index map of each slot whose classes moved
+	 * (sn_classify_renumber, composed over the applies the arbiter has
+	 * not taken yet), so a_clup follows its class as the worker's
+	 * counters do (clup_publish / clup_take). SPSC hand-over: worker 0
+	 * writes clup_map/clup_moved only while clup_ack == clup_seq. */
+	uint32_t clup_seq __rte_cache_aligned;  /* worker 0: maps published (release) */
+	uint32_t clup_ack;        /* arbiter half: maps taken (release) */
+	bool clup_moved[SN_PORT_MAX];
+	uint8_t clup_map[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
+	/* Worker 0 only: composed, not yet published. */
+	bool clup_pending;
+	bool clup_pend_moved[SN_PORT_MAX];
+	uint8_t clup_pend[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
 	/* Arbiter thread writes (relaxed), anyone reads. */
 	struct sn_pipeline_uplink_tx up __rte_cache_aligned;
 	struct sn_pipeline_thread_stats wts, ats;
@@ -1750,28 +1761,80 @@ static void restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 }
 
 /* Arbiter half (s14-R4): the remote arbiter's per-class uplink counters
- * follow their class by name (policy.set's identity) when classes move in
- * the list or go away, as the worker's sn_classify counters do. Frames in
- * flight between the wheel and the uplink at the change (the mailbox and
- * the scheduler's queues) carry their class's old index and count there. */
-static void clup_follow(struct pstate *ps, const struct sn_policy_port *w)
+ * follow their class (policy.set's identity: its name) when classes move
+ * in the list or go away, as the worker's sn_classify counters do. s15-R5:
+ * by the map sn_classify_apply_port() built for worker 0 (old index ->
+ * new, SN_CLASSIFY_NONE: gone), handed over by clup_publish(), instead of
+ * a second match by name here. Frames in flight between the wheel and the
+ * uplink at the change (the mailbox and the scheduler's queues) carry
+ * their class's old index and count there. */
+static void clup_follow(struct pstate *ps, const uint8_t *map)
 {
-	uint64_t old[SN_POLICY_CLASSES_MAX][2];
-	const unsigned n = w ? w->n_classes : 0;
+	uint64_t nw[SN_POLICY_CLASSES_MAX][2] = { { 0 } };
 
-	memcpy(old, ps->a_clup, sizeof(old));
-	for (unsigned i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
-		unsigned j = ps->a_ncl;
-
-		if (i < n)
-			for (j = 0; j < ps->a_ncl && strcmp(ps->a_clname[j], w->classes[i].name); j++)
-				;
-		ctr_set(&ps->a_clup[i][0], j < ps->a_ncl ? old[j][0] : 0);
-		ctr_set(&ps->a_clup[i][1], j < ps->a_ncl ? old[j][1] : 0);
+	for (unsigned j = 0; j < SN_POLICY_CLASSES_MAX; j++) {
+		if (map[j] == SN_CLASSIFY_NONE)
+			continue;
+		SN_VERIFY(map[j] < SN_POLICY_CLASSES_MAX);
+		nw[map[j]][0] = ps->a_clup[j][0];
+		nw[map[j]][1] = ps->a_clup[j][1];
 	}
-	for (unsigned i = 0; i < n; i++)
-		snprintf(ps->a_clname[i], sizeof(ps->a_clname[i]), "%s", w->classes[i].name);
-	ps->a_ncl = (uint8_t)n;
+	for (unsigned i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
+		ctr_set(&ps->a_clup[i][0], nw[i][0]);
+		ctr_set(&ps->a_clup[i][1], nw[i][1]);
+	}
+}
+
+/* Worker 0, after sn_classify_apply_port() of every slot: compose this
+ * apply's renumbering onto the maps not yet published. */
+static void clup_compose(struct sn_pipeline *pl)
+{
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		uint8_t *m = pl->clup_pend[s];
+
+		if (!sn_classify_moved(pl->cls, (uint16_t)s))
+			continue;     /* identity on every old index */
+		if (!pl->clup_pend_moved[s])
+			for (unsigned j = 0; j < SN_POLICY_CLASSES_MAX; j++)
+				m[j] = (uint8_t)j;
+		for (unsigned j = 0; j < SN_POLICY_CLASSES_MAX; j++)
+			m[j] = sn_classify_renumber(pl->cls, (uint16_t)s, m[j]);
+		pl->clup_pend_moved[s] = true;
+		pl->clup_pending = true;
+	}
+}
+
+/* Worker 0: hand the composed maps to the arbiter half once it has taken
+ * the previous ones (else later: apply() and run()'s periodic work). */
+static void clup_publish(struct sn_pipeline *pl)
+{
+	const uint32_t seq = __atomic_load_n(&pl->clup_seq, __ATOMIC_RELAXED);
+
+	/* Acquire pairs with the release of clup_ack in clup_take(): the
+	 * arbiter half has read the maps about to be overwritten. */
+	if (!pl->clup_pending || __atomic_load_n(&pl->clup_ack, __ATOMIC_ACQUIRE) != seq)
+		return;
+	memcpy(pl->clup_map, pl->clup_pend, sizeof(pl->clup_map));
+	memcpy(pl->clup_moved, pl->clup_pend_moved, sizeof(pl->clup_moved));
+	memset(pl->clup_pend_moved, 0, sizeof(pl->clup_pend_moved));
+	pl->clup_pending = false;
+	/* Release: pairs with the acquire in clup_take(): the maps are written. */
+	__atomic_store_n(&pl->clup_seq, seq + 1, __ATOMIC_RELEASE);
+}
+
+/* Arbiter half (instance 0): apply maps worker 0 published, if any. */
+static void clup_take(struct sn_pipeline *pl)
+{
+	/* Acquire pairs with the release in clup_publish(). */
+	const uint32_t seq = __atomic_load_n(&pl->clup_seq, __ATOMIC_ACQUIRE);
+
+	if (seq == __atomic_load_n(&pl->clup_ack, __ATOMIC_RELAXED))
+		return;
+	for (unsigned s = 0; s < SN_PORT_MAX; s++)
+		if (pl->clup_moved[s])
+			clup_follow(&pl->ps[s], pl->clup_map[s]);
+	/* Release: pairs with the acquire in clup_publish(): the maps were read. */
+	__atomic_store_n(&pl->clup_ack, seq, __ATOMIC_RELEASE);
 }
 
 /* Arbiter half: the policy's algorithm, link and per-port classes. */
@@ -1829,9 +1892,7 @@ static void apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
 				ctr_set(&ps->a_clup[i][0], 0);
 				ctr_set(&ps->a_clup[i][1], 0);
 			}
-			ps->a_ncl = 0;
 		}
-		clup_follow(ps, want[s]);
 	}
 	/* Pass 1: removals and weight decreases, so pass 2 never exceeds
 	 * the scheduler's weight sum (the policy's sum is validated). */
@@ -1904,6 +1965,7 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 			/* Another port (or none) in this slot: fresh state and
 			 * counters; its scheduler class, if any, carries on. */
 			__atomic_store_n(&ps->gen, p ? p->gen : 0, __ATOMIC_RELAXED);
+			pl->clup_pend_moved[s] = false;   /* s15-R5: no map of its old port */
 			ps->has_rate = false;
 			ps->room_lmax = 0;    /* s11-V3 */
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
@@ -1932,6 +1994,13 @@ static void apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn
 	}
 	if (any_change)
 		restamp_wheel(pl, changed, cls_changed);
+	if (pl->wk_id == 0) {
+		/* s15-R5: a_clup follows this renumbering (1-core: at once) */
+		clup_compose(pl);
+		clup_publish(pl);
+		if (!pl->split)
+			clup_take(pl);
+	}
 	pl->pol_gen = pol->gen;
 	pl->t_seen = t;
 	pl->dirty = false;
@@ -2029,6 +2098,7 @@ static uint32_t arb_round(struct sn_pipeline *pl, const struct sn_policy *pol,
 	ctr_set(&pl->arb_clock_ns, now);
 	if (pol->gen != pl->a_pol_gen || arb_table_stale(pl, t) || (pl->a_algo_retry && !pl->aset_old))
 		apply_arb(pl, pol, t);
+	clup_take(pl);         /* s15-R5: class maps of worker 0's applies */
 	if (pl->aset_old && all_acked(pl)) {
 		/* Acquire (all_acked) pairs with each worker's release of
 		 * w_ack: their last inserts into the old mailboxes are
@@ -2152,6 +2222,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	/* Worker-half periodic work (its own timer in both layouts). */
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		publish_fair_stats(pl);
+		clup_publish(pl);     /* s15-R5: maps the arbiter had not taken at apply() */
 		/* issue 6: NBA, flow ageing */
 		uint32_t agg_changed = sn_classify_tick(pl->cls, pl->now,
 							sn_twheel_horizon_ns(pl->wheel));

@@ -206,33 +206,31 @@ void sn_vring_free(struct sn_vring *vr)
 	free(vr);
 }
 
+/* The region of mem that holds guest-physical gpa, or NULL. Regions do not
+ * overlap (mem_valid), so the first hit is the only one. The one region
+ * lookup of this file: the translation and the prefetch hints (hint_hva). */
+static inline const struct sn_vring_region *mem_region(const struct sn_vring_mem *mem,
+						       uint64_t gpa)
+{
+	for (uint32_t i = 0; i < mem->nregions; i++)
+		if (gpa - mem->regions[i].guest_phys_addr < mem->regions[i].size)
+			return &mem->regions[i];
+	return NULL;
+}
+
 void *sn_vring_gpa_to_hva(const struct sn_vring *vr, uint64_t gpa,
 			  uint64_t len, enum sn_vring_err *err)
 {
-	const struct sn_vring_region *r;
-	uint64_t last;
-	uint32_t i;
+	const struct sn_vring_region *r = mem_region(&vr->mem, gpa);
 
-	for (i = 0; i < vr->mem.nregions; i++) {
-		r = &vr->mem.regions[i];
-		if (gpa - r->guest_phys_addr >= r->size)
-			continue;
-		if (len <= r->size - (gpa - r->guest_phys_addr))
-			return (void *)(uintptr_t)(r->host_user_addr +
-						   (gpa - r->guest_phys_addr));
-		break;
-	}
+	if (r != NULL && len <= r->size - (gpa - r->guest_phys_addr))
+		return (void *)(uintptr_t)(r->host_user_addr + (gpa - r->guest_phys_addr));
 	*err = SN_VRING_E_ADDR_OOB;
-	if (i == vr->mem.nregions || len - 1 > UINT64_MAX - gpa)
+	if (r == NULL || len - 1 > UINT64_MAX - gpa)
 		return NULL;
-	last = gpa + (len - 1);
-	for (i = 0; i < vr->mem.nregions; i++) {
-		r = &vr->mem.regions[i];
-		if (last - r->guest_phys_addr < r->size) {
-			*err = SN_VRING_E_CROSS_REGION;
-			break;
-		}
-	}
+	/* starts in r, ends past it: in another region, or outside memory */
+	if (mem_region(&vr->mem, gpa + (len - 1)) != NULL)
+		*err = SN_VRING_E_CROSS_REGION;
 	return NULL;
 }
 
@@ -452,17 +450,14 @@ static void unhold(struct sn_vring *vr, uint16_t id)
  * address cannot fault. */
 #define PREFETCH_MAX 64u
 
-/* Host address of guest-physical gpa for a prefetch, or NULL. */
+/* Host address of guest-physical gpa for a prefetch, or NULL (no length
+ * check: a hint, see above). */
 static inline const unsigned char *hint_hva(const struct sn_vring_mem *mem, uint64_t gpa)
 {
-	for (uint32_t i = 0; i < mem->nregions; i++) {
-		const struct sn_vring_region *r = &mem->regions[i];
+	const struct sn_vring_region *r = mem_region(mem, gpa);
 
-		if (gpa - r->guest_phys_addr < r->size)
-			return (const unsigned char *)(uintptr_t)(r->host_user_addr +
-								  (gpa - r->guest_phys_addr));
-	}
-	return NULL;
+	return r != NULL ? (const unsigned char *)(uintptr_t)(r->host_user_addr +
+							      (gpa - r->guest_phys_addr)) : NULL;
 }
 
 /* Two passes over k avail entries from `from`: ask for their descriptors,

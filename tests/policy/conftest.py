@@ -1,4 +1,7 @@
-"""Fixtures for the policy tests: the datapath tests' sn-gen driver."""
+"""Fixtures for the policy tests: the datapath tests' sn-gen driver, the
+lcore layouts, and the "schednic policy measurements" section of the
+terminal summary (the figures issue 6's closing note quotes, each beside
+its bound, in every CI log)."""
 import os
 import sys
 import time
@@ -8,6 +11,25 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "datapath"))
 from sngen import SnGen  # noqa: E402
+from snlib.summary import Summary  # noqa: E402
+
+SUMMARY = Summary("schednic policy measurements")
+
+
+@pytest.fixture
+def measured(record_property):
+    """measured(table, col=value, ...): one row of `table` in the terminal
+    summary's "schednic policy measurements" (and a junit property). Put
+    the bound or threshold column beside the value it limits; record
+    before asserting, so a failure shows its value too."""
+    def rec(table, **cols):
+        SUMMARY.row(table, **cols)
+        record_property(table, repr(cols))
+    return rec
+
+
+def pytest_terminal_summary(terminalreporter):
+    SUMMARY.write(terminalreporter)
 
 
 @pytest.fixture(scope="session")

@@ -360,3 +360,62 @@ def test_horizon_clamp_vs_drop(schednicd, sngen):
     assert cl["clamped"] > 0.3 * per_flow, cl
     assert port["drops"]["horizon"] == dr["drops"]["horizon"], port
     assert d.alive()
+
+
+def test_class_uid_not_reused_while_its_flows_live(schednicd, sngen):
+    """A class's flow entries are keyed by an 8-bit id per port (its uid,
+    kept while the class keeps its name). s15-R5 review: 256 class
+    creations within the 2 s flow ageing time wrapped the id, and a new
+    class took over a deleted class's flow entries: no flow of its own
+    (flows_created 0 under traffic), and flows_active -1 once the
+    inherited entries aged. 16 UDP flows of vm0 (dst ports 1..16), each
+    policy.set replaces all 16 per-flow classes (class k matches dst port
+    k + 1) by 16 new names: 24 sets after the first, 384 creations. Each class, once it
+    carries traffic, must have made its own flow state (flows_created ==
+    flows_active == 1); 16 sets within the ageing time (as asserted: else
+    the id was never due for reuse while its entries lived) make the id
+    wrap onto live entries. After the traffic stopped, the last classes'
+    flows all age out (flows_active 0 = created - aged)."""
+    nflows, nsets = 16, 25
+
+    def classes(i):
+        return {"ports": {"vm0": {"classes": [
+            {"name": f"g{i}c{k}", "proto": "udp", "dst_port": k + 1, "rate_bps": 50_000_000,
+             "scope": "flow"} for k in range(nflows)]}}}
+
+    d = schednicd(ports=["vm0"], uplink=UPLINK, policy=classes(0), datapath={"mbufs": 16383})
+    g = gen(sngen, d, "vm0", [f"10.0.0.1:4000-10.2.0.1:{k + 1}" for k in range(nflows)],
+            pps=16000, size=128)
+    go(d, ["vm0"], [g])
+    started, bad = [], []
+    for i in range(nsets):
+        d.rpc("policy.set", {"policy": classes(i)})
+        started.append(time.monotonic())
+        deadline = time.monotonic() + 10
+        while True:
+            _, c, _ = cstats(d, "vm0")
+            mine = {n: v for n, v in c.items() if n.startswith(f"g{i}c")}
+            if len(mine) == nflows and all(v["offered_packets"] > 0 for v in mine.values()):
+                break
+            assert time.monotonic() < deadline, f"set {i}: no traffic in every class: {c}"
+            time.sleep(0.005)
+        bad += [(i, n, v["flows_created"], v["flows_active"]) for n, v in mine.items()
+                if (v["flows_created"], v["flows_active"]) != (1, 1)]
+    # 16 sets (256 ids) within the 2 s ageing time: ids were due again
+    # while the entries keyed with them lived
+    wrap = min(started[i + 16] - started[i] for i in range(nsets - 16))
+    print(f"\n{nsets - 1} sets, {(nsets - 1) * nflows} class creations; "
+          f"fastest 16 sets {wrap:.2f} s; classes without their own flow state: {bad[:8]}")
+    assert wrap < 1.5, f"too slow to exercise the reuse: 16 sets took >= {wrap:.2f} s"
+    assert not bad, bad
+    g.finish()
+    deadline = time.monotonic() + 15
+    while True:
+        _, c, _ = cstats(d, "vm0")
+        if all(v["flows_active"] == 0 for v in c.values()):
+            break
+        assert all(v["flows_active"] >= 0 for v in c.values()), c
+        assert time.monotonic() < deadline, f"flows never aged: {c}"
+        time.sleep(0.2)
+    assert all(v["flows_aged"] == v["flows_created"] == 1 for v in c.values()), c
+    assert d.alive()

@@ -30,7 +30,14 @@ shape and forward them: when the OS kept either off its CPU for more than
 half of every window (conf.starved, runqueue wait from schedstat) no code
 can do that, and the test is skipped with the measured waits in the
 message; an unclean window without that starvation fails.
+
+Linux HTB (scripts/bench/conformance.py run_htb: veth between two
+namespaces, iperf3 -u -b 0, receiver rx_bytes every 100 ms) runs at the
+same R after schednic's window, in the same test: its deviation is shown
+beside ours in the terminal summary ("schednic policy measurements"),
+not asserted (issue 6).
 """
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,8 +50,11 @@ import conformance as conf  # noqa: E402
 RATES = [1_000_000, 10_000_000, 100_000_000, 1_000_000_000]
 
 
+CONFORMANCE = "rate conformance: mean abs. deviation of 100 ms samples from R (Carousel 7.1.1)"
+
+
 @pytest.mark.parametrize("rate", RATES, ids=lambda r: f"{r // 1_000_000}M")
-def test_rate_conformance(build_dir, rate):
+def test_rate_conformance(build_dir, rate, measured):
     with conf.conformance_port(build_dir, rate) as s:
         s.wait_flowing()
         time.sleep(0.5)
@@ -54,29 +64,48 @@ def test_rate_conformance(build_dir, rate):
             tries.append(m)
             if conf.clean(m):
                 break
-        else:
-            if all(conf.starved(t) for t in tries):
-                pytest.skip(f"host overloaded: daemon/sn-gen kept off their CPU for > 50 % "
-                            f"of every window at {rate} bit/s (waits ms: "
-                            f"{[(t['daemon_wait_ms'], t['sngen_wait_ms']) for t in tries]}): {m}")
-            pytest.fail(f"no clean 3 s window at {rate} bit/s in 5 tries: {m}")
-        print(f"\n{rate} bit/s: {m}")
-        assert m["worker_samples"] >= 20, m
-        assert m["worker_dev_pct"] <= 1.0, m
-        # the whole window's mean is exact: the shaper is deterministic
-        assert abs(m["worker_mean_bps"] - rate) / rate < 0.005, m
-        assert m["drops"].get("horizon", 0) > 0, m           # offered > R: the excess
-        assert set(m["drops"]) <= {"horizon"}, m             # nothing else lost inside
-        if m["daemon_wait_ms"] < 0.01 * m["window_s"] * 1000:
-            assert m["sink_dev_pct"] <= 1.0, m
-        assert s.daemon.poll() is None
+        alive = s.daemon.poll() is None
+    # Linux HTB at the same R in the same run, by the same metric
+    # (scripts/bench/conformance.py run_htb): reported beside ours, not
+    # asserted (issue 6); a failed baseline shows as its error
+    try:
+        htb = conf.run_htb(rate, 3.0)["dev_pct"]
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        print(f"\nHTB baseline at {rate} bit/s failed: {e!r}")
+        htb = f"failed: {type(e).__name__}"
+    sink_asserted = m["daemon_wait_ms"] < 0.01 * m["window_s"] * 1000
+    measured(CONFORMANCE, R=f"{rate // 1_000_000}M", **{
+        "shaper dev %": m["worker_dev_pct"], "bound %": "<= 1",
+        "sink dev %": m["sink_dev_pct"], "sink bound %": "<= 1" if sink_asserted else "(shown)",
+        "HTB dev %": htb,
+        "mean err %": abs(m["worker_mean_bps"] - rate) / rate * 100
+        if m["worker_mean_bps"] else None, "mean bound %": "< 0.5",
+        "window": "clean" if conf.clean(m) else
+        "starved: skip" if all(conf.starved(t) for t in tries) else "unclean: fail",
+        "tries": len(tries)})
+    print(f"\n{rate} bit/s: HTB dev {htb} %")
+    if not conf.clean(m):
+        if all(conf.starved(t) for t in tries):
+            pytest.skip(f"host overloaded: daemon/sn-gen kept off their CPU for > 50 % "
+                        f"of every window at {rate} bit/s (waits ms: "
+                        f"{[(t['daemon_wait_ms'], t['sngen_wait_ms']) for t in tries]}): {m}")
+        pytest.fail(f"no clean 3 s window at {rate} bit/s in 5 tries: {m}")
+    print(f"\n{rate} bit/s: {m}")
+    assert m["worker_samples"] >= 20, m
+    assert m["worker_dev_pct"] <= 1.0, m
+    # the whole window's mean is exact: the shaper is deterministic
+    assert abs(m["worker_mean_bps"] - rate) / rate < 0.005, m
+    assert m["drops"].get("horizon", 0) > 0, m           # offered > R: the excess
+    assert set(m["drops"]) <= {"horizon"}, m             # nothing else lost inside
+    if sink_asserted:
+        assert m["sink_dev_pct"] <= 1.0, m
+    assert alive
 
 
 def test_top_shows_the_shaped_rate(build_dir):
     """schednicctl top under traffic: vm0 limited to 10 Mbit/s, offered 12:
     SENT_MBPS ~ 10, OFFERED_MBPS ~ 12, arbiter decisions/s ~ the frame rate,
     horizon drops/s shown (rates over the worker's clock)."""
-    import subprocess
     rate = 10_000_000
     ctl = Path(__file__).resolve().parents[2] / "scripts" / "schednicctl"
     with conf.conformance_port(build_dir, rate) as s:

@@ -180,6 +180,20 @@ AGG = 100_000_000
 AGG_SIZE = 1400
 
 
+def nba_row(measured, case, total, sent, want, note):
+    """One row of the aggregate + NBA table of the terminal summary."""
+    measured("aggregate 100 Mbit/s over 2 workers: total and NBA split vs water-filling "
+             "(Mbit/s, 2 s windows)", case=case, **{
+                 "total": total / 1e6 if total else None, "total bound": "100 +-1 %",
+                 "vm0 sent/water-fill": [sent[n] / 1e6 for n in ("vm0",) if n in sent] +
+                 [want[n] / 1e6 for n in ("vm0",) if n in want],
+                 "vm1 sent/water-fill": [sent[n] / 1e6 for n in ("vm1",) if n in sent] +
+                 [want[n] / 1e6 for n in ("vm1",) if n in want],
+                 "split err % agg": max((abs(sent[n] - want[n]) / AGG * 100 for n in sent),
+                                        default=None),
+                 "split bound": "< 2 % agg", "note": note})
+
+
 def water_fill(total, demands):
     """Max-min split of `total` over `demands` (Carousel §5.3 NBA)."""
     out, left, rest = {}, total, sorted(demands.items(), key=lambda kv: kv[1])
@@ -231,7 +245,7 @@ def agg_window(d, window=2.0):
 
 
 @pytest.mark.parametrize("pps", [(6000, 11000)], ids=["60M+123M"])
-def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps):
+def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps, measured):
     """One aggregate of 100 Mbit/s over a class of vm0 (worker 0, offering
     ~67 Mbit/s) and one of vm1 (worker 1, offering ~123 Mbit/s): both
     workers are real NBA cores. After one update period the aggregate's
@@ -279,12 +293,16 @@ def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps):
                     for w in ag["nba"]):
             break
     else:
+        nba_row(measured, "2 workers, both above half", got[-1][0] if got else None,
+                sent if got else {}, want if got else {}, f"none of {len(got)} windows")
         pytest.fail(f"no window with total within 1 % and the max-min split: {got}")
+    nba_row(measured, "2 workers, both above half", total, sent, want,
+            f"window {len(got)}; grants {[w['grant_bps'] / 1e6 for w in ag['nba']]}")
     assert ag["drops"]["horizon"] > 0, ag          # the excess of each worker
     assert d.alive()
 
 
-def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
+def test_aggregate_nba_worker_below_its_share(schednicd, sngen, measured):
     """vm0 (worker 0) offers ~28 Mbit/s, below its fair share of the 100
     Mbit/s aggregate; vm1 (worker 1) ~123 Mbit/s. Water-filling max-min
     predicts 28 / 72. Per 2 s window: the total never exceeds the
@@ -315,7 +333,7 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
     wait_class(d, "vm0", ["bulk"])
     wait_class(d, "vm1", ["bulk"])
     time.sleep(0.3)
-    got, ratio0, totals, dev1 = [], [], [], []
+    got, ratio0, totals, dev1, split = [], [], [], [], []
     nominal = {"vm0": 2500 * AGG_SIZE * 8, "vm1": 11000 * AGG_SIZE * 8}
     for _ in range(14):
         w = agg_window(d)
@@ -342,6 +360,7 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
         ratio0.append(sent["vm0"] / offered["vm0"])
         totals.append(total)
         dev1.append(abs(sent["vm1"] - want["vm1"]) / AGG)
+        split.append((total, sent, want))
         if len(totals) == 6:
             break
     assert len(totals) >= 3, f"too few windows with the intended offered loads: {got}"
@@ -351,6 +370,11 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen):
     print(f"worker below its share: totals {[round(t / 1e6, 2) for t in totals]} Mbit/s "
           f"of {AGG / 1e6:.0f}; windows: {got}")
     med = len(totals) // 2
+    if split:        # the window of the median total (the medians asserted below)
+        mt, ms, mw = sorted(split, key=lambda x: x[0])[med]
+        nba_row(measured, "vm0 below its share", mt, ms, mw,
+                f"window of median total ({len(totals)}); median vm0 sent/offered "
+                f"{ratio0[med]:.4f} (bound 1 +-3 %), median vm1 err {dev1[med] * 100:.2f} % agg")
     assert abs(totals[med] - AGG) < 0.01 * AGG, got
     assert abs(ratio0[med] - 1) < 0.03, got
     assert dev1[med] < 0.02, got

@@ -25,6 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from guest import Guest, REPO, SUBNET, UPLINK_HOST_IP, require_tool  # noqa: E402
+from snlib.summary import Summary  # noqa: E402
 
 GUEST_CPU = 0
 _mac_seq = itertools.count(1)
@@ -153,7 +154,7 @@ def uplink_host(netns, schednicd):
     h.close()
 
 
-_results = []
+SUMMARY = Summary("schednic VM measurements")
 
 
 @pytest.fixture
@@ -161,14 +162,11 @@ def record_result(record_property):
     """record_result(label, value, unit): shown in the terminal summary and
     stored as a junit property, so throughputs appear in every CI log."""
     def rec(label, value, unit):
-        _results.append((label, value, unit))
+        SUMMARY.line(f"{label}: {value:.1f} {unit}")
         record_property(label, f"{value:.1f} {unit}")
         print(f"{label}: {value:.1f} {unit}")
     return rec
 
 
 def pytest_terminal_summary(terminalreporter):
-    if _results:
-        terminalreporter.section("schednic VM measurements")
-        for label, value, unit in _results:
-            terminalreporter.write_line(f"{label}: {value:.1f} {unit}")
+    SUMMARY.write(terminalreporter)
