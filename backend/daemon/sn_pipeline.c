@@ -759,18 +759,28 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	const bool sync = !remote && up->tx_sync;
 
 	kept = 0;
+	/* s15-P5: the hold check per burst: frames [0, ok) are known to be
+	 * kept (sn_vqtx_keep_run); the frame at ok gets the per-frame check
+	 * (drop or keep), then the run after it is found again. */
+	uint16_t ok = sn_vqtx_keep_run(pkts, n);
+
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i], *c;
 		uint64_t pop;
 
-		flags |= m->ol_flags;
+		const bool rgso = remote && (m->ol_flags & GSO_FLAGS);
 
-		if (remote && (m->ol_flags & GSO_FLAGS)) {
+		flags |= m->ol_flags;
+		if (unlikely(i == ok)) {
+			/* pkts[i + 1 ..] are not compacted over yet (kept <= i) */
+			ok = (uint16_t)(i + 1 + sn_vqtx_keep_run(&pkts[i + 1], (uint16_t)(n - i - 1)));
+			if (!rgso && deferred_drop(pl, m, arb))
+				continue;
+		}
+		if (rgso) {
 			ret_push(pl, m, RET_GSO, 0);
 			continue;
 		}
-		if (deferred_drop(pl, m, arb))
-			continue;
 		/* s10-P: a PMD done with its mbufs when tx_burst returns
 		 * (sn_port_tx_sync) takes a deferred guest frame itself, from
 		 * the worker (the free in the PMD completes it on this lcore). */
@@ -1178,8 +1188,66 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	 * path, ret_* when the arbiter returns the frame). */
 	struct meta mk = { .src = in->slot, .src_gen = in->gen, .wk = (uint8_t)pl->wk_id };
 
+	uint16_t i = 0;
+
 	seq_counting(pl);
-	for (uint16_t i = 0; i < n; i++) {
+	/* s15-P5 (issue 6 throughput): the burst's leading frames of a port
+	 * without flow classes while its wheel is empty, in a loop of their
+	 * own: the same steps as the general loop below for such a frame
+	 * (underrun count, room_lmax, peek, the fast path's clock, commit,
+	 * meta, release), with the port's tstamp in a local copy (no store
+	 * to an mbuf can alias it: its floor at `now` and its rate stay in
+	 * registers, the LTS is stored back once) and the destination's
+	 * meta fields taken once per run of one destination. The first frame
+	 * whose timestamp is in the future stops it uncounted and uncommitted:
+	 * the general loop takes it (and the rest) exactly as before. */
+	if (!has_cls && wd == 0) {
+		struct sn_tstamp lt = ps->ts;
+		const struct sn_port *ld = NULL;
+		const int moff = pl->meta_off;
+		uint32_t lmax = ps->room_lmax;
+
+		mk.cls = SN_CLASSIFY_NONE;
+		mk.dst = DST_FLOOD;
+		mk.dst_gen = 0;
+		for (; i < n; i++) {
+			struct rte_mbuf *m = pkts[i];
+			const uint32_t len = m->pkt_len;
+
+			if (has_rate) {
+				struct sn_tstamp_next nx;
+				const bool u = lt.lts < now;
+				uint64_t ts;
+
+				ts = sn_tstamp_peek(&lt, now, len, &nx);
+				if (ts > tnow && !fresh) {
+					tnow = now_ns();
+					fresh = true;
+				}
+				if (ts > tnow)
+					break;
+				if (unlikely(len > lmax))
+					lmax = len;
+				under += u;
+				sn_tstamp_commit(&lt, &nx);
+			}
+			if (dst[i] != ld) {
+				ld = dst[i];
+				mk.dst = ld ? ld->slot : DST_FLOOD;
+				mk.dst_gen = ld ? ld->gen : 0;
+			}
+			*RTE_MBUF_DYNFIELD(m, moff, struct meta *) = mk;
+			obytes += len;
+			rpk++;
+			rbytes += len;
+			due[nd++] = m;
+		}
+		if (has_rate) {
+			sn_tstamp_commit(&ps->ts, &(struct sn_tstamp_next){ lt.lts, lt.lts_rem });
+			ps->room_lmax = lmax;
+		}
+	}
+	for (; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
 		struct sn_classify_res cr;
@@ -1302,11 +1370,18 @@ static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
 	const struct sn_port_table *t = pl->t;
 	struct rte_mbuf *up[BATCH];
 	uint16_t nu = 0;
+	/* s15-P5: the destination checks once per run of frames with the same
+	 * (dst, dst_gen): one snapshot of the port's state for the run, as if
+	 * the frames had been delivered at one instant (a port going down
+	 * meanwhile is seen by the next run or burst, as before by the next
+	 * frame). kind: 0 drop, 1 uplink, 2 VM port lp. */
+	uint32_t ldst = UINT32_MAX, lgen = 0;
+	unsigned kind = 0;
+	struct sn_port *lp = NULL;
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = due[i];
 		const struct meta *md = meta_of(pl, m);
-		struct sn_port *p;
 
 		if (md->dst == DST_FLOOD) {
 			/* rare: the general path, after the uplink copies
@@ -1317,13 +1392,23 @@ static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
 			dispatch(pl, m);
 			continue;
 		}
-		p = t->by_slot[md->dst];
-		if (!p || p->gen != md->dst_gen || !sn_port_is_up(p))
-			drop(pl, m, SN_PL_DROP_DST_GONE);
-		else if (p->type == SN_PORT_UPLINK)
+		if (md->dst != ldst || md->dst_gen != lgen) {
+			struct sn_port *p = t->by_slot[md->dst];
+
+			ldst = md->dst;
+			lgen = md->dst_gen;
+			lp = p;
+			if (!p || p->gen != md->dst_gen || !sn_port_is_up(p))
+				kind = 0;
+			else
+				kind = p->type == SN_PORT_UPLINK ? 1 : 2;
+		}
+		if (kind == 1)
 			up[nu++] = m;
+		else if (kind == 2)
+			stage_vm(pl, lp, m);
 		else
-			stage_vm(pl, p, m);
+			drop(pl, m, SN_PL_DROP_DST_GONE);
 	}
 	if (nu)
 		to_uplink_burst(pl, up, nu);
