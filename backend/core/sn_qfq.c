@@ -623,16 +623,29 @@ uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
 	lmax = cl->q.lmax;
 	was = sn_sched_q_count(&cl->q);
 	room = cl->q.mask + 1 - was;
-	for (i = 0; i < n; i++) {
-		if (sn_unlikely(lens[i] - 1 >= lmax)) {
-			*err = -EMSGSIZE;
-			break;
+	/* s15-P5: the ring's tail, mask and array in registers (a store into
+	 * an entry could alias cl->q for the compiler), stored back once. */
+	{
+		struct sn_sched_qent *v = cl->q.v;
+		const uint32_t mask = cl->q.mask;
+		uint32_t tail = cl->q.tail;
+
+		for (i = 0; i < n; i++) {
+			struct sn_sched_qent *e;
+
+			if (sn_unlikely(lens[i] - 1 >= lmax)) {
+				*err = -EMSGSIZE;
+				break;
+			}
+			if (sn_unlikely(i == room)) {
+				*err = -ENOBUFS;
+				break;
+			}
+			e = &v[tail++ & mask];
+			e->item = items[i];
+			e->len = lens[i];
 		}
-		if (sn_unlikely(i == room)) {
-			*err = -ENOBUFS;
-			break;
-		}
-		sn_sched_q_push(&cl->q, items[i], lens[i]);
+		cl->q.tail = tail;
 	}
 	q->backlog += i;
 	if (!was && i)

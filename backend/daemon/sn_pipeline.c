@@ -580,17 +580,23 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 	const uint16_t k = sn_port_uplink_enqueue(vid, arb ? pl->arb_txq : pl->txq, pkts, n);
 	struct sn_pipeline_port_stats *cur = NULL;
 	uint64_t bytes = 0, rpk = 0, rby = 0;
+	/* s15-P5: a run of one counter block is found on the meta's (src,
+	 * wk) bytes (side_st() is a function of them), its block looked up
+	 * once per run. */
+	const int moff = pl->meta_off;
+	uint32_t last = UINT32_MAX;
 
 	for (uint16_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pkts[i];
-		const struct meta *md = meta_of(pl, m);
-		struct sn_pipeline_port_stats *st = side_st(pl, m, arb);
+		const struct meta *md = RTE_MBUF_DYNFIELD(m, moff, const struct meta *);
+		const uint32_t key = (uint32_t)md->src | (uint32_t)md->wk << 16;
 		const uint32_t len = m->pkt_len;
 
-		if (st != cur) {
+		if (key != last) {
 			if (cur)
 				count_run(cur, rpk, rby);
-			cur = st;
+			cur = side_st(pl, m, arb);
+			last = key;
 			rpk = rby = 0;
 		}
 		rpk++;
@@ -846,9 +852,16 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 	struct arbset *as = arg;
 	struct sn_pipeline *pl = as->pl;
 	const struct sn_sched *sch = sn_arbiter_sched(as->arb);
+	struct sn_pipeline *const *wk = pl->arbp->wk;
+	const int moff = pl->meta_off;
 	struct rte_mbuf *pkts[BATCH];
-	struct sn_pipeline *owners[BATCH];
-	uint16_t srcs[BATCH];
+	/* s12-S2: the runs of one (worker, port): where each starts, its
+	 * port slot and its owner, for the backlog stores below (found here
+	 * once, not again). s15-P5: kept per run, not per frame, and a run is
+	 * found on the meta's (src, wk) bytes; the owner is looked up once
+	 * per run. */
+	struct sn_pipeline *rown[BATCH];
+	uint16_t rsrc[BATCH];
 
 	while (n) {
 		uint16_t k = (uint16_t)RTE_MIN(n, (uint32_t)BATCH);
@@ -856,43 +869,40 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		/* s11-S: the class backlog is read once per run of frames of
 		 * one class (the whole batch was dequeued before this call, so
 		 * it is the same for each of them), counters per run. */
-		uint16_t last = UINT16_MAX;
-		struct sn_pipeline *lasto = NULL;
+		uint32_t last = UINT32_MAX;
 		uint64_t idle = 0, nidle = 0;
-		/* s12-S2: where each run of one (worker, port) starts, for the
-		 * backlog stores below (found here once, not again). */
 		uint16_t rstart[BATCH + 1], nr = 0;
 
 		for (uint16_t i = 0; i < k; i++) {
-			pkts[i] = items[i];
-			srcs[i] = meta_of(pl, pkts[i])->src;
-			owners[i] = owner_of(pl, pkts[i]);
-			if (srcs[i] != last || owners[i] != lasto) {
+			struct rte_mbuf *m = items[i];
+			const struct meta *md = RTE_MBUF_DYNFIELD(m, moff, const struct meta *);
+			const uint32_t key = (uint32_t)md->src | (uint32_t)md->wk << 16;
+
+			pkts[i] = m;
+			if (key != last) {
 				if (nidle)
-					ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
+					ctr_add(&rown[nr - 1]->ps[rsrc[nr - 1]].ast.qfq_idle, nidle);
 				nidle = 0;
-				if (srcs[i] != last)
-					idle = sn_sched_class_backlog(sch, srcs[i]) == 0;
-				last = srcs[i];
-				lasto = owners[i];
+				if ((key & 0xffff) != (last & 0xffff))
+					idle = sn_sched_class_backlog(sch, md->src) == 0;
+				last = key;
+				rsrc[nr] = md->src;
+				rown[nr] = wk[md->wk];
 				rstart[nr++] = i;
 			}
 			nidle += idle;
 		}
 		rstart[nr] = k;
 		if (nidle)
-			ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
+			ctr_add(&rown[nr - 1]->ps[rsrc[nr - 1]].ast.qfq_idle, nidle);
 		if (!pl->arb_remote)
 			pl->held -= k;
 		uplink_tx(pl, pkts, k, true);
 		/* After uplink_tx: a frame counts as held (src_held) until it
 		 * is sent, freed or counted as returning. One release store
 		 * per run of frames of one (worker, port). */
-		for (uint16_t r = 0; r < nr; r++) {
-			const uint16_t i = rstart[r];
-
-			backlog_sub(owners[i], srcs[i], (uint64_t)(rstart[r + 1] - i));
-		}
+		for (uint16_t r = 0; r < nr; r++)
+			backlog_sub(rown[r], rsrc[r], (uint64_t)(rstart[r + 1] - rstart[r]));
 		items += k;
 		n -= k;
 	}

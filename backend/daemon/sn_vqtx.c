@@ -592,7 +592,19 @@ struct done_run {
 	unsigned b;            /* current hold bucket, SN_VQTX_HOLD_BUCKETS: none */
 	uint64_t bn;           /* frames in it */
 	uint64_t max;          /* longest hold of the run */
+	uint32_t nh;           /* heads to complete, in order */
+	uint16_t heads[SN_CONFIG_BURST_MAX];
 };
+
+/* The run's completions so far, in order (complete() for each). */
+static void heads_flush(struct done_run *r)
+{
+	if (r->nh) {
+		if (sn_vring_used_put0_bulk(r->q->vr, r->heads, r->nh))
+			r->q->dirty = true;
+		r->nh = 0;
+	}
+}
 
 static void hold_flush(struct done_run *r)
 {
@@ -610,6 +622,7 @@ static void run_flush(struct done_run *r)
 
 	if (!q)
 		return;
+	heads_flush(r);
 	hold_flush(r);
 	q->outstanding -= r->n;
 	ctr_set(&q->st.extbuf_in_use, q->outstanding);
@@ -632,6 +645,7 @@ static void run_start(struct done_run *r, struct sn_vqtx *q)
 	r->b = SN_VQTX_HOLD_BUCKETS;
 	r->bn = 0;
 	r->max = 0;
+	r->nh = 0;
 }
 
 void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
@@ -669,8 +683,12 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			r.max = RTE_MAX(r.max, cycles);
 			if (s->epoch != q->epoch || !q->vr)
 				ctr_inc(&q->st.late_free);
-			else
-				complete(q, s->head);
+			else {
+				/* complete(q, s->head), in order */
+				if (unlikely(r.nh == RTE_DIM(r.heads)))
+					heads_flush(&r);
+				r.heads[r.nh++] = s->head;
+			}
 			if (t_stash_mp == NULL) {
 				t_stash_mp = m->pool;
 				t_stash_shinfo.free_cb = stash_noop_cb;
@@ -683,6 +701,9 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 		}
 		rest[nrest++] = m;
 		if (nrest == SN_CONFIG_BURST_MAX) {
+			/* its completions come after those before it */
+			if (r.q)
+				heads_flush(&r);
 			t_nstash = nstash;
 			rte_pktmbuf_free_bulk(rest, nrest);
 			nrest = 0;
