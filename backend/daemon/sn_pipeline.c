@@ -1170,6 +1170,104 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
  * of sn_pipeline_run_seq() is about frames due at clock_ns). */
 static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n);
 static inline void seq_counting(struct sn_pipeline *pl);
+static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n,
+			  const struct sn_port *d);
+
+/* ---- s15-P5 (issue 6 throughput): submit's fast prefix --------------------
+ * The leading frames of a burst of a port without flow classes whose
+ * wheel is empty, in a loop of their own: the steps of submit_chunk's
+ * general loop for such a frame (underrun count, room_lmax, peek, the fast
+ * path's clock, commit, meta, release), with
+ *  - the port's tstamp in a local copy (no store to an mbuf can alias it:
+ *    rate and LTS stay in registers, the LTS is stored back once) and its
+ *    floor at `now` computed once (sn_tstamp_floor_at: sn_tstamp_peek() is
+ *    exactly floor + peek_at);
+ *  - the meta as three 8-byte words, rebuilt only when the destination
+ *    changes (the same bytes as the struct store);
+ *  - the loop compiled once with and once without a port rate.
+ * The first frame whose timestamp is in the future stops it uncounted and
+ * uncommitted: the general loop takes it and the rest exactly as before
+ * (a frame goes to the wheel, and with it every later one of the port).
+ * Returns the frames it released (due[0 .. i)). */
+struct fast_acc {
+	uint64_t tnow;            /* in/out: submit's fast path clock */
+	bool fresh;               /* in/out */
+	uint64_t under, bytes;    /* out */
+	const struct sn_port *d0; /* out: destination of due[0] */
+	bool same;                /* out: all released frames have d0 */
+};
+
+static inline __attribute__((always_inline)) uint16_t
+fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
+	    struct sn_port *const *dst, uint16_t n, struct meta mk, struct rte_mbuf **due,
+	    struct fast_acc *acc, const bool has_rate)
+{
+	const uint64_t now = pl->now;
+	const int moff = pl->meta_off;
+	struct sn_tstamp lt = ps->ts;
+	struct sn_tstamp_floor fl;
+	const struct sn_port *ld = NULL;
+	uint64_t tnow = acc->tnow, under = 0, bytes = 0, w[3];
+	uint32_t lmax = ps->room_lmax;
+	bool fresh = acc->fresh, same = true;
+	uint16_t i;
+
+	static_assert(sizeof(struct meta) == sizeof(w), "meta is three words");
+	mk.dst = DST_FLOOD;
+	mk.dst_gen = 0;
+	memcpy(w, &mk, sizeof(w));
+	if (has_rate)
+		sn_tstamp_floor_at(&lt, now, &fl);
+	for (i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		const uint32_t len = m->pkt_len;
+		char *md;
+
+		if (has_rate) {
+			struct sn_tstamp_next nx;
+			const bool u = lt.lts < now;
+			const uint64_t ts = sn_tstamp_peek_at(&lt, now, &fl, len, &nx);
+
+			if (unlikely(ts > tnow)) {
+				if (fresh)
+					break;
+				tnow = now_ns();
+				fresh = true;
+				if (ts > tnow)
+					break;
+			}
+			if (unlikely(len > lmax))
+				lmax = len;
+			under += u;
+			sn_tstamp_commit(&lt, &nx);
+		}
+		if (dst[i] != ld) {
+			if (i)
+				same = false;
+			ld = dst[i];
+			mk.dst = ld ? ld->slot : DST_FLOOD;
+			mk.dst_gen = ld ? ld->gen : 0;
+			memcpy(w, &mk, sizeof(w));
+		}
+		md = RTE_MBUF_DYNFIELD(m, moff, char *);
+		memcpy(md, &w[0], 8);
+		memcpy(md + 8, &w[1], 8);
+		memcpy(md + 16, &w[2], 8);
+		bytes += len;
+		due[i] = m;
+	}
+	if (has_rate) {
+		sn_tstamp_commit(&ps->ts, &(struct sn_tstamp_next){ lt.lts, lt.lts_rem });
+		ps->room_lmax = lmax;
+	}
+	acc->tnow = tnow;
+	acc->fresh = fresh;
+	acc->under = under;
+	acc->bytes = bytes;
+	acc->d0 = i ? dst[0] : NULL;
+	acc->same = same;
+	return i;
+}
 
 static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			 struct sn_port *const *dst, uint16_t n)
@@ -1197,65 +1295,25 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	 * frame's meta is then one struct store (ts is written on the wheel
 	 * path, ret_* when the arbiter returns the frame). */
 	struct meta mk = { .src = in->slot, .src_gen = in->gen, .wk = (uint8_t)pl->wk_id };
-
 	uint16_t i = 0;
+	/* s15-P5: every frame of due[] has destination d0 (then due_flush_one) */
+	const struct sn_port *d0 = NULL;
+	bool same = true;
 
 	seq_counting(pl);
-	/* s15-P5 (issue 6 throughput): the burst's leading frames of a port
-	 * without flow classes while its wheel is empty, in a loop of their
-	 * own: the same steps as the general loop below for such a frame
-	 * (underrun count, room_lmax, peek, the fast path's clock, commit,
-	 * meta, release), with the port's tstamp in a local copy (no store
-	 * to an mbuf can alias it: its floor at `now` and its rate stay in
-	 * registers, the LTS is stored back once) and the destination's
-	 * meta fields taken once per run of one destination. The first frame
-	 * whose timestamp is in the future stops it uncounted and uncommitted:
-	 * the general loop takes it (and the rest) exactly as before. */
 	if (!has_cls && wd == 0) {
-		struct sn_tstamp lt = ps->ts;
-		const struct sn_port *ld = NULL;
-		const int moff = pl->meta_off;
-		uint32_t lmax = ps->room_lmax;
+		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
 
 		mk.cls = SN_CLASSIFY_NONE;
-		mk.dst = DST_FLOOD;
-		mk.dst_gen = 0;
-		for (; i < n; i++) {
-			struct rte_mbuf *m = pkts[i];
-			const uint32_t len = m->pkt_len;
-
-			if (has_rate) {
-				struct sn_tstamp_next nx;
-				const bool u = lt.lts < now;
-				uint64_t ts;
-
-				ts = sn_tstamp_peek(&lt, now, len, &nx);
-				if (ts > tnow && !fresh) {
-					tnow = now_ns();
-					fresh = true;
-				}
-				if (ts > tnow)
-					break;
-				if (unlikely(len > lmax))
-					lmax = len;
-				under += u;
-				sn_tstamp_commit(&lt, &nx);
-			}
-			if (dst[i] != ld) {
-				ld = dst[i];
-				mk.dst = ld ? ld->slot : DST_FLOOD;
-				mk.dst_gen = ld ? ld->gen : 0;
-			}
-			*RTE_MBUF_DYNFIELD(m, moff, struct meta *) = mk;
-			obytes += len;
-			rpk++;
-			rbytes += len;
-			due[nd++] = m;
-		}
-		if (has_rate) {
-			sn_tstamp_commit(&ps->ts, &(struct sn_tstamp_next){ lt.lts, lt.lts_rem });
-			ps->room_lmax = lmax;
-		}
+		i = has_rate ? fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, true)
+			     : fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false);
+		tnow = acc.tnow;
+		fresh = acc.fresh;
+		under = acc.under;
+		obytes = rbytes = acc.bytes;
+		rpk = nd = i;
+		d0 = acc.d0;
+		same = acc.same;
 	}
 	for (; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -1330,6 +1388,10 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		rbytes += len;
 		if (cr.cls != SN_CLASSIFY_NONE)
 			sn_classify_released(pl->cls, in->slot, cr.cls, len);
+		if (!nd)
+			d0 = dst[i];
+		else if (dst[i] != d0)
+			same = false;
 		due[nd++] = m;
 	}
 	ctr_add(&ps->st.offered_packets, n);
@@ -1344,7 +1406,10 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	if (nd) {
 		ctr_add(&ps->st.released_packets, rpk);
 		ctr_add(&ps->st.released_bytes, rbytes);
-		due_flush(pl, due, nd);
+		if (same && d0)
+			due_flush_one(pl, due, nd, d0);
+		else
+			due_flush(pl, due, nd);
 	}
 	/* s12-R: release: the counter stores above happen before the even
 	 * value; pairs with the reader's acquire load of its first value
@@ -1422,6 +1487,26 @@ static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
 	}
 	if (nu)
 		to_uplink_burst(pl, up, nu);
+}
+
+/* s15-P5: due_flush() of frames that all have destination d (their meta's
+ * dst / dst_gen are d's): the destination is checked once for the burst
+ * (as due_flush() does per run of one destination) and the uplink's frames
+ * go to to_uplink_burst() as they are. */
+static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n,
+			  const struct sn_port *d)
+{
+	struct sn_port *p = pl->t->by_slot[d->slot];
+
+	if (!p || p->gen != d->gen || !sn_port_is_up(p)) {
+		for (uint16_t i = 0; i < n; i++)
+			drop(pl, due[i], SN_PL_DROP_DST_GONE);
+	} else if (p->type == SN_PORT_UPLINK) {
+		to_uplink_burst(pl, due, n);
+	} else {
+		for (uint16_t i = 0; i < n; i++)
+			stage_vm(pl, p, due[i]);
+	}
 }
 
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
