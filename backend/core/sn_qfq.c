@@ -765,7 +765,13 @@ QFQ_INLINE uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items, uint32_t *le
 	V = q->V;
 	S = cl->S;
 	F = cl->F;
-	while (i < n && t < budget && tail - head >= 2 && qfq_round_down(F, shift) == gS) {
+	/* s15-P5: i < n and tail - head >= 2 as one bound (lim), and
+	 * round_down(F, shift) == gS as F - gS < 2^shift (gS is a multiple
+	 * of 2^shift; F < gS wraps to a large value): the same test. */
+	const uint32_t lim = i + SN_MIN(n - i, tail - head - 1 < tail - head ? tail - head - 1 : 0);
+	const uint64_t width = 1ULL << shift;
+
+	while (i < lim && t < budget && F - gS < width) {
 		const struct sn_sched_qent *e = &v[head++ & mask];
 		uint32_t plen = e->len;
 
