@@ -585,7 +585,10 @@ static void put_back(struct rte_mbuf **m, uint32_t n)
 /* s15-P5 (issue 6 throughput): frame_done()'s accounting for a run of
  * frames of one queue, added once: the owner check once per run,
  * outstanding and extbuf_in_use once, the hold histogram per run of one
- * bucket and hold_max once (same sums and maximum as per frame). */
+ * bucket, hold_max once (the same sums and maximum as per frame), and the
+ * run's completions in order with one sn_vring_used_put0_bulk() (the same
+ * used entries as complete() per frame). Everything lives in the caller's
+ * registers: the helpers are inlined. */
 struct done_run {
 	struct sn_vqtx *q;
 	uint32_t n;
@@ -593,20 +596,20 @@ struct done_run {
 	uint64_t bn;           /* frames in it */
 	uint64_t max;          /* longest hold of the run */
 	uint32_t nh;           /* heads to complete, in order */
-	uint16_t heads[SN_CONFIG_BURST_MAX];
 };
 
-/* The run's completions so far, in order (complete() for each). */
-static void heads_flush(struct done_run *r)
+#define DONE_INLINE static inline __attribute__((always_inline))
+
+DONE_INLINE void heads_flush(struct done_run *r, const uint16_t *heads)
 {
 	if (r->nh) {
-		if (sn_vring_used_put0_bulk(r->q->vr, r->heads, r->nh))
+		if (sn_vring_used_put0_bulk(r->q->vr, heads, r->nh))
 			r->q->dirty = true;
 		r->nh = 0;
 	}
 }
 
-static void hold_flush(struct done_run *r)
+DONE_INLINE void hold_flush(struct done_run *r)
 {
 	if (r->bn) {
 		uint64_t *c = &r->q->st.hold_hist[r->b];
@@ -616,13 +619,13 @@ static void hold_flush(struct done_run *r)
 	}
 }
 
-static void run_flush(struct done_run *r)
+DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 {
 	struct sn_vqtx *q = r->q;
 
 	if (!q)
 		return;
-	heads_flush(r);
+	heads_flush(r, heads);
 	hold_flush(r);
 	q->outstanding -= r->n;
 	ctr_set(&q->st.extbuf_in_use, q->outstanding);
@@ -631,15 +634,19 @@ static void run_flush(struct done_run *r)
 	r->q = NULL;
 }
 
-static void run_start(struct done_run *r, struct sn_vqtx *q)
+static __rte_noinline void owner_abort(const struct sn_vqtx *q)
 {
-	run_flush(r);
-	if (unlikely(t_worker != q->worker + 1)) {
-		sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
-		       rte_lcore_id(), q->worker,
-		       __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED));
-		abort();
-	}
+	sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
+	       rte_lcore_id(), q->worker,
+	       __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED));
+	abort();
+}
+
+DONE_INLINE void run_start(struct done_run *r, const uint16_t *heads, struct sn_vqtx *q)
+{
+	run_flush(r, heads);
+	if (unlikely(t_worker != q->worker + 1))
+		owner_abort(q);
 	r->q = q;
 	r->n = 0;
 	r->b = SN_VQTX_HOLD_BUCKETS;
@@ -651,6 +658,7 @@ static void run_start(struct done_run *r, struct sn_vqtx *q)
 void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 {
 	struct rte_mbuf *rest[SN_CONFIG_BURST_MAX];
+	uint16_t heads[SN_CONFIG_BURST_MAX];
 	unsigned nrest = 0, nstash = t_nstash;
 	const uint64_t now = t_now_tsc;
 	struct done_run r = { .q = NULL };
@@ -671,7 +679,7 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			unsigned b = cycles ? 63u - (unsigned)__builtin_clzll(cycles) : 0;
 
 			if (q != r.q)
-				run_start(&r, q);
+				run_start(&r, heads, q);
 			r.n++;
 			if (b >= SN_VQTX_HOLD_BUCKETS)
 				b = SN_VQTX_HOLD_BUCKETS - 1;
@@ -681,13 +689,13 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			}
 			r.bn++;
 			r.max = RTE_MAX(r.max, cycles);
-			if (s->epoch != q->epoch || !q->vr)
+			if (s->epoch != q->epoch || !q->vr) {
 				ctr_inc(&q->st.late_free);
-			else {
+			} else {
 				/* complete(q, s->head), in order */
-				if (unlikely(r.nh == RTE_DIM(r.heads)))
-					heads_flush(&r);
-				r.heads[r.nh++] = s->head;
+				if (unlikely(r.nh == RTE_DIM(heads)))
+					heads_flush(&r, heads);
+				heads[r.nh++] = s->head;
 			}
 			if (t_stash_mp == NULL) {
 				t_stash_mp = m->pool;
@@ -703,19 +711,20 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 		if (nrest == SN_CONFIG_BURST_MAX) {
 			/* its completions come after those before it */
 			if (r.q)
-				heads_flush(&r);
+				heads_flush(&r, heads);
 			t_nstash = nstash;
 			rte_pktmbuf_free_bulk(rest, nrest);
 			nrest = 0;
 		}
 	}
-	run_flush(&r);
+	run_flush(&r, heads);
 	t_nstash = nstash;
 	if (stashed)
 		t_stash_idle = 0;
 	if (nrest)
 		rte_pktmbuf_free_bulk(rest, nrest);
 }
+
 /* Owner: up to n mbufs of pool mp for sn_vqtx_recv(): stashed ones first
  * (reset like a fresh allocation, still external: wrap_frame re-attaches
  * every field of the buffer), the rest from the pool. Returns how many

@@ -587,9 +587,21 @@ uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint3
 			vr->st.err[SN_VRING_E_BAD_COMPLETION]++;
 			continue;
 		}
-		if (id != vr->held_first)
+		if (id == vr->held_first) {
+			/* unhold() of the oldest (prev NIL), inline */
+			const uint16_t nx = vr->next[id];
+
+			vr->held_first = nx;
+			if (nx == NIL)
+				vr->held_last = NIL;
+			else
+				vr->prev[nx] = NIL;
+			vr->held[id] = 0;
+			vr->st.held--;
+		} else {
 			vr->st.out_of_order++;
-		unhold(vr, id);
+			unhold(vr, id);
+		}
 		e = &ring[shadow++ & mask];
 		__atomic_store_n(&e->id, id, __ATOMIC_RELAXED);
 		__atomic_store_n(&e->len, 0, __ATOMIC_RELAXED);
