@@ -579,12 +579,14 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 	const bool remote = arb && pl->arb_remote;
 	const uint16_t k = sn_port_uplink_enqueue(vid, arb ? pl->arb_txq : pl->txq, pkts, n);
 	struct sn_pipeline_port_stats *cur = NULL;
-	uint64_t bytes = 0, rpk = 0, rby = 0;
+	uint64_t bytes = 0, rby0 = 0;
 	/* s15-P5: a run of one counter block is found on the meta's (src,
 	 * wk) bytes (side_st() is a function of them), its block looked up
-	 * once per run. */
+	 * once per run; a run's frames and bytes are differences of the
+	 * index and of the byte total at its start. */
 	const int moff = pl->meta_off;
 	uint32_t last = UINT32_MAX;
+	uint16_t rs = 0;
 
 	for (uint16_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -594,19 +596,18 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 
 		if (key != last) {
 			if (cur)
-				count_run(cur, rpk, rby);
+				count_run(cur, (uint64_t)(i - rs), bytes - rby0);
 			cur = side_st(pl, m, arb);
 			last = key;
-			rpk = rby = 0;
+			rs = i;
+			rby0 = bytes;
 		}
-		rpk++;
-		rby += len;
 		bytes += len;
 		if (md->cls != SN_CLASSIFY_NONE)
 			count_class_uplink(pl, md->src, md->cls, len, arb);
 	}
 	if (cur)
-		count_run(cur, rpk, rby);
+		count_run(cur, (uint64_t)(k - rs), bytes - rby0);
 	count_port_tx(pl, up, remote, k, n, bytes);
 	/* Copied (sent) or refused (ring_full): all ours. A remote arbiter
 	 * holds no deferred originals (uplink_tx copied them) and may not
@@ -767,9 +768,18 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	kept = 0;
 	/* s15-P5: the hold check per burst: frames [0, ok) are known to be
 	 * kept (sn_vqtx_keep_run); the frame at ok gets the per-frame check
-	 * (drop or keep), then the run after it is found again. */
-	uint16_t ok = sn_vqtx_keep_run(pkts, n);
+	 * (drop or keep), then the run after it is found again. When every
+	 * frame is kept and the PMD takes them as they are (sync: no copy,
+	 * no remote GSO return), the loop below would only OR their flags
+	 * (keep_run did) and keep them in place: skipped. */
+	uint64_t ok_flags;
+	uint16_t ok = sn_vqtx_keep_run(pkts, n, &ok_flags);
 
+	if (likely(sync && ok == n)) {
+		flags = ok_flags;
+		kept = n;
+		n = 0;
+	}
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i], *c;
 		uint64_t pop;
@@ -779,7 +789,8 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		flags |= m->ol_flags;
 		if (unlikely(i == ok)) {
 			/* pkts[i + 1 ..] are not compacted over yet (kept <= i) */
-			ok = (uint16_t)(i + 1 + sn_vqtx_keep_run(&pkts[i + 1], (uint16_t)(n - i - 1)));
+			ok = (uint16_t)(i + 1 + sn_vqtx_keep_run(&pkts[i + 1], (uint16_t)(n - i - 1),
+								  &ok_flags));
 			if (!rgso && deferred_drop(pl, m, arb))
 				continue;
 		}

@@ -955,20 +955,23 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
 /* s15-P5 (issue 6 throughput): sn_vqtx_verdict() over a burst, the queue's
  * stop flag and hold limits read once per run of frames of one queue and
  * the clock once per call (see the header). */
-uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n)
+uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol_or)
 {
 	const uint64_t now = t_worker ? t_now_tsc : rte_rdtsc();
 	const struct sn_vqtx *lq = NULL;
-	uint64_t unmarked = 0, maxh = 0;
+	uint64_t unmarked = 0, maxh = 0, fl = 0;
 	uint16_t i;
 
 	for (i = 0; i < n; i++) {
 		const struct rte_mbuf *m = pkts[i];
+		const uint64_t f = m->ol_flags;
 		const struct slot *s;
 		uint64_t pop;
 
-		if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != extbuf_free_cb)
+		if (!(f & RTE_MBUF_F_EXTERNAL) || m->shinfo->free_cb != extbuf_free_cb) {
+			fl |= f;
 			continue;
+		}
 		s = m->shinfo->fcb_opaque;
 		if (s->q != lq) {
 			lq = s->q;
@@ -981,7 +984,9 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n)
 		pop = s->pop_tsc;
 		if (pop & 1 ? pop + unmarked <= now : maxh && pop + maxh <= now)
 			break;
+		fl |= f;
 	}
+	*ol_or = fl;
 	return i;
 }
 
