@@ -624,28 +624,26 @@ uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
 	was = sn_sched_q_count(&cl->q);
 	room = cl->q.mask + 1 - was;
 	/* s15-P5: the ring's tail, mask and array in registers (a store into
-	 * an entry could alias cl->q for the compiler), stored back once. */
+	 * an entry could alias cl->q for the compiler), stored back once; the
+	 * room check as the loop bound: item `room` (when n > room) is still
+	 * judged length first, as before. */
 	{
 		struct sn_sched_qent *v = cl->q.v;
-		const uint32_t mask = cl->q.mask;
+		const uint32_t mask = cl->q.mask, lim = SN_MIN(n, room);
 		uint32_t tail = cl->q.tail;
 
-		for (i = 0; i < n; i++) {
+		for (i = 0; i < lim; i++) {
 			struct sn_sched_qent *e;
 
-			if (sn_unlikely(lens[i] - 1 >= lmax)) {
-				*err = -EMSGSIZE;
+			if (sn_unlikely(lens[i] - 1 >= lmax))
 				break;
-			}
-			if (sn_unlikely(i == room)) {
-				*err = -ENOBUFS;
-				break;
-			}
 			e = &v[tail++ & mask];
 			e->item = items[i];
 			e->len = lens[i];
 		}
 		cl->q.tail = tail;
+		if (i < n)
+			*err = lens[i] - 1 >= lmax ? -EMSGSIZE : -ENOBUFS;
 	}
 	q->backlog += i;
 	if (!was && i)
