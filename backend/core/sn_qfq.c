@@ -623,16 +623,27 @@ uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
 	lmax = cl->q.lmax;
 	was = sn_sched_q_count(&cl->q);
 	room = cl->q.mask + 1 - was;
-	for (i = 0; i < n; i++) {
-		if (sn_unlikely(lens[i] - 1 >= lmax)) {
-			*err = -EMSGSIZE;
-			break;
+	/* s15-P5: the ring's tail, mask and array in registers (a store into
+	 * an entry could alias cl->q for the compiler), stored back once; the
+	 * room check as the loop bound: item `room` (when n > room) is still
+	 * judged length first, as before. */
+	{
+		struct sn_sched_qent *v = cl->q.v;
+		const uint32_t mask = cl->q.mask, lim = SN_MIN(n, room);
+		uint32_t tail = cl->q.tail;
+
+		for (i = 0; i < lim; i++) {
+			struct sn_sched_qent *e;
+
+			if (sn_unlikely(lens[i] - 1 >= lmax))
+				break;
+			e = &v[tail++ & mask];
+			e->item = items[i];
+			e->len = lens[i];
 		}
-		if (sn_unlikely(i == room)) {
-			*err = -ENOBUFS;
-			break;
-		}
-		sn_sched_q_push(&cl->q, items[i], lens[i]);
+		cl->q.tail = tail;
+		if (i < n)
+			*err = lens[i] - 1 >= lmax ? -EMSGSIZE : -ENOBUFS;
 	}
 	q->backlog += i;
 	if (!was && i)
@@ -752,7 +763,13 @@ QFQ_INLINE uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items, uint32_t *le
 	V = q->V;
 	S = cl->S;
 	F = cl->F;
-	while (i < n && t < budget && tail - head >= 2 && qfq_round_down(F, shift) == gS) {
+	/* s15-P5: i < n and tail - head >= 2 as one bound (lim), and
+	 * round_down(F, shift) == gS as F - gS < 2^shift (gS is a multiple
+	 * of 2^shift; F < gS wraps to a large value): the same test. */
+	const uint32_t lim = i + SN_MIN(n - i, tail - head - 1 < tail - head ? tail - head - 1 : 0);
+	const uint64_t width = 1ULL << shift;
+
+	while (i < lim && t < budget && F - gS < width) {
 		const struct sn_sched_qent *e = &v[head++ & mask];
 		uint32_t plen = e->len;
 

@@ -72,16 +72,34 @@ struct sn_tstamp_next {
 void sn_tstamp_advance_slow_(const struct sn_tstamp *p, uint32_t len,
 			     struct sn_tstamp_next *nx);
 
-/* Timestamp of a packet of `len` bytes arriving at `now` through p, and
- * p's LTS after it into *nx, without changing p. Commit with
- * sn_tstamp_commit once the packet is accepted (queued); a packet dropped
- * instead (beyond horizon, pool full) is not charged to the policy, so an
- * overloaded policy keeps its rate instead of running away from now. */
-static inline uint64_t sn_tstamp_peek(const struct sn_tstamp *p, uint64_t now, uint32_t len,
-				      struct sn_tstamp_next *nx)
-{
-	uint64_t lo_ns, lo_rem;
+/* s15-P5 (issue 6 throughput): sn_tstamp_peek() in two steps, for a burst
+ * of packets stamped at one `now`: the floor now - burst/rate (it depends
+ * on p's burst and rate and on now only) once, then each packet with
+ * sn_tstamp_peek_at(). sn_tstamp_peek() is exactly these two steps. */
+struct sn_tstamp_floor {
+	uint64_t ns, rem;    /* now - burst/rate as ns + rem/rate, clamped at 0 */
+};
 
+static inline void sn_tstamp_floor_at(const struct sn_tstamp *p, uint64_t now,
+				      struct sn_tstamp_floor *f)
+{
+	if (p->burst_rem == 0) {
+		f->ns = now - SN_MIN(now, p->burst_ns);
+		f->rem = 0;
+	} else if (now > p->burst_ns) {
+		f->ns = now - p->burst_ns - 1;
+		f->rem = p->rate - p->burst_rem;
+	} else {
+		f->ns = 0;
+		f->rem = 0;
+	}
+}
+
+/* sn_tstamp_peek() with the floor f of p at now (sn_tstamp_floor_at). */
+static inline uint64_t sn_tstamp_peek_at(const struct sn_tstamp *p, uint64_t now,
+					 const struct sn_tstamp_floor *f, uint32_t len,
+					 struct sn_tstamp_next *nx)
+{
 	if (sn_likely(len <= SN_TSTAMP_FAST_LEN)) {
 		/* len*8e9/rate = len*ns_byte + len*rem_byte/rate; with
 		 * len <= 2^24 and rem < rate <= 4e11 the sum fits 64 bits. */
@@ -92,22 +110,25 @@ static inline uint64_t sn_tstamp_peek(const struct sn_tstamp *p, uint64_t now, u
 	} else {
 		sn_tstamp_advance_slow_(p, len, nx);
 	}
-	/* Floor: now - burst/rate, as (lo_ns + lo_rem/rate), clamped at 0. */
-	if (p->burst_rem == 0) {
-		lo_ns = now - SN_MIN(now, p->burst_ns);
-		lo_rem = 0;
-	} else if (now > p->burst_ns) {
-		lo_ns = now - p->burst_ns - 1;
-		lo_rem = p->rate - p->burst_rem;
-	} else {
-		lo_ns = 0;
-		lo_rem = 0;
-	}
-	if (nx->lts < lo_ns || (nx->lts == lo_ns && nx->lts_rem < lo_rem)) {
-		nx->lts = lo_ns;
-		nx->lts_rem = lo_rem;
+	if (nx->lts < f->ns || (nx->lts == f->ns && nx->lts_rem < f->rem)) {
+		nx->lts = f->ns;
+		nx->lts_rem = f->rem;
 	}
 	return SN_MAX(nx->lts + (nx->lts_rem != 0), now);
+}
+
+/* Timestamp of a packet of `len` bytes arriving at `now` through p, and
+ * p's LTS after it into *nx, without changing p. Commit with
+ * sn_tstamp_commit once the packet is accepted (queued); a packet dropped
+ * instead (beyond horizon, pool full) is not charged to the policy, so an
+ * overloaded policy keeps its rate instead of running away from now. */
+static inline uint64_t sn_tstamp_peek(const struct sn_tstamp *p, uint64_t now, uint32_t len,
+				      struct sn_tstamp_next *nx)
+{
+	struct sn_tstamp_floor f;
+
+	sn_tstamp_floor_at(p, now, &f);
+	return sn_tstamp_peek_at(p, now, &f, len, nx);
 }
 
 static inline void sn_tstamp_commit(struct sn_tstamp *p, const struct sn_tstamp_next *nx)

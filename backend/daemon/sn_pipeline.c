@@ -590,28 +590,35 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 	const bool remote = arb && pl->arb_remote;
 	const uint16_t k = sn_port_uplink_enqueue(vid, arb ? pl->arb_txq : pl->txq, pkts, n);
 	struct sn_pipeline_port_stats *cur = NULL;
-	uint64_t bytes = 0, rpk = 0, rby = 0;
+	uint64_t bytes = 0, rby0 = 0;
+	/* s15-P5: a run of one counter block is found on the meta's (src,
+	 * wk) bytes (side_st() is a function of them), its block looked up
+	 * once per run; a run's frames and bytes are differences of the
+	 * index and of the byte total at its start. */
+	const int moff = pl->meta_off;
+	uint32_t last = UINT32_MAX;
+	uint16_t rs = 0;
 
 	for (uint16_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pkts[i];
-		const struct meta *md = meta_of(pl, m);
-		struct sn_pipeline_port_stats *st = side_st(pl, m, arb);
+		const struct meta *md = RTE_MBUF_DYNFIELD(m, moff, const struct meta *);
+		const uint32_t key = (uint32_t)md->src | (uint32_t)md->wk << 16;
 		const uint32_t len = m->pkt_len;
 
-		if (st != cur) {
+		if (key != last) {
 			if (cur)
-				count_run(cur, rpk, rby);
-			cur = st;
-			rpk = rby = 0;
+				count_run(cur, (uint64_t)(i - rs), bytes - rby0);
+			cur = side_st(pl, m, arb);
+			last = key;
+			rs = i;
+			rby0 = bytes;
 		}
-		rpk++;
-		rby += len;
 		bytes += len;
 		if (md->cls != SN_CLASSIFY_NONE)
 			count_class_uplink(pl, md->src, md->cls, len, arb);
 	}
 	if (cur)
-		count_run(cur, rpk, rby);
+		count_run(cur, (uint64_t)(k - rs), bytes - rby0);
 	count_port_tx(pl, up, remote, k, n, bytes);
 	/* Copied (sent) or refused (ring_full): all ours. A remote arbiter
 	 * holds no deferred originals (uplink_tx copied them) and may not
@@ -770,18 +777,38 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	const bool sync = !remote && up->tx_sync;
 
 	kept = 0;
+	/* s15-P5: the hold check per burst: frames [0, ok) are known to be
+	 * kept (sn_vqtx_keep_run); the frame at ok gets the per-frame check
+	 * (drop or keep), then the run after it is found again. When every
+	 * frame is kept and the PMD takes them as they are (sync: no copy,
+	 * no remote GSO return), the loop below would only OR their flags
+	 * (keep_run did) and keep them in place: skipped. */
+	uint64_t ok_flags;
+	uint16_t ok = sn_vqtx_keep_run(pkts, n, &ok_flags);
+
+	if (likely(sync && ok == n)) {
+		flags = ok_flags;
+		kept = n;
+		n = 0;
+	}
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i], *c;
 		uint64_t pop;
 
-		flags |= m->ol_flags;
+		const bool rgso = remote && (m->ol_flags & GSO_FLAGS);
 
-		if (remote && (m->ol_flags & GSO_FLAGS)) {
+		flags |= m->ol_flags;
+		if (unlikely(i == ok)) {
+			/* pkts[i + 1 ..] are not compacted over yet (kept <= i) */
+			ok = (uint16_t)(i + 1 + sn_vqtx_keep_run(&pkts[i + 1], (uint16_t)(n - i - 1),
+								  &ok_flags));
+			if (!rgso && deferred_drop(pl, m, arb))
+				continue;
+		}
+		if (rgso) {
 			ret_push(pl, m, RET_GSO, 0);
 			continue;
 		}
-		if (deferred_drop(pl, m, arb))
-			continue;
 		/* s10-P: a PMD done with its mbufs when tx_burst returns
 		 * (sn_port_tx_sync) takes a deferred guest frame itself, from
 		 * the worker (the free in the PMD completes it on this lcore). */
@@ -847,9 +874,16 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 	struct arbset *as = arg;
 	struct sn_pipeline *pl = as->pl;
 	const struct sn_sched *sch = sn_arbiter_sched(as->arb);
+	struct sn_pipeline *const *wk = pl->arbp->wk;
+	const int moff = pl->meta_off;
 	struct rte_mbuf *pkts[BATCH];
-	struct sn_pipeline *owners[BATCH];
-	uint16_t srcs[BATCH];
+	/* s12-S2: the runs of one (worker, port): where each starts, its
+	 * port slot and its owner, for the backlog stores below (found here
+	 * once, not again). s15-P5: kept per run, not per frame, and a run is
+	 * found on the meta's (src, wk) bytes; the owner is looked up once
+	 * per run. */
+	struct sn_pipeline *rown[BATCH];
+	uint16_t rsrc[BATCH];
 
 	while (n) {
 		uint16_t k = (uint16_t)RTE_MIN(n, (uint32_t)BATCH);
@@ -857,43 +891,40 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		/* s11-S: the class backlog is read once per run of frames of
 		 * one class (the whole batch was dequeued before this call, so
 		 * it is the same for each of them), counters per run. */
-		uint16_t last = UINT16_MAX;
-		struct sn_pipeline *lasto = NULL;
+		uint32_t last = UINT32_MAX;
 		uint64_t idle = 0, nidle = 0;
-		/* s12-S2: where each run of one (worker, port) starts, for the
-		 * backlog stores below (found here once, not again). */
 		uint16_t rstart[BATCH + 1], nr = 0;
 
 		for (uint16_t i = 0; i < k; i++) {
-			pkts[i] = items[i];
-			srcs[i] = meta_of(pl, pkts[i])->src;
-			owners[i] = owner_of(pl, pkts[i]);
-			if (srcs[i] != last || owners[i] != lasto) {
+			struct rte_mbuf *m = items[i];
+			const struct meta *md = RTE_MBUF_DYNFIELD(m, moff, const struct meta *);
+			const uint32_t key = (uint32_t)md->src | (uint32_t)md->wk << 16;
+
+			pkts[i] = m;
+			if (key != last) {
 				if (nidle)
-					ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
+					ctr_add(&rown[nr - 1]->ps[rsrc[nr - 1]].ast.qfq_idle, nidle);
 				nidle = 0;
-				if (srcs[i] != last)
-					idle = sn_sched_class_backlog(sch, srcs[i]) == 0;
-				last = srcs[i];
-				lasto = owners[i];
+				if ((key & 0xffff) != (last & 0xffff))
+					idle = sn_sched_class_backlog(sch, md->src) == 0;
+				last = key;
+				rsrc[nr] = md->src;
+				rown[nr] = wk[md->wk];
 				rstart[nr++] = i;
 			}
 			nidle += idle;
 		}
 		rstart[nr] = k;
 		if (nidle)
-			ctr_add(&lasto->ps[last].ast.qfq_idle, nidle);
+			ctr_add(&rown[nr - 1]->ps[rsrc[nr - 1]].ast.qfq_idle, nidle);
 		if (!pl->arb_remote)
 			pl->held -= k;
 		uplink_tx(pl, pkts, k, true);
 		/* After uplink_tx: a frame counts as held (src_held) until it
 		 * is sent, freed or counted as returning. One release store
 		 * per run of frames of one (worker, port). */
-		for (uint16_t r = 0; r < nr; r++) {
-			const uint16_t i = rstart[r];
-
-			backlog_sub(owners[i], srcs[i], (uint64_t)(rstart[r + 1] - i));
-		}
+		for (uint16_t r = 0; r < nr; r++)
+			backlog_sub(rown[r], rsrc[r], (uint64_t)(rstart[r + 1] - rstart[r]));
 		items += k;
 		n -= k;
 	}
@@ -1161,6 +1192,104 @@ static void dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
  * of sn_pipeline_run_seq() is about frames due at clock_ns). */
 static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n);
 static inline void seq_counting(struct sn_pipeline *pl);
+static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n,
+			  const struct sn_port *d);
+
+/* ---- s15-P5 (issue 6 throughput): submit's fast prefix --------------------
+ * The leading frames of a burst of a port without flow classes whose
+ * wheel is empty, in a loop of their own: the steps of submit_chunk's
+ * general loop for such a frame (underrun count, room_lmax, peek, the fast
+ * path's clock, commit, meta, release), with
+ *  - the port's tstamp in a local copy (no store to an mbuf can alias it:
+ *    rate and LTS stay in registers, the LTS is stored back once) and its
+ *    floor at `now` computed once (sn_tstamp_floor_at: sn_tstamp_peek() is
+ *    exactly floor + peek_at);
+ *  - the meta as three 8-byte words, rebuilt only when the destination
+ *    changes (the same bytes as the struct store);
+ *  - the loop compiled once with and once without a port rate.
+ * The first frame whose timestamp is in the future stops it uncounted and
+ * uncommitted: the general loop takes it and the rest exactly as before
+ * (a frame goes to the wheel, and with it every later one of the port).
+ * Returns the frames it released (due[0 .. i)). */
+struct fast_acc {
+	uint64_t tnow;            /* in/out: submit's fast path clock */
+	bool fresh;               /* in/out */
+	uint64_t under, bytes;    /* out */
+	const struct sn_port *d0; /* out: destination of due[0] */
+	bool same;                /* out: all released frames have d0 */
+};
+
+static inline __attribute__((always_inline)) uint16_t
+fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
+	    struct sn_port *const *dst, uint16_t n, struct meta mk, struct rte_mbuf **due,
+	    struct fast_acc *acc, const bool has_rate)
+{
+	const uint64_t now = pl->now;
+	const int moff = pl->meta_off;
+	struct sn_tstamp lt = ps->ts;
+	struct sn_tstamp_floor fl;
+	const struct sn_port *ld = NULL;
+	uint64_t tnow = acc->tnow, under = 0, bytes = 0, w[3];
+	uint32_t lmax = ps->room_lmax;
+	bool fresh = acc->fresh, same = true;
+	uint16_t i;
+
+	static_assert(sizeof(struct meta) == sizeof(w), "meta is three words");
+	mk.dst = DST_FLOOD;
+	mk.dst_gen = 0;
+	memcpy(w, &mk, sizeof(w));
+	if (has_rate)
+		sn_tstamp_floor_at(&lt, now, &fl);
+	for (i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		const uint32_t len = m->pkt_len;
+		char *md;
+
+		if (has_rate) {
+			struct sn_tstamp_next nx;
+			const bool u = lt.lts < now;
+			const uint64_t ts = sn_tstamp_peek_at(&lt, now, &fl, len, &nx);
+
+			if (unlikely(ts > tnow)) {
+				if (fresh)
+					break;
+				tnow = now_ns();
+				fresh = true;
+				if (ts > tnow)
+					break;
+			}
+			if (unlikely(len > lmax))
+				lmax = len;
+			under += u;
+			sn_tstamp_commit(&lt, &nx);
+		}
+		if (dst[i] != ld) {
+			if (i)
+				same = false;
+			ld = dst[i];
+			mk.dst = ld ? ld->slot : DST_FLOOD;
+			mk.dst_gen = ld ? ld->gen : 0;
+			memcpy(w, &mk, sizeof(w));
+		}
+		md = RTE_MBUF_DYNFIELD(m, moff, char *);
+		memcpy(md, &w[0], 8);
+		memcpy(md + 8, &w[1], 8);
+		memcpy(md + 16, &w[2], 8);
+		bytes += len;
+		due[i] = m;
+	}
+	if (has_rate) {
+		sn_tstamp_commit(&ps->ts, &(struct sn_tstamp_next){ lt.lts, lt.lts_rem });
+		ps->room_lmax = lmax;
+	}
+	acc->tnow = tnow;
+	acc->fresh = fresh;
+	acc->under = under;
+	acc->bytes = bytes;
+	acc->d0 = i ? dst[0] : NULL;
+	acc->same = same;
+	return i;
+}
 
 static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			 struct sn_port *const *dst, uint16_t n)
@@ -1188,9 +1317,27 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	 * frame's meta is then one struct store (ts is written on the wheel
 	 * path, ret_* when the arbiter returns the frame). */
 	struct meta mk = { .src = in->slot, .src_gen = in->gen, .wk = (uint8_t)pl->wk_id };
+	uint16_t i = 0;
+	/* s15-P5: every frame of due[] has destination d0 (then due_flush_one) */
+	const struct sn_port *d0 = NULL;
+	bool same = true;
 
 	seq_counting(pl);
-	for (uint16_t i = 0; i < n; i++) {
+	if (!has_cls && wd == 0) {
+		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
+
+		mk.cls = SN_CLASSIFY_NONE;
+		i = has_rate ? fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, true)
+			     : fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false);
+		tnow = acc.tnow;
+		fresh = acc.fresh;
+		under = acc.under;
+		obytes = rbytes = acc.bytes;
+		rpk = nd = i;
+		d0 = acc.d0;
+		same = acc.same;
+	}
+	for (; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
 		struct sn_classify_res cr;
@@ -1263,6 +1410,10 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		rbytes += len;
 		if (cr.cls != SN_CLASSIFY_NONE)
 			sn_classify_released(pl->cls, in->slot, cr.cls, len);
+		if (!nd)
+			d0 = dst[i];
+		else if (dst[i] != d0)
+			same = false;
 		due[nd++] = m;
 	}
 	ctr_add(&ps->st.offered_packets, n);
@@ -1277,7 +1428,10 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	if (nd) {
 		ctr_add(&ps->st.released_packets, rpk);
 		ctr_add(&ps->st.released_bytes, rbytes);
-		due_flush(pl, due, nd);
+		if (same && d0)
+			due_flush_one(pl, due, nd, d0);
+		else
+			due_flush(pl, due, nd);
 	}
 	/* s12-R: release: the counter stores above happen before the even
 	 * value; pairs with the reader's acquire load of its first value
@@ -1313,11 +1467,18 @@ static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
 	const struct sn_port_table *t = pl->t;
 	struct rte_mbuf *up[BATCH];
 	uint16_t nu = 0;
+	/* s15-P5: the destination checks once per run of frames with the same
+	 * (dst, dst_gen): one snapshot of the port's state for the run, as if
+	 * the frames had been delivered at one instant (a port going down
+	 * meanwhile is seen by the next run or burst, as before by the next
+	 * frame). kind: 0 drop, 1 uplink, 2 VM port lp. */
+	uint32_t ldst = UINT32_MAX, lgen = 0;
+	unsigned kind = 0;
+	struct sn_port *lp = NULL;
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = due[i];
 		const struct meta *md = meta_of(pl, m);
-		struct sn_port *p;
 
 		if (md->dst == DST_FLOOD) {
 			/* rare: the general path, after the uplink copies
@@ -1328,16 +1489,46 @@ static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
 			dispatch(pl, m);
 			continue;
 		}
-		p = t->by_slot[md->dst];
-		if (!p || p->gen != md->dst_gen || !sn_port_is_up(p))
-			drop(pl, m, SN_PL_DROP_DST_GONE);
-		else if (p->type == SN_PORT_UPLINK)
+		if (md->dst != ldst || md->dst_gen != lgen) {
+			struct sn_port *p = t->by_slot[md->dst];
+
+			ldst = md->dst;
+			lgen = md->dst_gen;
+			lp = p;
+			if (!p || p->gen != md->dst_gen || !sn_port_is_up(p))
+				kind = 0;
+			else
+				kind = p->type == SN_PORT_UPLINK ? 1 : 2;
+		}
+		if (kind == 1)
 			up[nu++] = m;
+		else if (kind == 2)
+			stage_vm(pl, lp, m);
 		else
-			stage_vm(pl, p, m);
+			drop(pl, m, SN_PL_DROP_DST_GONE);
 	}
 	if (nu)
 		to_uplink_burst(pl, up, nu);
+}
+
+/* s15-P5: due_flush() of frames that all have destination d (their meta's
+ * dst / dst_gen are d's): the destination is checked once for the burst
+ * (as due_flush() does per run of one destination) and the uplink's frames
+ * go to to_uplink_burst() as they are. */
+static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n,
+			  const struct sn_port *d)
+{
+	struct sn_port *p = pl->t->by_slot[d->slot];
+
+	if (!p || p->gen != d->gen || !sn_port_is_up(p)) {
+		for (uint16_t i = 0; i < n; i++)
+			drop(pl, due[i], SN_PL_DROP_DST_GONE);
+	} else if (p->type == SN_PORT_UPLINK) {
+		to_uplink_burst(pl, due, n);
+	} else {
+		for (uint16_t i = 0; i < n; i++)
+			stage_vm(pl, p, due[i]);
+	}
 }
 
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)

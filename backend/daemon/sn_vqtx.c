@@ -883,37 +883,145 @@ static void put_back(struct rte_mbuf **m, uint32_t n)
 	}
 }
 
+/* s15-P5 (issue 6 throughput): frame_done()'s accounting for a run of
+ * frames of one queue, added once: the owner check once per run,
+ * outstanding and extbuf_in_use once, the hold histogram per run of one
+ * bucket, hold_max once (the same sums and maximum as per frame), and the
+ * run's completions in order with one sn_vring_used_put0_bulk() (the same
+ * used entries as complete() per frame). Everything lives in the caller's
+ * registers: the helpers are inlined. */
+struct done_run {
+	struct sn_vqtx *q;
+	uint32_t n;
+	unsigned b;            /* current hold bucket, SN_VQTX_HOLD_BUCKETS: none */
+	uint64_t bn;           /* frames in it */
+	uint64_t max;          /* longest hold of the run */
+	uint32_t nh;           /* heads to complete, in order */
+};
+
+#define DONE_INLINE static inline __attribute__((always_inline))
+
+DONE_INLINE void heads_flush(struct done_run *r, const uint16_t *heads)
+{
+	if (r->nh) {
+		if (sn_vring_used_put0_bulk(r->q->vr, heads, r->nh))
+			r->q->dirty = true;
+		r->nh = 0;
+	}
+}
+
+DONE_INLINE void hold_flush(struct done_run *r)
+{
+	if (r->bn) {
+		uint64_t *c = &r->q->st.hold_hist[r->b];
+
+		ctr_set(c, *c + r->bn);
+		r->bn = 0;
+	}
+}
+
+DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
+{
+	struct sn_vqtx *q = r->q;
+
+	if (!q)
+		return;
+	heads_flush(r, heads);
+	hold_flush(r);
+	q->outstanding -= r->n;
+	ctr_set(&q->st.extbuf_in_use, q->outstanding);
+	if (r->max > q->st.hold_max)
+		ctr_set(&q->st.hold_max, r->max);
+	r->q = NULL;
+}
+
+static __rte_noinline void owner_abort(const struct sn_vqtx *q)
+{
+	sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
+	       rte_lcore_id(), q->worker,
+	       __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED));
+	abort();
+}
+
+DONE_INLINE void run_start(struct done_run *r, const uint16_t *heads, struct sn_vqtx *q)
+{
+	run_flush(r, heads);
+	if (unlikely(t_worker != q->worker + 1))
+		owner_abort(q);
+	r->q = q;
+	r->n = 0;
+	r->b = SN_VQTX_HOLD_BUCKETS;
+	r->bn = 0;
+	r->max = 0;
+	r->nh = 0;
+}
+
 void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 {
 	struct rte_mbuf *rest[SN_CONFIG_BURST_MAX];
-	unsigned nrest = 0;
+	uint16_t heads[SN_CONFIG_BURST_MAX];
+	unsigned nrest = 0, nstash = t_nstash;
+	const uint64_t now = t_now_tsc;
+	struct done_run r = { .q = NULL };
+	bool stashed = false;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
-
 		/* Ours, one segment, no other reference to the mbuf or to the
 		 * guest buffer: complete here and keep the mbuf. */
 		if (RTE_MBUF_HAS_EXTBUF(m) && m->shinfo->free_cb == extbuf_free_cb &&
 		    m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
 		    rte_mbuf_ext_refcnt_read(m->shinfo) == 1 &&
-		    t_nstash < STASH_MAX && (t_stash_mp == NULL || m->pool == t_stash_mp)) {
-			frame_done(m->shinfo->fcb_opaque);
+		    nstash < STASH_MAX && (t_stash_mp == NULL || m->pool == t_stash_mp)) {
+			/* frame_done(s), its counters per run (done_run) */
+			struct slot *s = m->shinfo->fcb_opaque;
+			struct sn_vqtx *q = s->q;
+			const uint64_t cycles = now > s->pop_tsc ? now - s->pop_tsc : 0;
+			unsigned b = cycles ? 63u - (unsigned)__builtin_clzll(cycles) : 0;
+
+			if (q != r.q)
+				run_start(&r, heads, q);
+			r.n++;
+			if (b >= SN_VQTX_HOLD_BUCKETS)
+				b = SN_VQTX_HOLD_BUCKETS - 1;
+			if (b != r.b) {
+				hold_flush(&r);
+				r.b = b;
+			}
+			r.bn++;
+			r.max = RTE_MAX(r.max, cycles);
+			if (s->epoch != q->epoch || !q->vr) {
+				ctr_inc(&q->st.late_free);
+			} else {
+				/* complete(q, s->head), in order */
+				if (unlikely(r.nh == RTE_DIM(heads)))
+					heads_flush(&r, heads);
+				heads[r.nh++] = s->head;
+			}
 			if (t_stash_mp == NULL) {
 				t_stash_mp = m->pool;
 				t_stash_shinfo.free_cb = stash_noop_cb;
 			}
 			rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
 			m->shinfo = &t_stash_shinfo;
-			t_stash[t_nstash++] = m;
-			t_stash_idle = 0;
+			t_stash[nstash++] = m;
+			stashed = true;
 			continue;
 		}
 		rest[nrest++] = m;
 		if (nrest == SN_CONFIG_BURST_MAX) {
+			/* its completions come after those before it */
+			if (r.q)
+				heads_flush(&r, heads);
+			t_nstash = nstash;
 			rte_pktmbuf_free_bulk(rest, nrest);
 			nrest = 0;
 		}
 	}
+	run_flush(&r, heads);
+	t_nstash = nstash;
+	if (stashed)
+		t_stash_idle = 0;
 	if (nrest)
 		rte_pktmbuf_free_bulk(rest, nrest);
 }
@@ -1149,6 +1257,44 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
 		return SN_VQTX_STOPPING;
 	now = t_worker ? t_now_tsc : rte_rdtsc();
 	return sn_vqtx_deadline(s->q, s->pop_tsc) <= now ? SN_VQTX_EXPIRED : SN_VQTX_KEEP;
+}
+
+/* s15-P5 (issue 6 throughput): sn_vqtx_verdict() over a burst, the queue's
+ * stop flag and hold limits read once per run of frames of one queue and
+ * the clock once per call (see the header). */
+uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol_or)
+{
+	const uint64_t now = t_worker ? t_now_tsc : rte_rdtsc();
+	const struct sn_vqtx *lq = NULL;
+	uint64_t unmarked = 0, maxh = 0, fl = 0;
+	uint16_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct rte_mbuf *m = pkts[i];
+		const uint64_t f = m->ol_flags;
+		const struct slot *s;
+		uint64_t pop;
+
+		if (!(f & RTE_MBUF_F_EXTERNAL) || m->shinfo->free_cb != extbuf_free_cb) {
+			fl |= f;
+			continue;
+		}
+		s = m->shinfo->fcb_opaque;
+		if (s->q != lq) {
+			lq = s->q;
+			if (sn_vqtx_stop_pending(lq))
+				break;
+			unmarked = lq->unmarked_hold_tsc;
+			maxh = lq->max_hold_tsc;
+		}
+		/* sn_vqtx_deadline(lq, pop) <= now */
+		pop = s->pop_tsc;
+		if (pop & 1 ? pop + unmarked <= now : maxh && pop + maxh <= now)
+			break;
+		fl |= f;
+	}
+	*ol_or = fl;
+	return i;
 }
 
 void sn_vqtx_count_timeout(struct sn_vqtx *q)

@@ -261,6 +261,14 @@ uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc);
  * iteration, not per frame), any other lcore by rte_rdtsc(). */
 enum sn_vqtx_verdict { SN_VQTX_KEEP, SN_VQTX_STOPPING, SN_VQTX_EXPIRED };
 enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q);
+/* s15-P5. Same callers as sn_vqtx_verdict: how many leading frames of
+ * pkts[0..n) have the verdict SN_VQTX_KEEP (n: all); *ol_or = the OR of
+ * those frames' ol_flags. The same checks per frame, with each queue's
+ * stop flag (acquire, pairs with sn_vqtx_stop()) read once per run of
+ * frames of that queue and the clock once per call: the verdicts of one
+ * instant. The caller judges the frame at the returned index with
+ * sn_vqtx_verdict(). */
+uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol_or);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */
 void sn_vqtx_count_timeout(struct sn_vqtx *q);

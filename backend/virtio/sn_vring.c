@@ -578,6 +578,48 @@ int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len)
 	return 0;
 }
 
+/* s15-P5 (issue 6 throughput; P5's addition): sn_vring_used_put(vr, ids[i], 0)
+ * for each i in order, with the ring's fields in registers. */
+uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint32_t n)
+{
+	struct sn_vring_used_elem *ring = vr->used->ring;
+	const uint32_t size = vr->size, mask = vr->mask;
+	uint16_t shadow = vr->used_shadow;
+	uint32_t put = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const uint16_t id = ids[i];
+		struct sn_vring_used_elem *e;
+
+		if (id >= size || !vr->held[id]) {
+			vr->st.err[SN_VRING_E_BAD_COMPLETION]++;
+			continue;
+		}
+		if (id == vr->held_first) {
+			/* unhold() of the oldest (prev NIL), inline */
+			const uint16_t nx = vr->next[id];
+
+			vr->held_first = nx;
+			if (nx == NIL)
+				vr->held_last = NIL;
+			else
+				vr->prev[nx] = NIL;
+			vr->held[id] = 0;
+			vr->st.held--;
+		} else {
+			vr->st.out_of_order++;
+			unhold(vr, id);
+		}
+		e = &ring[shadow++ & mask];
+		__atomic_store_n(&e->id, id, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->len, 0, __ATOMIC_RELAXED);
+		put++;
+	}
+	vr->used_shadow = shadow;
+	vr->st.completed += put;
+	return put;
+}
+
 /* virtio 1.1 §2.7.10.1 / Linux vring_need_event(): did the used idx move
  * from old to new_idx across event? */
 static inline int need_event(uint16_t event, uint16_t new_idx, uint16_t old)

@@ -193,6 +193,10 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
  * never popped, out of range): counted as SN_VRING_E_BAD_COMPLETION, the ring
  * is not touched. Allowed on a broken ring. Owner thread only. */
 int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len);
+/* s15-P5: sn_vring_used_put(vr, ids[i], 0) for i = 0 .. n - 1 in order (the
+ * same entries, checks and counters); returns how many were written. Owner
+ * thread only. */
+uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint32_t n);
 
 /* Publish the used entries written since the last flush (used->idx store
  * release). Returns 1 if the guest must be notified (EVENT_IDX used_event
