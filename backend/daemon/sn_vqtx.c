@@ -993,6 +993,9 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			if (s->epoch != q->epoch || !q->vr) {
 				ctr_inc(&q->st.late_free);
 			} else {
+				/* s15-L: popped through an older guest memory map */
+				if (unlikely(s->mgen != q->mgen))
+					old_frame_done(q);
 				/* complete(q, s->head), in order */
 				if (unlikely(r.nh == RTE_DIM(heads)))
 					heads_flush(&r, heads);
