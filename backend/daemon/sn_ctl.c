@@ -335,7 +335,7 @@ static json_t *completion_json(const struct sn_port *p)
 			return NULL;
 		}
 	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
+			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
 			 "unmarked_max_hold_us", (json_int_t)p->unmarked_max_hold_us,
@@ -350,6 +350,7 @@ static json_t *completion_json(const struct sn_port *p)
 			 "forced", (json_int_t)vs.forced, "late_free", (json_int_t)vs.late_free,
 			 "dest_deleted", (json_int_t)vs.dest_deleted,
 			 "mem_remaps", (json_int_t)vs.mem_remaps,   /* s15-L */
+			 "mem_maps", (json_int_t)vs.mem_maps,
 			 "extbuf_in_use", (json_int_t)vs.extbuf_in_use,
 			 "slots_leaked", (json_int_t)vs.slots_leaked,
 			 "horizon_waits", (json_int_t)vs.horizon_waits,   /* s11-V3 */

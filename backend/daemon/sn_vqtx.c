@@ -1334,6 +1334,7 @@ void sn_vqtx_stats_read(const struct sn_vqtx *q, struct sn_vqtx_stats *out)
 	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "sn_vqtx_stats: all u64");
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	out->mem_maps = __atomic_load_n(&q->nmaps, __ATOMIC_RELAXED);
 }
 
 double sn_vqtx_hold_pct_us(const struct sn_vqtx_stats *st, double pct)

@@ -85,6 +85,9 @@ struct sn_vqtx_stats {
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
 	uint64_t mem_remaps;     /* s15-L: new guest memory tables taken while
 				  * running (memory hotplug, sn_vqtx_remap) */
+	uint64_t mem_maps;       /* s15-L: our mappings of guest memory alive
+				  * now (1 per started queue; more while frames
+				  * of a replaced table are out) */
 	/* issue 7 (leak check): frames popped whose guest buffer is still
 	 * referenced by an mbuf, all connections (0 when idle, else a leak);
 	 * frames still referenced when a ring's slot array was abandoned at

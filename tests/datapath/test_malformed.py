@@ -299,7 +299,8 @@ HOTPLUG_N = 40   # frames per phase: region 1, the hot-added region 2, region 1
 
 
 @pytest.mark.parametrize("completion", ["deferred", "immediate"])
-def test_memory_hotplug_while_running(schednicd, sngen, sn_tmpdir, vufront_bin, completion):
+def test_memory_hotplug_while_running(schednicd, sngen, sn_tmpdir, vufront_bin, spawn,
+                                     completion):
     """s15-L: the guest's memory table changes while the device runs (a
     SET_MEM_TABLE that adds a region, as QEMU sends after a DIMM hotplug:
     DPDK's library unmaps every region it had and maps the new table,
@@ -313,10 +314,12 @@ def test_memory_hotplug_while_running(schednicd, sngen, sn_tmpdir, vufront_bin, 
     The same table sent again (unchanged, as QEMU may) is no remap."""
     d, g = rig(schednicd, sngen, sn_tmpdir, 1, completion=completion)
     t0 = port_table(d.stats())
-    r = writer(vufront_bin, d, "hotplug", "--count", HOTPLUG_N)
+    go = sn_tmpdir / "hotplug-stop"
+    p = spawn([vufront_bin, "--socket", d.vhost_path("w"), "--scenario", "hotplug",
+               "--count", HOTPLUG_N, "--timeout", "30", "--wait-file", go],
+              name="vufront", stdout=subprocess.PIPE)
     n = 3 * HOTPLUG_N
-    check_writer(r, n, 0)
-    alive(d)
+    # still connected: every frame through, the old table's mapping gone
     t = wait_settled(d, lambda t: t["w"]["rx_packets"] == t0["w"]["rx_packets"] + n
                      and t["vm1"]["tx_packets"] == t0["vm1"]["tx_packets"] + n
                      and t["vm2"]["tx_packets"] == t0["vm2"]["tx_packets"] + n)
@@ -327,8 +330,16 @@ def test_memory_hotplug_while_running(schednicd, sngen, sn_tmpdir, vufront_bin, 
         assert c["popped"] == n and c["held_now"] == 0, c
         # one TX queue took one new table; the unchanged resend was no remap
         assert c["mem_remaps"] == 1, c
+        # the replaced table's mapping was unmapped once its frames were freed
+        assert c["mem_maps"] == 1, c
         assert c["extbuf_in_use"] == 0 and c["forced"] == 0, c
     else:
-        assert c["mem_remaps"] == 0 and c["popped"] == 0, c
+        assert c["mem_remaps"] == 0 and c["mem_maps"] == 0 and c["popped"] == 0, c
+    go.touch()
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, (out, d.log_tail())
+    check_writer(json.loads(out), n, 0)
+    alive(d)
+    assert comp(d)["mem_maps"] == 0          # device stop: every mapping unmapped
     forwards(d, g, 0)
     alive(d)
