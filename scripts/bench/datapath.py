@@ -46,7 +46,10 @@ whose poll of it found nothing, held occupancy over the window) and
 spent on a CPU and waiting for one); see backend/daemon/README.md
 "Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
 every mode and the testpmd baseline alike, --tx-free-thresh its TX reclaim
-threshold (s12-D2; default 0 = the virtio PMD's own) likewise.
+threshold (s12-D2; since s15-D5 default queue size - 64, 0 = the virtio
+PMD's own) and --gen-devargs extra net_virtio_user devargs of its ports
+(s15-D5; default mrg_rxbuf=0,vectorized=1: the vectorized RX path where
+the port lacks IN_ORDER) likewise; see GEN_DEVARGS.
 s13-D3: --sample-ms N adds each run's Mpps every N ms ("samples_mpps");
 --interleave S replaces the sequential schedule by side-by-side sessions
 (run_interleaved: testpmd and the mode alternate every S seconds, the idle
