@@ -46,7 +46,10 @@ whose poll of it found nothing, held occupancy over the window) and
 spent on a CPU and waiting for one); see backend/daemon/README.md
 "Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
 every mode and the testpmd baseline alike, --tx-free-thresh its TX reclaim
-threshold (s12-D2; default 0 = the virtio PMD's own) likewise.
+threshold (s12-D2; since s15-D5 default queue size - 64, 0 = the virtio
+PMD's own) and --gen-devargs extra net_virtio_user devargs of its ports
+(s15-D5; default mrg_rxbuf=0,vectorized=1: the vectorized RX path where
+the port lacks IN_ORDER) likewise; see GEN_DEVARGS.
 s13-D3: --sample-ms N adds each run's Mpps every N ms ("samples_mpps");
 --interleave S replaces the sequential schedule by side-by-side sessions
 (run_interleaved: testpmd and the mode alternate every S seconds, the idle
@@ -155,6 +158,46 @@ MODES = {
                   "policy": {"uplink": {"rate_bps": SCHED_BPS, "algorithm": "qfq"},
                              "ports": {"vm0": {"rate_bps": SCHED_BPS, "weight": 1}}}},
 }
+
+
+# s15-D5: sn-gen's virtio-user settings, the same for every run of an
+# invocation (testpmd's included). Against a port without VIRTIO_F_IN_ORDER
+# (every deferred port) the virtio PMD runs its generic split-ring paths:
+# TX reclaims one descriptor per frame once its free count is 0 unless more
+# than size - tx_free_thresh are used, and RX takes the mergeable path. At
+# real speed sn-gen then paid 180-280 TSC cycles per sent frame (testpmd's
+# IN_ORDER ports: 135-190) and 120-390 per received one (100-215); with
+# tx_free_thresh = size - 64 and a non-mergeable, vectorized sink it pays
+# 120-200 and 110-140, testpmd's runs unchanged (IN_ORDER disables the
+# vectorized RX path; they keep their in-order paths). backend/daemon/
+# README.md "Deferred: the generator's virtio paths (s15-D5)".
+GEN_DEVARGS = "mrg_rxbuf=0,vectorized=1"
+TX_FREE_BELOW = 64      # default tx_free_thresh = queue size - 64
+
+
+def add_gen_args(ap):
+    ap.add_argument("--tx-free-thresh", type=int, default=None,
+                    help="sn-gen's TX reclaim threshold (virtio PMD tx_free_thresh), the same in "
+                         f"every mode and for testpmd (default: queue size - {TX_FREE_BELOW}, "
+                         "s15-D5; 0 = the PMD's own, the default before s15)")
+    ap.add_argument("--gen-devargs", default=GEN_DEVARGS, metavar="K=V[,K=V]",
+                    help="extra net_virtio_user devargs of every sn-gen port, the same in every "
+                         f"mode and for testpmd (default {GEN_DEVARGS!r}, s15-D5; '' = none, "
+                         "the default before s15)")
+
+
+def check_gen_args(ap, args):
+    if args.tx_free_thresh is None:
+        args.tx_free_thresh = max(0, args.queue_size - TX_FREE_BELOW)
+    if not 0 <= args.tx_free_thresh < args.queue_size - 3:
+        ap.error("--tx-free-thresh: 0 (the PMD's default) .. queue size - 4")
+
+
+def gen_port(sock, args):
+    """sn-gen's --port argument: the socket plus --gen-devargs (s15-D5),
+    the same for every port of every run, testpmd's included."""
+    extra = getattr(args, "gen_devargs", "")
+    return f"{sock},{extra}" if extra else sock
 
 
 def thread_sched(pid):
@@ -351,7 +394,7 @@ class Bench:
                 "--log-level", "warning", "--queue-size", a.queue_size,
                 "--tx-free-thresh", a.tx_free_thresh, *extra]
         for s in socks:
-            argv += ["--port", s]
+            argv += ["--port", gen_port(s, a)]
         sample_file = None
         if getattr(a, "sample_ms", 0):     # s13-D3: per-interval Mpps
             sample_file = self.tmp / f"samples-{self.seq}.jsonl"
@@ -566,7 +609,7 @@ def run_interleaved(b, mode, args):
                 "--tx-free-thresh", a.tx_free_thresh, "--sample-ms", 50,
                 "--sample-file", sf, *extra]
         for s_ in socks:
-            argv += ["--port", s_]
+            argv += ["--port", gen_port(s_, a)]
         return b.spawn(argv, f"sn-gen-{tag}", prefix, stdout=subprocess.DEVNULL), sf
 
     def signal_pair(what, sig):
@@ -656,7 +699,8 @@ def main_interleaved(b, args, modes, load):
     load["after"] = os.getloadavg()
     print(json.dumps({
         "packet_size": args.size, "queue_size": args.queue_size,
-        "tx_free_thresh": args.tx_free_thresh, "interleave_s": args.interleave,
+        "tx_free_thresh": args.tx_free_thresh, "gen_devargs": args.gen_devargs,
+        "interleave_s": args.interleave,
         "testpmd_mpps": round(tp, 3), "modes": out_modes, "sessions": sessions,
         "loadavg": load, "other_cpus_max": max(other),
         "command": " ".join(shlex.quote(a) for a in [sys.argv[0]] + sys.argv[1:]),
@@ -676,9 +720,7 @@ def main():
     ap.add_argument("--queue-size", type=int, default=1024,
                     help="virtqueue size of sn-gen's virtio-user ports, the same in every mode "
                          "and for testpmd (the driver sets it; default 1024, sn-gen's default)")
-    ap.add_argument("--tx-free-thresh", type=int, default=0,
-                    help="sn-gen's TX reclaim threshold (virtio PMD tx_free_thresh), the same in "
-                         "every mode and for testpmd (default 0 = the PMD's own)")
+    add_gen_args(ap)
     ap.add_argument("--interleave", type=float, default=0, metavar="S",
                     help="s13-D3: instead of the sequential schedule, run testpmd and each "
                          "mode side by side and alternate them every S seconds (the idle pair "
@@ -699,8 +741,7 @@ def main():
         ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
     if args.queue_size not in (64, 128, 256, 512, 1024, 2048, 4096):
         ap.error("--queue-size: a power of two, 64..4096")
-    if not 0 <= args.tx_free_thresh < args.queue_size - 3:
-        ap.error("--tx-free-thresh: 0 (the PMD's default) .. queue size - 4")
+    check_gen_args(ap, args)
 
     modes = args.modes.split(",")
     for m in modes:
@@ -754,6 +795,7 @@ def main():
         "packet_size": args.size,
         "queue_size": args.queue_size,
         "tx_free_thresh": args.tx_free_thresh,
+        "gen_devargs": args.gen_devargs,
         "testpmd_mpps": round(tp, 3),
         "testpmd_proxies": median_proxies(runs["testpmd"]),
         "modes": out_modes,

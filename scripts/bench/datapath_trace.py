@@ -21,7 +21,8 @@ import shutil
 import statistics
 import sys
 
-from datapath import MODES, Bench, CpuMeter, REPO, log  # noqa: E402 (this directory)
+from datapath import (MODES, Bench, CpuMeter, REPO, add_gen_args, check_gen_args,  # noqa: E402
+                      log)  # noqa: E402 (this directory)
 
 
 def main():
@@ -35,12 +36,13 @@ def main():
     ap.add_argument("--sample-ms", type=int, default=250)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--queue-size", type=int, default=1024)
-    ap.add_argument("--tx-free-thresh", type=int, default=0)
+    add_gen_args(ap)
     ap.add_argument("--swap-cpus", action="store_true",
                     help="sn-gen on CPU 1, the switch on CPU 0")
     ap.add_argument("--keep-logs", metavar="DIR",
                     help="copy every run's process logs (stderr) into DIR")
     args = ap.parse_args()
+    check_gen_args(ap, args)
     whats = args.what.split(",")
     for w in whats:
         if w != "testpmd" and w not in MODES:

@@ -94,3 +94,29 @@ def test_interleaved_slots_give_paired_ratios():
     tp, out = dp.summarize(seq)
     assert out["deferred"]["ratio"] == pytest.approx(0.8, abs=1e-9)
     assert sum(1 for r in out["deferred"]["ratios"] if abs(r - 0.8) > 1e-9) <= 3
+
+
+def test_generator_settings_apply_to_every_port_alike():
+    """s15-D5: sn-gen's virtio-user settings come from the invocation, not
+    from the mode: the same devargs on every port (testpmd's runs use the
+    same run_gen), tx_free_thresh = queue size - 64 unless given, and ''
+    / 0 restore the settings before s15."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--queue-size", type=int, default=1024)
+    dp.add_gen_args(ap)
+
+    def parse(*argv):
+        a = ap.parse_args(list(argv))
+        dp.check_gen_args(ap, a)
+        return a
+    a = parse()
+    assert a.tx_free_thresh == 1024 - dp.TX_FREE_BELOW
+    assert a.gen_devargs == dp.GEN_DEVARGS
+    assert dp.gen_port("/x/vm0.sock", a) == "/x/vm0.sock," + dp.GEN_DEVARGS
+    assert parse("--queue-size", "256").tx_free_thresh == 256 - dp.TX_FREE_BELOW
+    old = parse("--tx-free-thresh", "0", "--gen-devargs", "")
+    assert old.tx_free_thresh == 0 and dp.gen_port("/x/vm1.sock", old) == "/x/vm1.sock"
+    with pytest.raises(SystemExit):
+        parse("--queue-size", "64", "--tx-free-thresh", "61")
