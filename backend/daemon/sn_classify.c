@@ -111,6 +111,7 @@ struct sn_classify {
 	/* s14-R4: the last apply_port's old class index -> new index
 	 * (SN_CLASSIFY_NONE: gone); moved: not the identity. */
 	bool moved[SN_PORT_MAX];
+	bool created[SN_PORT_MAX];   /* the last apply_port of the slot made a class */
 	uint8_t renum[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
 	struct cls cls[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
 	struct agg agg[SN_POLICY_AGGS_MAX];
@@ -251,6 +252,7 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 	 * when it moves in the list. */
 	memset(c->renum[slot], SN_CLASSIFY_NONE, sizeof(c->renum[slot]));
 	c->moved[slot] = false;
+	c->created[slot] = false;
 	for (unsigned i = 0; i < n; i++) {
 		unsigned j;
 
@@ -272,6 +274,7 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 		if (j < n_old) {
 			*k = old[j];        /* carries its pacing state and counters */
 		} else {
+			c->created[slot] = true;
 			memset(k, 0, sizeof(*k));
 			zero_stats(&k->st, sizeof(k->st));
 			k->version = ++c->next_version;
@@ -726,6 +729,11 @@ uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uin
 bool sn_classify_moved(const struct sn_classify *c, uint16_t slot)
 {
 	return slot < SN_PORT_MAX && c->moved[slot];
+}
+
+bool sn_classify_created(const struct sn_classify *c, uint16_t slot)
+{
+	return slot < SN_PORT_MAX && c->created[slot];
 }
 
 uint8_t sn_classify_renumber(const struct sn_classify *c, uint16_t slot, uint8_t cls)

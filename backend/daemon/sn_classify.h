@@ -105,6 +105,9 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
  * its place. Valid until the next apply_port of the slot. */
 bool sn_classify_moved(const struct sn_classify *c, uint16_t slot);
 uint8_t sn_classify_renumber(const struct sn_classify *c, uint16_t slot, uint8_t cls);
+/* Worker (s15-R5 review), after apply_port(slot): whether it made a class
+ * (new name): its index may have counted another class's frames before. */
+bool sn_classify_created(const struct sn_classify *c, uint16_t slot);
 /* Worker (s13-P4), when the port limit of slot got a new rate (its queued
  * frames are laid again from now): every paced class of the slot restarts
  * its chain at now (its flows on their first re-laid frame), as for a

@@ -1983,8 +1983,12 @@ static void clup_compose(struct sn_pipeline *pl)
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		uint8_t *m = pl->clup_pend[s];
 
-		if (!sn_classify_moved(pl->cls, (uint16_t)s))
-			continue;     /* identity on every old index */
+		/* Identity on every old index, and no new class whose index
+		 * may hold a gone class's counts (a created class gets a map
+		 * too: clup_follow zeroes every index nothing maps to). */
+		if (!sn_classify_moved(pl->cls, (uint16_t)s) &&
+		    !sn_classify_created(pl->cls, (uint16_t)s))
+			continue;
 		if (!pl->clup_pend_moved[s])
 			for (unsigned j = 0; j < SN_POLICY_CLASSES_MAX; j++)
 				m[j] = (uint8_t)j;

@@ -159,9 +159,10 @@ struct sn_port {
 	 * the release store of up; rxview_on (atomic) cleared in
 	 * destroy_device after its grace period, before the library unmaps.
 	 * s15-L: the view reads the rings through rxmap, our own mapping of
-	 * the guest memory (sn_vqtx.h), made and unmapped with it; after a
-	 * memory table change it keeps the table it was made with (its
-	 * prefetches are hints: buffers in new regions are not prefetched). */
+	 * the guest memory (sn_vqtx.h), made and unmapped with it, and
+	 * prefetches buffers at the library's addresses (hints: never a
+	 * fault); after a memory table change it keeps the table it was made
+	 * with (buffers in new regions are not prefetched). */
 	uint32_t rxview_on;
 	struct sn_vring_rxview rxview;
 	struct sn_vqtx_gmap *rxmap;

@@ -353,6 +353,13 @@ const struct sn_vring_mem *sn_vqtx_gmap_mem(const struct sn_vqtx_gmap *g)
 	return &g->mem;
 }
 
+void sn_vqtx_gmap_lib_mem(const struct sn_vqtx_gmap *g, struct sn_vring_mem *out)
+{
+	*out = g->mem;
+	for (uint32_t i = 0; i < g->mem.nregions; i++)
+		out->regions[i].host_user_addr = g->lib_hva[i];
+}
+
 void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t len)
 {
 	uint64_t a = (uint64_t)(uintptr_t)p;

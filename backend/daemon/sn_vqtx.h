@@ -180,8 +180,12 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid);
 struct sn_vqtx_gmap;
 struct sn_vqtx_gmap *sn_vqtx_gmap_new(int vid);
 void sn_vqtx_gmap_free(struct sn_vqtx_gmap *g);   /* NULL: no-op */
-/* The regions at our addresses (for sn_vring_create / _rxview_init). */
+/* The regions at our addresses (for sn_vring_create). */
 const struct sn_vring_mem *sn_vqtx_gmap_mem(const struct sn_vqtx_gmap *g);
+/* The same regions at the library's addresses when g was made (prefetch
+ * targets only: a prefetch never faults, and these addresses share the
+ * TLB entries of the library's own accesses). */
+void sn_vqtx_gmap_lib_mem(const struct sn_vqtx_gmap *g, struct sn_vring_mem *out);
 /* The library's host address of [p, p + len) at the time the map was made
  * -> the same bytes in our mapping; NULL unless inside one region. */
 void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t len);
