@@ -360,7 +360,9 @@ void sn_vqtx_gmap_lib_mem(const struct sn_vqtx_gmap *g, struct sn_vring_mem *out
 		out->regions[i].host_user_addr = g->lib_hva[i];
 }
 
-void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t len)
+/* The guest-physical address of the library's host address p (len bytes
+ * inside one region of g), or UINT64_MAX. */
+static uint64_t gmap_lib_gpa(const struct sn_vqtx_gmap *g, const void *p, uint64_t len)
 {
 	uint64_t a = (uint64_t)(uintptr_t)p;
 
@@ -368,9 +370,22 @@ void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t l
 		uint64_t lo = g->lib_hva[i], sz = g->mem.regions[i].size;
 
 		if (a >= lo && a - lo <= sz && len <= sz - (a - lo))
-			return (void *)(uintptr_t)(g->mem.regions[i].host_user_addr + (a - lo));
+			return g->mem.regions[i].guest_phys_addr + (a - lo);
 	}
-	return NULL;
+	return UINT64_MAX;
+}
+
+/* [gpa, gpa + len) in our mapping g, or NULL. */
+static void *gmap_gpa(const struct sn_vqtx_gmap *g, uint64_t gpa, uint64_t len)
+{
+	return gpa == UINT64_MAX ? NULL : sn_vring_mem_hva(&g->mem, gpa, len);
+}
+
+/* Our regions are the library's (same guest-physical address and size),
+ * mapped elsewhere: through the guest-physical address. */
+void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t len)
+{
+	return gmap_gpa(g, gmap_lib_gpa(g, p, len), len);
 }
 
 /* The library's current table of vid is the one g was made from (the
@@ -392,34 +407,6 @@ static bool gmap_current(const struct sn_vqtx_gmap *g, int vid)
 	}
 	free(mem);
 	return same;
-}
-
-/* The guest-physical address of the library's host address p (len bytes
- * inside one region of g), or UINT64_MAX. */
-static uint64_t gmap_lib_gpa(const struct sn_vqtx_gmap *g, const void *p, uint64_t len)
-{
-	uint64_t a = (uint64_t)(uintptr_t)p;
-
-	for (uint32_t i = 0; i < g->mem.nregions; i++) {
-		uint64_t lo = g->lib_hva[i], sz = g->mem.regions[i].size;
-
-		if (a >= lo && a - lo <= sz && len <= sz - (a - lo))
-			return g->mem.regions[i].guest_phys_addr + (a - lo);
-	}
-	return UINT64_MAX;
-}
-
-/* [gpa, gpa + len) in our mapping g, or NULL. */
-static void *gmap_gpa(const struct sn_vqtx_gmap *g, uint64_t gpa, uint64_t len)
-{
-	for (uint32_t i = 0; gpa != UINT64_MAX && i < g->mem.nregions; i++) {
-		const struct sn_vring_region *r = &g->mem.regions[i];
-
-		if (gpa >= r->guest_phys_addr && gpa - r->guest_phys_addr <= r->size &&
-		    len <= r->size - (gpa - r->guest_phys_addr))
-			return (void *)(uintptr_t)(r->host_user_addr + (gpa - r->guest_phys_addr));
-	}
-	return NULL;
 }
 
 int sn_vqtx_remap(struct sn_vqtx *q, int vid)

@@ -218,6 +218,15 @@ static inline const struct sn_vring_region *mem_region(const struct sn_vring_mem
 	return NULL;
 }
 
+void *sn_vring_mem_hva(const struct sn_vring_mem *mem, uint64_t gpa, uint64_t len)
+{
+	const struct sn_vring_region *r = mem_region(mem, gpa);
+
+	if (r != NULL && len <= r->size - (gpa - r->guest_phys_addr))
+		return (void *)(uintptr_t)(r->host_user_addr + (gpa - r->guest_phys_addr));
+	return NULL;
+}
+
 void *sn_vring_gpa_to_hva(const struct sn_vring *vr, uint64_t gpa,
 			  uint64_t len, enum sn_vring_err *err)
 {

@@ -172,6 +172,10 @@ int sn_vring_set_mem(struct sn_vring *vr, const struct sn_vring_mem *mem);
  * only. */
 int sn_vring_set_rings(struct sn_vring *vr, void *desc, void *avail, void *used);
 
+/* [gpa, gpa+len) of a memory table (not a ring's) to a host pointer if it
+ * lies in one region, else NULL (no cause: sn_vring_gpa_to_hva below). */
+void *sn_vring_mem_hva(const struct sn_vring_mem *mem, uint64_t gpa, uint64_t len);
+
 /* Translate [gpa, gpa+len) to a host pointer if it lies in one region.
  * Returns NULL and sets *err to SN_VRING_E_ADDR_OOB / _CROSS_REGION (not
  * counted: the counting callers are pop and its walkers). len must be > 0. */
