@@ -63,6 +63,10 @@ struct sn_arbiter_params {
 	uint64_t link_bps;             /* emulated link rate, 1 .. SN_ARBITER_MAX_LINK_BPS */
 	uint32_t overhead_bytes;       /* added to every item (24 = Ethernet preamble+FCS+IFG) */
 	uint64_t slack_ns;             /* link_idle may lag now by this much before a reset */
+	/* After the scheduler ran empty, the link restarts at the now of the
+	 * scan that found it empty (PSPAT Fig. 5 line 14), but at most this
+	 * long before the scan that finds traffic again (0: at that scan). */
+	uint64_t idle_credit_ns;
 	uint32_t read_limit;           /* Δ_A: items per mailbox per scan (0 = 64) */
 	uint32_t max_clients;          /* >= 1 */
 	uint32_t n_clists;             /* client lists, one per producer core, >= 1 */

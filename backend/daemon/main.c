@@ -156,11 +156,15 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	 * delay a rate limit adds); one pool node per mbuf covers the worst
 	 * case of one frame per node. Link emulation may catch up after the
 	 * worker was descheduled for up to 100 ms (shared 2-core hosts); a
-	 * longer stall resets the link clock and is counted (link_resets). */
+	 * longer stall resets the link clock and is counted (link_resets).
+	 * After the arbiter found its scheduler empty, the link restarts at
+	 * that scan (PSPAT Fig. 5 line 14), at most one wheel slot (4 us, the
+	 * shaping's time resolution) before the scan that finds traffic: a
+	 * burst that arrived between two scans leaves in one. */
 	*pl = sn_pipeline_create(&(struct sn_pipeline_config){
 		.granularity_ns = 4000, .slots = 65536,
 		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
-		.slack_ns = 100000000, .max_flows = cfg->datapath.max_flows,
+		.slack_ns = 100000000, .idle_credit_ns = 4000, .max_flows = cfg->datapath.max_flows,
 		.split = cfg->datapath.layout != SN_LAYOUT_1CORE, .reg = reg,
 		.workers = cfg->datapath.workers,
 		.idle_sleep_us = cfg->datapath.idle_sleep_us }, *store);

@@ -112,6 +112,7 @@ struct sn_pipeline_config {
 	uint32_t mbox_size;        /* per-port client mailbox (pow2) */
 	uint32_t queue_len;        /* per-class scheduler queue */
 	uint64_t slack_ns;         /* link emulation: lag allowed before a reset */
+	uint64_t idle_credit_ns;   /* link emulation: credit after an idle link (sn_arbiter_params) */
 	uint32_t max_flows;        /* flow states of the worker (sn_classify), 0 = default */
 	/* Lcore layout. false: 1-core (the worker runs the arbiter half in
 	 * sn_pipeline_run). true: 2-core, sn_pipeline_arbiter_main() runs

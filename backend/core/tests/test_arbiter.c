@@ -78,6 +78,7 @@ static void cb_drop(void *item, enum sn_arbiter_drop cause, void *arg)
  * size (0 = 64). */
 static int use_len_offset;
 static uint32_t mk_clist_size;
+static uint64_t mk_idle_credit_ns;   /* sn_arbiter_params.idle_credit_ns of mk() */
 static int (*mk_oversize)(uint32_t class_id, uint32_t len, void *arg);
 
 static uint32_t scan(struct sn_arbiter *arb, uint64_t now)
@@ -100,6 +101,7 @@ static struct sn_arbiter *mk(enum sn_sched_algo algo, uint64_t bps, uint32_t oh,
 	p.link_bps = bps;
 	p.overhead_bytes = oh;
 	p.slack_ns = 1000000;
+	p.idle_credit_ns = mk_idle_credit_ns;
 	p.read_limit = read_limit;
 	p.max_clients = 128;
 	p.n_clists = 2;
@@ -352,6 +354,51 @@ static void test_idle_no_credit(void)
 	CHECK(scan(arb, t0 + 600) == 1);   /* within slack, but no idle credit */
 	CHECK(scan(arb, t0 + 1599) == 0);
 	CHECK(scan(arb, t0 + 1600) == 1);
+	sn_arbiter_free(arb);
+}
+
+/* PSPAT Fig. 5 line 14: the link went idle at the now of the scan that
+ * found the scheduler empty, so items found by a later scan may start
+ * from there (one scan interval of credit), capped by idle_credit_ns. */
+static void test_idle_credit(void)
+{
+	const uint64_t t0 = 1000;
+	struct sn_arbiter *arb;
+	struct sn_arbiter_client *c;
+	static struct pkt pk[8];
+	uint32_t k;
+
+	mk_idle_credit_ns = 300;
+	arb = mk(SN_SCHED_FIFO, 1000000000ull, 0, 64, t0, 64);
+	mk_idle_credit_ns = 0;
+	CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 2048) == 0);
+	c = sn_arbiter_client_add(arb, 0, 16);
+	CHECK(scan(arb, t0 + 100) == 0);   /* empty at t0 + 100 */
+	for (k = 0; k < 4; k++) {
+		pk[k].len = 125;             /* 1000 ns each at 1 Gbit/s */
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(c),
+					&pk[k]) == 0);
+	}
+	/* 200 ns after the empty scan: the link restarts at t0 + 100, the
+	 * first item ends at t0 + 1100, the second starts then. */
+	CHECK(scan(arb, t0 + 300) == 1);
+	CHECK(sn_arbiter_link_idle(arb) == t0 + 1100);
+	CHECK(scan(arb, t0 + 1099) == 0);
+	CHECK(scan(arb, t0 + 1100) == 1);
+	CHECK(scan(arb, t0 + 3100) == 2);  /* both remaining, back to back */
+	CHECK(sn_arbiter_link_idle(arb) == t0 + 4100);
+	/* Empty scans at t0 + 4200 and t0 + 9000, traffic at t0 + 10000:
+	 * 1000 ns since the last empty scan, credit capped at 300 ns. */
+	CHECK(scan(arb, t0 + 4200) == 0);
+	CHECK(scan(arb, t0 + 9000) == 0);
+	for (k = 4; k < 8; k++) {
+		pk[k].len = 25;              /* 200 ns each */
+		CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(c),
+					&pk[k]) == 0);
+	}
+	CHECK(scan(arb, t0 + 10000) == 2); /* start t0 + 9700: items at 9700, 9900 */
+	CHECK(sn_arbiter_link_idle(arb) == t0 + 10100);
+	CHECK(scan(arb, t0 + 10100) == 1);
 	sn_arbiter_free(arb);
 }
 
@@ -938,6 +985,7 @@ int main(void)
 	test_link_bursts();
 	test_slack();
 	test_idle_no_credit();
+	test_idle_credit();
 	test_read_limit();
 	test_drops();
 	test_oversize(SN_SCHED_QFQ);
