@@ -155,6 +155,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "sn-bench: %d reps per case, scale %.2f\n", reps, scale);
 	sn_bench_twheel();
 	sn_bench_sched();
+	sn_bench_tstamp();
 	sn_bench_mbox();
 	sn_bench_arbiter();
 

@@ -38,5 +38,6 @@ void sn_bench_mbox(void);
 void sn_bench_arbiter(void);
 void sn_bench_twheel(void);
 void sn_bench_sched(void);
+void sn_bench_tstamp(void);
 
 #endif

@@ -89,6 +89,42 @@ static void run_exact(uint64_t rate, uint32_t len_lo, uint32_t len_hi, uint64_t 
 	       (double)(ts - t0) / 1e9, (unsigned long)ts);
 }
 
+/* The fast path's quotient comes from a reciprocal with a correction
+ * step: random rates over the whole range, random lengths up to the fast
+ * path's limit (the largest numerators it sees), every packet checked
+ * against the 128-bit closed form. */
+static void run_random_rates(unsigned nrates, unsigned npkts)
+{
+	const uint64_t t0 = 1000000000ull;
+	uint64_t ns, rem;
+
+	for (unsigned k = 0; k < nrates; k++) {
+		uint64_t rate = SN_TSTAMP_RATE_MIN +
+				rnd() % (SN_TSTAMP_RATE_MAX - SN_TSTAMP_RATE_MIN + 1);
+		struct sn_tstamp p;
+		u128 bytes = 0;
+
+		if (k % 4 == 0)   /* rates just below a power of two and its neighbours */
+			rate = SN_MAX(SN_TSTAMP_RATE_MIN,
+				      SN_MIN(SN_TSTAMP_RATE_MAX, (1ull << (10 + k % 29)) - 1 + k % 3));
+		CHECK(sn_tstamp_init(&p, rate, 0, t0) == 0, "init");
+		for (unsigned i = 0; i < npkts; i++) {
+			uint32_t len = rnd() % 2 ? 1 + (uint32_t)(rnd() % 9000)
+						 : SN_TSTAMP_FAST_LEN - (uint32_t)(rnd() % 1024);
+			uint64_t ts = sn_tstamp_stamp(&p, t0, len);
+
+			bytes += len;
+			closed_form(t0, bytes, rate, &ns, &rem);
+			CHECK(p.lts == ns && p.lts_rem == rem && ts == ns + (rem != 0),
+			      "rate %lu pkt %u len %u: lts %lu+%lu/r want %lu+%lu/r",
+			      (unsigned long)rate, i, len, (unsigned long)p.lts,
+			      (unsigned long)p.lts_rem, (unsigned long)ns, (unsigned long)rem);
+		}
+	}
+	printf("ok %d - exact at %u random rates x %u packets (reciprocal quotient)\n", ++n_test,
+	       nrates, npkts);
+}
+
 /* Random arrivals around the rate: timestamps never let any window carry
  * more than rate*T + burst + lmax bytes, and the long-run rate is exact. */
 static void run_conformance(uint64_t rate, uint32_t burst, uint32_t lmax, unsigned n)
@@ -225,6 +261,7 @@ int main(void)
 	run_exact(SN_TSTAMP_RATE_MAX, 64, 64, 50000000, 0, "400 Gbit/s 64 B long");
 	run_exact(1000000000ull, 1500, 1500, 300000000, 0, "1 Gbit/s 1500 B, one hour");
 	run_exact(3000000000ull, 64, 1518, 50000000, 0, "3 Gbit/s mixed");
+	run_random_rates(2000, 500);
 	run_conformance(1000000000ull, 0, 1500, 3000);
 	run_conformance(1000000000ull, 64000, 1500, 3000);
 	run_conformance(SN_TSTAMP_RATE_MIN, 1000, 1500, 2000);
