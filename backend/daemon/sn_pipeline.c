@@ -588,7 +588,7 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 		      uint16_t n, bool arb)
 {
 	const bool remote = arb && pl->arb_remote;
-	const uint16_t k = sn_port_uplink_enqueue(up, vid, arb ? pl->arb_txq : pl->txq, pkts, n);
+	const uint16_t k = sn_port_uplink_enqueue(vid, arb ? pl->arb_txq : pl->txq, pkts, n);
 	struct sn_pipeline_port_stats *cur = NULL;
 	uint64_t bytes = 0, rby0 = 0;
 	/* s15-P5: a run of one counter block is found on the meta's (src,

@@ -134,26 +134,7 @@ static void update_txq_locked(struct sn_port *p)
  * ports keep all guest-memory access inside rte_vhost. A second
  * connection on a port that still runs gets no view (the worker may be
  * reading the first one's). */
-static void rxview_build(struct sn_port *p, int vid);
-
 static void rxview_setup_locked(struct sn_port *p, int vid)
-{
-	__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
-	if (!p->vq || __atomic_load_n(&p->running, __ATOMIC_RELAXED))
-		return;
-	/* Not running: no worker uses the view (destroy_device's grace
-	 * period), so a map left from before can go. */
-	sn_vqtx_gmap_free(p->rxmap);
-	p->rxmap = NULL;
-	rxview_build(p, vid);
-}
-
-/* p->rxview of vid's vring 0 (the peer's RX queue 0) with p->rxmap, and
- * rxview_on = 1 (release: pairs with an acquire load of rxview_on before
- * the view is read; deferred ports also publish it with the release store
- * of up). The caller makes sure no datapath lcore reads the view and that
- * rxmap is free. Nothing is set up when the view cannot be made. */
-static void rxview_build(struct sn_port *p, int vid)
 {
 	struct rte_vhost_vring vr;
 	struct sn_vqtx_gmap *map;
@@ -162,6 +143,13 @@ static void rxview_build(struct sn_port *p, int vid)
 	uint16_t hdr_len;
 	void *desc, *avail;
 
+	__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
+	if (!p->vq || __atomic_load_n(&p->running, __ATOMIC_RELAXED))
+		return;
+	/* Not running: no worker uses the view (destroy_device's grace
+	 * period), so a map left from before can go. */
+	sn_vqtx_gmap_free(p->rxmap);
+	p->rxmap = NULL;
 	if (rte_vhost_get_negotiated_features(vid, &features) ||
 	    rte_vhost_get_vhost_vring(vid, 0, &vr) || !(map = sn_vqtx_gmap_new(vid)))
 		return;
@@ -179,7 +167,7 @@ static void rxview_build(struct sn_port *p, int vid)
 	if (desc && avail &&
 	    sn_vring_rxview_init(&p->rxview, desc, avail, vr.size, hdr_len, &lib) == 0) {
 		p->rxmap = map;
-		__atomic_store_n(&p->rxview_on, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&p->rxview_on, 1, __ATOMIC_RELAXED);
 	} else {
 		sn_vqtx_gmap_free(map);
 	}
@@ -735,29 +723,13 @@ static int uplink_lsc_cb(uint16_t port_id, enum rte_eth_event_type ev, void *arg
 	pthread_mutex_lock(&uplink_lsc_lock);
 	if (rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP)
 		vid = rte_eth_vhost_get_vid_from_port_id(port_id);
-	if (vid != __atomic_load_n(&p->uplink_vid, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&p->rxview_on, __ATOMIC_RELAXED))
-		__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);  /* old peer's view */
 	old = __atomic_exchange_n(&p->uplink_vid, vid < 0 ? -1 : vid, __ATOMIC_RELEASE);
 	if (old >= 0 && old != vid)
 		synchronize_rcu();
-	/* s16: the peer's RX ring 0 as a prefetch view, as for deferred ports
-	 * (sn_port_uplink_enqueue). The old one is unused after the grace
-	 * period above (a view exists only while a vid was published). */
-	if (old != vid) {
-		sn_vqtx_gmap_free(p->rxmap);
-		p->rxmap = NULL;
-		if (vid >= 0)
-			rxview_build(p, vid);
-	}
 	pthread_mutex_unlock(&uplink_lsc_lock);
-	if (old != (vid < 0 ? -1 : vid)) {
-		if (vid >= 0)
-			sn_log("port %s: direct vhost enqueue on (peer connected), RX ring prefetch %s",
-			       p->name, __atomic_load_n(&p->rxview_on, __ATOMIC_RELAXED) ? "on" : "off");
-		else
-			sn_log("port %s: direct vhost enqueue off (peer gone)", p->name);
-	}
+	if (old != (vid < 0 ? -1 : vid))
+		sn_log("port %s: %s", p->name, vid >= 0 ? "direct vhost enqueue on (peer connected)"
+							: "direct vhost enqueue off (peer gone)");
 	return 0;
 }
 
@@ -778,8 +750,7 @@ static void uplink_lsc_unregister(struct sn_port *p)
 	__atomic_store_n(&p->uplink_vid, -1, __ATOMIC_RELEASE);
 }
 
-uint16_t sn_port_uplink_enqueue(const struct sn_port *up, int vid, uint16_t txq,
-				struct rte_mbuf **pkts, uint16_t n)
+uint16_t sn_port_uplink_enqueue(int vid, uint16_t txq, struct rte_mbuf **pkts, uint16_t n)
 {
 	uint16_t k = 0;
 
@@ -789,15 +760,6 @@ uint16_t sn_port_uplink_enqueue(const struct sn_port *up, int vid, uint16_t txq,
 	 * peer may add vrings after new_device, so this is not cached. */
 	if (2u * txq >= rte_vhost_get_vring_num(vid))
 		return 0;
-	/* s16 (issue 6 throughput): the receive buffers the copies below
-	 * write, asked for at once (s14-D4's prefetch of deferred ports;
-	 * queue 0 only). Acquire pairs with the release in rxview_build(). */
-	if (txq == 0 && __atomic_load_n(&up->rxview_on, __ATOMIC_ACQUIRE)) {
-		uint16_t next, used;
-
-		if (rte_vhost_get_vring_base(vid, 0, &next, &used) == 0)
-			sn_vring_rx_prefetch(&up->rxview, next, RTE_MIN(n, 64u));
-	}
 	while (k < n) {
 		uint16_t want = (uint16_t)RTE_MIN(n - k, 32), got;
 

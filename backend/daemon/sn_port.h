@@ -163,12 +163,6 @@ struct sn_port {
 	 * prefetches buffers at the library's addresses (hints: never a
 	 * fault); after a memory table change it keeps the table it was made
 	 * with (buffers in new regions are not prefetched). */
-	/* s16: a net_vhost uplink has the same view of its peer's RX ring 0
-	 * (sn_port_uplink_enqueue, TX queue 0), made and withdrawn by the
-	 * link-state callback with uplink_vid: cleared before a changed vid
-	 * is published, the old map freed after that change's grace period,
-	 * the new view published by a release store of rxview_on that the
-	 * datapath's acquire load pairs with. */
 	uint32_t rxview_on;
 	struct sn_vring_rxview rxview;
 	struct sn_vqtx_gmap *rxmap;
@@ -245,8 +239,7 @@ static inline int sn_port_uplink_vid(const struct sn_port *up)
  * Returns how many were copied; every mbuf stays the caller's (sent and
  * unsent: free them). Not for frames asking for VLAN insertion (the PMD
  * does that in software). */
-uint16_t sn_port_uplink_enqueue(const struct sn_port *up, int vid, uint16_t txq,
-				struct rte_mbuf **pkts, uint16_t n);
+uint16_t sn_port_uplink_enqueue(int vid, uint16_t txq, struct rte_mbuf **pkts, uint16_t n);
 int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port);
 /* Main thread: -ENOENT, -EBUSY for the uplink unless force. A deferred
  * port's driver is unregistered while the port is still published, so its

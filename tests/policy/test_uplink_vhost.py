@@ -8,9 +8,8 @@ waits for a grace period before the vhost library unmaps the device. Here
 the uplink's peer (an sn-gen sink) is killed while a shaped, deferred port
 sends through it, and a new peer connects: the daemon must survive the
 device going away under traffic, switch the direct path off and on again
-(its log says so, with the RX ring prefetch view made for each peer), deliver
-to the new peer, and account for every frame (completed exactly once, sent
-or dropped, nothing leaked).
+(its log says so), deliver to the new peer, and account for every frame
+(completed exactly once, sent or dropped, nothing leaked).
 """
 import signal
 
@@ -48,9 +47,6 @@ def test_uplink_peer_gone_and_back_under_shaped_traffic(schednicd, sngen, sn_tmp
     sink2 = sngen([str(up)], "--no-learn", "--echo-ip", "10.99.0.1", mode="echo")
     sink2.wait("ready")
     wait_for(lambda: d.log_tail(400).count("direct vhost enqueue on") >= 2, "direct path on again")
-    # s16: the peer's RX ring is prefetched through a view made for each
-    # new peer (and dropped with the old one)
-    assert d.log_tail(400).count("RX ring prefetch on") == 2, d.log_tail(400)
     wait_for(lambda: ports(d)["uplink"]["tx_packets"] > tx_gone + 300, "frames to the new peer")
 
     g.wait("sent-0", timeout=120)
