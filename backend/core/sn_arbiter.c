@@ -118,7 +118,7 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
 	    !link_params_ok(p->link_bps, p->overhead_bytes) ||
 	    p->read_limit > SN_ARBITER_MAX_READ_LIMIT || p->max_clients == 0 ||
 	    p->max_clients > (1u << 24) || p->n_clists == 0 || p->n_clists > 4096 ||
-	    p->release_burst > 4096 ||
+	    p->release_burst > 4096 || p->idle_credit_ns > SN_ARBITER_MAX_IDLE_CREDIT_NS ||
 	    (p->clist_size && (!sn_is_pow2(p->clist_size) || p->clist_size < SN_MBOX_MIN_SIZE))) {
 		errno = EINVAL;
 		return NULL;

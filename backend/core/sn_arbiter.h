@@ -57,6 +57,7 @@ enum sn_arbiter_drop {
 #define SN_ARBITER_MAX_READ_LIMIT 4096u
 #define SN_ARBITER_MAX_OVERHEAD   1024u
 #define SN_ARBITER_MAX_LINK_BPS   (1ull << 50) /* ~1.1 Pbit/s */
+#define SN_ARBITER_MAX_IDLE_CREDIT_NS 1000000000ull /* 1 s */
 
 struct sn_arbiter_params {
 	struct sn_sched_params sched;  /* the scheduler the arbiter creates */
@@ -65,7 +66,8 @@ struct sn_arbiter_params {
 	uint64_t slack_ns;             /* link_idle may lag now by this much before a reset */
 	/* After the scheduler ran empty, the link restarts at the now of the
 	 * scan that found it empty (PSPAT Fig. 5 line 14), but at most this
-	 * long before the scan that finds traffic again (0: at that scan). */
+	 * long before the scan that finds traffic again (0: at that scan;
+	 * at most SN_ARBITER_MAX_IDLE_CREDIT_NS). */
 	uint64_t idle_credit_ns;
 	uint32_t read_limit;           /* Δ_A: items per mailbox per scan (0 = 64) */
 	uint32_t max_clients;          /* >= 1 */

@@ -400,6 +400,21 @@ static void test_idle_credit(void)
 	CHECK(sn_arbiter_link_idle(arb) == t0 + 10100);
 	CHECK(scan(arb, t0 + 10100) == 1);
 	sn_arbiter_free(arb);
+	/* A credit beyond the limit is refused at creation. */
+	{
+		struct sn_arbiter_params p = {
+			.sched = { .algo = SN_SCHED_FIFO, .max_classes = 1, .queue_len = 8 },
+			.link_bps = 1000000000ull, .max_clients = 1, .n_clists = 1,
+			.release = cb_release, .drop = cb_drop, .item_len = cb_len,
+			.idle_credit_ns = SN_ARBITER_MAX_IDLE_CREDIT_NS };
+
+		arb = sn_arbiter_create(&p, t0);
+		CHECK(arb != NULL);
+		sn_arbiter_free(arb);
+		p.idle_credit_ns++;
+		errno = 0;
+		CHECK(sn_arbiter_create(&p, t0) == NULL && errno == EINVAL);
+	}
 }
 
 /* Δ_A: at most read_limit items per mailbox per scan. */
