@@ -13,14 +13,18 @@ bottleneck (its polled bursts come back full).
    expensive port gets its cost ratio more CPU (reported).
  - cpu_fair_pct 100: frames of the flow whose virtual queue of CPU time
    is above θ are dropped right after the dequeue. Asserted: the
-   expensive port is dropped (> 10 % of its frames) and the cheap one
-   hardly (< 5 %); the cheap port forwards > 1.35x the frames of the
-   expensive one (tail drop: within 0.8-1.25x, asserted too); CPU time per
-   port (Algorithm 2's apportioned cost, stats.get ports[].cpu_fair.cpu_ns)
-   is max-min fair: within 50 % of equal, or the cheap port stays below
-   its share because one burst per queue per poll round bounds what it
-   can take, and then it keeps (> 99 %) everything and the expensive one
-   gets the rest.
+   expensive port is the one dropped (some of its frames, a larger share
+   than of the cheap one's) and the cheap one hardly (< 5 %), so the
+   cheap port forwards at least as many frames (tail drop: within
+   0.8-1.25x, asserted too); CPU time per port (Algorithm 2's apportioned
+   cost, stats.get ports[].cpu_fair.cpu_ns) is max-min fair: within 50 %
+   of equal, or the cheap port stays below its share because one burst
+   per queue per poll round bounds what it can take, and then it keeps
+   (> 99 %) everything and the expensive one gets the rest. How much of
+   the expensive flow must go depends on how short of CPU the worker is
+   on the host: > 10 % on the loaded hosts of s10-s15 (asserted then),
+   0.7-8 % on the faster host of s16, where that bound failed on the
+   unchanged daemon (db9d6af) in 6 of 6 runs; the printed line reports it.
 Per-frame costs on a loaded shared host are noisy, hence the loose bounds
 (measured at load 13: forwarded frames vm1/vm0 1.00 with tail drop, 2.48
 with fair dropping; CPU time vm0/vm1 1.22).
@@ -105,13 +109,13 @@ def near(x, y):
     return abs(x - y) <= max(SLACK, 0.002 * max(x, y))
 
 
-@pytest.mark.parametrize("layout", ["1core", "ncore"])
-def test_cpu_fair_drop(build_dir, layout):
-    tail = run(build_dir, 0, layout)
-    fair = run(build_dir, 100, layout)
-    print(f"\n{layout} tail drop: {tail}\nfair (cpu_fair_pct 100): {fair}")
+def drop_frac(f):
+    return f["dropped"] / (f["kept"] + f["dropped"])
+
+
+def check_counters(fair, layout, pct):
     st = fair["cpu_fair"]
-    assert st["budget_pct"] == 100 and st["drops"]["fair"] > 0, st
+    assert st["budget_pct"] == pct and st["drops"]["fair"] > 0, st
     assert st["drops"]["table_full"] == 0 and st["drops"]["invalid"] == 0, st
     # one instance per worker lcore, each counting its own ports' frames:
     # checked against the ports' own RX counters (see the docstring)
@@ -125,32 +129,40 @@ def test_cpu_fair_drop(build_dir, layout):
         assert near(fair[n]["kept_n"], fair[n]["rx_n"]), (n, fair)
     assert near(fair["d_total"]["kept"], sum(fair[n]["rx_n"] for n in ports)), fair
     assert near(fair["d_total"]["dropped"], sum(fair[n]["dropped_n"] for n in ports)), fair
+
+
+@pytest.mark.parametrize("layout", ["1core", "ncore"])
+def test_cpu_fair_drop(build_dir, layout):
+    tail = run(build_dir, 0, layout)
+    fair = run(build_dir, 100, layout)
+    print(f"\n{layout} tail drop: {tail}\nfair (cpu_fair_pct 100): {fair}")
+    check_counters(fair, layout, 100)
     for big, small in PAIRS[layout]:
+        # tail drop (same run): packet-fair, no CPU fair counters
+        t0, t1 = tail[big]["fwd_pps"], tail[small]["fwd_pps"]
+        assert 0.8 < t0 / t1 < 1.25, (big, small, tail)
+
+        # cpu_fair_pct 100 (work-conserving: drops only while the worker's
+        # CPU is the bottleneck). How much must go depends on how short of
+        # CPU the worker is on this host (s16: 0.7-8 % of the expensive
+        # flow on a fast host, > 10 % on the loaded ones before), so what
+        # is asserted is who pays: the expensive flow is the one cut, the
+        # cheap one hardly, and CPU time is max-min fair.
         f0, f1 = fair[big], fair[small]
         assert f0["kept"] > 100 and f1["kept"] > 100, fair
-        # the expensive flow is the one cut
-        assert f0["dropped"] > 0.10 * (f0["kept"] + f0["dropped"]), (big, fair)
-        assert f1["dropped"] < 0.05 * (f1["kept"] + f1["dropped"]), (small, fair)
-        # cycle-fair, not packet-fair: the cheap port forwards clearly more
-        # frames than with tail drop (where the ratio is 0.8-1.25, below),
-        # or, max-min, it is demand-bound (keeps all it offers, < 1 %
-        # dropped) and still forwards more: since s13-M3 made switching
-        # cheaper the expensive port's leftover share grew (CI 01:50 UTC:
-        # cheap 944 k/s kept, 0 dropped, vs 727 k/s: 1.30)
-        cheap_bound = f1["dropped"] < 0.01 * (f1["kept"] + f1["dropped"])
-        assert (f1["kept"] > 1.35 * f0["kept"]
-                or (cheap_bound and f1["kept"] > 1.1 * f0["kept"])), (big, small, fair)
+        assert f0["dropped"] > 0 and drop_frac(f0) > drop_frac(f1), (big, fair)
+        assert drop_frac(f1) < 0.05, (small, fair)
+        assert f1["kept"] > 0.97 * f0["kept"], (big, small, fair)   # offered alike
         # max-min fair CPU time: within 50 % of equal, or the port below its
         # share is demand-bound (hardly dropped: it keeps all it could take in
         # one burst per poll round) and the other one gets the rest (CI on
         # 2 cores: vm0/vm1 CPU 1.48 with vm1 dropping 0.2 %)
         lo, hi = sorted((f0, f1), key=lambda f: f["cpu_ns"])
         assert (hi["cpu_ns"] <= 1.5 * lo["cpu_ns"]
-                or lo["dropped"] < 0.01 * (lo["kept"] + lo["dropped"])), (big, small, fair)
-        # tail drop (same run): packet-fair, no CPU fair counters
-        t0, t1 = tail[big]["fwd_pps"], tail[small]["fwd_pps"]
-        assert 0.8 < t0 / t1 < 1.25, (big, small, tail)
+                or drop_frac(lo) < 0.01), (big, small, fair)
+
         print(f"{big}/{small}: forwarded frames cheap/expensive: tail drop {t1 / t0:.2f}, "
-              f"fair {f1['kept'] / f0['kept']:.2f}; CPU time expensive/cheap with fair "
-              f"dropping {f0['cpu_ns'] / f1['cpu_ns']:.2f}")
+              f"fair {f1['kept'] / f0['kept']:.2f} (expensive dropped "
+              f"{drop_frac(f0) * 100:.1f} %, cheap {drop_frac(f1) * 100:.1f} %); CPU time "
+              f"expensive/cheap with fair dropping {f0['cpu_ns'] / f1['cpu_ns']:.2f}")
     assert tail["cpu_fair"] is None and not any(tail["workers"]), tail
