@@ -38,6 +38,11 @@ Output: one JSON object on stdout:
    "scheduled": {"mpps": M, "ratio": R, ..., "arbiter_decisions_per_s": D}},
    "runs": {...raw per-run results, each mode run with its "baseline_mpps"
    and "ratio"...}, "order": [...], "command": "..."}
+s17: when the testpmd runs around the mode runs show the host's two speed
+states, a mode also gets "by_host_state": {"split_mpps": T, "fast" /
+"slow": {"n", "ratio", "testpmd_mpps": [lo, hi]}, "mixed": n}, its
+bracketed ratios per state (by_host_state(); most useful with
+--interleave, whose many short slots see both states).
 Each run in "runs" also carries batching proxies (s11-D): "gen" (sn-gen
 frames per tx_burst call and per loop, shares of calls / sink polls that
 found nothing), "daemon" (vm0's mean burst, share of worker iterations
@@ -323,11 +328,56 @@ def bracket_ratios(seq):
     return out
 
 
+# s17: the host of these machines runs in two speed states (testpmd ~7 and
+# ~10.5 Mpps in one session, switching on a scale of seconds), and a
+# mode's ratio differs between them (backend/daemon/README.md "s17"). A
+# bracket whose two testpmd neighbours differ by more than STATE_SAME (the
+# state changed inside it) belongs to neither state; the states are told
+# apart at the largest gap between the brackets' baselines if it is at
+# least STATE_GAP.
+STATE_SAME = 0.15
+STATE_GAP = 1.2
+
+
+def by_host_state(seq):
+    """Per mode: its bracketed ratios split by the host's speed state, or
+    {} when the baselines show one state. Returns {mode: {"split_mpps": T,
+    "fast"/"slow": {"n", "ratio" (median), "testpmd_mpps": [lo, hi]},
+    "mixed": n}} with T the testpmd Mpps between the states."""
+    br = []
+    for i, base, r in bracket_ratios(seq):
+        a, b = seq[i - 1][1], seq[i + 1][1]
+        br.append((seq[i][0], base, r, abs(a - b) <= STATE_SAME * max(a, b)))
+    bases = sorted(base for _, base, _, same in br if same)
+    gaps = [(bases[k + 1] / bases[k], k) for k in range(len(bases) - 1) if bases[k] > 0]
+    if not gaps or max(gaps)[0] < STATE_GAP:
+        return {}
+    k = max(gaps)[1]
+    split = (bases[k] * bases[k + 1]) ** 0.5
+    out = {}
+    for m, base, r, same in br:
+        o = out.setdefault(m, {"split_mpps": round(split, 3), "mixed": 0})
+        if not same:
+            o["mixed"] += 1
+            continue
+        o.setdefault("fast" if base >= split else "slow", []).append((r, base))
+    for o in out.values():
+        for st in ("fast", "slow"):
+            v = o.get(st)
+            if v:
+                o[st] = {"n": len(v), "ratio": round(statistics.median(r for r, _ in v), 3),
+                         "testpmd_mpps": [round(min(b for _, b in v), 3),
+                                          round(max(b for _, b in v), 3)]}
+    return out
+
+
 def summarize(seq):
     """Per mode (every name but "testpmd" in seq): median Mpps, "ratio" =
     median of the bracketed per-run ratios, "ratio_of_medians" = median Mpps
     over the median of all testpmd runs, and the per-run ratios in run
-    order. Returns (testpmd median Mpps, {mode: {...}})."""
+    order; with two host speed states among the baselines also
+    "by_host_state" (by_host_state()). Returns (testpmd median Mpps,
+    {mode: {...}})."""
     tp = statistics.median(m for w, m in seq if w == "testpmd")
     per = {}
     for i, base, r in bracket_ratios(seq):
@@ -340,6 +390,8 @@ def summarize(seq):
                   "ratio": round(statistics.median(rs), 3) if rs else None,
                   "ratio_of_medians": round(mm / tp, 3) if tp > 0 else None,
                   "ratios": [round(r, 3) for r in rs]}
+    for m, o in by_host_state(seq).items():
+        out[m]["by_host_state"] = o
     return tp, out
 
 

@@ -120,3 +120,34 @@ def test_generator_settings_apply_to_every_port_alike():
     assert old.tx_free_thresh == 0 and dp.gen_port("/x/vm1.sock", old) == "/x/vm1.sock"
     with pytest.raises(SystemExit):
         parse("--queue-size", "64", "--tx-free-thresh", "61")
+
+
+def test_ratios_split_by_host_state():
+    """s17: a host that switches between two speeds (testpmd 10.5 and 7
+    Mpps) and a mode that is 0.83 of testpmd in the fast state and 0.71 in
+    the slow one: by_host_state gives each state its own ratio; a bracket
+    inside which the state changed counts as mixed, in neither state."""
+    seq = [("testpmd", 10.5)]
+    for k in range(12):
+        fast = k < 5 or k == 11
+        tp = 10.5 if fast else 7.0
+        seq += [("scheduled", tp * (0.83 if fast else 0.71)), ("testpmd", tp)]
+    # k == 5 (fast -> slow inside the bracket) and k == 11 (slow -> fast)
+    _, out = dp.summarize(seq)
+    st = out["scheduled"]["by_host_state"]
+    assert 7.0 < st["split_mpps"] < 10.5
+    assert st["fast"]["ratio"] == pytest.approx(0.83, abs=1e-3)
+    assert st["slow"]["ratio"] == pytest.approx(0.71, abs=1e-3)
+    assert st["fast"]["n"] == 5 and st["slow"]["n"] == 5 and st["mixed"] == 2
+    assert st["slow"]["testpmd_mpps"] == [7.0, 7.0]
+
+
+def test_one_host_state_gives_no_split():
+    """Baselines within STATE_GAP of each other (10 +- 5 %): no split."""
+    seq = [("testpmd", 10.0)]
+    for k in range(6):
+        tp = 10.0 * (1.05 if k % 2 else 0.95)
+        seq += [("deferred", 0.8 * tp), ("testpmd", tp)]
+    _, out = dp.summarize(seq)
+    assert "by_host_state" not in out["deferred"]
+    assert out["deferred"]["ratio"] == pytest.approx(0.8, rel=0.06)
