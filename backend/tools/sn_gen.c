@@ -93,6 +93,11 @@ static void usage(FILE *out)
 "                         (num_buffers = 0x5344) in every TX virtio-net header,\n"
 "                         as the patched guest driver does (bench mode: once\n"
 "                         per frame as it is built, not in a TX callback)\n"
+"  --hdr-write            bench mode: store num_buffers in every frame's TX\n"
+"                         virtio-net header as it is built (0, or the marker\n"
+"                         with --marker), as a guest kernel writes its header\n"
+"                         for every frame; without it (and without --marker)\n"
+"                         the PMD leaves an unchanged header line unwritten\n"
 "  --tx-free-thresh N     TX queues' tx_free_thresh (default 0 = the PMD's,\n"
 "                         min(size/4, 32)): the virtio PMD reclaims completed\n"
 "                         TX descriptors in bulk once more than size - N are\n"
@@ -260,7 +265,7 @@ enum {
 	OPT_RATE, OPT_NOLEARN, OPT_DURATION, OPT_WARMUP, OPT_GRACE, OPT_PHASEGAP,
 	OPT_SETTLE, OPT_CONNECT, OPT_SYNC, OPT_ECHOIP, OPT_ECHOPORT, OPT_CPU, OPT_MEM,
 	OPT_PREFIX, OPT_LOGLEVEL, OPT_GAP, OPT_MARKER, OPT_QUEUES, OPT_SAMPLEMS,
-	OPT_SAMPLEFILE, OPT_LATFILE, OPT_TXFREE,
+	OPT_SAMPLEFILE, OPT_LATFILE, OPT_TXFREE, OPT_HDRWRITE,
 };
 
 struct cli {
@@ -304,6 +309,7 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		{"sample-file", required_argument, NULL, OPT_SAMPLEFILE},
 		{"lat-file", required_argument, NULL, OPT_LATFILE},
 		{"tx-free-thresh", required_argument, NULL, OPT_TXFREE},
+		{"hdr-write", no_argument, NULL, OPT_HDRWRITE},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -353,6 +359,7 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 		case OPT_RATE: bad |= parse_u64(optarg, 1000000000, &g->rate_pps) != 0; break;
 		case OPT_NOLEARN: g->learn = 0; break;
 		case OPT_MARKER: c->marker = 1; g->marker = 1; break;
+		case OPT_HDRWRITE: g->hdr_write = 1; break;
 		case OPT_TXFREE:
 			bad |= parse_u64(optarg, 4093, &n) != 0;
 			g->tx_free_thresh = (uint16_t)n;

@@ -95,6 +95,7 @@ struct sn_gen {
 	uint64_t rate_pps;           /* 0 = unlimited, all flows of a phase together */
 	uint64_t gap_us;             /* count mode: pause between bursts (0 = none) */
 	int marker;                  /* --marker: opt-in marker in every TX header */
+	int hdr_write;               /* --hdr-write (bench): num_buffers stored in every frame */
 	uint16_t tx_free_thresh;     /* --tx-free-thresh (0 = the PMD's default) */
 	int learn;
 	double duration_s, warmup_s, grace_s, phase_gap_s, settle_s, connect_s;

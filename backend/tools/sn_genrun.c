@@ -528,7 +528,14 @@ static int run_bench(struct sn_gen *g)
 	 * 0 of the tx port; the PMD leaves num_buffers alone, sn_gen.c). */
 	const int mark = g->marker && tx->marker_cb[0] &&
 			 rte_eth_remove_tx_callback(tx->id, 0, tx->marker_cb[0]) == 0;
-	const uint16_t marker = rte_cpu_to_le_16(SN_GEN_MARKER_MAGIC);
+	/* --hdr-write (s17): num_buffers is stored in every frame, 0 without
+	 * the marker. A guest kernel writes its whole virtio-net header for
+	 * every frame; the virtio PMD writes a header field only when its value
+	 * changes (ASSIGN_UNLESS_EQUAL), so without this a frame's header line
+	 * stays clean in the switch's cache and only --marker runs dirty it
+	 * (one more cross-core line per frame: README "s17"). */
+	const int store = mark || g->hdr_write;
+	const uint16_t marker = mark ? rte_cpu_to_le_16(SN_GEN_MARKER_MAGIC) : 0;
 
 	static_assert(RTE_PKTMBUF_HEADROOM >= SN_GEN_VNET_HDR_LEN, "marker in the headroom");
 
@@ -571,7 +578,7 @@ static int run_bench(struct sn_gen *g)
 			if (rte_pktmbuf_alloc_bulk(g->mp, m + nm, k) == 0) {
 				for (uint16_t i = nm; i < g->burst; i++) {
 					rte_memcpy(rte_pktmbuf_mtod(m[i], void *), tmpl, g->size);
-					if (mark)
+					if (store)
 						memcpy(rte_pktmbuf_mtod_offset(m[i], uint8_t *, -2),
 						       &marker, sizeof(marker));
 					m[i]->data_len = g->size;

@@ -191,6 +191,20 @@ def add_gen_args(ap):
                          "the default before s15)")
 
 
+    ap.add_argument("--gen-hdr", choices=("written", "pmd"), default="written",
+                    help="s17: 'written' (default): sn-gen stores num_buffers in every frame's "
+                         "TX virtio-net header (0, or the opt-in marker in the modes that "
+                         "mark), as a guest kernel writes its header for every frame, in every "
+                         "mode and for testpmd alike; 'pmd': the virtio PMD's own behaviour "
+                         "(an unchanged header line stays unwritten, so only the marking "
+                         "modes dirty it; the default before s17)")
+
+
+def gen_hdr_args(args):
+    """sn-gen's --hdr-write for --gen-hdr written (s17), for every run."""
+    return ["--hdr-write"] if getattr(args, "gen_hdr", "pmd") == "written" else []
+
+
 def check_gen_args(ap, args):
     if args.tx_free_thresh is None:
         args.tx_free_thresh = max(0, args.queue_size - TX_FREE_BELOW)
@@ -444,7 +458,7 @@ class Bench:
         argv = [self.sn_gen, "bench", "--cpu", self.gen_cpu, "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
                 "--log-level", "warning", "--queue-size", a.queue_size,
-                "--tx-free-thresh", a.tx_free_thresh, *extra]
+                "--tx-free-thresh", a.tx_free_thresh, *gen_hdr_args(a), *extra]
         for s in socks:
             argv += ["--port", gen_port(s, a)]
         sample_file = None
@@ -659,7 +673,7 @@ def run_interleaved(b, mode, args):
                 "--size", a.size, "--duration", total, "--warmup", 0,
                 "--log-level", "warning", "--queue-size", a.queue_size,
                 "--tx-free-thresh", a.tx_free_thresh, "--sample-ms", 50,
-                "--sample-file", sf, *extra]
+                "--sample-file", sf, *gen_hdr_args(a), *extra]
         for s_ in socks:
             argv += ["--port", gen_port(s_, a)]
         return b.spawn(argv, f"sn-gen-{tag}", prefix, stdout=subprocess.DEVNULL), sf
@@ -752,6 +766,7 @@ def main_interleaved(b, args, modes, load):
     print(json.dumps({
         "packet_size": args.size, "queue_size": args.queue_size,
         "tx_free_thresh": args.tx_free_thresh, "gen_devargs": args.gen_devargs,
+        "gen_hdr": args.gen_hdr,
         "interleave_s": args.interleave,
         "testpmd_mpps": round(tp, 3), "modes": out_modes, "sessions": sessions,
         "loadavg": load, "other_cpus_max": max(other),
@@ -848,6 +863,7 @@ def main():
         "queue_size": args.queue_size,
         "tx_free_thresh": args.tx_free_thresh,
         "gen_devargs": args.gen_devargs,
+        "gen_hdr": args.gen_hdr,
         "testpmd_mpps": round(tp, 3),
         "testpmd_proxies": median_proxies(runs["testpmd"]),
         "modes": out_modes,

@@ -120,6 +120,12 @@ def test_generator_settings_apply_to_every_port_alike():
     assert old.tx_free_thresh == 0 and dp.gen_port("/x/vm1.sock", old) == "/x/vm1.sock"
     with pytest.raises(SystemExit):
         parse("--queue-size", "64", "--tx-free-thresh", "61")
+    # s17: every run's sn-gen writes its header (testpmd's included)
+    # unless --gen-hdr pmd restores the PMD's behaviour
+    assert a.gen_hdr == "written" and dp.gen_hdr_args(a) == ["--hdr-write"]
+    assert dp.gen_hdr_args(parse("--gen-hdr", "pmd")) == []
+    with pytest.raises(SystemExit):
+        parse("--gen-hdr", "sometimes")
 
 
 def test_ratios_split_by_host_state():

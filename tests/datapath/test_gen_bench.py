@@ -3,7 +3,9 @@
 (no TX callback) -- every frame the daemon pops must still carry it, the
 learn frame sent through the callback included; --tx-free-thresh sets the
 virtio PMD's TX reclaim threshold (same frames, same counters) and is
-refused when the PMD would reject it."""
+refused when the PMD would reject it. s17: --hdr-write stores num_buffers
+in every frame (datapath.py's default for every run): the marker with
+--marker, else 0 (the frames stay unmarked)."""
 import json
 import os
 import subprocess
@@ -28,8 +30,10 @@ def run_bench(spawn, sn_gen_bin, d, extra, tag):
     return p.returncode, out
 
 
-@pytest.mark.parametrize("extra", [["--marker"], ["--marker", "--tx-free-thresh", "960"], []],
-                         ids=["marker", "marker-txfree", "unmarked"])
+@pytest.mark.parametrize("extra", [["--marker"], ["--marker", "--tx-free-thresh", "960"], [],
+                                   ["--marker", "--hdr-write"], ["--hdr-write"]],
+                         ids=["marker", "marker-txfree", "unmarked", "marker-hdr-write",
+                              "hdr-write"])
 def test_bench_marks_every_frame(schednicd, spawn, sn_gen_bin, sn_tmpdir, extra):
     d = schednicd(ports=[dport(sn_tmpdir, "vm0"), dport(sn_tmpdir, "vm1")])
     rc, out = run_bench(spawn, sn_gen_bin, d, extra, "b")
