@@ -430,6 +430,10 @@ static int parse_cli(int argc, char **argv, struct sn_gen *g, struct cli *c)
 			return 2;
 		}
 	}
+	if (g->hdr_write && g->mode != SN_GEN_BENCH) {
+		fprintf(stderr, "sn-gen: --hdr-write is a bench mode option\n");
+		return 2;
+	}
 	if (g->mode == SN_GEN_BENCH && g->duration_s <= 0) {
 		fprintf(stderr, "sn-gen: bench needs --duration > 0\n");
 		return 2;
@@ -633,14 +637,15 @@ static void report(const struct sn_gen *g, int rc)
 	json_object_set_new(root, "flows", flows);
 	if (g->mode == SN_GEN_BENCH) {
 		double w = g->bench_window_s > 0 ? g->bench_window_s : 1;
-		json_object_set_new(root, "bench", json_pack("{s:f, s:f, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I}",
+		json_object_set_new(root, "bench", json_pack("{s:f, s:f, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I}",
 			"warmup_s", g->warmup_s, "window_s", g->bench_window_s,
 			"tx_packets", (json_int_t)g->bench_tx, "rx_packets", (json_int_t)g->bench_rx,
 			"tx_mpps", (double)g->bench_tx / w / 1e6,
 			"rx_mpps", (double)g->bench_rx / w / 1e6,
 			"loops", (json_int_t)g->bench_loops, "tx_calls", (json_int_t)g->bench_tx_calls,
 			"tx_zero_calls", (json_int_t)g->bench_tx_zero,
-			"rx_empty_polls", (json_int_t)g->bench_rx_empty));
+			"rx_empty_polls", (json_int_t)g->bench_rx_empty,
+			"hdr_stores", (json_int_t)g->bench_hdr_stores));
 	}
 	json_dumpf(root, stdout, JSON_COMPACT);
 	fputc('\n', stdout);

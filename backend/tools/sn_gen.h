@@ -123,6 +123,7 @@ struct sn_gen {
 	 * calls and those that took no frame, receive polls of the sink port
 	 * that found nothing */
 	uint64_t bench_loops, bench_tx_calls, bench_tx_zero, bench_rx_empty;
+	uint64_t bench_hdr_stores;   /* frames built with num_buffers stored (--hdr-write/--marker) */
 };
 
 extern volatile sig_atomic_t sn_gen_stop;

@@ -343,19 +343,23 @@ def bracket_ratios(seq):
 
 
 # s17: the host of these machines runs in two speed states (testpmd ~7 and
-# ~10.5 Mpps in one session, switching on a scale of seconds), and a
-# mode's ratio differs between them (backend/daemon/README.md "s17"). A
-# bracket whose two testpmd neighbours differ by more than STATE_SAME (the
-# state changed inside it) belongs to neither state; the states are told
-# apart at the largest gap between the brackets' baselines if it is at
-# least STATE_GAP.
+# ~10.5 Mpps in one session with --gen-hdr pmd, ~5.5 and ~10.5 with
+# written, switching on a scale of seconds), and a mode's ratio differs
+# between them (backend/daemon/README.md "s17"). A bracket whose two
+# testpmd neighbours differ by more than STATE_SAME (the state changed
+# inside it) belongs to neither state; the states are told apart at the
+# largest gap between the brackets' baselines if it is at least STATE_GAP
+# and at least STATE_MIN baselines lie on each side (a lone outlier, or
+# a few sequential runs spread over the range, make no state).
 STATE_SAME = 0.15
 STATE_GAP = 1.2
+STATE_MIN = 3
 
 
 def by_host_state(seq):
     """Per mode: its bracketed ratios split by the host's speed state, or
-    {} when the baselines show one state. Returns {mode: {"split_mpps": T,
+    {} when the baselines do not show two states (STATE_GAP, STATE_MIN).
+    Returns {mode: {"split_mpps": T,
     "fast"/"slow": {"n", "ratio" (median), "testpmd_mpps": [lo, hi]},
     "mixed": n}} with T the testpmd Mpps between the states."""
     br = []
@@ -363,7 +367,8 @@ def by_host_state(seq):
         a, b = seq[i - 1][1], seq[i + 1][1]
         br.append((seq[i][0], base, r, abs(a - b) <= STATE_SAME * max(a, b)))
     bases = sorted(base for _, base, _, same in br if same)
-    gaps = [(bases[k + 1] / bases[k], k) for k in range(len(bases) - 1) if bases[k] > 0]
+    gaps = [(bases[k + 1] / bases[k], k)
+            for k in range(STATE_MIN - 1, len(bases) - STATE_MIN)]
     if not gaps or max(gaps)[0] < STATE_GAP:
         return {}
     k = max(gaps)[1]

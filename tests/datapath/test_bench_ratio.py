@@ -157,3 +157,34 @@ def test_one_host_state_gives_no_split():
     _, out = dp.summarize(seq)
     assert "by_host_state" not in out["deferred"]
     assert out["deferred"]["ratio"] == pytest.approx(0.8, rel=0.06)
+
+
+def test_host_states_shared_by_modes_and_lone_outlier():
+    """Two modes interleaved in one host history share one split; a mode
+    whose every bracket straddles a state change gets only "mixed"; one
+    lone slow baseline among fast ones (fewer than STATE_MIN) is no state."""
+    seq = [("testpmd", 10.0)]
+    for k in range(8):
+        tp = 10.0 if k < 4 else 6.0
+        seq += [("deferred", tp * (0.9 if tp > 8 else 0.8)), ("testpmd", tp),
+                ("scheduled", tp * (0.8 if tp > 8 else 0.7)), ("testpmd", tp)]
+    seq += [("immediate", 7.0), ("testpmd", 10.0), ("immediate", 7.0), ("testpmd", 6.0)]
+    _, out = dp.summarize(seq)
+    d, s = out["deferred"]["by_host_state"], out["scheduled"]["by_host_state"]
+    assert d["split_mpps"] == s["split_mpps"]
+    assert (d["fast"]["ratio"], d["slow"]["ratio"]) == (0.9, 0.8)
+    assert (s["fast"]["ratio"], s["slow"]["ratio"]) == (0.8, 0.7)
+    assert s["fast"]["testpmd_mpps"] == [10.0, 10.0] and s["slow"]["n"] == 4
+    # deferred's first slow run straddles the change (10 -> 6): mixed
+    assert d["mixed"] == 1 and d["slow"]["n"] == 3 and d["fast"]["n"] == 4
+    im = out["immediate"]["by_host_state"]
+    assert im["mixed"] == 2 and "fast" not in im and "slow" not in im
+
+    # testpmd 10 x4, 6 x3, 10 x3: two brackets at 6 (both neighbours 6),
+    # two mixed, the rest at 10: fewer than STATE_MIN slow baselines
+    tps = [10.0] * 4 + [6.0] * 3 + [10.0] * 3
+    lone = [("testpmd", tps[0])]
+    for tp in tps[1:]:
+        lone += [("deferred", 0.8 * tp), ("testpmd", tp)]
+    _, out = dp.summarize(lone)
+    assert "by_host_state" not in out["deferred"]

@@ -50,6 +50,22 @@ def test_bench_marks_every_frame(schednicd, spawn, sn_gen_bin, sn_tmpdir, extra)
         assert c["marked"] == c["popped"] and c["unmarked"] == 0, c
     else:
         assert c["marked"] == 0 and c["unmarked"] == c["popped"], c
+    # s17: the header store happens for every frame the loop built (all
+    # sent ones but the learn frame), and only with --hdr-write / --marker:
+    # a store of 0 is not visible to the daemon, so this is its check.
+    stores = res["bench"]["hdr_stores"]
+    if "--hdr-write" in extra or "--marker" in extra:
+        assert stores >= sent - 1, (stores, sent)
+    else:
+        assert stores == 0, stores
+
+
+def test_hdr_write_is_bench_only(spawn, sn_gen_bin):
+    p = spawn([sn_gen_bin, "count", "--hdr-write", "--port", "/nonexistent.sock",
+               "--port", "/nonexistent2.sock"], name="sn-gen-hw", stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 2 and b"bench mode option" in err, (p.returncode, err)
 
 
 def test_tx_free_thresh_refused(schednicd, spawn, sn_gen_bin, sn_tmpdir):
