@@ -189,8 +189,6 @@ def add_gen_args(ap):
                     help="extra net_virtio_user devargs of every sn-gen port, the same in every "
                          f"mode and for testpmd (default {GEN_DEVARGS!r}, s15-D5; '' = none, "
                          "the default before s15)")
-
-
     ap.add_argument("--gen-hdr", choices=("written", "pmd"), default="written",
                     help="s17: 'written' (default): sn-gen stores num_buffers in every frame's "
                          "TX virtio-net header (0, or the opt-in marker in the modes that "
@@ -203,6 +201,13 @@ def add_gen_args(ap):
 def gen_hdr_args(args):
     """sn-gen's --hdr-write for --gen-hdr written (s17), for every run."""
     return ["--hdr-write"] if getattr(args, "gen_hdr", "pmd") == "written" else []
+
+
+def gen_settings(args):
+    """sn-gen's arguments that every run of an invocation shares, testpmd's
+    included: queue size, TX reclaim threshold, header writes (s17)."""
+    return ["--queue-size", args.queue_size, "--tx-free-thresh", args.tx_free_thresh,
+            *gen_hdr_args(args)]
 
 
 def check_gen_args(ap, args):
@@ -462,8 +467,7 @@ class Bench:
         prefix = self.prefix("gen")
         argv = [self.sn_gen, "bench", "--cpu", self.gen_cpu, "--file-prefix", prefix,
                 "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
-                "--log-level", "warning", "--queue-size", a.queue_size,
-                "--tx-free-thresh", a.tx_free_thresh, *gen_hdr_args(a), *extra]
+                "--log-level", "warning", *gen_settings(a), *extra]
         for s in socks:
             argv += ["--port", gen_port(s, a)]
         sample_file = None
@@ -676,9 +680,8 @@ def run_interleaved(b, mode, args):
         sf = b.tmp / f"samples-{tag}.jsonl"
         argv = [b.sn_gen, "bench", "--cpu", b.gen_cpu, "--file-prefix", prefix,
                 "--size", a.size, "--duration", total, "--warmup", 0,
-                "--log-level", "warning", "--queue-size", a.queue_size,
-                "--tx-free-thresh", a.tx_free_thresh, "--sample-ms", 50,
-                "--sample-file", sf, *gen_hdr_args(a), *extra]
+                "--log-level", "warning", *gen_settings(a), "--sample-ms", 50,
+                "--sample-file", sf, *extra]
         for s_ in socks:
             argv += ["--port", gen_port(s_, a)]
         return b.spawn(argv, f"sn-gen-{tag}", prefix, stdout=subprocess.DEVNULL), sf
