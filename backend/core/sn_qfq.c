@@ -737,9 +737,15 @@ QFQ_NO_SLP void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
  * end, so the items, S, F, V and group sets are the ones the general loop
  * produces (test_sched.c: test_dequeue_burst_equals_singles compares
  * them). Any other case returns to the general path. Returns the new i. */
-QFQ_INLINE uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items, uint32_t *lens,
-				    uint32_t i, uint32_t n, uint64_t budget, uint32_t overhead,
-				    uint64_t *taken)
+/* s18: not inlined into sn_qfq_dequeue_burst's loop around
+ * qfq_dequeue_one() (twice per burst there): alone, its loop keeps every
+ * value in a register (inlined, ~37 instructions per frame with spills),
+ * and V is advanced once by the run's bytes (sum of len*iwsum = (sum of
+ * len)*iwsum in 64-bit arithmetic: the same V). */
+static __attribute__((noinline)) uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items,
+							  uint32_t *lens, uint32_t i, uint32_t n,
+							  uint64_t budget, uint32_t overhead,
+							  uint64_t *taken)
 {
 	const uint32_t *bm = q->bitmaps;
 	const struct qfq_group *g;
@@ -761,7 +767,6 @@ QFQ_INLINE uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items, uint32_t *le
 	iwsum = q->iwsum;
 	inv_w = cl->inv_w;
 	V = q->V;
-	S = cl->S;
 	F = cl->F;
 	/* s15-P5: i < n and tail - head >= 2 as one bound (lim), and
 	 * round_down(F, shift) == gS as F - gS < 2^shift (gS is a multiple
@@ -769,18 +774,28 @@ QFQ_INLINE uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items, uint32_t *le
 	const uint32_t lim = i + SN_MIN(n - i, tail - head - 1 < tail - head ? tail - head - 1 : 0);
 	const uint64_t width = 1ULL << shift;
 
-	while (i < lim && t < budget && F - gS < width) {
+	/* s18: the loop keeps d = F - gS (the slot test is d < width) and
+	 * neither S nor V: after the run, F = gS + d, S is the F before the
+	 * last step (F minus the new head's len/w_k) and V moves by the
+	 * run's bytes; all the same 64-bit values as the per-step updates
+	 * (modular sums and products distribute). Fewer live values: the
+	 * loop fits the registers. */
+	const uint64_t t0 = t;
+	uint64_t d = F - gS;
+
+	while (i < lim && t < budget && d < width) {
 		const struct sn_sched_qent *e = &v[head++ & mask];
-		uint32_t plen = e->len;
+		const uint32_t plen = e->len;
 
 		items[i] = e->item;
 		lens[i++] = plen;
 		t += (uint64_t)plen + overhead;
-		V += (uint64_t)plen * iwsum;
-		S = F;
-		F = S + (uint64_t)v[head & mask].len * inv_w;
+		d += (uint64_t)v[head & mask].len * inv_w;
 	}
 	if (i != i0) {
+		F = gS + d;
+		S = F - (uint64_t)v[head & mask].len * inv_w;
+		V += (t - t0 - (uint64_t)(i - i0) * overhead) * iwsum;   /* the run's bytes */
 		cl->q.head = head;
 		q->backlog -= i - i0;
 		cl->S = S;

@@ -117,6 +117,40 @@ static inline uint64_t sn_tstamp_peek_at(const struct sn_tstamp *p, uint64_t now
 	return SN_MAX(nx->lts + (nx->lts_rem != 0), now);
 }
 
+/* s18 (issue 6 throughput): a run of packets stamped at one `now`, in
+ * closed form. For packets of lengths l_1..l_k (`first` = l_1, `bytes` =
+ * l_1 + .. + l_k, at most SN_TSTAMP_FAST_LEN), calling sn_tstamp_peek_at()
+ * and sn_tstamp_commit() for each in turn takes the LTS from x_0 through
+ * x_i = max(x_{i-1} + c_i, f), c_i = l_i*8e9/rate >= 0 and f the floor,
+ * hence x_k = max(x_0 + C(1..k), f + C(2..k)) with C(a..b) the sum of
+ * c_a..c_b (the floor term f + C(i+1..k) is largest for i = 1). Both terms
+ * are one exact rational step each (the sum of the increments as an
+ * integer plus a remainder below rate, as in sn_tstamp_peek_at()), so *nx
+ * is bit for bit the LTS the per-packet steps leave, from two independent
+ * divides instead of k chained ones. Returns the run's last timestamp,
+ * its largest (stamps never decrease along a run). Commit *nx with
+ * sn_tstamp_commit() once the whole run is accepted. */
+static inline uint64_t sn_tstamp_peek_run(const struct sn_tstamp *p, uint64_t now,
+					  const struct sn_tstamp_floor *f, uint32_t first,
+					  uint32_t bytes, struct sn_tstamp_next *nx)
+{
+	const uint64_t rest = (uint64_t)(bytes - first);
+	/* as in sn_tstamp_peek_at(): bytes <= 2^24 and both remainders
+	 * below rate <= 4e11 keep the numerators within 64 bits */
+	const uint64_t num = p->lts_rem + (uint64_t)bytes * p->rem_byte;
+	const uint64_t fnum = f->rem + rest * p->rem_byte;
+	const uint64_t fns = f->ns + rest * p->ns_byte + fnum / p->rate;
+	const uint64_t frem = fnum % p->rate;
+
+	nx->lts = p->lts + (uint64_t)bytes * p->ns_byte + num / p->rate;
+	nx->lts_rem = num % p->rate;
+	if (nx->lts < fns || (nx->lts == fns && nx->lts_rem < frem)) {
+		nx->lts = fns;
+		nx->lts_rem = frem;
+	}
+	return SN_MAX(nx->lts + (nx->lts_rem != 0), now);
+}
+
 /* Timestamp of a packet of `len` bytes arriving at `now` through p, and
  * p's LTS after it into *nx, without changing p. Commit with
  * sn_tstamp_commit once the packet is accepted (queued); a packet dropped

@@ -69,6 +69,7 @@ import json
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -99,6 +100,7 @@ class CgBench(datapath.Bench):
         self.result = {}
         self.ctl = str(self.tmp / "ctl.sock")
         self.probe = None        # () -> frames in so far, set by the runner
+        self.gen = None          # the running sn-gen (stopped after the window)
 
     def spawn(self, argv, name, prefix, **kw):
         if name == "schednicd":
@@ -106,7 +108,10 @@ class CgBench(datapath.Bench):
                     f"--callgrind-out-file={self.out_file}", "--dump-instr=no",
                     *argv]
             self.daemon_start = time.monotonic()
-        return super().spawn(argv, name, prefix, **kw)
+        p = super().spawn(argv, name, prefix, **kw)
+        if name == "sn-gen":
+            self.gen = p
+        return p
 
     def run_gen(self, socks, sw_pid, extra=()):
         a = self.args
@@ -124,11 +129,18 @@ class CgBench(datapath.Bench):
             return lo, hi
 
         def window():
+            # The warmup counts from vm0's first frame, not from sn-gen's
+            # start: under valgrind the daemon's vhost set-up can take
+            # longer than any fixed warmup (a window with 0 frames).
+            if self.probe:
+                _wait_for(lambda: self.probe() > 0, 300, "vm0's first frame")
             time.sleep(a.warmup)
             self.result["zero"] = bracket("-z")
             time.sleep(a.window)
             self.result["dump"] = bracket("-d")
             self.result["dumped"] = True
+            if self.gen is not None and self.gen.poll() is None:
+                self.gen.send_signal(signal.SIGINT)    # a clean stop, summary printed
         th = threading.Thread(target=window, daemon=True)
         th.start()
         res = super().run_gen(socks, sw_pid, extra)
@@ -303,8 +315,9 @@ def main():
                                                           str(datapath.REPO / "build")))
     ap.add_argument("--mode", default="scheduled", choices=[*datapath.MODES, "testpmd"],
                     help="a datapath.py mode, or testpmd (the baseline, see above)")
-    ap.add_argument("--warmup", type=float, default=40.0,
-                    help="seconds after sn-gen starts before the window (valgrind start-up)")
+    ap.add_argument("--warmup", type=float, default=10.0,
+                    help="seconds after vm0's first frame before the window (--idle: "
+                         "after sn-gen starts; give it valgrind's start-up, ~40)")
     ap.add_argument("--window", type=float, default=20.0, help="measured seconds")
     ap.add_argument("--top", type=int, default=40, help="functions to list")
     ap.add_argument("--out", default=None, help="callgrind output file (kept)")
@@ -321,8 +334,10 @@ def main():
     ap.add_argument("--tx-free-thresh", type=int, default=0,
                     help="sn-gen's TX reclaim threshold (datapath.py's option; 0 = the PMD's)")
     args = ap.parse_args()
-    # datapath.Bench reads these: sn-gen runs warmup + duration
-    args.duration = args.window + 10.0
+    # datapath.Bench reads these: sn-gen runs warmup + duration. A loaded
+    # run's window waits for the first frame and then stops sn-gen itself
+    # (SIGINT), so its sn-gen gets time for the daemon's start-up as well.
+    args.duration = args.window + (10.0 if args.idle else 300.0)
     out_file = args.out or f"/tmp/callgrind.sn-{os.getpid()}.out"
     b = CgBench(args, out_file)
     try:

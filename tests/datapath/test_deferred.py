@@ -119,7 +119,13 @@ def test_unicast_counters_exact(schednicd, sngen, sn_tmpdir, modes):
         assert c["mode"] == modes[i]
         if modes[i] == "deferred":
             assert_quiet(t, n)
-            assert 0 < c["hold_us"]["p50"] <= c["hold_us"]["max"], c
+            # hold_us is measured on the worker's iteration clock (README
+            # "Deferred completions"): a frame completed in the iteration
+            # that popped it counts 0, and on a fast host every frame of
+            # this test may be (before s18 this asserted p50 > 0 and failed
+            # 2 runs in 5 on such a host, on the build before s18 too)
+            h = c["hold_us"]
+            assert 0 <= h["p50"] <= h["p99"] <= h["max"], c
             assert c["popped"] == N + 1, c
             assert c["held_max"] > 0, c
         else:

@@ -242,11 +242,71 @@ static void test_consolidate_and_set(void)
 	printf("ok %d - consolidation, peek/commit and rate change\n", ++n_test);
 }
 
+/* s18: sn_tstamp_peek_run() against per-packet sn_tstamp_peek_at() and
+ * sn_tstamp_commit() over random runs: rates from the extremes to random
+ * ones, with and without a burst allowance, the LTS ahead of, around and
+ * far behind `now`, 1-32 packets of 1 B to 64 KiB plus runs at the
+ * SN_TSTAMP_FAST_LEN limit. The run's LTS must be bit for bit the
+ * per-packet one and its timestamp the last packet's. */
+static void test_peek_run(unsigned trials)
+{
+	static const uint64_t rates[] = { SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1000000000ull,
+					  999999937ull, 400000000000ull - 1 };
+	unsigned floor_bound = 0;
+
+	for (unsigned t = 0; t < trials; t++) {
+		struct sn_tstamp p, q;
+		struct sn_tstamp_floor f;
+		struct sn_tstamp_next nx, rn;
+		uint64_t rate = t % 3 == 0 ? rates[t / 3 % 5]
+					   : SN_TSTAMP_RATE_MIN + rnd() % (SN_TSTAMP_RATE_MAX -
+									    SN_TSTAMP_RATE_MIN);
+		uint32_t burst = t % 2 ? 0 : (uint32_t)(rnd() % 100000);
+		uint64_t now = 1000000000000ull + rnd() % 1000000000ull, ts = 0, rts;
+		uint32_t len[32], k = 1 + (uint32_t)(rnd() % 32), bytes = 0;
+		uint64_t start = now - burst * 8000000000ull / rate;
+
+		CHECK(sn_tstamp_init(&p, rate, burst, 0) == 0, "init");
+		/* LTS: far behind, just behind, at, or ahead of now */
+		switch (rnd() % 4) {
+		case 0: p.lts = now - rnd() % now; break;
+		case 1: p.lts = start - 1 - rnd() % 5000; break;
+		case 2: p.lts = now; break;
+		default: p.lts = now + rnd() % 1000000; break;
+		}
+		p.lts_rem = rnd() % rate;
+		for (uint32_t i = 0; i < k; i++) {
+			len[i] = t % 97 == 0 ? SN_TSTAMP_FAST_LEN / k
+					     : 1 + (uint32_t)(rnd() % (rnd() % 2 ? 1518 : 65536));
+			bytes += len[i];
+		}
+		q = p;
+		sn_tstamp_floor_at(&p, now, &f);
+		for (uint32_t i = 0; i < k; i++) {
+			ts = sn_tstamp_peek_at(&q, now, &f, len[i], &nx);
+			sn_tstamp_commit(&q, &nx);
+		}
+		rts = sn_tstamp_peek_run(&p, now, &f, len[0], bytes, &rn);
+		CHECK(rn.lts == q.lts && rn.lts_rem == q.lts_rem && rts == ts,
+		      "run of %u (%u B) at rate %lu burst %u: %lu+%lu ts %lu, per packet %lu+%lu "
+		      "ts %lu", k, bytes, (unsigned long)rate, burst, (unsigned long)rn.lts,
+		      (unsigned long)rn.lts_rem, (unsigned long)rts, (unsigned long)q.lts,
+		      (unsigned long)q.lts_rem, (unsigned long)ts);
+		/* the floor term decided the run (k > 1): covered */
+		if (k > 1 && p.lts + 1 < f.ns)
+			floor_bound++;
+	}
+	CHECK(floor_bound > trials / 10, "floor-bound runs %u of %u", floor_bound, trials);
+	printf("ok %d - run of packets in closed form = per-packet steps (%u runs)\n", ++n_test,
+	       trials);
+}
+
 int main(void)
 {
 	test_params();
 	test_burst();
 	test_consolidate_and_set();
+	test_peek_run(200000);
 	/* Extremes, per-packet checked. */
 	run_exact(SN_TSTAMP_RATE_MIN, 65536, 65536, 200000, 1, "1 kbit/s 64 KiB");
 	run_exact(SN_TSTAMP_RATE_MIN, 1, 65536, 200000, 1, "1 kbit/s random len");

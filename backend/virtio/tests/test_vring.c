@@ -1029,6 +1029,72 @@ static void test_set_rings(void)
 	guest_fini(&g);
 }
 
+/* s18: the pop's region memo (the region of the last buffer is tried
+ * first). Single-descriptor frames alternating between the three regions,
+ * one at the very end of region 1 and one crossing out of it, then the
+ * table shrunk to two regions while the memo points at the third: every
+ * frame is translated as by a full scan. (Fails with both of the memo's
+ * guards removed: its reset in sn_vring_set_mem() and its nregions bound.) */
+static void test_region_memo(void)
+{
+	static const uint64_t at[] = { DATA2 + 0x100, DATA0 + 0x3000, DATA2 + 0x900,
+				       DATA2 + 0x1100, DATA1 + 0x400,
+				       DATA1 + REG_SIZE - 72, DATA0 + 0x3800 };
+	struct guest g;
+	struct sn_vring_config c;
+	struct sn_vring_mem m;
+	uint32_t n, i;
+
+	guest_init(&g, 16);
+	c = guest_cfg(&g, 16);
+	guest_start(&g, &c);
+	for (i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		setd(g.desc, i, at[i], 72, 0, 0);
+		post(&g, (uint16_t)i);
+	}
+	setd(g.desc, i, DATA1 + REG_SIZE - 40, 72, 0, 0);   /* crosses out of region 1 */
+	post(&g, (uint16_t)i);
+	n = sn_vring_tx_pop(g.vr, pk, 8);
+	CHECK(n == 8);
+	for (i = 0; i < 7; i++)
+		CHECK(pk[i].err == SN_VRING_OK && pk[i].nseg == 1 && pk[i].len == 60 &&
+		      pk[i].iov[0].iov_base == hva(&g, at[i] + 12));
+	CHECK(pk[7].err == SN_VRING_E_ADDR_OOB && pk[7].nseg == 0);
+	for (i = 0; i < 8; i++)
+		CHECK(sn_vring_used_put(g.vr, pk[i].head, 0) == 0);
+	/* the memo now names region 1 or 2; a table of regions 0 and 1 only */
+	setd(g.desc, 0, DATA2 + 0x100, 72, 0, 0);
+	post(&g, 0);
+	CHECK(sn_vring_tx_pop(g.vr, pk, 8) == 1 && pk[0].err == SN_VRING_OK);
+	CHECK(sn_vring_used_put(g.vr, 0, 0) == 0);
+	m = g.mem;
+	m.nregions = 2;
+	CHECK(sn_vring_set_mem(g.vr, &m) == 0);
+	setd(g.desc, 1, DATA2 + 0x200, 72, 0, 0);
+	setd(g.desc, 2, DATA1 + 0x200, 72, 0, 0);
+	post(&g, 1);
+	post(&g, 2);
+	n = sn_vring_tx_pop(g.vr, pk, 8);
+	CHECK(n == 2 && pk[0].err == SN_VRING_E_ADDR_OOB &&
+	      pk[1].err == SN_VRING_OK && pk[1].iov[0].iov_base == hva(&g, DATA1 + 0x200 + 12));
+	/* the memo past nregions (region 2 dropped while it was the memo) */
+	m.nregions = 3;
+	CHECK(sn_vring_set_mem(g.vr, &m) == 0);
+	setd(g.desc, 3, DATA2 + 0x300, 72, 0, 0);
+	post(&g, 3);
+	CHECK(sn_vring_tx_pop(g.vr, pk, 8) == 1 && pk[0].err == SN_VRING_OK);
+	m.nregions = 1;
+	CHECK(sn_vring_set_mem(g.vr, &m) == 0);
+	setd(g.desc, 4, DATA2 + 0x300, 72, 0, 0);
+	setd(g.desc, 5, DATA0 + 0x300, 72, 0, 0);
+	post(&g, 4);
+	post(&g, 5);
+	n = sn_vring_tx_pop(g.vr, pk, 8);
+	CHECK(n == 2 && pk[0].err == SN_VRING_E_ADDR_OOB && pk[1].err == SN_VRING_OK &&
+	      pk[1].iov[0].iov_base == hva(&g, DATA0 + 0x300 + 12));
+	guest_fini(&g);
+}
+
 int main(void)
 {
 	test_create();
@@ -1046,5 +1112,6 @@ int main(void)
 	test_rewrite_concurrent();
 	test_rx_view();
 	test_set_rings();
+	test_region_memo();
 	return sn_check_exit("test_vring");
 }
