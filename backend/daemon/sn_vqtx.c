@@ -890,6 +890,7 @@ struct done_run {
 	unsigned b;            /* current hold bucket, SN_VQTX_HOLD_BUCKETS: none */
 	uint64_t bn;           /* frames in it */
 	uint64_t max;          /* longest hold of the run */
+	uint64_t last_pop;     /* pop_tsc whose bucket is b (valid while bn > 0) */
 	uint32_t nh;           /* heads to complete, in order */
 };
 
@@ -970,20 +971,29 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			/* frame_done(s), its counters per run (done_run) */
 			struct slot *s = m->shinfo->fcb_opaque;
 			struct sn_vqtx *q = s->q;
-			const uint64_t cycles = now > s->pop_tsc ? now - s->pop_tsc : 0;
-			unsigned b = cycles ? 63u - (unsigned)__builtin_clzll(cycles) : 0;
+			const uint64_t pop = s->pop_tsc;
 
 			if (q != r.q)
 				run_start(&r, heads, q);
 			r.n++;
-			if (b >= SN_VQTX_HOLD_BUCKETS)
-				b = SN_VQTX_HOLD_BUCKETS - 1;
-			if (b != r.b) {
-				hold_flush(&r);
-				r.b = b;
+			/* s18: the frames of a burst were mostly popped in one
+			 * iteration (one pop_tsc per hold class): a frame with
+			 * the previous frame's pop_tsc has its hold, bucket and
+			 * max, so only the bucket's count moves */
+			if (pop != r.last_pop || r.bn == 0) {
+				const uint64_t cycles = now > pop ? now - pop : 0;
+				unsigned b = cycles ? 63u - (unsigned)__builtin_clzll(cycles) : 0;
+
+				if (b >= SN_VQTX_HOLD_BUCKETS)
+					b = SN_VQTX_HOLD_BUCKETS - 1;
+				if (b != r.b) {
+					hold_flush(&r);
+					r.b = b;
+				}
+				r.max = RTE_MAX(r.max, cycles);
+				r.last_pop = pop;
 			}
 			r.bn++;
-			r.max = RTE_MAX(r.max, cycles);
 			if (s->epoch != q->epoch || !q->vr) {
 				ctr_inc(&q->st.late_free);
 			} else {
