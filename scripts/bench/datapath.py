@@ -62,6 +62,10 @@ pair SIGSTOPped), per-slot ratios against the two testpmd slots around
 each mode slot: the host of these machines changes speed on a scale of
 seconds (README "Benchmarks / Datapath"), which runs ~12 s apart cannot
 pair; --swap-cpus puts sn-gen on CPU 1 and the switch on CPU 0.
+s18: --baseline-build DIR (with --interleave) puts another build's
+schednicd, in the same mode and configuration, where testpmd was: the
+ratios are then this build's against that one's (e.g. a change against
+its parent commit), slot by slot in the same session.
 Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
 the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
@@ -555,6 +559,23 @@ class Bench:
                 cfg[k] = v
         return cfg, socks, ctl
 
+    def build_baseline_argv(self, overlay, socks, prefix):
+        """s18 --baseline-build: the command line of the other build's
+        schednicd, configured as daemon_config() configures this build's
+        for the same mode, on sockets `socks` (sn-gen's port 0 = vm0,
+        port 1 = vm1 or the uplink's peer) and its own control socket."""
+        cfg, _, _ = self.daemon_config(overlay, prefix)
+        cfg["control"]["socket"] = str(self.tmp / "ctl-baseline.sock")
+        if cfg.get("uplink"):
+            cfg["ports"][0]["path"] = socks[0]
+            cfg["uplink"]["devargs"] = f"net_vhost0,iface={socks[1]},queues=1"
+        else:
+            for port, sock in zip(cfg["ports"], socks):
+                port["path"] = sock
+        path = self.tmp / "schednicd-baseline.json"
+        path.write_text(json.dumps(cfg))
+        return [self.baseline_schednicd, "--config", path]
+
     def run_switch(self, overlay):
         prefix = self.prefix("d")
         cfg, socks, ctl = self.daemon_config(overlay, prefix)
@@ -667,8 +688,15 @@ def run_interleaved(b, mode, args):
     for s_ in tp_socks:
         Path(s_).unlink(missing_ok=True)
     pre_tp = b.prefix("tp")
-    argv = b.testpmd_argv(tp_socks, pre_tp)
     overlay = MODES[mode]
+    if getattr(a, "baseline_build", None):
+        # s18: the baseline pair is another build's schednicd in the same
+        # mode (its generator as the mode's: the marker too)
+        argv = b.build_baseline_argv(overlay, tp_socks, pre_tp)
+        tp_gen = overlay.get("_gen", ())
+    else:
+        argv = b.testpmd_argv(tp_socks, pre_tp)
+        tp_gen = ()
     pre_d = b.prefix("d")
     cfg, d_socks, ctl = b.daemon_config(overlay, pre_d)
     cfg_path = b.tmp / "schednicd.json"
@@ -704,7 +732,7 @@ def run_interleaved(b, mode, args):
         wait_for(lambda: all(os.path.exists(s_) for s_ in tp_socks), 30, "testpmd sockets",
                  tp, tp.logfile)
         wait_for(answers, 60, "schednicd control socket", d, d.logfile)
-        g_tp, sf_tp = gen(tp_socks, (), "tp")
+        g_tp, sf_tp = gen(tp_socks, tp_gen, "tp")
         g_m, sf_m = gen(d_socks, overlay.get("_gen", ()), mode)
         procs["testpmd"], procs[mode] = (tp, g_tp), (d, g_m)
         time.sleep(a.warmup)       # both pairs connect and warm up (sharing the CPUs)
@@ -776,6 +804,8 @@ def main_interleaved(b, args, modes, load):
         "tx_free_thresh": args.tx_free_thresh, "gen_devargs": args.gen_devargs,
         "gen_hdr": args.gen_hdr,
         "interleave_s": args.interleave,
+        "baseline": (f"schednicd of {args.baseline_build}" if args.baseline_build
+                     else "testpmd"),
         "testpmd_mpps": round(tp, 3), "modes": out_modes, "sessions": sessions,
         "loadavg": load, "other_cpus_max": max(other),
         "command": " ".join(shlex.quote(a) for a in [sys.argv[0]] + sys.argv[1:]),
@@ -801,6 +831,10 @@ def main():
                          "mode side by side and alternate them every S seconds (the idle pair "
                          "stopped); ratios per slot against its two testpmd neighbours; "
                          "--duration = measured seconds per mode and run (default 0 = off)")
+    ap.add_argument("--baseline-build", default=None, metavar="DIR",
+                    help="s18, with --interleave: the baseline pair runs DIR's schednicd "
+                         "(another build, e.g. of an older commit) in the same mode instead of "
+                         "testpmd; 'testpmd_mpps' and every ratio are then against that build")
     ap.add_argument("--interleave-skip", type=float, default=0.25, metavar="S",
                     help="with --interleave: seconds after each resume not counted (default 0.25)")
     ap.add_argument("--swap-cpus", action="store_true",
@@ -824,7 +858,13 @@ def main():
             ap.error(f"unknown mode {m!r} (have: {', '.join(MODES)})")
     if args.interleave and args.interleave_skip >= args.interleave:
         ap.error("--interleave-skip must be below --interleave")
+    if args.baseline_build and not args.interleave:
+        ap.error("--baseline-build needs --interleave")
     b = Bench(args)
+    if args.baseline_build:
+        b.baseline_schednicd = str(Path(args.baseline_build).resolve() / "backend" / "schednicd")
+        if not os.access(b.baseline_schednicd, os.X_OK):
+            ap.error(f"--baseline-build: no executable {b.baseline_schednicd}")
     if args.swap_cpus:
         b.gen_cpu, b.sw_cpu = 1, 0
     runs = {"testpmd": [], **{m: [] for m in modes}}

@@ -188,3 +188,32 @@ def test_host_states_shared_by_modes_and_lone_outlier():
         lone += [("deferred", 0.8 * tp), ("testpmd", tp)]
     _, out = dp.summarize(lone)
     assert "by_host_state" not in out["deferred"]
+
+
+def test_baseline_build_config_mirrors_the_mode(tmp_path):
+    """s18 --baseline-build: the other build's schednicd gets this build's
+    configuration for the mode, on the baseline pair's sockets and its own
+    control socket; with an uplink peer, sn-gen's port 1 is the uplink's."""
+    import json
+    import types
+
+    b = dp.Bench.__new__(dp.Bench)
+    b.tmp = tmp_path
+    b.gen_cpu, b.sw_cpu = 0, 1
+    b.args = types.SimpleNamespace()
+    b.baseline_schednicd = "/other/build/backend/schednicd"
+    socks = [str(tmp_path / "tp0.sock"), str(tmp_path / "tp1.sock")]
+    for mode in ("deferred", "scheduled"):
+        argv = b.build_baseline_argv(dp.MODES[mode], socks, "pre-x")
+        assert argv[:2] == ["/other/build/backend/schednicd", "--config"]
+        cfg = json.loads(Path(argv[2]).read_text())
+        mine, _, ctl = b.daemon_config(dp.MODES[mode], "pre-x")
+        assert cfg["control"]["socket"] != ctl
+        assert cfg["eal"] == mine["eal"]
+        assert cfg["ports"][0]["path"] == socks[0]
+        assert cfg["ports"][0].get("completion") == "deferred"
+        if mode == "scheduled":
+            assert cfg["policy"] == mine["policy"] and len(cfg["ports"]) == 1
+            assert cfg["uplink"]["devargs"] == f"net_vhost0,iface={socks[1]},queues=1"
+        else:
+            assert [p["path"] for p in cfg["ports"]] == socks and not cfg.get("uplink")
