@@ -5,9 +5,12 @@ Runs the same setup as `datapath.py --modes MODE` (sn-gen on CPU 0 as
 generator and sink, the daemon configured exactly as that mode) with the
 daemon under `valgrind --tool=callgrind --toggle-collect=sn_switch_worker`
 (the worker lcore's loop and everything it calls; the main lcore's RPC
-thread is not counted). After --warmup seconds the counters are zeroed
+thread is not counted). --warmup seconds after vm0's first frame reached
+the daemon (s18: before, after sn-gen's start, and a daemon slow to start
+under valgrind gave a window without frames) the counters are zeroed
 (`callgrind_control -z`); after --window seconds `callgrind_control -d`
-dumps the window.
+dumps the window and sn-gen is stopped (SIGINT). `--idle` keeps the old
+timing (no frames to wait for: give --warmup the start-up, ~40).
 Frames = calls of --frame-fn in the window (default, s13-M3: the frames
 delivered, calls of librte_vhost's per-frame copy into the RX ring, see
 annotate(); was sn_vring_used_put: one completion per frame). Prints a JSON object: frames, total
