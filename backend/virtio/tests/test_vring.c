@@ -1029,6 +1029,26 @@ static void test_set_rings(void)
 	guest_fini(&g);
 }
 
+/* test_region_memo: the table cut to its first nregions regions, then a
+ * frame in a dropped region (head d: addr_oob) and one in a kept region
+ * (head d + 1: translated). */
+static void pop_after_shrink(struct guest *g, uint32_t nregions, uint16_t d, uint64_t gone,
+			     uint64_t kept)
+{
+	struct sn_vring_mem m = g->mem;
+	uint32_t n;
+
+	m.nregions = nregions;
+	CHECK(sn_vring_set_mem(g->vr, &m) == 0);
+	setd(g->desc, d, gone, 72, 0, 0);
+	setd(g->desc, d + 1, kept, 72, 0, 0);
+	post(g, d);
+	post(g, (uint16_t)(d + 1));
+	n = sn_vring_tx_pop(g->vr, pk, 8);
+	CHECK(n == 2 && pk[0].err == SN_VRING_E_ADDR_OOB && pk[1].err == SN_VRING_OK &&
+	      pk[1].iov[0].iov_base == hva(g, kept + 12));
+}
+
 /* s18: the pop's region memo (the region of the last buffer is tried
  * first). Single-descriptor frames alternating between the three regions,
  * one at the very end of region 1 and one crossing out of it, then the
@@ -1067,31 +1087,14 @@ static void test_region_memo(void)
 	post(&g, 0);
 	CHECK(sn_vring_tx_pop(g.vr, pk, 8) == 1 && pk[0].err == SN_VRING_OK);
 	CHECK(sn_vring_used_put(g.vr, 0, 0) == 0);
-	m = g.mem;
-	m.nregions = 2;
-	CHECK(sn_vring_set_mem(g.vr, &m) == 0);
-	setd(g.desc, 1, DATA2 + 0x200, 72, 0, 0);
-	setd(g.desc, 2, DATA1 + 0x200, 72, 0, 0);
-	post(&g, 1);
-	post(&g, 2);
-	n = sn_vring_tx_pop(g.vr, pk, 8);
-	CHECK(n == 2 && pk[0].err == SN_VRING_E_ADDR_OOB &&
-	      pk[1].err == SN_VRING_OK && pk[1].iov[0].iov_base == hva(&g, DATA1 + 0x200 + 12));
+	pop_after_shrink(&g, 2, 1, DATA2 + 0x200, DATA1 + 0x200);
 	/* the memo past nregions (region 2 dropped while it was the memo) */
-	m.nregions = 3;
+	m = g.mem;
 	CHECK(sn_vring_set_mem(g.vr, &m) == 0);
 	setd(g.desc, 3, DATA2 + 0x300, 72, 0, 0);
 	post(&g, 3);
 	CHECK(sn_vring_tx_pop(g.vr, pk, 8) == 1 && pk[0].err == SN_VRING_OK);
-	m.nregions = 1;
-	CHECK(sn_vring_set_mem(g.vr, &m) == 0);
-	setd(g.desc, 4, DATA2 + 0x300, 72, 0, 0);
-	setd(g.desc, 5, DATA0 + 0x300, 72, 0, 0);
-	post(&g, 4);
-	post(&g, 5);
-	n = sn_vring_tx_pop(g.vr, pk, 8);
-	CHECK(n == 2 && pk[0].err == SN_VRING_E_ADDR_OOB && pk[1].err == SN_VRING_OK &&
-	      pk[1].iov[0].iov_base == hva(&g, DATA0 + 0x300 + 12));
+	pop_after_shrink(&g, 1, 4, DATA2 + 0x300, DATA0 + 0x300);
 	guest_fini(&g);
 }
 
