@@ -732,17 +732,16 @@ QFQ_NO_SLP void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
  * still cl (that path moves no class); while cl keeps a packet after the
  * pop (count >= 2) and its next S (its current F) rounds down to g->S,
  * the next qfq_dequeue_one would serve cl and take exactly these steps:
- * pop, V += len/W, S = F, F = S + next len/w_k. Those are the steps below
- * in the same order, on copies kept in registers and stored back at the
- * end, so the items, S, F, V and group sets are the ones the general loop
- * produces (test_sched.c: test_dequeue_burst_equals_singles compares
- * them). Any other case returns to the general path. Returns the new i. */
-/* s18: not inlined into sn_qfq_dequeue_burst's loop around
- * qfq_dequeue_one() (twice per burst there): alone, its loop keeps every
- * value in a register (inlined, ~37 instructions per frame with spills),
- * and V is advanced once by the run's bytes (sum of len*iwsum = (sum of
- * len)*iwsum in 64-bit arithmetic: the same V). */
-static __attribute__((noinline)) uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items,
+ * pop, V += len/W, S = F, F = S + next len/w_k. The loop below takes them
+ * on copies kept in registers and stores them back at the end (s18: as
+ * d = F - gS, with S, F and V derived after the run, see there), so the
+ * items, S, F, V and group sets are the ones the general loop produces
+ * (test_sched.c: test_dequeue_burst_equals_singles compares them). Any
+ * other case returns to the general path. Returns the new i.
+ * s18: not inlined into sn_qfq_dequeue_burst's loop around
+ * qfq_dequeue_one() (called twice per burst there): alone, its loop has
+ * fewer values to keep than registers to keep them in. */
+static QFQ_NO_SLP __attribute__((noinline)) uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items,
 							  uint32_t *lens, uint32_t i, uint32_t n,
 							  uint64_t budget, uint32_t overhead,
 							  uint64_t *taken)

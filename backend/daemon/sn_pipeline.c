@@ -1331,7 +1331,7 @@ static inline bool stamp_run(struct sn_pipeline *pl, struct pstate *ps,
 	sn_tstamp_floor_at(&ps->ts, now, &fl);
 	ts = sn_tstamp_peek_run(&ps->ts, now, &fl, pkts[0]->pkt_len, (uint32_t)bytes, &nx);
 	if (ts > acc->tnow) {
-		if (acc->fresh)
+		if (acc->fresh)     /* not so from submit_chunk today: fast_prefix's rule */
 			return false;
 		acc->tnow = now_ns();
 		acc->fresh = true;
@@ -1378,7 +1378,6 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	seq_counting(pl);
 	if (!has_cls && wd == 0) {
 		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
-
 		uint64_t run_under = 0;
 		bool run = false;
 

@@ -209,8 +209,9 @@ void sn_vring_free(struct sn_vring *vr)
 }
 
 /* The region of mem that holds guest-physical gpa, or NULL. Regions do not
- * overlap (mem_valid), so the first hit is the only one. The one region
- * lookup of this file: the translation and the prefetch hints (hint_hva). */
+ * overlap (mem_valid), so the first hit is the only one. The full scan of
+ * the general translation (sn_vring_gpa_to_hva); the pop's translation and
+ * the prefetch hints try the memo first (mem_region_hint). */
 static inline const struct sn_vring_region *mem_region(const struct sn_vring_mem *mem,
 						       uint64_t gpa)
 {
@@ -390,7 +391,7 @@ static enum sn_vring_err walk_chain(struct sn_vring *vr, uint16_t head,
  * header in front of a linear frame). Decided on one copy of the
  * descriptor, like walk_chain(): a chain cannot loop or be too long with a
  * single descriptor, so the visited bitmap is not needed. Returns false
- * (nothing written but p->hdr) when the chain needs the full walk. */
+ * (nothing written) when the chain needs the full walk. */
 static inline __attribute__((always_inline)) bool parse_single(struct sn_vring *vr,
 								 uint16_t head,
 								 struct sn_vring_pkt *p)

@@ -760,7 +760,7 @@ def run_interleaved(b, mode, args):
         for p, _ in list(b.procs):
             if p in procs.get(mode, ()) or p in procs.get("testpmd", ()):
                 b.reap(p)
-        for s_ in tp_socks + d_socks + [ctl]:
+        for s_ in tp_socks + d_socks + [ctl, str(b.tmp / "ctl-baseline.sock")]:
             Path(s_).unlink(missing_ok=True)
     rates = {w: slot_rates(read_samples(sf, 1), slots[w], a.size, a.interleave_skip)
              for w, sf in (("testpmd", sf_tp), (mode, sf_m))}
@@ -834,7 +834,8 @@ def main():
     ap.add_argument("--baseline-build", default=None, metavar="DIR",
                     help="s18, with --interleave: the baseline pair runs DIR's schednicd "
                          "(another build, e.g. of an older commit) in the same mode instead of "
-                         "testpmd; 'testpmd_mpps' and every ratio are then against that build")
+                         "testpmd; 'testpmd_mpps' and every ratio are then against that build "
+                         "(it must accept this build's configuration for the mode)")
     ap.add_argument("--interleave-skip", type=float, default=0.25, metavar="S",
                     help="with --interleave: seconds after each resume not counted (default 0.25)")
     ap.add_argument("--swap-cpus", action="store_true",

@@ -135,15 +135,19 @@ class CgBench(datapath.Bench):
             # The warmup counts from vm0's first frame, not from sn-gen's
             # start: under valgrind the daemon's vhost set-up can take
             # longer than any fixed warmup (a window with 0 frames).
-            if self.probe:
-                _wait_for(lambda: self.probe() > 0, 300, "vm0's first frame")
-            time.sleep(a.warmup)
-            self.result["zero"] = bracket("-z")
-            time.sleep(a.window)
-            self.result["dump"] = bracket("-d")
-            self.result["dumped"] = True
-            if self.gen is not None and self.gen.poll() is None:
-                self.gen.send_signal(signal.SIGINT)    # a clean stop, summary printed
+            try:
+                if self.probe:
+                    _wait_for(lambda: self.probe() > 0, 300, "vm0's first frame")
+                time.sleep(a.warmup)
+                self.result["zero"] = bracket("-z")
+                time.sleep(a.window)
+                self.result["dump"] = bracket("-d")
+                self.result["dumped"] = True
+            except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as e:
+                self.result["error"] = repr(e)     # reported by main()
+            finally:
+                if self.gen is not None and self.gen.poll() is None:
+                    self.gen.send_signal(signal.SIGINT)    # a clean stop, summary printed
         th = threading.Thread(target=window, daemon=True)
         th.start()
         res = super().run_gen(socks, sw_pid, extra)
@@ -318,9 +322,9 @@ def main():
                                                           str(datapath.REPO / "build")))
     ap.add_argument("--mode", default="scheduled", choices=[*datapath.MODES, "testpmd"],
                     help="a datapath.py mode, or testpmd (the baseline, see above)")
-    ap.add_argument("--warmup", type=float, default=10.0,
-                    help="seconds after vm0's first frame before the window (--idle: "
-                         "after sn-gen starts; give it valgrind's start-up, ~40)")
+    ap.add_argument("--warmup", type=float, default=None,
+                    help="seconds after vm0's first frame before the window (default 10); "
+                         "--idle: after sn-gen starts (default 40: valgrind's start-up)")
     ap.add_argument("--window", type=float, default=20.0, help="measured seconds")
     ap.add_argument("--top", type=int, default=40, help="functions to list")
     ap.add_argument("--out", default=None, help="callgrind output file (kept)")
@@ -337,6 +341,8 @@ def main():
     ap.add_argument("--tx-free-thresh", type=int, default=0,
                     help="sn-gen's TX reclaim threshold (datapath.py's option; 0 = the PMD's)")
     args = ap.parse_args()
+    if args.warmup is None:
+        args.warmup = 40.0 if args.idle else 10.0
     # datapath.Bench reads these: sn-gen runs warmup + duration. A loaded
     # run's window waits for the first frame and then stops sn-gen itself
     # (SIGINT), so its sn-gen gets time for the daemon's start-up as well.
@@ -359,7 +365,8 @@ def main():
     finally:
         b.cleanup()
     if "dumped" not in b.result:
-        raise SystemExit("datapath_callgrind: the window did not complete")
+        raise SystemExit("datapath_callgrind: the window did not complete"
+                         + (f": {b.result['error']}" if "error" in b.result else ""))
     if args.mode == "testpmd":
         # one dump per thread: the forwarding lcore's is the busiest
         dumps = [(annotate(d, args.top), d) for d in glob.glob(out_file + ".1-*")]

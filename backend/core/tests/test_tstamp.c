@@ -292,9 +292,14 @@ static void test_peek_run(unsigned trials)
 		      "ts %lu", k, bytes, (unsigned long)rate, burst, (unsigned long)rn.lts,
 		      (unsigned long)rn.lts_rem, (unsigned long)rts, (unsigned long)q.lts,
 		      (unsigned long)q.lts_rem, (unsigned long)ts);
-		/* the floor term decided the run (k > 1): covered */
-		if (k > 1 && p.lts + 1 < f.ns)
-			floor_bound++;
+		/* the floor term decided the run: the result is not x_0 + C(1..k) */
+		{
+			uint64_t num = p.lts_rem + (uint64_t)bytes * p.rem_byte;
+
+			if (k > 1 && (rn.lts != p.lts + (uint64_t)bytes * p.ns_byte + num / rate ||
+				      rn.lts_rem != num % rate))
+				floor_bound++;
+		}
 	}
 	CHECK(floor_bound > trials / 10, "floor-bound runs %u of %u", floor_bound, trials);
 	printf("ok %d - run of packets in closed form = per-packet steps (%u runs)\n", ++n_test,
