@@ -233,14 +233,14 @@ static inline const struct sn_vring_region *mem_region_hint(const struct sn_vrin
 {
 	const uint32_t h = *hint;
 
+	const struct sn_vring_region *r;
+
 	if (h < mem->nregions && gpa - mem->regions[h].guest_phys_addr < mem->regions[h].size)
 		return &mem->regions[h];
-	for (uint32_t i = 0; i < mem->nregions; i++)
-		if (gpa - mem->regions[i].guest_phys_addr < mem->regions[i].size) {
-			*hint = i;
-			return &mem->regions[i];
-		}
-	return NULL;
+	r = mem_region(mem, gpa);
+	if (r != NULL)
+		*hint = (uint32_t)(r - mem->regions);
+	return r;
 }
 
 void *sn_vring_mem_hva(const struct sn_vring_mem *mem, uint64_t gpa, uint64_t len)

@@ -530,14 +530,17 @@ class Bench:
             out["samples_mpps"] = res["samples_mpps"]
         return out
 
-    def daemon_config(self, overlay, prefix):
+    def daemon_config(self, overlay, prefix, socks=None, ctl=None):
         """schednicd's config for a mode overlay: (config, sn-gen's sockets,
-        control socket)."""
-        ctl = str(self.tmp / "ctl.sock")
-        socks = [str(self.tmp / f"vm{i}.sock") for i in range(2)]
+        control socket). socks / ctl: other paths for them (s18
+        --baseline-build: sn-gen's port 0 = vm0, port 1 = vm1 or the
+        uplink's peer)."""
+        ctl = ctl or str(self.tmp / "ctl.sock")
         peer = overlay.get("_uplink_peer")
-        if peer:                       # sn-gen port 1 = the uplink's peer
-            socks[1] = str(self.tmp / "up.sock")
+        if socks is None:
+            socks = [str(self.tmp / f"vm{i}.sock") for i in range(2)]
+            if peer:                   # sn-gen port 1 = the uplink's peer
+                socks[1] = str(self.tmp / "up.sock")
         cfg = {
             "eal": {"memory_mb": 1024, "file_prefix": prefix, "main_cpu": self.gen_cpu,
                     "worker_cpu": self.sw_cpu},
@@ -561,17 +564,10 @@ class Bench:
 
     def build_baseline_argv(self, overlay, socks, prefix):
         """s18 --baseline-build: the command line of the other build's
-        schednicd, configured as daemon_config() configures this build's
-        for the same mode, on sockets `socks` (sn-gen's port 0 = vm0,
-        port 1 = vm1 or the uplink's peer) and its own control socket."""
-        cfg, _, _ = self.daemon_config(overlay, prefix)
-        cfg["control"]["socket"] = str(self.tmp / "ctl-baseline.sock")
-        if cfg.get("uplink"):
-            cfg["ports"][0]["path"] = socks[0]
-            cfg["uplink"]["devargs"] = f"net_vhost0,iface={socks[1]},queues=1"
-        else:
-            for port, sock in zip(cfg["ports"], socks):
-                port["path"] = sock
+        schednicd, configured by daemon_config() as this build's for the
+        same mode, on sockets `socks` and its own control socket."""
+        cfg, _, _ = self.daemon_config(overlay, prefix, socks=list(socks),
+                                       ctl=str(self.tmp / "ctl-baseline.sock"))
         path = self.tmp / "schednicd-baseline.json"
         path.write_text(json.dumps(cfg))
         return [self.baseline_schednicd, "--config", path]
