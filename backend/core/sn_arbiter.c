@@ -97,6 +97,15 @@ struct sn_arbiter {
 	void **rel;
 	uint32_t *lens;          /* release_burst lengths (sn_sched_dequeue_burst) */
 
+	/* s19, local_pass: a local burst that found the scheduler empty,
+	 * held in rel[0 .. lp_n) with its lengths in lens[] until the next
+	 * scan passes it through the scheduler (sn_sched_pass_burst) or
+	 * anything that reads or changes the scheduler first puts it there
+	 * (lp_flush). Counted in the stats as enqueued when held. */
+	int local_pass;          /* local_only, and the algorithm has a pass */
+	uint32_t lp_n;
+	struct sn_arbiter_client *lp_c;
+
 	uint64_t last_in;        /* items read in the last scan */
 	uint64_t last_released;
 	struct sn_arbiter_stats st;
@@ -165,6 +174,8 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
 		err = errno;
 		goto fail_free;
 	}
+	/* s19: only an algorithm with a pass holds local bursts */
+	arb->local_pass = p->local_only && sn_sched_has_pass(arb->sched);
 	return arb;
 
 fail_free:
@@ -196,7 +207,31 @@ void sn_arbiter_free(struct sn_arbiter *arb)
 	free(arb);
 }
 
-struct sn_sched *sn_arbiter_sched(struct sn_arbiter *arb) { return arb->sched; }
+static uint32_t enqueue_chunk(struct sn_arbiter *arb, struct sn_arbiter_client *c,
+			      void *const *buf, uint32_t k);
+
+/* s19: the held local burst into the scheduler, as sn_arbiter_enqueue_local
+ * would have put it there (its counters were taken when it was held). */
+static void lp_flush(struct sn_arbiter *arb)
+{
+	uint32_t n = arb->lp_n;
+
+	arb->lp_n = 0;
+	for (uint32_t i = 0; i < n; i += DRAIN_CHUNK)
+		(void)enqueue_chunk(arb, arb->lp_c, arb->rel + i, SN_MIN(n - i, DRAIN_CHUNK));
+}
+
+/* Items in the scheduler, the held local burst included. */
+static inline uint64_t backlog(const struct sn_arbiter *arb)
+{
+	return sn_sched_backlog(arb->sched) + arb->lp_n;
+}
+
+struct sn_sched *sn_arbiter_sched(struct sn_arbiter *arb)
+{
+	lp_flush(arb);
+	return arb->sched;
+}
 
 struct sn_arbiter_client *sn_arbiter_client_add(struct sn_arbiter *arb, uint32_t class_id,
 						uint32_t mbox_size)
@@ -227,6 +262,7 @@ int sn_arbiter_client_set_class(struct sn_arbiter *arb, struct sn_arbiter_client
 {
 	if (!client_ok(arb, c))
 		return -EINVAL;
+	lp_flush(arb);
 	c->class_id = class_id;
 	return 0;
 }
@@ -261,6 +297,7 @@ int sn_arbiter_client_del(struct sn_arbiter *arb, struct sn_arbiter_client *c)
 
 	if (!client_ok(arb, c))
 		return -EINVAL;
+	lp_flush(arb);
 	while ((item = sn_mbox_extract(c->mb)) != NULL)
 		drop_item(arb, c, item, SN_ARBITER_DROP_CLIENT_GONE);
 	if (c->active) {
@@ -294,6 +331,34 @@ static enum sn_arbiter_drop drop_cause(int r)
 	       r == -EMSGSIZE ? SN_ARBITER_DROP_BADLEN : SN_ARBITER_DROP_NOCLASS;
 }
 
+/* lens[i] = the length of buf[i]; with range, *lo / *hi get the least
+ * and the greatest (in the same pass: the local burst's admission test). */
+static inline __attribute__((always_inline)) void
+item_lens(const struct sn_arbiter *arb, void *const *buf, uint32_t *lens, uint32_t k,
+	  const bool range, uint32_t *lo, uint32_t *hi)
+{
+	const uint32_t off = arb->len_offset;
+	uint32_t mn = UINT32_MAX, mx = 0;
+
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t l;
+
+		if (arb->item_len)
+			l = arb->item_len(buf[i], arb->cb_arg);
+		else
+			memcpy(&l, (const char *)buf[i] + off, sizeof(l));
+		lens[i] = l;
+		if (range) {
+			mn = SN_MIN(mn, l);
+			mx = SN_MAX(mx, l);
+		}
+	}
+	if (range) {
+		*lo = mn;
+		*hi = mx;
+	}
+}
+
 /* Feed k (<= DRAIN_CHUNK) items of client c into its scheduler class as
  * bursts; an item the scheduler refuses is dropped and counted, except
  * that one too long for its class is retried once if oversize() raised
@@ -303,15 +368,9 @@ static uint32_t enqueue_chunk(struct sn_arbiter *arb, struct sn_arbiter_client *
 			      void *const *buf, uint32_t k)
 {
 	uint32_t lens[DRAIN_CHUNK];
-	uint32_t enq = 0, class_id = c->class_id, off = arb->len_offset, i, retried;
+	uint32_t enq = 0, class_id = c->class_id, i, retried;
 
-	if (arb->item_len) {
-		for (i = 0; i < k; i++)
-			lens[i] = arb->item_len(buf[i], arb->cb_arg);
-	} else {
-		for (i = 0; i < k; i++)
-			memcpy(&lens[i], (const char *)buf[i] + off, sizeof(lens[i]));
-	}
+	item_lens(arb, buf, lens, k, false, NULL, NULL);
 	for (i = 0, retried = UINT32_MAX; i < k;) {
 		int r = 0;
 		uint32_t got = sn_sched_enqueue_burst(arb->sched, class_id, buf + i,
@@ -471,7 +530,7 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 		arb->link_was_idle = 0;
 	} else if (sn_time_before(arb->link_idle + arb->slack_ns, now)) {
 		/* Counted only when it cost backlogged traffic some credit. */
-		if (sn_sched_backlog(arb->sched))
+		if (backlog(arb))
 			arb->st.link_resets++;
 		arb->link_idle = now;
 		arb->link_rem = 0;
@@ -483,8 +542,25 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 	n_rel = arb->n_rel;
 	while (!sn_time_after(idle, now)) {
 		uint64_t budget = link_budget(arb, idle, rem, now), taken;
-		uint32_t k = sn_sched_dequeue_burst(arb->sched, arb->rel + n_rel, arb->lens,
-						    burst - n_rel, budget, arb->overhead, &taken);
+		uint32_t k;
+
+		/* a mailbox item despite local_only: the scheduler is not
+		 * empty, the held burst goes in behind it */
+		if (arb->lp_n && sn_sched_backlog(arb->sched))
+			lp_flush(arb);
+		if (arb->lp_n) {
+			/* s19: the held local burst (rel[0 .. lp_n), n_rel 0)
+			 * through the empty scheduler: what enqueue + this
+			 * dequeue would give, without the class ring. */
+			k = sn_sched_pass_burst(arb->sched, arb->lp_c->class_id, arb->rel,
+						arb->lens, arb->lp_n, burst, budget,
+						arb->overhead, &taken);
+			arb->lp_n = 0;
+			arb->st.passed += k;
+		} else {
+			k = sn_sched_dequeue_burst(arb->sched, arb->rel + n_rel, arb->lens,
+						   burst - n_rel, budget, arb->overhead, &taken);
+		}
 
 		link_advance(arb, &idle, &rem, taken);
 		bytes += taken - (uint64_t)k * arb->overhead;
@@ -503,6 +579,7 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 	arb->link_idle = idle;
 	arb->link_rem = rem;
 	arb->n_rel = n_rel;
+	lp_flush(arb);     /* the link was busy: it waits in the scheduler */
 	flush_release(arb);
 	arb->st.released += released;
 	arb->st.released_bytes += bytes;
@@ -523,7 +600,7 @@ int sn_arbiter_set_link(struct sn_arbiter *arb, uint64_t link_bps, uint32_t over
 
 uint64_t sn_arbiter_link_idle(const struct sn_arbiter *arb) { return arb->link_idle; }
 
-uint64_t sn_arbiter_backlog(const struct sn_arbiter *arb) { return sn_sched_backlog(arb->sched); }
+uint64_t sn_arbiter_backlog(const struct sn_arbiter *arb) { return backlog(arb); }
 
 void sn_arbiter_get_stats(const struct sn_arbiter *arb, struct sn_arbiter_stats *out)
 {
@@ -545,7 +622,7 @@ const char *sn_arbiter_drop_name(enum sn_arbiter_drop cause)
 uint64_t sn_arbiter_idle_ns(const struct sn_arbiter *arb, struct sn_arbiter_idle *pol,
 			    uint64_t now)
 {
-	if (sn_sched_backlog(arb->sched)) {
+	if (backlog(arb)) {
 		/* Case (i): the link is busy until a known time. */
 		uint64_t wait = sn_time_after(arb->link_idle, now) ? arb->link_idle - now : 0;
 
@@ -569,6 +646,23 @@ uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_clie
 {
 	uint32_t total = 0, in_sched = 0;
 
+	/* s19: a burst that finds the scheduler empty, and that it would take
+	 * whole, is held for the next scan (see struct sn_arbiter). */
+	if (arb->local_pass && arb->lp_n == 0 && arb->n_rel == 0 && n && n <= arb->release_burst &&
+	    client_ok(arb, c) && sn_sched_backlog(arb->sched) == 0) {
+		uint32_t lo, hi;
+
+		item_lens(arb, items, arb->lens, n, true, &lo, &hi);
+		if (sn_sched_pass_ok(arb->sched, c->class_id, n, lo, hi)) {
+			memcpy(arb->rel, items, n * sizeof(*items));
+			arb->lp_n = n;
+			arb->lp_c = c;
+			arb->st.enqueued += n;
+			arb->st.items_in += n;
+			return n;
+		}
+	}
+	lp_flush(arb);
 	while (total < n) {
 		uint32_t k = SN_MIN(n - total, DRAIN_CHUNK);
 		uint32_t enq = enqueue_chunk(arb, c, items + total, k);

@@ -41,6 +41,7 @@
 #ifndef SN_ARBITER_H
 #define SN_ARBITER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sn_mbox.h"
@@ -97,6 +98,19 @@ struct sn_arbiter_params {
 	 * their order. */
 	int (*oversize)(uint32_t class_id, uint32_t len, void *arg);
 	void *cb_arg;
+	/* s19: every item comes through sn_arbiter_enqueue_local (no
+	 * producer uses a mailbox: PSPAT's single-core case). Then a local
+	 * burst that finds the scheduler empty, and that the scheduler would
+	 * take whole, waits in the arbiter until the next do_scan, which
+	 * passes it through the scheduler without its class queue
+	 * (sn_sched_pass_burst: the same items out, the same scheduler
+	 * state). Anything that reads or changes the scheduler first
+	 * (sn_arbiter_sched, client_del, client_set_class, another
+	 * enqueue_local) puts the burst into it, as enqueue_local would have;
+	 * sn_arbiter_backlog and the stats count it as queued. A mailbox item
+	 * despite this flag would enter the scheduler ahead of a held burst
+	 * (nothing is lost). */
+	bool local_only;
 };
 
 struct sn_arbiter_stats {
@@ -110,6 +124,9 @@ struct sn_arbiter_stats {
 	uint64_t read_limit_hits;   /* a mailbox still had items after Δ_A reads */
 	uint64_t clist_overflows;   /* full client list seen: all clients scanned */
 	uint64_t lmax_raises;       /* oversize() raised a class lmax, item retried */
+	uint64_t passed;            /* s19: released without entering a class queue
+				     * (local_only: a burst through the empty
+				     * scheduler, sn_sched_pass_burst) */
 };
 
 struct sn_arbiter;
@@ -165,7 +182,10 @@ static inline int sn_arbiter_submit(struct sn_mbox *clist, struct sn_mbox *mbox,
  * mailbox hop only copies pointers there. c's mailbox must be empty (its
  * items would otherwise be overtaken). Across clients, items enter in the
  * order of the calls (a scan visits its active clients in its own order).
- * Every item is enqueued or goes to drop(); returns the number enqueued. */
+ * Every item is enqueued or goes to drop(); returns the number enqueued.
+ * s19, local_only: a burst that finds the scheduler empty and that it
+ * would take whole is held for the next do_scan instead (see
+ * sn_arbiter_params.local_only): counted and reported as enqueued. */
 uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_client *c,
 				  void *const *items, uint32_t n);
 /* One arbiter round at time now_ns (monotonic ns, same clock as create).
@@ -176,7 +196,7 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now_ns);
 int sn_arbiter_set_link(struct sn_arbiter *arb, uint64_t link_bps, uint32_t overhead_bytes);
 /* When the link becomes free for the next item (ns). */
 uint64_t sn_arbiter_link_idle(const struct sn_arbiter *arb);
-/* Items queued in the scheduler. */
+/* Items queued in the scheduler (a held local burst included). */
 uint64_t sn_arbiter_backlog(const struct sn_arbiter *arb);
 void sn_arbiter_get_stats(const struct sn_arbiter *arb, struct sn_arbiter_stats *out);
 const char *sn_arbiter_drop_name(enum sn_arbiter_drop cause);

@@ -59,6 +59,7 @@
 #include "sn_qfq.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -660,31 +661,23 @@ uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
 #else
 #define QFQ_NO_SLP
 #endif
-QFQ_INLINE void *qfq_dequeue_one(struct sn_qfq *q, uint32_t *len, uint32_t *id)
+/* The head packet (plen bytes) of class cl, the head of g's front slot in
+ * the lowest ER group, has just left; more: cl still has a packet, of
+ * next_len bytes. V, cl and g are re-stamped, the group sets updated.
+ * Shared by qfq_dequeue_one (packets from the class ring) and
+ * sn_qfq_pass_burst (packets from the caller's arrays, s19). */
+QFQ_INLINE void qfq_served(struct sn_qfq *q, struct qfq_group *g, struct qfq_class *cl,
+			   uint32_t plen, bool more, uint32_t next_len)
 {
 	uint32_t *bm = q->bitmaps;
-	struct qfq_group *g;
-	struct qfq_class *cl;
 	uint64_t V, old_V, roundedS, old_F;
-	uint32_t plen, bit;
-	void *item;
-
-	if (sn_unlikely(!bm[ER]))
-		return NULL;
-	g = qfq_first_group(q, bm[ER]);
-	cl = g->slots[g->front];
-	item = sn_sched_q_pop(&cl->q, &plen);
-	q->backlog--;
-	if (len)
-		*len = plen;
-	if (id)
-		*id = cl->id;
+	uint32_t bit;
 
 	old_V = q->V;
 	V = old_V + (uint64_t)plen * q->iwsum;
 	cl->S = cl->F;
-	if (sn_sched_q_count(&cl->q)) {
-		cl->F = cl->S + (uint64_t)sn_sched_q_head_len(&cl->q) * cl->inv_w;
+	if (more) {
+		cl->F = cl->S + (uint64_t)next_len * cl->inv_w;
 		roundedS = qfq_round_down(cl->S, g->slot_shift);
 		if (roundedS == g->S)
 			goto unchanged;  /* still in the front slot */
@@ -712,11 +705,34 @@ QFQ_INLINE void *qfq_dequeue_one(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 	qfq_unblock_groups(q, bm, g->index, old_F);
 	qfq_update_eligible(q, bm, &V, old_V, 0);
 	q->V = V;
-	return item;
+	return;
 unchanged:
 	/* the group keeps its S, F and set: ER is not empty */
 	qfq_update_eligible(q, bm, &V, old_V, 1);
 	q->V = V;
+}
+
+QFQ_INLINE void *qfq_dequeue_one(struct sn_qfq *q, uint32_t *len, uint32_t *id)
+{
+	const uint32_t *bm = q->bitmaps;
+	struct qfq_group *g;
+	struct qfq_class *cl;
+	uint32_t plen;
+	bool more;
+	void *item;
+
+	if (sn_unlikely(!bm[ER]))
+		return NULL;
+	g = qfq_first_group(q, bm[ER]);
+	cl = g->slots[g->front];
+	item = sn_sched_q_pop(&cl->q, &plen);
+	q->backlog--;
+	if (len)
+		*len = plen;
+	if (id)
+		*id = cl->id;
+	more = sn_sched_q_count(&cl->q) != 0;
+	qfq_served(q, g, cl, plen, more, more ? sn_sched_q_head_len(&cl->q) : 0);
 	return item;
 }
 
@@ -820,6 +836,97 @@ QFQ_NO_SLP uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_
 		taken += (uint64_t)lens[i] + overhead;
 		i = qfq_dequeue_run(q, items, lens, i + 1, n, budget, overhead, &taken);
 	}
+	*bytes = taken;
+	return i;
+}
+
+/* ---- s19 (issue 6 throughput): a burst through an empty scheduler -------
+ * sn_qfq_pass_ok() says whether sn_qfq_enqueue_burst(id, n items with
+ * lengths in min_len .. max_len) would accept all n into an empty
+ * scheduler; if so,
+ * sn_qfq_pass_burst() leaves the scheduler exactly as that enqueue
+ * followed by sn_qfq_dequeue_burst(room, budget, overhead) would: the same
+ * items out (items[0 .. k), in order), the rest in the class ring, the
+ * same V, S, F, group sets and slots, the same bytes taken. The packets it
+ * serves never enter the class ring: their lengths come from lens[], and
+ * the steps after each pop are qfq_served()'s and, along one slot,
+ * qfq_dequeue_run()'s (on the array; test_sched.c compares the two ways
+ * state by state). The arbiter uses it for a local burst that finds the
+ * scheduler empty (sn_arbiter.c). */
+bool sn_qfq_pass_ok(const struct sn_qfq *q, uint32_t id, uint32_t n, uint32_t min_len,
+		    uint32_t max_len)
+{
+	/* the enqueue's admission: a class, room for n, 1 <= len <= lmax */
+	return n != 0 && q->backlog == 0 && id < q->max_classes && q->classes[id].q.lmax &&
+	       n <= q->classes[id].q.mask + 1 && min_len >= 1 && max_len <= q->classes[id].q.lmax;
+}
+
+/* qfq_dequeue_run() on lens[] (the class's packets i .. n - 1 are the
+ * ones still queued): the same steps, stops and post-run state. */
+static QFQ_NO_SLP __attribute__((noinline)) uint32_t qfq_pass_run(struct sn_qfq *q,
+							       const uint32_t *lens,
+							       uint32_t i, uint32_t n,
+							       uint32_t room, uint64_t budget,
+							       uint32_t overhead,
+							       uint64_t *taken)
+{
+	const uint32_t *bm = q->bitmaps;
+	const struct qfq_group *g;
+	struct qfq_class *cl;
+	uint64_t t = *taken, gS, inv_w, d;
+	uint32_t i0 = i;
+
+	if (i >= n || !bm[ER] || (bm[IR] | bm[IB]))
+		return i;
+	g = qfq_first_group(q, bm[ER]);
+	cl = g->slots[g->front];
+	gS = g->S;
+	inv_w = cl->inv_w;
+	/* dequeue_run's bound: i < room, and a packet after the one served */
+	const uint32_t lim = SN_MIN(room, n - 1);
+	const uint64_t width = 1ULL << g->slot_shift, t0 = t;
+
+	d = cl->F - gS;
+	while (i < lim && t < budget && d < width) {
+		t += (uint64_t)lens[i] + overhead;
+		d += (uint64_t)lens[++i] * inv_w;
+	}
+	if (i != i0) {
+		const uint64_t F = gS + d;
+
+		cl->S = F - (uint64_t)lens[i] * inv_w;
+		cl->F = F;
+		q->V += (t - t0 - (uint64_t)(i - i0) * overhead) * q->iwsum;
+		*taken = t;
+	}
+	return i;
+}
+
+uint32_t sn_qfq_pass_burst(struct sn_qfq *q, uint32_t id, void *const *items,
+			   const uint32_t *lens, uint32_t n, uint32_t room, uint64_t budget,
+			   uint32_t overhead, uint64_t *bytes)
+{
+	struct qfq_class *cl = &q->classes[id];
+	uint64_t taken = 0;
+	uint32_t i = 0;
+
+	/* the enqueue: a class of an empty scheduler activates with its first
+	 * packet (sn_qfq_enqueue_burst) */
+	qfq_enqueue_activate(q, cl, lens[0]);
+	/* the dequeue: sn_qfq_dequeue_burst's loop. The scheduler had no
+	 * other packet, so the lowest ER group's front slot holds cl. */
+	while (i < room && i < n && taken < budget && q->bitmaps[ER]) {
+		struct qfq_group *g = qfq_first_group(q, q->bitmaps[ER]);
+		const bool more = i + 1 < n;
+
+		qfq_served(q, g, cl, lens[i], more, more ? lens[i + 1] : 0);
+		taken += (uint64_t)lens[i] + overhead;
+		i = qfq_pass_run(q, lens, i + 1, n, room, budget, overhead, &taken);
+	}
+	/* what the dequeue left stays queued, as after the enqueue */
+	for (uint32_t j = i; j < n; j++)
+		sn_sched_q_push(&cl->q, items[j], lens[j]);
+	q->backlog = n - i;
 	*bytes = taken;
 	return i;
 }

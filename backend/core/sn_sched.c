@@ -199,6 +199,25 @@ uint32_t sn_sched_dequeue_burst(struct sn_sched *s, void **items, uint32_t *lens
 	return i;
 }
 
+bool sn_sched_has_pass(const struct sn_sched *s)
+{
+	return s->algo == SN_SCHED_QFQ;
+}
+
+bool sn_sched_pass_ok(const struct sn_sched *s, uint32_t class_id, uint32_t n,
+		      uint32_t min_len, uint32_t max_len)
+{
+	return s->algo == SN_SCHED_QFQ && sn_qfq_pass_ok(s->u.qfq, class_id, n, min_len, max_len);
+}
+
+uint32_t sn_sched_pass_burst(struct sn_sched *s, uint32_t class_id, void *const *items,
+			     const uint32_t *lens, uint32_t n, uint32_t room, uint64_t budget,
+			     uint32_t overhead, uint64_t *bytes)
+{
+	return sn_qfq_pass_burst(s->u.qfq, class_id, items, lens, n, room, budget, overhead,
+				 bytes);
+}
+
 int sn_sched_peek_len(struct sn_sched *s, uint32_t *len)
 {
 	return s->peek_len(s->u.any, len);

@@ -15,6 +15,7 @@
 #ifndef SN_SCHED_H
 #define SN_SCHED_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum sn_sched_algo {
@@ -78,6 +79,23 @@ void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id);
  * (sn_arbiter): one call per release batch instead of one per item. */
 uint32_t sn_sched_dequeue_burst(struct sn_sched *s, void **items, uint32_t *lens, uint32_t n,
 				uint64_t budget, uint32_t overhead, uint64_t *bytes);
+
+/* s19: one burst of one class through an empty scheduler, without its
+ * class queue. sn_sched_pass_ok: would sn_sched_enqueue_burst(class_id,
+ * n items whose lengths are in min_len .. max_len) into this scheduler,
+ * empty (backlog 0), accept all n? (false for DRR and FIFO, which have no
+ * pass: their callers enqueue.) If it said true and nothing touched the scheduler since,
+ * sn_sched_pass_burst leaves it exactly as that enqueue followed by
+ * sn_sched_dequeue_burst(s, .., room, budget, overhead, bytes) would:
+ * returns k, the items that dequeue would return being items[0 .. k) with
+ * lens[0 .. k), *bytes as it would set it; items[k .. n) stay queued in
+ * the class. */
+bool sn_sched_has_pass(const struct sn_sched *s);   /* QFQ only */
+bool sn_sched_pass_ok(const struct sn_sched *s, uint32_t class_id, uint32_t n,
+		      uint32_t min_len, uint32_t max_len);
+uint32_t sn_sched_pass_burst(struct sn_sched *s, uint32_t class_id, void *const *items,
+			     const uint32_t *lens, uint32_t n, uint32_t room, uint64_t budget,
+			     uint32_t overhead, uint64_t *bytes);
 
 /* Length of the item the next dequeue would return: 0 or -ENOENT if empty.
  * Lets link emulation decide before committing to a dequeue. */

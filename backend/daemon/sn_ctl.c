@@ -735,7 +735,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl, const struct cf_snap
 			json_decref(drops);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
+	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:s, "
 			 "s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:o}",
 			 "algorithm", sn_sched_algo_name(sn_policy_main(ctl->policy)->uplink.algo),
 			 "link_bps", (json_int_t)sn_policy_main(ctl->policy)->uplink.rate_bps,
@@ -745,6 +745,7 @@ static json_t *arbiter_stats_json(const struct sn_ctl *ctl, const struct cf_snap
 			 "link_resets", (json_int_t)a.link_resets,
 			 "read_limit_hits", (json_int_t)a.read_limit_hits,
 			 "lmax_raises", (json_int_t)a.lmax_raises,
+			 "passed", (json_int_t)a.passed,
 			 "backlog", (json_int_t)backlog,
 			 "clock_ns", (json_int_t)sn_pipeline_clock_ns(ctl->pipeline),
 			 "arbiter_clock_ns", (json_int_t)sn_pipeline_arbiter_clock_ns(ctl->pipeline),

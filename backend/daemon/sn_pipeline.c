@@ -1700,6 +1700,8 @@ static struct arbset *aset_create(struct sn_pipeline *pl, enum sn_sched_algo alg
 		.drop = arb_drop,
 		.oversize = arb_oversize,
 		.cb_arg = as,
+		/* s19: 1-core layout, every frame through arb_local() */
+		.local_only = !pl->split,
 	};
 	int e;
 

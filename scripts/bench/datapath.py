@@ -35,7 +35,9 @@ runtime directory (/var/run/dpdk/<prefix>) are removed, even on Ctrl-C.
 Output: one JSON object on stdout:
   {"packet_size": 64, "testpmd_mpps": M, "modes": {"switch": {"mpps": M,
    "ratio": R, "ratio_of_medians": Q, "ratios": [per-run ratios]}, ...,
-   "scheduled": {"mpps": M, "ratio": R, ..., "arbiter_decisions_per_s": D}},
+   "scheduled": {"mpps": M, "ratio": R, ..., "arbiter_decisions_per_s": D,
+   "arbiter_passed_share": P (s19: share of the releases that passed the
+   empty scheduler without its class queue)}},
    "runs": {...raw per-run results, each mode run with its "baseline_mpps"
    and "ratio"...}, "order": [...], "command": "..."}
 s17: when the testpmd runs around the mode runs show the host's two speed
@@ -633,6 +635,13 @@ class Bench:
                 out["arbiter_decisions_per_s"] = round(
                     (arb["b"]["released"] - arb["a"]["released"]) / dt)
                 out["arbiter_scans_per_s"] = round((arb["b"]["scans"] - arb["a"]["scans"]) / dt)
+                # s19: the share of those releases that passed through
+                # the empty scheduler without its class queue (layout
+                # 1core; 0 for a daemon without the counter)
+                rel = arb["b"]["released"] - arb["a"]["released"]
+                if rel > 0:
+                    out["arbiter_passed_share"] = round(
+                        (arb["b"].get("passed", 0) - arb["a"].get("passed", 0)) / rel, 4)
         return out
 
 
@@ -903,6 +912,9 @@ def main():
         dec = [r["arbiter_decisions_per_s"] for r in runs[m] if "arbiter_decisions_per_s" in r]
         if dec:
             out_modes[m]["arbiter_decisions_per_s"] = round(statistics.median(dec))
+        ps = [r["arbiter_passed_share"] for r in runs[m] if "arbiter_passed_share" in r]
+        if ps:
+            out_modes[m]["arbiter_passed_share"] = round(statistics.median(ps), 4)
     out = {
         "packet_size": args.size,
         "queue_size": args.queue_size,

@@ -80,6 +80,7 @@ static int use_len_offset;
 static uint32_t mk_clist_size;
 static uint64_t mk_idle_credit_ns;   /* sn_arbiter_params.idle_credit_ns of mk() */
 static int (*mk_oversize)(uint32_t class_id, uint32_t len, void *arg);
+static bool mk_local_only;           /* sn_arbiter_params.local_only of mk() */
 
 static uint32_t scan(struct sn_arbiter *arb, uint64_t now)
 {
@@ -114,6 +115,7 @@ static struct sn_arbiter *mk(enum sn_sched_algo algo, uint64_t bps, uint32_t oh,
 	p.release = cb_release;
 	p.drop = cb_drop;
 	p.oversize = mk_oversize;
+	p.local_only = mk_local_only;
 	arb = sn_arbiter_create(&p, t0);
 	if (arb == NULL) {
 		fprintf(stderr, "sn_arbiter_create: %s\n", strerror(errno));
@@ -993,6 +995,140 @@ static void test_enqueue_local(void)
 		CHECK(a.dropped[k] == b.dropped[k]);
 }
 
+/* s19: local_only. The same random operations on an arbiter with and one
+ * without it: local bursts of 3 QFQ clients (weights 1:2:5, queues of 32,
+ * some items too long), two bursts before one scan now and then, scans
+ * at times that let the 100 Mbit/s link take a burst whole, in part or
+ * not at all, class changes through sn_arbiter_sched(), backlog reads.
+ * Releases (order, scan time), drops, link_idle, backlog and every
+ * counter but `passed` agree after every scan; the local_only arbiter
+ * passed many items and the other none. */
+#define LP_N 60000
+static struct pkt lp_pk[2][LP_N];
+static uint64_t lp_seq[2][LP_N], lp_at[2][LP_N], lp_idle[2][LP_N], lp_bl[2][LP_N];
+static uint32_t lp_nrel[2], lp_nscan[2];
+
+static void lp_run(int local_only, struct sn_arbiter_stats *st)
+{
+	struct sn_arbiter *arb;
+	struct sn_arbiter_client *c[3];
+	uint64_t rnd = 777, now = 1000;
+	uint32_t n = 0, i;
+
+	mk_local_only = local_only;
+	mk_idle_credit_ns = 500000;   /* an idle link takes a burst whole */
+	arb = mk(SN_SCHED_QFQ, 100000000, 24, 32, now, 4096);
+	mk_local_only = false;
+	mk_idle_credit_ns = 0;
+	for (i = 0; i < 3; i++) {
+		CHECK(sn_sched_class_add(sn_arbiter_sched(arb), i, i == 0 ? 1 : i == 1 ? 2 : 5,
+					 1518) == 0);
+		c[i] = sn_arbiter_client_add(arb, i, 1024);
+	}
+	while (n < LP_N) {
+		uint32_t bursts;
+
+		rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+		bursts = (rnd >> 62) == 0 ? 2 : 1;
+		for (uint32_t b = 0; b < bursts && n < LP_N; b++) {
+			void *items[16];
+			uint32_t k, cl, want;
+
+			rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+			cl = (uint32_t)(rnd >> 33) % 3;
+			want = (rnd >> 60) == 0 ? 16 : 1 + (uint32_t)(rnd >> 20) % 4;
+			for (k = 0; k < want && n < LP_N; k++, n++) {
+				struct pkt *p = &lp_pk[local_only][n];
+
+				rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+				p->len = (rnd >> 50) % 300 == 0 ? 3000 : 64 + (uint32_t)((rnd >> 33) % 1455);
+				p->client = cl;
+				p->seq = n;
+				items[k] = p;
+			}
+			sn_arbiter_enqueue_local(arb, c[cl], items, k);
+		}
+		rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+		if ((rnd >> 58) == 0)    /* a class change: the held burst goes in first */
+			CHECK(sn_sched_class_change(sn_arbiter_sched(arb), (uint32_t)(rnd >> 40) % 3,
+						    1 + (uint32_t)(rnd >> 20) % 8, 1518) == 0);
+		/* link time for 0 .. ~2 bursts (below the 1 ms slack); sometimes
+		 * none at all, sometimes past the slack (a reset) */
+		now += (rnd >> 61) == 0 ? 0 : (rnd >> 61) == 1 ? 2000000 : (rnd >> 30) % 990000;
+		lp_bl[local_only][lp_nscan[local_only]] = sn_arbiter_backlog(arb);
+		scan(arb, now);
+		lp_idle[local_only][lp_nscan[local_only]++] = sn_arbiter_link_idle(arb);
+		for (i = 0; i < lg.n_rel; i++) {
+			lp_seq[local_only][lp_nrel[local_only]] = lg.rel[i]->seq;
+			lp_at[local_only][lp_nrel[local_only]++] = lg.rel[i]->released_at;
+		}
+		lg.n_rel = lg.n_drop = 0;
+	}
+	for (i = 0; i < 100000 && sn_arbiter_backlog(arb); i++) {
+		now += 100000;
+		scan(arb, now);
+		for (uint32_t j = 0; j < lg.n_rel; j++) {
+			lp_seq[local_only][lp_nrel[local_only]] = lg.rel[j]->seq;
+			lp_at[local_only][lp_nrel[local_only]++] = lg.rel[j]->released_at;
+		}
+		lg.n_rel = 0;
+	}
+	CHECK(sn_sched_check(sn_arbiter_sched(arb)) == 0);
+	sn_arbiter_get_stats(arb, st);
+	sn_arbiter_free(arb);
+}
+
+static void test_local_pass(void)
+{
+	struct sn_arbiter_stats a, b;
+	uint32_t bad = 0, ndrop = 0;
+
+	lp_run(0, &a);
+	lp_run(1, &b);
+	CHECK(lp_nrel[0] == lp_nrel[1] && lp_nscan[0] == lp_nscan[1]);
+	for (uint32_t i = 0; i < lp_nrel[0] && i < lp_nrel[1]; i++)
+		bad += lp_seq[0][i] != lp_seq[1][i] || lp_at[0][i] != lp_at[1][i];
+	for (uint32_t i = 0; i < lp_nscan[0] && i < lp_nscan[1]; i++)
+		bad += lp_idle[0][i] != lp_idle[1][i] || lp_bl[0][i] != lp_bl[1][i];
+	for (uint32_t i = 0; i < LP_N; i++) {
+		bad += lp_pk[0][i].dropped != lp_pk[1][i].dropped;
+		ndrop += lp_pk[0][i].dropped != 0;
+	}
+	CHECK(bad == 0);
+	CHECK(ndrop > 0 && lp_nrel[0] + ndrop == LP_N);
+	CHECK(a.items_in == b.items_in && a.enqueued == b.enqueued && a.released == b.released);
+	CHECK(a.released_bytes == b.released_bytes && a.link_resets == b.link_resets &&
+	      a.scans == b.scans);
+	for (unsigned k = 0; k < SN_ARBITER_DROP_NCAUSES; k++)
+		CHECK(a.dropped[k] == b.dropped[k]);
+	CHECK(a.passed == 0 && b.passed > LP_N / 10 && b.passed < b.released);
+	/* DRR has no pass: local_only holds nothing there */
+	{
+		struct sn_arbiter *arb;
+		struct sn_arbiter_client *c;
+		struct sn_arbiter_stats d;
+		struct pkt pk[4] = { { .len = 100 }, { .len = 100 }, { .len = 100 }, { .len = 100 } };
+		void *items[4] = { &pk[0], &pk[1], &pk[2], &pk[3] };
+
+		mk_local_only = true;
+		arb = mk(SN_SCHED_DRR, 100000000000ull, 24, 32, 1000, 4096);
+		mk_local_only = false;
+		CHECK(sn_sched_class_add(sn_arbiter_sched(arb), 0, 1, 1518) == 0);
+		c = sn_arbiter_client_add(arb, 0, 64);
+		CHECK(sn_arbiter_enqueue_local(arb, c, items, 4) == 4);
+		CHECK(sn_arbiter_backlog(arb) == 4);
+		for (uint64_t t = 2000; t < 100000 && sn_arbiter_backlog(arb); t += 1000)
+			scan(arb, t);
+		sn_arbiter_get_stats(arb, &d);
+		CHECK(d.passed == 0 && d.released == 4);
+		sn_arbiter_free(arb);
+	}
+	printf("local pass: %llu of %llu released items passed, %u drops (full %llu, badlen %llu, noclass %llu), %u mismatches\n",
+	       (unsigned long long)b.passed, (unsigned long long)b.released, ndrop,
+	       (unsigned long long)b.dropped[SN_ARBITER_DROP_QFULL], (unsigned long long)b.dropped[SN_ARBITER_DROP_BADLEN],
+	       (unsigned long long)b.dropped[SN_ARBITER_DROP_NOCLASS], bad);
+}
+
 int main(void)
 {
 	test_params();
@@ -1010,6 +1146,7 @@ int main(void)
 	test_many_clients();
 	test_idle_policy();
 	test_enqueue_local();
+	test_local_pass();
 	test_concurrent(16);
 	test_concurrent(8192);
 	return sn_check_exit("test_arbiter");

@@ -569,6 +569,26 @@ static void test_burst_equals_singles(void)
  * size and byte budget, the other one item at a time under the same
  * budget rule, give the same items, lengths, byte counts, the same V and
  * every class's S and F after every burst, and pass the self-check. */
+/* Two QFQ instances (exit if either could not be created) get the same
+ * `active` classes 0 .. active - 1: class 0 weight 1, the others random
+ * weights and lmax. Returns the number of class_add calls that failed. */
+static uint32_t qfq_twin_classes(struct sn_qfq *a, struct sn_qfq *b, uint32_t active)
+{
+	uint32_t mism = 0;
+
+	if (!a || !b) {
+		perror("sn_qfq_create");
+		exit(1);
+	}
+	for (uint32_t c = 0; c < active; c++) {
+		uint32_t w = c == 0 ? 1 : 1 + (uint32_t)(rnd() % 1000);
+		uint32_t lm = rnd() % 2 ? 1518 : 64 + (uint32_t)(rnd() % 9000);
+
+		mism += sn_qfq_class_add(a, c, w, lm) != 0 || sn_qfq_class_add(b, c, w, lm) != 0;
+	}
+	return mism;
+}
+
 static void test_dequeue_burst_equals_singles(void)
 {
 	enum { NCL = 8, ROUNDS = 40000 };
@@ -579,16 +599,7 @@ static void test_dequeue_burst_equals_singles(void)
 		uint32_t serial = 0, mism = 0, bad_check = 0, ov = (uint32_t)(m * 12);
 		uint64_t served = 0;
 
-		if (!a || !b) {
-			perror("sn_qfq_create");
-			exit(1);
-		}
-		for (uint32_t c = 0; c < active[m]; c++) {
-			uint32_t w = c == 0 ? 1 : 1 + (uint32_t)(rnd() % 1000);
-			uint32_t lm = rnd() % 2 ? 1518 : 64 + (uint32_t)(rnd() % 9000);
-
-			mism += sn_qfq_class_add(a, c, w, lm) != 0 || sn_qfq_class_add(b, c, w, lm) != 0;
-		}
+		mism += qfq_twin_classes(a, b, active[m]);
 		for (uint32_t r = 0; r < ROUNDS; r++) {
 			uint32_t id = (uint32_t)(rnd() % active[m]), k = (uint32_t)(rnd() % 40);
 			uint32_t fixed = 64 + (uint32_t)(rnd() % 64);
@@ -638,6 +649,105 @@ static void test_dequeue_burst_equals_singles(void)
 	}
 }
 
+/* s19: sn_qfq_pass_burst leaves a scheduler exactly as sn_qfq_enqueue_burst
+ * + sn_qfq_dequeue_burst do (items out, bytes, V, S, F of every class,
+ * backlogs, the self-check), with every room, budget and overhead case;
+ * sn_qfq_pass_ok says yes exactly when the scheduler is empty and the
+ * enqueue would take every item. a takes the pass, b the two calls. */
+static void test_pass_equals_enqueue_dequeue(void)
+{
+	enum { NCL = 8, ROUNDS = 60000 };
+	static const uint32_t active[] = { 1, 3, NCL };
+
+	for (size_t m = 0; m < SN_ARRAY_SIZE(active); m++) {
+		struct sn_qfq *a = sn_qfq_create(NCL, 64), *b = sn_qfq_create(NCL, 64);
+		uint32_t serial = 0, mism = 0, bad_check = 0, passes = 0, partial = 0, refused = 0;
+		uint64_t served = 0;
+
+		mism += qfq_twin_classes(a, b, active[m]);
+		for (uint32_t r = 0; r < ROUNDS; r++) {
+			/* ids past the registered classes: no class, no pass */
+			uint32_t id = (uint32_t)(rnd() % (active[m] + 1)), n = 1 + (uint32_t)(rnd() % 80);
+			uint32_t fixed = 64 + (uint32_t)(rnd() % 64), ov = (uint32_t)(rnd() % 3 * 12);
+			uint32_t room = 1 + (uint32_t)(rnd() % 80), lens[80], la[80], lb[80];
+			uint64_t budget = rnd() % 3 ? UINT64_MAX : rnd() % 6000, ba = 0, bb = 0;
+			void *items[80], *ia[80], *ib[80];
+			bool ok;
+			int err = 0;
+
+			for (uint32_t i = 0; i < n; i++) {
+				lens[i] = rnd() % 4 ? fixed : 1 + (uint32_t)(rnd() % 1518);
+				if (rnd() % 500 == 0)
+					lens[i] = rnd() % 2 ? 0 : 20000;   /* refused by the enqueue */
+				items[i] = (void *)(uintptr_t)(++serial);
+			}
+			uint32_t lo = UINT32_MAX, hi = 0;
+
+			for (uint32_t i = 0; i < n; i++) {
+				lo = lens[i] < lo ? lens[i] : lo;
+				hi = lens[i] > hi ? lens[i] : hi;
+			}
+			ok = sn_qfq_pass_ok(a, id, n, lo, hi);
+			if (ok) {
+				uint32_t ka, gb, kb;
+
+				passes++;
+				mism += sn_qfq_backlog(a) != 0;
+				ka = sn_qfq_pass_burst(a, id, items, lens, n, room, budget, ov, &ba);
+				gb = sn_qfq_enqueue_burst(b, id, items, lens, n, &err);
+				kb = sn_qfq_dequeue_burst(b, ib, lb, room, budget, ov, &bb);
+				mism += gb != n || ka != kb || ba != bb;
+				for (uint32_t i = 0; i < ka && i < kb; i++)
+					mism += items[i] != ib[i] || lens[i] != lb[i];
+				partial += ka < n;
+				served += ka;
+			} else {
+				/* the same enqueue on both; it must refuse something
+				 * if the scheduler was empty */
+				uint32_t ga = sn_qfq_enqueue_burst(a, id, items, lens, n, &err);
+				uint32_t gb = sn_qfq_enqueue_burst(b, id, items, lens, n, &err);
+
+				mism += ga != gb;
+				refused += sn_qfq_backlog(a) == ga;   /* was empty */
+				mism += sn_qfq_backlog(a) == ga && ga == n;
+			}
+			/* empty both now and then (only an empty scheduler passes) */
+			if (rnd() % 3) {
+				uint32_t ka = sn_qfq_dequeue_burst(a, ia, la, 80, UINT64_MAX, ov, &ba);
+				uint32_t kb = sn_qfq_dequeue_burst(b, ib, lb, 80, UINT64_MAX, ov, &bb);
+
+				mism += ka != kb || ba != bb;
+				for (uint32_t i = 0; i < ka && i < kb; i++)
+					mism += ia[i] != ib[i] || la[i] != lb[i];
+			}
+			mism += sn_qfq_backlog(a) != sn_qfq_backlog(b);
+			for (uint32_t c = 0; c < active[m]; c++) {
+				uint64_t v1, s1, f1, v2, s2, f2;
+
+				sn_qfq_times(a, c, &v1, &s1, &f1);
+				sn_qfq_times(b, c, &v2, &s2, &f2);
+				mism += v1 != v2 || s1 != s2 || f1 != f2;
+				mism += sn_qfq_class_backlog(a, c) != sn_qfq_class_backlog(b, c);
+			}
+			if (rnd() % 700 == 0) {
+				uint32_t c = (uint32_t)(rnd() % active[m]), w = 1 + (uint32_t)(rnd() % 1000);
+
+				mism += sn_qfq_class_change(a, c, w, 1518) != sn_qfq_class_change(b, c, w, 1518);
+			}
+			if (r % 500 == 0)
+				bad_check += sn_qfq_check(a) != 0 || sn_qfq_check(b) != 0;
+		}
+		OK(!mism && !bad_check && passes > ROUNDS / 4 && partial > 100 && refused > 10 &&
+		   served > ROUNDS,
+		   "qfq, %u classes: a pass through the empty scheduler leaves it as enqueue + "
+		   "dequeue burst do (%u mismatches; %u passes, %u partial, %u refused, %llu "
+		   "served)", active[m], mism, passes, partial, refused,
+		   (unsigned long long)served);
+		sn_qfq_free(a);
+		sn_qfq_free(b);
+	}
+}
+
 int main(void)
 {
 	test_errors();
@@ -649,6 +759,7 @@ int main(void)
 	test_enqueue_burst();
 	test_burst_equals_singles();
 	test_dequeue_burst_equals_singles();
+	test_pass_equals_enqueue_dequeue();
 	printf("1..%d\n", n_test);
 	if (n_fail)
 		fprintf(stderr, "%d of %d failed\n", n_fail, n_test);
