@@ -104,6 +104,7 @@ struct sn_arbiter {
 	 * (lp_flush). Counted in the stats as enqueued when held. */
 	int local_pass;          /* local_only, and the algorithm has a pass */
 	uint32_t lp_n;
+	uint32_t lp_lo, lp_hi;   /* its least and greatest length */
 	struct sn_arbiter_client *lp_c;
 
 	uint64_t last_in;        /* items read in the last scan */
@@ -211,7 +212,9 @@ static uint32_t enqueue_chunk(struct sn_arbiter *arb, struct sn_arbiter_client *
 			      void *const *buf, uint32_t k);
 
 /* s19: the held local burst into the scheduler, as sn_arbiter_enqueue_local
- * would have put it there (its counters were taken when it was held). */
+ * would have put it there (its counters were taken when it was held).
+ * Drop callbacks of that enqueue (none: the burst was admitted whole)
+ * must not call enqueue_local (rel is its source). */
 static void lp_flush(struct sn_arbiter *arb)
 {
 	uint32_t n = arb->lp_n;
@@ -402,6 +405,10 @@ static uint32_t drain_client(struct sn_arbiter *arb, struct sn_arbiter_client *c
 		uint32_t want = SN_MIN(arb->read_limit - total, DRAIN_CHUNK);
 		uint32_t k = sn_mbox_extract_burst(c->mb, buf, want);
 
+		/* a mailbox item despite local_only: a held local burst came
+		 * first (enqueue_local's call) */
+		if (k && arb->lp_n)
+			lp_flush(arb);
 		enq += enqueue_chunk(arb, c, buf, k);
 		total += k;
 		if (k < want)
@@ -544,14 +551,17 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 		uint64_t budget = link_budget(arb, idle, rem, now), taken;
 		uint32_t k;
 
-		/* a mailbox item despite local_only: the scheduler is not
-		 * empty, the held burst goes in behind it */
-		if (arb->lp_n && sn_sched_backlog(arb->sched))
+		/* Guard: the held burst passes only if the scheduler would
+		 * still take it whole into an empty scheduler (nothing that
+		 * changed it got past lp_flush); else it is enqueued. */
+		if (arb->lp_n && !sn_sched_pass_ok(arb->sched, arb->lp_c->class_id, arb->lp_n,
+						   arb->lp_lo, arb->lp_hi))
 			lp_flush(arb);
 		if (arb->lp_n) {
 			/* s19: the held local burst (rel[0 .. lp_n), n_rel 0)
 			 * through the empty scheduler: what enqueue + this
 			 * dequeue would give, without the class ring. */
+			SN_VERIFY(n_rel == 0);
 			k = sn_sched_pass_burst(arb->sched, arb->lp_c->class_id, arb->rel,
 						arb->lens, arb->lp_n, burst, budget,
 						arb->overhead, &taken);
@@ -657,6 +667,8 @@ uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_clie
 			memcpy(arb->rel, items, n * sizeof(*items));
 			arb->lp_n = n;
 			arb->lp_c = c;
+			arb->lp_lo = lo;
+			arb->lp_hi = hi;
 			arb->st.enqueued += n;
 			arb->st.items_in += n;
 			return n;

@@ -108,8 +108,8 @@ struct sn_arbiter_params {
 	 * (sn_arbiter_sched, client_del, client_set_class, another
 	 * enqueue_local) puts the burst into it, as enqueue_local would have;
 	 * sn_arbiter_backlog and the stats count it as queued. A mailbox item
-	 * despite this flag would enter the scheduler ahead of a held burst
-	 * (nothing is lost). */
+	 * despite this flag: the scan puts the held burst into the scheduler
+	 * before it reads the mailbox, the order of the calls. */
 	bool local_only;
 };
 
@@ -139,7 +139,11 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
  * anywhere are not touched (drain first with sn_arbiter_client_del). */
 void sn_arbiter_free(struct sn_arbiter *arb);
 
-/* The scheduler, for class add/del/change (arbiter thread only). */
+/* The scheduler, for class add/del/change (arbiter thread only). s19:
+ * puts a held local burst into it first (local_only), so the pointer is
+ * for the change at hand: not kept across sn_arbiter_enqueue_local or
+ * sn_arbiter_do_scan (a scan re-checks, but a class deleted through a kept
+ * pointer under a held burst is not what it re-checks for). */
 struct sn_sched *sn_arbiter_sched(struct sn_arbiter *arb);
 
 /* Register a client whose items go to `class_id`, with an input mailbox of

@@ -902,13 +902,17 @@ static QFQ_NO_SLP __attribute__((noinline)) uint32_t qfq_pass_run(struct sn_qfq 
 	return i;
 }
 
-uint32_t sn_qfq_pass_burst(struct sn_qfq *q, uint32_t id, void *const *items,
-			   const uint32_t *lens, uint32_t n, uint32_t room, uint64_t budget,
-			   uint32_t overhead, uint64_t *bytes)
+QFQ_NO_SLP uint32_t sn_qfq_pass_burst(struct sn_qfq *q, uint32_t id, void *const *items,
+				      const uint32_t *lens, uint32_t n, uint32_t room,
+				      uint64_t budget, uint32_t overhead, uint64_t *bytes)
 {
 	struct qfq_class *cl = &q->classes[id];
 	uint64_t taken = 0;
 	uint32_t i = 0;
+
+	/* sn_qfq_pass_ok's conditions, the ones a wrong call would break */
+	SN_VERIFY(n != 0 && q->backlog == 0 && id < q->max_classes && cl->q.lmax &&
+		  n <= cl->q.mask + 1);
 
 	/* the enqueue: a class of an empty scheduler activates with its first
 	 * packet (sn_qfq_enqueue_burst) */

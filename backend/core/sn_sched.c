@@ -214,6 +214,7 @@ uint32_t sn_sched_pass_burst(struct sn_sched *s, uint32_t class_id, void *const 
 			     const uint32_t *lens, uint32_t n, uint32_t room, uint64_t budget,
 			     uint32_t overhead, uint64_t *bytes)
 {
+	SN_VERIFY(s->algo == SN_SCHED_QFQ);
 	return sn_qfq_pass_burst(s->u.qfq, class_id, items, lens, n, room, budget, overhead,
 				 bytes);
 }

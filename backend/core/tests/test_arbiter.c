@@ -999,7 +999,8 @@ static void test_enqueue_local(void)
  * without it: local bursts of 3 QFQ clients (weights 1:2:5, queues of 32,
  * some items too long), two bursts before one scan now and then, scans
  * at times that let the 100 Mbit/s link take a burst whole, in part or
- * not at all, class changes through sn_arbiter_sched(), backlog reads.
+ * not at all, class changes through sn_arbiter_sched(), clients moved to
+ * another class, now and then an item through a mailbox, backlog reads.
  * Releases (order, scan time), drops, link_idle, backlog and every
  * counter but `passed` agree after every scan; the local_only arbiter
  * passed many items and the other none. */
@@ -1011,7 +1012,7 @@ static uint32_t lp_nrel[2], lp_nscan[2];
 static void lp_run(int local_only, struct sn_arbiter_stats *st)
 {
 	struct sn_arbiter *arb;
-	struct sn_arbiter_client *c[3];
+	struct sn_arbiter_client *c[3], *mbc;
 	uint64_t rnd = 777, now = 1000;
 	uint32_t n = 0, i;
 
@@ -1025,6 +1026,8 @@ static void lp_run(int local_only, struct sn_arbiter_stats *st)
 					 1518) == 0);
 		c[i] = sn_arbiter_client_add(arb, i, 1024);
 	}
+	/* a client that submits through its mailbox despite local_only */
+	mbc = sn_arbiter_client_add(arb, 1, 1024);
 	while (n < LP_N) {
 		uint32_t bursts;
 
@@ -1052,6 +1055,18 @@ static void lp_run(int local_only, struct sn_arbiter_stats *st)
 		if ((rnd >> 58) == 0)    /* a class change: the held burst goes in first */
 			CHECK(sn_sched_class_change(sn_arbiter_sched(arb), (uint32_t)(rnd >> 40) % 3,
 						    1 + (uint32_t)(rnd >> 20) % 8, 1518) == 0);
+		if ((rnd >> 58) == 1)    /* a client moves to another class */
+			CHECK(sn_arbiter_client_set_class(arb, c[(rnd >> 40) % 3],
+							  (uint32_t)(rnd >> 20) % 3) == 0);
+		if ((rnd >> 58) == 2 && n < LP_N) {   /* a mailbox item */
+			struct pkt *p = &lp_pk[local_only][n];
+
+			p->len = 64 + (uint32_t)((rnd >> 33) % 1455);
+			p->client = 3;
+			p->seq = n++;
+			CHECK(sn_arbiter_submit(sn_arbiter_clist(arb, 0), sn_arbiter_client_mbox(mbc),
+						p) == 0);
+		}
 		/* link time for 0 .. ~2 bursts (below the 1 ms slack); sometimes
 		 * none at all, sometimes past the slack (a reset) */
 		now += (rnd >> 61) == 0 ? 0 : (rnd >> 61) == 1 ? 2000000 : (rnd >> 30) % 990000;
