@@ -125,7 +125,9 @@ def test_control_socket_path_taken(schednicd, sn_tmpdir, what, word):
 
 BIG = (1 << 63) - 1
 # (method, field path as the error names it, builder(value) -> params, max)
-PORT = {"name": "p", "path": "/tmp/sn-r3-never/p.sock", "completion": "deferred"}
+# "path" is replaced by one in the test's own temp dir (the largest valid
+# value adds the port: its socket must not be left in /tmp)
+PORT = {"name": "p", "path": "p.sock", "completion": "deferred"}
 
 
 def _pol(path, v):
@@ -168,17 +170,22 @@ BAD_VALUES = [("negative", -1), ("int64-max", BIG), ("int64-min", -(1 << 63)), (
 
 
 @pytest.mark.parametrize("method,field,build,hi", INT_FIELDS, ids=[f[1] for f in INT_FIELDS])
-def test_integer_fields_reject_bad_values(schednicd, method, field, build, hi):
+def test_integer_fields_reject_bad_values(schednicd, sn_tmpdir, method, field, build, hi):
     """Each bad value and max + 1: -32602 naming the field, nothing applied
     (the policy generation and the port list do not move)."""
     d = schednicd(ports=("vm0",))
     gen = d.rpc("policy.get")["generation"]
     leaf = field.split(".")[-1].split("[")[0]
+
+    def params(v):
+        p = build(v)
+        return {**p, "path": str(sn_tmpdir / p["path"])} if "path" in p else p
+
     for name, v in BAD_VALUES + [("max+1", hi + 1)]:
         with pytest.raises(RpcError) as e:
-            d.rpc(method, build(v))
+            d.rpc(method, params(v))
         assert e.value.code == -32602, (name, v, e.value)
         assert leaf in e.value.message, (name, v, e.value.message)
     assert d.rpc("policy.get")["generation"] == gen
     assert [p["name"] for p in d.rpc("port.list")["ports"]] == ["vm0"]
-    d.rpc(method, build(hi))  # the same request with the largest valid value passes
+    d.rpc(method, params(hi))  # the same request with the largest valid value passes
