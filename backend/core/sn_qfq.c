@@ -853,12 +853,18 @@ QFQ_NO_SLP uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_
  * qfq_dequeue_run()'s (on the array; test_sched.c compares the two ways
  * state by state). The arbiter uses it for a local burst that finds the
  * scheduler empty (sn_arbiter.c). */
+/* An empty scheduler, a class id, and room in its ring for n >= 1. */
+static inline bool pass_room(const struct sn_qfq *q, uint32_t id, uint32_t n)
+{
+	return n != 0 && q->backlog == 0 && id < q->max_classes && q->classes[id].q.lmax &&
+	       n <= q->classes[id].q.mask + 1;
+}
+
 bool sn_qfq_pass_ok(const struct sn_qfq *q, uint32_t id, uint32_t n, uint32_t min_len,
 		    uint32_t max_len)
 {
 	/* the enqueue's admission: a class, room for n, 1 <= len <= lmax */
-	return n != 0 && q->backlog == 0 && id < q->max_classes && q->classes[id].q.lmax &&
-	       n <= q->classes[id].q.mask + 1 && min_len >= 1 && max_len <= q->classes[id].q.lmax;
+	return pass_room(q, id, n) && min_len >= 1 && max_len <= q->classes[id].q.lmax;
 }
 
 /* qfq_dequeue_run() on lens[] (the class's packets i .. n - 1 are the
@@ -911,8 +917,7 @@ QFQ_NO_SLP uint32_t sn_qfq_pass_burst(struct sn_qfq *q, uint32_t id, void *const
 	uint32_t i = 0;
 
 	/* sn_qfq_pass_ok's conditions, the ones a wrong call would break */
-	SN_VERIFY(n != 0 && q->backlog == 0 && id < q->max_classes && cl->q.lmax &&
-		  n <= cl->q.mask + 1);
+	SN_VERIFY(pass_room(q, id, n));
 
 	/* the enqueue: a class of an empty scheduler activates with its first
 	 * packet (sn_qfq_enqueue_burst) */

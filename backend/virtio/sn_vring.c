@@ -232,7 +232,6 @@ static inline const struct sn_vring_region *mem_region_hint(const struct sn_vrin
 							    uint64_t gpa, uint32_t *hint)
 {
 	const uint32_t h = *hint;
-
 	const struct sn_vring_region *r;
 
 	if (h < mem->nregions && gpa - mem->regions[h].guest_phys_addr < mem->regions[h].size)
