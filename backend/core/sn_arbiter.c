@@ -341,13 +341,16 @@ item_lens(const struct sn_arbiter *arb, void *const *buf, uint32_t *lens, uint32
 	  const bool range, uint32_t *lo, uint32_t *hi)
 {
 	const uint32_t off = arb->len_offset;
+	/* s20: read once, not per item (the store to lens[i] may alias them) */
+	uint32_t (*const len_fn)(const void *, void *) = arb->item_len;
+	void *const cb_arg = arb->cb_arg;
 	uint32_t mn = UINT32_MAX, mx = 0;
 
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t l;
 
-		if (arb->item_len)
-			l = arb->item_len(buf[i], arb->cb_arg);
+		if (len_fn)
+			l = len_fn(buf[i], cb_arg);
 		else
 			memcpy(&l, (const char *)buf[i] + off, sizeof(l));
 		lens[i] = l;

@@ -581,16 +581,42 @@ static inline void count_port_tx(struct sn_pipeline *pl, struct sn_port *up, boo
 		sn_port_ctr_add(remote ? &pl->up.ring_full : &up->st.drop[SN_DROP_RING_FULL], n - k);
 }
 
+/* s20 (issue 6 throughput): what arb_release() found in its pass over a
+ * release batch, for tx_direct()'s counters: the runs of frames of one
+ * (worker, port), run r = frames [start[r], start[r + 1]) of port slot
+ * src[r] owned by own[r], with byte totals bytes[r + 1] - bytes[r]; cls:
+ * some frame has a class. Valid for the batch as arb_release() passed it
+ * to uplink_tx() (used only when uplink_tx() sends it unchanged). */
+struct rel_runs {
+	uint16_t nr;
+	bool cls;
+	const uint16_t *start;
+	const uint16_t *src;
+	struct sn_pipeline *const *own;
+	const uint64_t *bytes;
+};
+
 /* s14-S4: tx_plain() to a net_vhost uplink's peer directly (see there):
  * the frames are still ours after the copy, so the counters are taken from
- * them in one pass over the sent ones, then all n are freed in bulk. */
+ * them in one pass over the sent ones, then all n are freed in bulk. s20:
+ * with arb_release()'s runs (rr, arbiter half) and every frame sent and
+ * none with a class, the counters come from the runs without that pass. */
 static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struct rte_mbuf **pkts,
-		      uint16_t n, bool arb)
+		      uint16_t n, bool arb, const struct rel_runs *rr)
 {
 	const bool remote = arb && pl->arb_remote;
 	const uint16_t k = sn_port_uplink_enqueue(vid, arb ? pl->arb_txq : pl->txq, pkts, n);
 	struct sn_pipeline_port_stats *cur = NULL;
 	uint64_t bytes = 0, rby0 = 0;
+
+	if (rr && k == n && !rr->cls) {
+		for (uint16_t r = 0; r < rr->nr; r++)
+			count_run(&rr->own[r]->ps[rr->src[r]].ast,
+				  (uint64_t)(rr->start[r + 1] - rr->start[r]),
+				  rr->bytes[r + 1] - rr->bytes[r]);
+		count_port_tx(pl, up, remote, k, n, rr->bytes[rr->nr]);
+		goto free;
+	}
 	/* s15-P5: a run of one counter block is found on the meta's (src,
 	 * wk) bytes (side_st() is a function of them), its block looked up
 	 * once per run; a run's frames and bytes are differences of the
@@ -620,6 +646,7 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 	if (cur)
 		count_run(cur, (uint64_t)(k - rs), bytes - rby0);
 	count_port_tx(pl, up, remote, k, n, bytes);
+free:
 	/* Copied (sent) or refused (ring_full): all ours. A remote arbiter
 	 * holds no deferred originals (uplink_tx copied them) and may not
 	 * use the worker's mbuf stash. */
@@ -632,7 +659,7 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 /* Frames without GSO to the uplink (up): one burst; takes ownership.
  * vlan: some frame may ask for VLAN insertion (only the PMD does it). */
 static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf **pkts,
-		     uint16_t n, bool arb, bool vlan)
+		     uint16_t n, bool arb, bool vlan, const struct rel_runs *rr)
 {
 	/* A remote arbiter counts the uplink's TX in pl->up (the worker
 	 * writes up->st): one writer per counter. */
@@ -651,7 +678,7 @@ static void tx_plain(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf
 	const int vid = vlan ? -1 : sn_port_uplink_vid(up);
 
 	if (vid >= 0) {
-		tx_direct(pl, up, vid, pkts, n, arb);
+		tx_direct(pl, up, vid, pkts, n, arb, rr);
 		return;
 	}
 	/* s11-S: what the counters need is read before tx_burst (a PMD done
@@ -752,8 +779,11 @@ static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *
 
 /* Transmit on the uplink now; takes ownership of every frame. `arb`: the
  * arbiter half calls (its TX queue, its counters; a remote arbiter returns
- * deferred originals and GSO frames to the worker). */
-static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n, bool arb)
+ * deferred originals and GSO frames to the worker). rr: arb_release()'s
+ * runs of pkts[0 .. n) (arb only) or NULL; used only if every frame goes
+ * to tx_plain() as it is. */
+static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n, bool arb,
+		      const struct rel_runs *rr)
 {
 	struct sn_port *up = arb ? pl->a_uplink : pl->uplink;
 	const bool remote = arb && pl->arb_remote;
@@ -790,6 +820,8 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 		flags = ok_flags;
 		kept = n;
 		n = 0;
+	} else {
+		rr = NULL;
 	}
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i], *c;
@@ -833,7 +865,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	n = kept;
 	if (!(flags & GSO_FLAGS)) {   /* s11-S: no GSO frame: one burst */
 		if (n)
-			tx_plain(pl, up, pkts, n, arb, flags & RTE_MBUF_F_TX_VLAN);
+			tx_plain(pl, up, pkts, n, arb, flags & RTE_MBUF_F_TX_VLAN, rr);
 		return;
 	}
 	/* Plain frames in bursts; guest GSO frames are segmented by the
@@ -845,7 +877,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 			continue;
 		if (i > run)
 			tx_plain(pl, up, &pkts[run], (uint16_t)(i - run), arb,
-				 flags & RTE_MBUF_F_TX_VLAN);
+				 flags & RTE_MBUF_F_TX_VLAN, NULL);
 		run = (uint16_t)(i + 1);
 		if (m)
 			tx_gso(pl, up, m, arb);
@@ -892,8 +924,9 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		 * one class (the whole batch was dequeued before this call, so
 		 * it is the same for each of them), counters per run. */
 		uint32_t last = UINT32_MAX;
-		uint64_t idle = 0, nidle = 0;
+		uint64_t idle = 0, nidle = 0, bytes = 0, rby[BATCH + 1];
 		uint16_t rstart[BATCH + 1], nr = 0;
+		uint32_t cls = 0;   /* s20: nonzero when some frame has a class */
 
 		for (uint16_t i = 0; i < k; i++) {
 			struct rte_mbuf *m = items[i];
@@ -901,6 +934,7 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 			const uint32_t key = (uint32_t)md->src | (uint32_t)md->wk << 16;
 
 			pkts[i] = m;
+			cls |= md->cls ^ SN_CLASSIFY_NONE;
 			if (key != last) {
 				if (nidle)
 					ctr_add(&rown[nr - 1]->ps[rsrc[nr - 1]].ast.qfq_idle, nidle);
@@ -910,16 +944,24 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 				last = key;
 				rsrc[nr] = md->src;
 				rown[nr] = wk[md->wk];
+				rby[nr] = bytes;
 				rstart[nr++] = i;
 			}
 			nidle += idle;
+			bytes += m->pkt_len;
 		}
 		rstart[nr] = k;
+		rby[nr] = bytes;
 		if (nidle)
 			ctr_add(&rown[nr - 1]->ps[rsrc[nr - 1]].ast.qfq_idle, nidle);
 		if (!pl->arb_remote)
 			pl->held -= k;
-		uplink_tx(pl, pkts, k, true);
+		const struct rel_runs rr = {
+			.nr = nr, .cls = cls != 0, .start = rstart, .src = rsrc, .own = rown,
+			.bytes = rby,
+		};
+
+		uplink_tx(pl, pkts, k, true, &rr);
 		/* After uplink_tx: a frame counts as held (src_held) until it
 		 * is sent, freed or counted as returning. One release store
 		 * per run of frames of one (worker, port). */
@@ -1012,7 +1054,7 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 		return;
 	}
 	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
-		uplink_tx(pl, &m, 1, false);
+		uplink_tx(pl, &m, 1, false, NULL);
 		return;
 	}
 	if (!pl->split) {
@@ -1061,7 +1103,7 @@ static void to_uplink_burst(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint
 			return;
 	}
 	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
-		uplink_tx(pl, pkts, n, false);
+		uplink_tx(pl, pkts, n, false, NULL);
 		return;
 	}
 	if (!pl->split) {
@@ -2291,7 +2333,7 @@ static void ret_handle(struct sn_pipeline *pl, struct rte_mbuf *m)
 
 	switch (md->ret_kind) {
 	case RET_GSO:
-		uplink_tx(pl, &m, 1, false);
+		uplink_tx(pl, &m, 1, false, NULL);
 		break;
 	case RET_DROP:
 		q = sn_vqtx_of(m, &pop);

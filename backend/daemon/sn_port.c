@@ -905,12 +905,8 @@ static inline void q_add(uint64_t *c, uint64_t v)
 	__atomic_store_n(c, *c + v, __ATOMIC_RELAXED);   /* sole writer: the owner */
 }
 
-void sn_port_count_txq(struct sn_port *p, unsigned qi, struct rte_mbuf *const *pkts, uint16_t n)
+void sn_port_count_txq(struct sn_port *p, unsigned qi, uint16_t n, uint64_t bytes)
 {
-	uint64_t bytes = 0;
-
-	for (uint16_t i = 0; i < n; i++)
-		bytes += pkts[i]->pkt_len;
 	q_add(&p->q[qi].st.rx_packets, n);
 	q_add(&p->q[qi].st.rx_bytes, bytes);
 	q_add(&p->q[qi].st.rx_bursts, 1);

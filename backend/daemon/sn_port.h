@@ -282,8 +282,8 @@ static inline uint32_t sn_port_txq_ready(const struct sn_port *p)
 	return __atomic_load_n(&p->txq_ready, __ATOMIC_ACQUIRE);
 }
 
-/* WORKER: count n frames taken from TX queue qi. */
-void sn_port_count_txq(struct sn_port *p, unsigned qi, struct rte_mbuf *const *pkts, uint16_t n);
+/* WORKER: count n frames of `bytes` bytes in total taken from TX queue qi. */
+void sn_port_count_txq(struct sn_port *p, unsigned qi, uint16_t n, uint64_t bytes);
 
 /* Any thread, pure: stable flow hash of a frame (IPv4/IPv6 5-tuple for
  * TCP/UDP/SCTP non-fragments, addresses + protocol for other IP, MAC

@@ -927,6 +927,7 @@ int sn_switch_worker(void *arg)
 			sn_pipeline_run(sw->pl, t);   /* issue 6: due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {
 			struct sn_port *p = t->list[i];
+			uint64_t bytes;
 			uint16_t n;
 
 			if (!sn_port_is_up(p))
@@ -957,13 +958,18 @@ int sn_switch_worker(void *arg)
 								continue;
 							}
 						}
-						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, mx, now);
-					} else
+						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, mx, now,
+								 &bytes);
+					} else {
 						n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1),
 									    sw->mp, pkts, burst);
+						bytes = 0;
+						for (uint16_t i = 0; i < n; i++)
+							bytes += pkts[i]->pkt_len;
+					}
 					if (!n)
 						continue;
-					sn_port_count_txq(p, qi, pkts, n);
+					sn_port_count_txq(p, qi, n, bytes);
 					burst_in(sw, t, p, pkts, n, now, t0);
 					got += n;
 				}

@@ -892,6 +892,11 @@ struct done_run {
 	uint64_t max;          /* longest hold of the run */
 	uint64_t last_pop;     /* pop_tsc whose bucket is b (valid while bn > 0) */
 	uint32_t nh;           /* heads to complete, in order */
+	/* s20: q's epoch and map generation and whether its ring exists,
+	 * read at run_start (nothing in sn_vqtx_free_bulk changes them) */
+	uint32_t epoch;
+	uint16_t mgen;
+	bool live;
 };
 
 #define DONE_INLINE static inline __attribute__((always_inline))
@@ -949,6 +954,9 @@ DONE_INLINE void run_start(struct done_run *r, const uint16_t *heads, struct sn_
 	r->bn = 0;
 	r->max = 0;
 	r->nh = 0;
+	r->epoch = q->epoch;
+	r->mgen = q->mgen;
+	r->live = q->vr != NULL;
 }
 
 void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
@@ -958,6 +966,9 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 	unsigned nrest = 0, nstash = t_nstash;
 	const uint64_t now = t_now_tsc;
 	struct done_run r = { .q = NULL };
+	/* s20: the stash's pool in a local (the loop's stores may alias the
+	 * thread variable for the compiler) */
+	struct rte_mempool *smp = t_stash_mp;
 	bool stashed = false;
 
 	for (unsigned i = 0; i < n; i++) {
@@ -967,7 +978,7 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 		if (RTE_MBUF_HAS_EXTBUF(m) && m->shinfo->free_cb == extbuf_free_cb &&
 		    m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
 		    rte_mbuf_ext_refcnt_read(m->shinfo) == 1 &&
-		    nstash < STASH_MAX && (t_stash_mp == NULL || m->pool == t_stash_mp)) {
+		    nstash < STASH_MAX && (smp == NULL || m->pool == smp)) {
 			/* frame_done(s), its counters per run (done_run) */
 			struct slot *s = m->shinfo->fcb_opaque;
 			struct sn_vqtx *q = s->q;
@@ -994,22 +1005,24 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				r.last_pop = pop;
 			}
 			r.bn++;
-			if (s->epoch != q->epoch || !q->vr) {
+			if (s->epoch != r.epoch || !r.live) {
 				ctr_inc(&q->st.late_free);
 			} else {
 				/* s15-L: popped through an older guest memory map */
-				if (unlikely(s->mgen != q->mgen))
+				if (unlikely(s->mgen != r.mgen))
 					old_frame_done(q);
 				/* complete(q, s->head), in order */
 				if (unlikely(r.nh == RTE_DIM(heads)))
 					heads_flush(&r, heads);
 				heads[r.nh++] = s->head;
 			}
-			if (t_stash_mp == NULL) {
-				t_stash_mp = m->pool;
+			if (smp == NULL) {
+				smp = t_stash_mp = m->pool;
 				t_stash_shinfo.free_cb = stash_noop_cb;
 			}
-			rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
+			/* the dummy's count is set to 1 once, after the loop:
+			 * only a free of a stashed mbuf reads it, and each of
+			 * those sets it first (stash_flush, put_back) */
 			m->shinfo = &t_stash_shinfo;
 			t_stash[nstash++] = m;
 			stashed = true;
@@ -1027,8 +1040,10 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 	}
 	run_flush(&r, heads);
 	t_nstash = nstash;
-	if (stashed)
+	if (stashed) {
+		rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
 		t_stash_idle = 0;
+	}
 	if (nrest)
 		rte_pktmbuf_free_bulk(rest, nrest);
 }
@@ -1042,12 +1057,15 @@ static uint32_t get_mbufs(struct rte_mempool *mp, struct rte_mbuf **out, uint32_
 	uint32_t k = 0;
 
 	if (mp == t_stash_mp) {
-		while (k < n && t_nstash) {
-			struct rte_mbuf *m = t_stash[--t_nstash];
+		uint32_t ns = t_nstash;   /* s20: in a register across the stores */
+
+		while (k < n && ns) {
+			struct rte_mbuf *m = t_stash[--ns];
 
 			rte_pktmbuf_reset(m);   /* keeps RTE_MBUF_F_EXTERNAL */
 			out[k++] = m;
 		}
+		t_nstash = ns;
 	}
 	if (k < n && rte_pktmbuf_alloc_bulk(mp, out + k, n - k) == 0)
 		k = n;
@@ -1078,6 +1096,24 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 	s->mgen = q->mgen;
 	s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
 	rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
+	if (likely(p->nseg == 1 && RTE_MBUF_HAS_EXTBUF(segs[0]))) {
+		/* s20: the common frame on a recycled mbuf, the loop below
+		 * for j = 0 of 1 without the loop */
+		struct rte_mbuf *m = segs[0];
+		void *base = p->iov[0].iov_base;
+		const uint16_t len = (uint16_t)p->iov[0].iov_len;
+
+		m->buf_addr = base;
+		rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)base);
+		m->buf_len = len;
+		m->data_off = 0;
+		m->shinfo = &s->shinfo;
+		m->data_len = len;
+		m->next = NULL;
+		m->nb_segs = 1;
+		m->pkt_len = p->len;
+		goto offl;
+	}
 	for (uint16_t j = 0; j < p->nseg; j++) {
 		struct rte_mbuf *m = segs[j];
 		uint16_t len = (uint16_t)p->iov[j].iov_len;
@@ -1100,6 +1136,7 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 	}
 	segs[0]->nb_segs = p->nseg;
 	segs[0]->pkt_len = p->len;
+offl:
 	if (o->ol_flags) {
 		segs[0]->ol_flags |= o->ol_flags;
 		segs[0]->l2_len = o->l2;
@@ -1112,8 +1149,10 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 }
 
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
-		      struct rte_mbuf **pkts, uint16_t max, uint64_t now)
+		      struct rte_mbuf **pkts, uint16_t max, uint64_t now, uint64_t *bytes)
 {
+	uint64_t by = 0;
+
 	struct sn_vring_pkt *vp = q->scratch;
 	struct rte_mbuf *stash[SN_CONFIG_BURST_MAX];
 	uint32_t n, nstash = 0, good = 0, marked = 0;
@@ -1139,6 +1178,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	sn_vring_get_base(q->vr, &a1, &u);
 	if (n || a1 != a0 || sn_vring_is_broken(q->vr) != was_broken)
 		q->dirty = true;
+	*bytes = 0;
 	if (n == 0)
 		return 0;
 	/* One mempool access per burst (the common frame is one segment);
@@ -1173,8 +1213,10 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		}
 		q->outstanding++;
 		good++;
+		by += p->len;
 		pkts[out++] = m;
 	}
+	*bytes = by;
 	if (nstash)
 		put_back(stash, nstash);
 	/* Per-frame counters once per burst (one writer: this worker). */

@@ -224,9 +224,10 @@ void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker);
  * tso_segsz), as rte_vhost_dequeue_burst sets it. Malformed chains, invalid
  * offload requests and frames without mbufs are completed with length 0
  * and counted here. now = TSC (the frames' pop stamp). Wraps the frames
- * with one mempool allocation per burst. */
+ * with one mempool allocation per burst. *bytes = the returned frames'
+ * pkt_len total (s20: for the port's RX counters, without another pass). */
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
-		      struct rte_mbuf **pkts, uint16_t max, uint64_t now);
+		      struct rte_mbuf **pkts, uint16_t max, uint64_t now, uint64_t *bytes);
 /* WORKER: free n mbufs like rte_pktmbuf_free_bulk(); a single-segment
  * frame of sn_vqtx_recv() that nothing else references (mbuf and guest
  * buffer refcnt 1) is completed here and its mbuf kept for the worker's

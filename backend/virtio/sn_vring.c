@@ -385,29 +385,68 @@ static enum sn_vring_err walk_chain(struct sn_vring *vr, uint16_t head,
 	return SN_VRING_OK;
 }
 
+/* s20 (issue 6 throughput): the pop loop's copy of what it reads per
+ * frame. Its stores to the caller's packets may alias the ring's fields as
+ * far as the compiler knows, which made it load them again for every
+ * frame (~15 instructions per frame, callgrind). hot: region
+ * vr->hot_region (mem_region_hint's memo) as three values, size 0 when the
+ * memo names no region; refreshed after every translation that moves the
+ * memo. Valid for one sn_vring_tx_pop() (the table does not change during
+ * it). */
+struct pop_view {
+	const struct sn_vring_desc *desc;
+	uint32_t hdr_len, max_pkt_len;
+	uint64_t hot_gpa, hot_size, hot_hva;
+};
+
+static inline void pop_view_hot(const struct sn_vring *vr, struct pop_view *v)
+{
+	const uint32_t h = vr->hot_region;
+
+	if (h < vr->mem.nregions) {
+		v->hot_gpa = vr->mem.regions[h].guest_phys_addr;
+		v->hot_size = vr->mem.regions[h].size;
+		v->hot_hva = vr->mem.regions[h].host_user_addr;
+	} else {
+		v->hot_gpa = v->hot_size = v->hot_hva = 0;
+	}
+}
+
 /* The common frame: one direct, read-only descriptor holding the whole
  * virtio-net header and the payload (Linux and DPDK drivers push the
  * header in front of a linear frame). Decided on one copy of the
  * descriptor, like walk_chain(): a chain cannot loop or be too long with a
  * single descriptor, so the visited bitmap is not needed. Returns false
- * (nothing written) when the chain needs the full walk. */
+ * (nothing written) when the chain needs the full walk. The translation
+ * is gpa_to_hva_hot()'s: the hot region from v first (the same test as
+ * mem_region_hint's memo and gpa_to_hva_hot's length check), else
+ * gpa_to_hva_hot() itself, then v's copy of a memo it moved. */
 static inline __attribute__((always_inline)) bool parse_single(struct sn_vring *vr,
+								 struct pop_view *v,
 								 uint16_t head,
 								 struct sn_vring_pkt *p)
 {
+	const uint32_t hdr_len = v->hdr_len;
 	struct sn_vring_desc d;
 	enum sn_vring_err e;
 	unsigned char *host;
+	uint64_t off;
 
-	read_desc(&vr->desc[head], &d);
+	read_desc(&v->desc[head], &d);
 	if ((d.flags & (SN_VRING_DESC_F_NEXT | SN_VRING_DESC_F_INDIRECT |
 			SN_VRING_DESC_F_WRITE)) != 0 ||
-	    d.len <= vr->hdr_len || d.len - vr->hdr_len > vr->max_pkt_len)
+	    d.len <= hdr_len || d.len - hdr_len > v->max_pkt_len)
 		return false;
-	host = gpa_to_hva_hot(vr, d.addr, d.len, &e);
-	if (host == NULL)
-		return false;
-	if (vr->hdr_len == sizeof(p->hdr)) {
+	off = d.addr - v->hot_gpa;
+	if (off < v->hot_size && d.len <= v->hot_size - off) {
+		host = (unsigned char *)(uintptr_t)(v->hot_hva + off);
+	} else {
+		host = gpa_to_hva_hot(vr, d.addr, d.len, &e);
+		pop_view_hot(vr, v);
+		if (host == NULL)
+			return false;
+	}
+	if (hdr_len == sizeof(p->hdr)) {
 		memcpy(&p->hdr, host, sizeof(p->hdr));
 	} else {
 		memcpy(&p->hdr, host, 10);
@@ -415,11 +454,10 @@ static inline __attribute__((always_inline)) bool parse_single(struct sn_vring *
 	}
 	p->head = head;
 	p->nseg = 1;
-	p->len = d.len - vr->hdr_len;
+	p->len = d.len - hdr_len;
 	p->err = SN_VRING_OK;
-	p->iov[0].iov_base = host + vr->hdr_len;
-	p->iov[0].iov_len = p->len;
-	vr->st.popped++;
+	p->iov[0].iov_base = host + hdr_len;
+	p->iov[0].iov_len = d.len - hdr_len;
 	return true;
 }
 
@@ -452,20 +490,6 @@ static __attribute__((noinline)) void parse_chain(struct sn_vring *vr, uint16_t 
 	} else {
 		vr->st.popped++;
 	}
-}
-
-static void hold(struct sn_vring *vr, uint16_t id)
-{
-	vr->held[id] = 1;
-	vr->next[id] = NIL;
-	vr->prev[id] = vr->held_last;
-	if (vr->held_last == NIL)
-		vr->held_first = id;
-	else
-		vr->next[vr->held_last] = id;
-	vr->held_last = id;
-	if (++vr->st.held > vr->st.held_max)
-		vr->st.held_max = vr->st.held;
 }
 
 static void unhold(struct sn_vring *vr, uint16_t id)
@@ -572,6 +596,16 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 {
 	uint16_t avail_idx, navail, head;
 	uint32_t cnt = 0;
+	/* s20: the loop's state in locals (see struct pop_view), stored back
+	 * after it: the avail index, the held list's tail (a pop only appends;
+	 * hold() per frame, its held_max test once at the end: the count only
+	 * grows here) and the counters. held[] is stored per frame: a head
+	 * repeated within the burst must find itself held. */
+	struct pop_view v;
+	const uint16_t *ring;
+	uint16_t *prev, *next, last, hl;
+	uint8_t *held;
+	uint32_t mask, size, popped = 0, oob = 0, busy = 0;
 
 	if (vr->broken || max == 0)
 		return 0;
@@ -587,24 +621,53 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 	}
 	if (navail > 1 && max > 1)
 		prefetch_burst(vr, navail < max ? navail : max);
+	v.desc = vr->desc;
+	v.hdr_len = vr->hdr_len;
+	v.max_pkt_len = vr->max_pkt_len;
+	pop_view_hot(vr, &v);
+	ring = vr->avail->ring;
+	mask = vr->mask;
+	size = vr->size;
+	prev = vr->prev;
+	next = vr->next;
+	held = vr->held;
+	last = vr->last_avail;
+	hl = vr->held_last;
 	while (navail != 0 && cnt < max) {
-		head = __atomic_load_n(&vr->avail->ring[vr->last_avail & vr->mask],
-				       __ATOMIC_RELAXED);
-		vr->last_avail++;
+		head = __atomic_load_n(&ring[last & mask], __ATOMIC_RELAXED);
+		last++;
 		navail--;
-		if (head >= vr->size) {
-			vr->st.err[SN_VRING_E_HEAD_OOB]++;
+		if (head >= size) {
+			oob++;
 			continue;
 		}
-		if (vr->held[head]) {
-			vr->st.err[SN_VRING_E_HEAD_BUSY]++;
+		if (held[head]) {
+			busy++;
 			continue;
 		}
-		if (!parse_single(vr, head, &out[cnt]))
+		if (parse_single(vr, &v, head, &out[cnt]))
+			popped++;
+		else
 			parse_chain(vr, head, &out[cnt]);
 		cnt++;
-		hold(vr, head);
+		/* hold(vr, head) */
+		held[head] = 1;
+		next[head] = NIL;
+		prev[head] = hl;
+		if (hl == NIL)
+			vr->held_first = head;
+		else
+			next[hl] = head;
+		hl = head;
 	}
+	vr->last_avail = last;
+	vr->held_last = hl;
+	vr->st.popped += popped;
+	vr->st.err[SN_VRING_E_HEAD_OOB] += oob;
+	vr->st.err[SN_VRING_E_HEAD_BUSY] += busy;
+	vr->st.held += cnt;
+	if (vr->st.held > vr->st.held_max)
+		vr->st.held_max = vr->st.held;
 	if (vr->kick_on && vr->event_idx)
 		__atomic_store_n(vr->avail_event, vr->last_avail, __ATOMIC_RELAXED);
 	return cnt;
@@ -630,35 +693,40 @@ int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len)
 }
 
 /* s15-P5 (issue 6 throughput; P5's addition): sn_vring_used_put(vr, ids[i], 0)
- * for each i in order, with the ring's fields in registers. */
+ * for each i in order, with the ring's fields in registers. s20: the held
+ * list's head in a local too (the in-order case, an id that is the oldest
+ * held, only moves it; its prev link and held_last are set once at the
+ * end, or before an out-of-order unhold() that reads the list), and the
+ * counters added once. */
 uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint32_t n)
 {
 	struct sn_vring_used_elem *ring = vr->used->ring;
 	const uint32_t size = vr->size, mask = vr->mask;
-	uint16_t shadow = vr->used_shadow;
-	uint32_t put = 0;
+	uint16_t *const next = vr->next, *const prev = vr->prev;
+	uint8_t *const held = vr->held;
+	uint16_t shadow = vr->used_shadow, hf = vr->held_first;
+	uint32_t put = 0, bad = 0, ooo = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		const uint16_t id = ids[i];
 		struct sn_vring_used_elem *e;
 
-		if (id >= size || !vr->held[id]) {
-			vr->st.err[SN_VRING_E_BAD_COMPLETION]++;
+		if (id >= size || !held[id]) {
+			bad++;
 			continue;
 		}
-		if (id == vr->held_first) {
-			/* unhold() of the oldest (prev NIL), inline */
-			const uint16_t nx = vr->next[id];
-
-			vr->held_first = nx;
-			if (nx == NIL)
-				vr->held_last = NIL;
-			else
-				vr->prev[nx] = NIL;
-			vr->held[id] = 0;
-			vr->st.held--;
+		if (id == hf) {
+			/* unhold() of the oldest (prev NIL), the links settled
+			 * below */
+			hf = next[id];
+			held[id] = 0;
 		} else {
-			vr->st.out_of_order++;
+			/* held and not the oldest: the list is not empty, so
+			 * hf != NIL; unhold() sees it consistent and leaves
+			 * its head alone (prev[id] != NIL) */
+			vr->held_first = hf;
+			prev[hf] = NIL;
+			ooo++;
 			unhold(vr, id);
 		}
 		e = &ring[shadow++ & mask];
@@ -666,7 +734,15 @@ uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint3
 		__atomic_store_n(&e->len, 0, __ATOMIC_RELAXED);
 		put++;
 	}
+	vr->held_first = hf;
+	if (hf == NIL)
+		vr->held_last = NIL;
+	else
+		prev[hf] = NIL;
 	vr->used_shadow = shadow;
+	vr->st.held -= put - ooo;     /* unhold() counted its own */
+	vr->st.out_of_order += ooo;
+	vr->st.err[SN_VRING_E_BAD_COMPLETION] += bad;
 	vr->st.completed += put;
 	return put;
 }
