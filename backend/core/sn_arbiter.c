@@ -346,17 +346,27 @@ item_lens(const struct sn_arbiter *arb, void *const *buf, uint32_t *lens, uint32
 	void *const cb_arg = arb->cb_arg;
 	uint32_t mn = UINT32_MAX, mx = 0;
 
-	for (uint32_t i = 0; i < k; i++) {
-		uint32_t l;
+	/* two loops, not a test per item (the compiler kept it in the loop) */
+	if (len_fn) {
+		for (uint32_t i = 0; i < k; i++) {
+			const uint32_t l = len_fn(buf[i], cb_arg);
 
-		if (len_fn)
-			l = len_fn(buf[i], cb_arg);
-		else
+			lens[i] = l;
+			if (range) {
+				mn = SN_MIN(mn, l);
+				mx = SN_MAX(mx, l);
+			}
+		}
+	} else {
+		for (uint32_t i = 0; i < k; i++) {
+			uint32_t l;
+
 			memcpy(&l, (const char *)buf[i] + off, sizeof(l));
-		lens[i] = l;
-		if (range) {
-			mn = SN_MIN(mn, l);
-			mx = SN_MAX(mx, l);
+			lens[i] = l;
+			if (range) {
+				mn = SN_MIN(mn, l);
+				mx = SN_MAX(mx, l);
+			}
 		}
 	}
 	if (range) {

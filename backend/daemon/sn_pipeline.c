@@ -1264,7 +1264,7 @@ struct fast_acc {
 static inline __attribute__((always_inline)) uint16_t
 fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
 	    struct sn_port *const *dst, uint16_t n, struct meta mk, struct rte_mbuf **due,
-	    struct fast_acc *acc, const bool has_rate)
+	    struct fast_acc *acc, const bool has_rate, const bool sum_bytes)
 {
 	const uint64_t now = pl->now;
 	const int moff = pl->meta_off;
@@ -1317,7 +1317,8 @@ fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
 		memcpy(md, &w[0], 8);
 		memcpy(md + 8, &w[1], 8);
 		memcpy(md + 16, &w[2], 8);
-		bytes += len;
+		if (sum_bytes)   /* s20: else the caller has the burst's sum */
+			bytes += len;
 		due[i] = m;
 	}
 	if (has_rate) {
@@ -1348,10 +1349,11 @@ fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
  * timestamp still in the future after the clock read that fast_prefix
  * would also make (at most one per burst: fresh) return false with the
  * port unchanged, for the per-frame loop (acc's clock kept). Returns true
- * with the LTS and room_lmax committed and *under set. */
+ * with the LTS and room_lmax committed, *under set and *sum = the burst's
+ * bytes. */
 static inline bool stamp_run(struct sn_pipeline *pl, struct pstate *ps,
 			     struct rte_mbuf *const *pkts, uint16_t n, struct fast_acc *acc,
-			     uint64_t *under)
+			     uint64_t *under, uint64_t *sum)
 {
 	const uint64_t now = pl->now;
 	const bool behind = ps->ts.lts < now;
@@ -1383,6 +1385,7 @@ static inline bool stamp_run(struct sn_pipeline *pl, struct pstate *ps,
 	sn_tstamp_commit(&ps->ts, &nx);
 	ps->room_lmax = lmax;
 	*under = behind;
+	*sum = bytes;
 	return true;
 }
 
@@ -1420,17 +1423,18 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	seq_counting(pl);
 	if (!has_cls && wd == 0) {
 		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
-		uint64_t run_under = 0;
+		uint64_t run_under = 0, run_bytes = 0;
 		bool run = false;
 
 		mk.cls = SN_CLASSIFY_NONE;
-		if (has_rate && stamp_run(pl, ps, pkts, n, &acc, &run_under)) {
+		if (has_rate && stamp_run(pl, ps, pkts, n, &acc, &run_under, &run_bytes)) {
 			/* s18: stamped and committed; every frame is due */
-			i = fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false);
+			i = fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false, false);
+			acc.bytes = run_bytes;   /* every frame: stamp_run's sum */
 			run = true;
 		} else {
-			i = has_rate ? fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, true)
-				     : fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false);
+			i = has_rate ? fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, true, true)
+				     : fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false, true);
 		}
 		tnow = acc.tnow;
 		fresh = acc.fresh;

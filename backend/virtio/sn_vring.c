@@ -532,11 +532,14 @@ static inline const unsigned char *hint_hva(const struct sn_vring_mem *mem, uint
 }
 
 /* Two passes over k avail entries from `from`: ask for their descriptors,
- * then for the two lines at the start of each one's buffer. */
+ * then for the two lines at the start of each one's buffer. s20: a
+ * buffer starting in region `hot` (gpa, size, hva; size 0: none) is
+ * translated from those three values, others through the memo hint. */
 static inline void prefetch_bufs(const struct sn_vring_desc *desc,
 				 const struct sn_vring_avail *avail, uint32_t mask,
 				 const struct sn_vring_mem *mem, uint16_t hdr_len,
-				 uint16_t from, uint32_t k, int rw, uint32_t hint)
+				 uint16_t from, uint32_t k, int rw, uint32_t hint,
+				 const uint64_t hot[3])
 {
 	uint16_t heads[PREFETCH_MAX];
 	uint32_t i;
@@ -549,8 +552,10 @@ static inline void prefetch_bufs(const struct sn_vring_desc *desc,
 		__builtin_prefetch(&desc[heads[i]]);
 	}
 	for (i = 0; i < k; i++) {
-		const unsigned char *h = hint_hva(mem, __atomic_load_n(&desc[heads[i]].addr,
-								       __ATOMIC_RELAXED), &hint);
+		const uint64_t gpa = __atomic_load_n(&desc[heads[i]].addr, __ATOMIC_RELAXED);
+		const unsigned char *h = gpa - hot[0] < hot[1] ?
+			(const unsigned char *)(uintptr_t)(hot[2] + (gpa - hot[0])) :
+			hint_hva(mem, gpa, &hint);
 
 		if (h == NULL)
 			continue;
@@ -564,11 +569,14 @@ static inline void prefetch_bufs(const struct sn_vring_desc *desc,
 	}
 }
 
-static void prefetch_burst(const struct sn_vring *vr, uint32_t k)
+/* v: the pop's view (its hot region) */
+static void prefetch_burst(const struct sn_vring *vr, const struct pop_view *v, uint32_t k)
 {
+	const uint64_t hot[3] = { v->hot_gpa, v->hot_size, v->hot_hva };
+
 	/* a copy of the hint: a prefetch's guess does not move the parse's */
 	prefetch_bufs(vr->desc, vr->avail, vr->mask, &vr->mem, vr->hdr_len, vr->last_avail, k, 0,
-		      vr->hot_region);
+		      vr->hot_region, hot);
 }
 
 int sn_vring_rxview_init(struct sn_vring_rxview *v, const void *desc, const void *avail,
@@ -588,7 +596,9 @@ int sn_vring_rxview_init(struct sn_vring_rxview *v, const void *desc, const void
 
 void sn_vring_rx_prefetch(const struct sn_vring_rxview *v, uint16_t next_avail, uint32_t n)
 {
-	prefetch_bufs(v->desc, v->avail, v->mask, &v->mem, v->hdr_len, next_avail, n, 1, 0);
+	const uint64_t none[3] = { 0, 0, 0 };
+
+	prefetch_bufs(v->desc, v->avail, v->mask, &v->mem, v->hdr_len, next_avail, n, 1, 0, none);
 }
 
 uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
@@ -619,12 +629,12 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 		vr->st.err[SN_VRING_E_AVAIL_JUMP]++;
 		return 0;
 	}
-	if (navail > 1 && max > 1)
-		prefetch_burst(vr, navail < max ? navail : max);
 	v.desc = vr->desc;
 	v.hdr_len = vr->hdr_len;
 	v.max_pkt_len = vr->max_pkt_len;
 	pop_view_hot(vr, &v);
+	if (navail > 1 && max > 1)
+		prefetch_burst(vr, &v, navail < max ? navail : max);
 	ring = vr->avail->ring;
 	mask = vr->mask;
 	size = vr->size;
@@ -695,9 +705,8 @@ int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len)
 /* s15-P5 (issue 6 throughput; P5's addition): sn_vring_used_put(vr, ids[i], 0)
  * for each i in order, with the ring's fields in registers. s20: the held
  * list's head in a local too (the in-order case, an id that is the oldest
- * held, only moves it; its prev link and held_last are set once at the
- * end, or before an out-of-order unhold() that reads the list), and the
- * counters added once. */
+ * held, only moves it; the new head's prev link and an emptied list's
+ * held_last are set once at the end), and the counters added once. */
 uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint32_t n)
 {
 	struct sn_vring_used_elem *ring = vr->used->ring;
@@ -721,11 +730,10 @@ uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint3
 			hf = next[id];
 			held[id] = 0;
 		} else {
-			/* held and not the oldest: the list is not empty, so
-			 * hf != NIL; unhold() sees it consistent and leaves
-			 * its head alone (prev[id] != NIL) */
-			vr->held_first = hf;
-			prev[hf] = NIL;
+			/* held and not the oldest: its prev is a held id (a
+			 * removal above leaves only the new oldest's prev
+			 * stale, and id is not it), so unhold() reads valid
+			 * links and writes neither the head nor its prev */
 			ooo++;
 			unhold(vr, id);
 		}

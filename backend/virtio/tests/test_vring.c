@@ -1098,6 +1098,144 @@ static void test_region_memo(void)
 	guest_fini(&g);
 }
 
+/* s20: sn_vring_used_put0_bulk() keeps the held list's head in a register
+ * and its links, counters and held_last are settled at the end (or before
+ * an out-of-order unhold). Against sn_vring_used_put(id, 0) per id on a
+ * twin ring fed the same frames: random batches, mostly oldest-first runs,
+ * with ids out of order, completed twice, never popped or out of range,
+ * and batches that empty the list. Compared after every batch: the count,
+ * every counter, the oldest held id, each id's held state; after every
+ * flush the used entries. */
+static uint32_t p0_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (uint32_t)(*s >> 11);
+}
+
+static void test_put0_bulk_vs_put(void)
+{
+	static struct sn_vring_pkt pa[64], pb[64];
+	enum { SZ = 64 };
+	struct guest a, b;
+	struct sn_vring_config ca, cb;
+	uint16_t held[SZ], nheld = 0, free_ids[SZ], nfree = SZ;
+	uint64_t seed = 0x9e3779b97f4a7c15ull, bad = 0, emptied = 0;
+	int mismatch = 0;
+
+	guest_init(&a, SZ);
+	guest_init(&b, SZ);
+	ca = guest_cfg(&a, SZ);
+	cb = guest_cfg(&b, SZ);
+	guest_start(&a, &ca);
+	guest_start(&b, &cb);
+	for (uint16_t i = 0; i < SZ; i++) {
+		setd(a.desc, i, DATA0 + 0x100u * i, 12 + 60, 0, 0);
+		setd(b.desc, i, DATA0 + 0x100u * i, 12 + 60, 0, 0);
+		free_ids[i] = (uint16_t)(SZ - 1 - i);
+	}
+	for (int round = 0; round < 40000 && !mismatch; round++) {
+		uint16_t ids[80];
+		uint32_t n = 0, k, na, nb, put_b = 0;
+
+		/* post up to 8 free ids (the guest's order), pop them */
+		k = p0_rand(&seed) % 9;
+		for (uint32_t i = 0; i < k && nfree; i++) {
+			uint16_t id = free_ids[--nfree];
+
+			post(&a, id);
+			post(&b, id);
+		}
+		na = sn_vring_tx_pop(a.vr, pa, 64);
+		nb = sn_vring_tx_pop(b.vr, pb, 64);
+		if (na != nb) {
+			CHECK(na == nb);
+			break;
+		}
+		for (uint32_t i = 0; i < na; i++)
+			held[nheld++] = pa[i].head;
+		/* a batch: an oldest-first run, then maybe ids out of order,
+		 * a repeat, an id not held, an id out of range */
+		k = nheld ? p0_rand(&seed) % (nheld + 1) : 0;
+		for (uint32_t i = 0; i < k; i++)
+			ids[n++] = held[i];
+		if (nheld > k && p0_rand(&seed) % 3 == 0) {
+			uint32_t j = k + p0_rand(&seed) % (nheld - k);
+
+			ids[n++] = held[j];
+		}
+		if (n && p0_rand(&seed) % 8 == 0) {
+			const uint16_t again = ids[p0_rand(&seed) % n];
+
+			ids[n++] = again;
+			bad++;
+		}
+		if (p0_rand(&seed) % 8 == 0) {
+			ids[n++] = (uint16_t)(p0_rand(&seed) % 2 ? SZ + p0_rand(&seed) % 100
+							   : p0_rand(&seed) % SZ);
+			bad++;
+		}
+		if (p0_rand(&seed) % 4 == 0) {   /* shuffle the batch */
+			for (uint32_t i = n; i > 1; i--) {
+				uint32_t j = p0_rand(&seed) % i;
+				uint16_t t = ids[i - 1];
+
+				ids[i - 1] = ids[j];
+				ids[j] = t;
+			}
+		}
+		k = sn_vring_used_put0_bulk(a.vr, ids, n);
+		for (uint32_t i = 0; i < n; i++)
+			put_b += sn_vring_used_put(b.vr, ids[i], 0) == 0;
+		if (k != put_b ||
+		    memcmp(sn_vring_stats(a.vr), sn_vring_stats(b.vr), sizeof(struct sn_vring_stats)) ||
+		    sn_vring_oldest_held(a.vr) != sn_vring_oldest_held(b.vr)) {
+			CHECK(k == put_b);
+			mismatch = 1;
+		}
+		for (uint16_t i = 0; i < SZ + 4; i++)
+			if (sn_vring_is_held(a.vr, i) != sn_vring_is_held(b.vr, i))
+				mismatch = 1;
+		/* held[]: still held, in pop order (the oldest first) */
+		k = 0;
+		for (uint32_t i = 0; i < nheld; i++)
+			if (sn_vring_is_held(b.vr, held[i]))
+				held[k++] = held[i];
+		nheld = (uint16_t)k;
+		if (nheld && sn_vring_oldest_held(b.vr) != held[0])
+			mismatch = 1;
+		if (sn_vring_stats(b.vr)->held == 0)
+			emptied++;
+		if (p0_rand(&seed) % 2 == 0) {
+			uint16_t u0 = a.used->idx;
+
+			sn_vring_used_flush(a.vr);
+			sn_vring_used_flush(b.vr);
+			if (a.used->idx != b.used->idx)
+				mismatch = 1;
+			for (uint16_t u = u0; u != a.used->idx; u++) {
+				const struct sn_vring_used_elem *ea = &a.used->ring[u & (SZ - 1)];
+				const struct sn_vring_used_elem *eb = &b.used->ring[u & (SZ - 1)];
+
+				if (ea->id != eb->id || ea->len != eb->len)
+					mismatch = 1;
+				free_ids[nfree++] = (uint16_t)ea->id;
+			}
+		}
+	}
+	CHECK(!mismatch);
+	CHECK(sn_vring_stats(a.vr)->out_of_order > 1000 && bad > 1000 && emptied > 100);
+	CHECK(sn_vring_stats(a.vr)->err[SN_VRING_E_BAD_COMPLETION] > 1000);
+	printf("test_vring: put0_bulk vs put: %llu completed, %llu out of order, %llu bad, list emptied %llu times\n",
+	       (unsigned long long)sn_vring_stats(a.vr)->completed,
+	       (unsigned long long)sn_vring_stats(a.vr)->out_of_order,
+	       (unsigned long long)sn_vring_stats(a.vr)->err[SN_VRING_E_BAD_COMPLETION],
+	       (unsigned long long)emptied);
+	guest_fini(&a);
+	guest_fini(&b);
+}
+
 int main(void)
 {
 	test_create();
@@ -1116,5 +1254,6 @@ int main(void)
 	test_rx_view();
 	test_set_rings();
 	test_region_memo();
+	test_put0_bulk_vs_put();
 	return sn_check_exit("test_vring");
 }
