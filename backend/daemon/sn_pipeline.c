@@ -615,7 +615,7 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 				  (uint64_t)(rr->start[r + 1] - rr->start[r]),
 				  rr->bytes[r + 1] - rr->bytes[r]);
 		count_port_tx(pl, up, remote, k, n, rr->bytes[rr->nr]);
-		goto free;
+		goto release;
 	}
 	/* s15-P5: a run of one counter block is found on the meta's (src,
 	 * wk) bytes (side_st() is a function of them), its block looked up
@@ -646,7 +646,7 @@ static void tx_direct(struct sn_pipeline *pl, struct sn_port *up, int vid, struc
 	if (cur)
 		count_run(cur, (uint64_t)(k - rs), bytes - rby0);
 	count_port_tx(pl, up, remote, k, n, bytes);
-free:
+release:
 	/* Copied (sent) or refused (ring_full): all ours. A remote arbiter
 	 * holds no deferred originals (uplink_tx copied them) and may not
 	 * use the worker's mbuf stash. */
@@ -913,7 +913,8 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 	 * port slot and its owner, for the backlog stores below (found here
 	 * once, not again). s15-P5: kept per run, not per frame, and a run is
 	 * found on the meta's (src, wk) bytes; the owner is looked up once
-	 * per run. */
+	 * per run. s20: with their byte totals they also give tx_direct()'s
+	 * counters (struct rel_runs). */
 	struct sn_pipeline *rown[BATCH];
 	uint16_t rsrc[BATCH];
 
@@ -1256,7 +1257,7 @@ static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_
 struct fast_acc {
 	uint64_t tnow;            /* in/out: submit's fast path clock */
 	bool fresh;               /* in/out */
-	uint64_t under, bytes;    /* out */
+	uint64_t under, bytes;    /* out (bytes: 0 without sum_bytes) */
 	const struct sn_port *d0; /* out: destination of due[0] */
 	bool same;                /* out: all released frames have d0 */
 };

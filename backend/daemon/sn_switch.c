@@ -964,8 +964,8 @@ int sn_switch_worker(void *arg)
 						n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1),
 									    sw->mp, pkts, burst);
 						bytes = 0;
-						for (uint16_t i = 0; i < n; i++)
-							bytes += pkts[i]->pkt_len;
+						for (uint16_t j = 0; j < n; j++)
+							bytes += pkts[j]->pkt_len;
 					}
 					if (!n)
 						continue;

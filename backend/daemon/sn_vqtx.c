@@ -1020,9 +1020,10 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				smp = t_stash_mp = m->pool;
 				t_stash_shinfo.free_cb = stash_noop_cb;
 			}
-			/* the dummy's count is set to 1 once, after the loop:
-			 * only a free of a stashed mbuf reads it, and each of
-			 * those sets it first (stash_flush, put_back) */
+			/* the dummy's count is set to 1 once, after the loop
+			 * (the state it had after each per-frame store before
+			 * s20): only a free of a stashed mbuf reads it, and each
+			 * of those sets it first (stash_flush, put_back) */
 			m->shinfo = &t_stash_shinfo;
 			t_stash[nstash++] = m;
 			stashed = true;
@@ -1151,11 +1152,10 @@ offl:
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now, uint64_t *bytes)
 {
-	uint64_t by = 0;
-
 	struct sn_vring_pkt *vp = q->scratch;
 	struct rte_mbuf *stash[SN_CONFIG_BURST_MAX];
 	uint32_t n, nstash = 0, good = 0, marked = 0;
+	uint64_t by = 0;
 	uint16_t out = 0;
 
 	if (max > SN_CONFIG_BURST_MAX)

@@ -607,10 +607,10 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 	uint16_t avail_idx, navail, head;
 	uint32_t cnt = 0;
 	/* s20: the loop's state in locals (see struct pop_view), stored back
-	 * after it: the avail index, the held list's tail (a pop only appends;
-	 * hold() per frame, its held_max test once at the end: the count only
-	 * grows here) and the counters. held[] is stored per frame: a head
-	 * repeated within the burst must find itself held. */
+	 * after it: the avail index, the held list's tail (a pop only appends
+	 * to it; the held count and its held_max test once at the end: the
+	 * count only grows here) and the counters. held[] is stored per
+	 * frame: a head repeated within the burst must find itself held. */
 	struct pop_view v;
 	const uint16_t *ring;
 	uint16_t *prev, *next, last, hl;
@@ -660,7 +660,7 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 		else
 			parse_chain(vr, head, &out[cnt]);
 		cnt++;
-		/* hold(vr, head) */
+		/* append head to the held list (pop order) */
 		held[head] = 1;
 		next[head] = NIL;
 		prev[head] = hl;

@@ -1099,13 +1099,15 @@ static void test_region_memo(void)
 }
 
 /* s20: sn_vring_used_put0_bulk() keeps the held list's head in a register
- * and its links, counters and held_last are settled at the end (or before
- * an out-of-order unhold). Against sn_vring_used_put(id, 0) per id on a
- * twin ring fed the same frames: random batches, mostly oldest-first runs,
- * with ids out of order, completed twice, never popped or out of range,
- * and batches that empty the list. Compared after every batch: the count,
- * every counter, the oldest held id, each id's held state; after every
- * flush the used entries. */
+ * and settles its links, held_last and the counters at the end. Against
+ * sn_vring_used_put(id, 0) per id on a twin ring fed the same frames:
+ * random batches, mostly oldest-first runs, with ids out of order,
+ * completed twice, never popped or out of range (NIL included), and
+ * batches that empty the list; between batches both rings also complete
+ * single ids with sn_vring_used_put (it reads the links the bulk call
+ * left: the oldest's prev), and at the end both are drained oldest first.
+ * Compared after every batch: the count, every counter, the oldest held
+ * id, each id's held state; after every flush the used entries. */
 static uint32_t p0_rand(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -1172,8 +1174,10 @@ static void test_put0_bulk_vs_put(void)
 			bad++;
 		}
 		if (p0_rand(&seed) % 8 == 0) {
-			ids[n++] = (uint16_t)(p0_rand(&seed) % 2 ? SZ + p0_rand(&seed) % 100
-							   : p0_rand(&seed) % SZ);
+			const uint32_t kind = p0_rand(&seed) % 3;
+
+			ids[n++] = (uint16_t)(kind == 0 ? SZ + p0_rand(&seed) % 100 :
+					      kind == 1 ? 0xffffu : p0_rand(&seed) % SZ);
 			bad++;
 		}
 		if (p0_rand(&seed) % 4 == 0) {   /* shuffle the batch */
@@ -1197,6 +1201,19 @@ static void test_put0_bulk_vs_put(void)
 		for (uint16_t i = 0; i < SZ + 4; i++)
 			if (sn_vring_is_held(a.vr, i) != sn_vring_is_held(b.vr, i))
 				mismatch = 1;
+		/* a single completion on both: the oldest, or any held id */
+		if (p0_rand(&seed) % 3 == 0) {
+			int id = sn_vring_oldest_held(b.vr);
+
+			if (id >= 0 && p0_rand(&seed) % 2)
+				id = p0_rand(&seed) % SZ;
+			if (id >= 0 && (sn_vring_used_put(a.vr, (uint32_t)id, 0) == 0) !=
+					       (sn_vring_used_put(b.vr, (uint32_t)id, 0) == 0))
+				mismatch = 1;
+		}
+		if (memcmp(sn_vring_stats(a.vr), sn_vring_stats(b.vr), sizeof(struct sn_vring_stats)) ||
+		    sn_vring_oldest_held(a.vr) != sn_vring_oldest_held(b.vr))
+			mismatch = 1;
 		/* held[]: still held, in pop order (the oldest first) */
 		k = 0;
 		for (uint32_t i = 0; i < nheld; i++)
@@ -1224,7 +1241,21 @@ static void test_put0_bulk_vs_put(void)
 			}
 		}
 	}
+	/* drain both, oldest first (bounded: a broken list may not end) */
+	for (int i = 0; i <= SZ && !mismatch; i++) {
+		const int ia = sn_vring_oldest_held(a.vr), ib = sn_vring_oldest_held(b.vr);
+
+		if (ia != ib)
+			mismatch = 1;
+		if (ia < 0)
+			break;
+		if (sn_vring_used_put(a.vr, (uint32_t)ia, 0) != 0 ||
+		    sn_vring_used_put(b.vr, (uint32_t)ib, 0) != 0 || i == SZ)
+			mismatch = 1;
+	}
 	CHECK(!mismatch);
+	CHECK(sn_vring_stats(a.vr)->held == 0 &&
+	      !memcmp(sn_vring_stats(a.vr), sn_vring_stats(b.vr), sizeof(struct sn_vring_stats)));
 	CHECK(sn_vring_stats(a.vr)->out_of_order > 1000 && bad > 1000 && emptied > 100);
 	CHECK(sn_vring_stats(a.vr)->err[SN_VRING_E_BAD_COMPLETION] > 1000);
 	printf("test_vring: put0_bulk vs put: %llu completed, %llu out of order, %llu bad, list emptied %llu times\n",
