@@ -334,45 +334,48 @@ static enum sn_arbiter_drop drop_cause(int r)
 	       r == -EMSGSIZE ? SN_ARBITER_DROP_BADLEN : SN_ARBITER_DROP_NOCLASS;
 }
 
-/* lens[i] = the length of buf[i]; with range, *lo / *hi get the least
- * and the greatest (in the same pass: the local burst's admission test). */
+/* lens[i] = the length of buf[i], from the callback (fn) or the item at
+ * len_offset; with range, *lo / *hi get the least and the greatest (in the
+ * same pass: the local burst's admission test). */
 static inline __attribute__((always_inline)) void
-item_lens(const struct sn_arbiter *arb, void *const *buf, uint32_t *lens, uint32_t k,
-	  const bool range, uint32_t *lo, uint32_t *hi)
+lens_loop(const struct sn_arbiter *arb, void *const *buf, uint32_t *lens, uint32_t k,
+	  const bool range, const bool fn, uint32_t *lo, uint32_t *hi)
 {
-	const uint32_t off = arb->len_offset;
 	/* s20: read once, not per item (the store to lens[i] may alias them) */
 	uint32_t (*const len_fn)(const void *, void *) = arb->item_len;
 	void *const cb_arg = arb->cb_arg;
+	const uint32_t off = arb->len_offset;
 	uint32_t mn = UINT32_MAX, mx = 0;
 
-	/* two loops, not a test per item (the compiler kept it in the loop) */
-	if (len_fn) {
-		for (uint32_t i = 0; i < k; i++) {
-			const uint32_t l = len_fn(buf[i], cb_arg);
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t l;
 
-			lens[i] = l;
-			if (range) {
-				mn = SN_MIN(mn, l);
-				mx = SN_MAX(mx, l);
-			}
-		}
-	} else {
-		for (uint32_t i = 0; i < k; i++) {
-			uint32_t l;
-
+		if (fn)
+			l = len_fn(buf[i], cb_arg);
+		else
 			memcpy(&l, (const char *)buf[i] + off, sizeof(l));
-			lens[i] = l;
-			if (range) {
-				mn = SN_MIN(mn, l);
-				mx = SN_MAX(mx, l);
-			}
+		lens[i] = l;
+		if (range) {
+			mn = SN_MIN(mn, l);
+			mx = SN_MAX(mx, l);
 		}
 	}
 	if (range) {
 		*lo = mn;
 		*hi = mx;
 	}
+}
+
+/* lens_loop with the source chosen once (two loops, not a test per item:
+ * the compiler kept that test in the loop) */
+static inline __attribute__((always_inline)) void
+item_lens(const struct sn_arbiter *arb, void *const *buf, uint32_t *lens, uint32_t k,
+	  const bool range, uint32_t *lo, uint32_t *hi)
+{
+	if (arb->item_len)
+		lens_loop(arb, buf, lens, k, range, true, lo, hi);
+	else
+		lens_loop(arb, buf, lens, k, range, false, lo, hi);
 }
 
 /* Feed k (<= DRAIN_CHUNK) items of client c into its scheduler class as

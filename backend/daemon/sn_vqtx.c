@@ -1073,6 +1073,18 @@ static uint32_t get_mbufs(struct rte_mempool *mp, struct rte_mbuf **out, uint32_
 	return k;
 }
 
+/* Recycled mbuf (get_mbufs): what rte_pktmbuf_attach_extbuf sets, on an
+ * mbuf that is external already. */
+static inline __attribute__((always_inline)) void
+reattach(struct rte_mbuf *m, void *base, uint16_t len, struct rte_mbuf_ext_shared_info *shinfo)
+{
+	m->buf_addr = base;
+	rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)base);
+	m->buf_len = len;
+	m->data_off = 0;
+	m->shinfo = shinfo;
+}
+
 /* Owner: wrap one good frame's segments (mbufs from *stash, refilled one
  * frame at a time when it runs dry) around its guest buffers. Returns the
  * head mbuf, or NULL when no mbuf could be had (counted by the caller). */
@@ -1101,14 +1113,9 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 		/* s20: the common frame on a recycled mbuf, the loop below
 		 * for j = 0 of 1 without the loop */
 		struct rte_mbuf *m = segs[0];
-		void *base = p->iov[0].iov_base;
 		const uint16_t len = (uint16_t)p->iov[0].iov_len;
 
-		m->buf_addr = base;
-		rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)base);
-		m->buf_len = len;
-		m->data_off = 0;
-		m->shinfo = &s->shinfo;
+		reattach(m, p->iov[0].iov_base, len, &s->shinfo);
 		m->data_len = len;
 		m->next = NULL;
 		m->nb_segs = 1;
@@ -1120,13 +1127,7 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 		uint16_t len = (uint16_t)p->iov[j].iov_len;
 
 		if (RTE_MBUF_HAS_EXTBUF(m)) {
-			/* Recycled (get_mbufs): what attach_extbuf sets,
-			 * on an mbuf that is external already. */
-			m->buf_addr = p->iov[j].iov_base;
-			rte_mbuf_iova_set(m, (rte_iova_t)(uintptr_t)p->iov[j].iov_base);
-			m->buf_len = len;
-			m->data_off = 0;
-			m->shinfo = &s->shinfo;
+			reattach(m, p->iov[j].iov_base, len, &s->shinfo);
 		} else {
 			rte_pktmbuf_attach_extbuf(m, p->iov[j].iov_base,
 						  (rte_iova_t)(uintptr_t)p->iov[j].iov_base,

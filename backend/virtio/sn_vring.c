@@ -389,27 +389,24 @@ static enum sn_vring_err walk_chain(struct sn_vring *vr, uint16_t head,
  * frame. Its stores to the caller's packets may alias the ring's fields as
  * far as the compiler knows, which made it load them again for every
  * frame (~15 instructions per frame, callgrind). hot: region
- * vr->hot_region (mem_region_hint's memo) as three values, size 0 when the
+ * vr->hot_region (mem_region_hint's memo) copied, size 0 when the
  * memo names no region; refreshed after every translation that moves the
  * memo. Valid for one sn_vring_tx_pop() (the table does not change during
  * it). */
 struct pop_view {
 	const struct sn_vring_desc *desc;
 	uint32_t hdr_len, max_pkt_len;
-	uint64_t hot_gpa, hot_size, hot_hva;
+	struct sn_vring_region hot;
 };
 
 static inline void pop_view_hot(const struct sn_vring *vr, struct pop_view *v)
 {
 	const uint32_t h = vr->hot_region;
 
-	if (h < vr->mem.nregions) {
-		v->hot_gpa = vr->mem.regions[h].guest_phys_addr;
-		v->hot_size = vr->mem.regions[h].size;
-		v->hot_hva = vr->mem.regions[h].host_user_addr;
-	} else {
-		v->hot_gpa = v->hot_size = v->hot_hva = 0;
-	}
+	if (h < vr->mem.nregions)
+		v->hot = vr->mem.regions[h];
+	else
+		v->hot = (struct sn_vring_region){ 0 };
 }
 
 /* The common frame: one direct, read-only descriptor holding the whole
@@ -437,9 +434,9 @@ static inline __attribute__((always_inline)) bool parse_single(struct sn_vring *
 			SN_VRING_DESC_F_WRITE)) != 0 ||
 	    d.len <= hdr_len || d.len - hdr_len > v->max_pkt_len)
 		return false;
-	off = d.addr - v->hot_gpa;
-	if (off < v->hot_size && d.len <= v->hot_size - off) {
-		host = (unsigned char *)(uintptr_t)(v->hot_hva + off);
+	off = d.addr - v->hot.guest_phys_addr;
+	if (off < v->hot.size && d.len <= v->hot.size - off) {
+		host = (unsigned char *)(uintptr_t)(v->hot.host_user_addr + off);
 	} else {
 		host = gpa_to_hva_hot(vr, d.addr, d.len, &e);
 		pop_view_hot(vr, v);
@@ -533,13 +530,13 @@ static inline const unsigned char *hint_hva(const struct sn_vring_mem *mem, uint
 
 /* Two passes over k avail entries from `from`: ask for their descriptors,
  * then for the two lines at the start of each one's buffer. s20: a
- * buffer starting in region `hot` (gpa, size, hva; size 0: none) is
+ * buffer starting in region `hot` (size 0: none) is
  * translated from those three values, others through the memo hint. */
 static inline void prefetch_bufs(const struct sn_vring_desc *desc,
 				 const struct sn_vring_avail *avail, uint32_t mask,
 				 const struct sn_vring_mem *mem, uint16_t hdr_len,
 				 uint16_t from, uint32_t k, int rw, uint32_t hint,
-				 const uint64_t hot[3])
+				 const struct sn_vring_region *hot)
 {
 	uint16_t heads[PREFETCH_MAX];
 	uint32_t i;
@@ -553,8 +550,9 @@ static inline void prefetch_bufs(const struct sn_vring_desc *desc,
 	}
 	for (i = 0; i < k; i++) {
 		const uint64_t gpa = __atomic_load_n(&desc[heads[i]].addr, __ATOMIC_RELAXED);
-		const unsigned char *h = gpa - hot[0] < hot[1] ?
-			(const unsigned char *)(uintptr_t)(hot[2] + (gpa - hot[0])) :
+		const unsigned char *h = gpa - hot->guest_phys_addr < hot->size ?
+			(const unsigned char *)(uintptr_t)(hot->host_user_addr +
+							   (gpa - hot->guest_phys_addr)) :
 			hint_hva(mem, gpa, &hint);
 
 		if (h == NULL)
@@ -572,11 +570,9 @@ static inline void prefetch_bufs(const struct sn_vring_desc *desc,
 /* v: the pop's view (its hot region) */
 static void prefetch_burst(const struct sn_vring *vr, const struct pop_view *v, uint32_t k)
 {
-	const uint64_t hot[3] = { v->hot_gpa, v->hot_size, v->hot_hva };
-
 	/* a copy of the hint: a prefetch's guess does not move the parse's */
 	prefetch_bufs(vr->desc, vr->avail, vr->mask, &vr->mem, vr->hdr_len, vr->last_avail, k, 0,
-		      vr->hot_region, hot);
+		      vr->hot_region, &v->hot);
 }
 
 int sn_vring_rxview_init(struct sn_vring_rxview *v, const void *desc, const void *avail,
@@ -596,9 +592,9 @@ int sn_vring_rxview_init(struct sn_vring_rxview *v, const void *desc, const void
 
 void sn_vring_rx_prefetch(const struct sn_vring_rxview *v, uint16_t next_avail, uint32_t n)
 {
-	const uint64_t none[3] = { 0, 0, 0 };
+	const struct sn_vring_region none = { 0 };
 
-	prefetch_bufs(v->desc, v->avail, v->mask, &v->mem, v->hdr_len, next_avail, n, 1, 0, none);
+	prefetch_bufs(v->desc, v->avail, v->mask, &v->mem, v->hdr_len, next_avail, n, 1, 0, &none);
 }
 
 uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
