@@ -590,6 +590,7 @@ static inline void count_port_tx(struct sn_pipeline *pl, struct sn_port *up, boo
 struct rel_runs {
 	uint16_t nr;
 	bool cls;
+	uint64_t flags;           /* s21: OR of the batch's ol_flags */
 	const uint16_t *start;
 	const uint16_t *src;
 	struct sn_pipeline *const *own;
@@ -814,7 +815,23 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	 * no remote GSO return), the loop below would only OR their flags
 	 * (keep_run did) and keep them in place: skipped. */
 	uint64_t ok_flags;
-	uint16_t ok = sn_vqtx_keep_run(pkts, n, &ok_flags);
+	uint16_t ok;
+
+	/* s21: with one worker every deferred frame here is of a queue of
+	 * the worker running this (not a remote arbiter), whose bound says at
+	 * once whether keep_run would keep them all */
+	if (!remote && pl->n_wk == 1 && sn_vqtx_keep_all()) {
+		ok = n;
+		if (rr) {
+			ok_flags = rr->flags;
+		} else {
+			ok_flags = 0;
+			for (uint16_t i = 0; i < n; i++)
+				ok_flags |= pkts[i]->ol_flags;
+		}
+	} else {
+		ok = sn_vqtx_keep_run(pkts, n, &ok_flags);
+	}
 
 	if (likely(sync && ok == n)) {
 		flags = ok_flags;
@@ -925,7 +942,7 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		 * one class (the whole batch was dequeued before this call, so
 		 * it is the same for each of them), counters per run. */
 		uint32_t last = UINT32_MAX;
-		uint64_t idle = 0, nidle = 0, bytes = 0, rby[BATCH + 1];
+		uint64_t idle = 0, nidle = 0, bytes = 0, fl = 0, rby[BATCH + 1];
 		uint16_t rstart[BATCH + 1], nr = 0;
 		uint32_t cls = 0;   /* s20: nonzero when some frame has a class */
 
@@ -950,6 +967,7 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 			}
 			nidle += idle;
 			bytes += m->pkt_len;
+			fl |= m->ol_flags;
 		}
 		rstart[nr] = k;
 		rby[nr] = bytes;
@@ -958,8 +976,8 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 		if (!pl->arb_remote)
 			pl->held -= k;
 		const struct rel_runs rr = {
-			.nr = nr, .cls = cls != 0, .start = rstart, .src = rsrc, .own = rown,
-			.bytes = rby,
+			.nr = nr, .cls = cls != 0, .flags = fl, .start = rstart, .src = rsrc,
+			.own = rown, .bytes = rby,
 		};
 
 		uplink_tx(pl, pkts, k, true, &rr);

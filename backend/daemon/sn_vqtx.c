@@ -106,6 +106,31 @@ static __thread struct rte_mbuf_ext_shared_info t_stash_shinfo;
  * no mbufs and mempool in_use returns to its baseline (leak checks). */
 #define STASH_IDLE_ITERS 1024u
 static __thread unsigned t_stash_idle;
+/* s21 (issue 6 throughput): the hold check of a whole burst in one
+ * comparison (sn_vqtx_keep_all). At the end of each loop iteration the
+ * worker scans its queues (sn_vqtx_bound_begin/add/end, from the
+ * switch's vq_service) for the earliest time at which a frame popped so
+ * far from one of them can reach its deadline: for each queue the oldest
+ * held frame's stamp plus the queue's short limit (unmarked_hold_tsc, which
+ * is <= max_hold_tsc when that is set: no frame's deadline is earlier).
+ * The scan gives no bound (0) when some queue has a stop pending, or
+ * holds frames of an earlier connection (late_out), or frames without a
+ * ring. Frames popped after the scan (the next iteration's own) have a
+ * stamp >= that iteration's clock & ~1 and a limit >= g_min_hold_tsc >= 2
+ * ticks: not due in their own iteration. A stop requested after the scan
+ * began changes g_stop_reqs[worker]. Worker lcore only (TLS). */
+static __thread uint64_t t_keep_until;   /* 0: no bound */
+static __thread uint32_t t_keep_stops;   /* g_stop_reqs[] seen by that scan */
+static __thread uint64_t t_kb_min;       /* scan in progress: running minimum (0: none) */
+static __thread uint32_t t_kb_stops;
+/* Stop requests made so far to the queues of each worker: incremented by
+ * sn_vqtx_stop() after its stop_req store (release; acquire in
+ * sn_vqtx_bound_begin and sn_vqtx_keep_all). */
+static uint32_t g_stop_reqs[SN_VQTX_WORKERS_MAX];
+/* The smallest hold limit (TSC) any queue ever had: MAIN writes (create
+ * and set_unmarked_hold run on it), workers read (relaxed). Limits are
+ * immutable once a queue is created. */
+static uint64_t g_min_hold_tsc = UINT64_MAX;
 
 struct slot {
 	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
@@ -167,6 +192,8 @@ struct sn_vqtx {
 	uint64_t used_bytes;          /* used ring size, for dirty logging */
 	uint32_t epoch;
 	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
+	uint32_t late_out;            /* s21: of them, popped before the last teardown
+	                               * (owner; VHOST when no worker runs) */
 	bool dirty;
 	bool stats_pending;           /* counters changed since publish_stats() */
 	uint64_t next_pub;            /* TSC: publish_stats() not before */
@@ -206,6 +233,13 @@ static inline void ctr_inc(uint64_t *c)
 	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
+/* MAIN: a queue's hold limit joins g_min_hold_tsc (sn_vqtx_keep_all). */
+static void note_min_hold(uint64_t t)
+{
+	if (t < __atomic_load_n(&g_min_hold_tsc, __ATOMIC_RELAXED))
+		__atomic_store_n(&g_min_hold_tsc, t, __ATOMIC_RELAXED);
+}
+
 struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 {
 	struct sn_vqtx *q = rte_zmalloc("sn_vqtx", sizeof(*q), RTE_CACHE_LINE_SIZE);
@@ -219,6 +253,8 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 	q->max_hold_tsc = (uint64_t)max_hold_us * rte_get_tsc_hz() / 1000000u;
 	if (max_hold_us && !q->max_hold_tsc)
 		q->max_hold_tsc = 1;
+	if (q->max_hold_tsc)
+		note_min_hold(q->max_hold_tsc);
 	q->vid = -1;
 	q->occ_period = rte_get_tsc_hz() / 1000u;
 	sn_vqtx_set_unmarked_hold(q, SN_VQTX_UNMARKED_HOLD_US_DEFAULT);
@@ -241,6 +277,7 @@ void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us)
 	if (q->max_hold_tsc && q->max_hold_tsc < t)
 		t = q->max_hold_tsc;
 	q->unmarked_hold_tsc = t;
+	note_min_hold(t);
 }
 
 void sn_vqtx_free(struct sn_vqtx *q)
@@ -682,6 +719,7 @@ static void teardown(struct sn_vqtx *q)
 	q->stats_pending = false;
 	accumulate(q);
 	q->epoch++;
+	q->late_out = q->outstanding;   /* s21: each is a late_free to come */
 	q->dirty = false;
 	ctr_set(&q->st.opted_in, 0);
 	ctr_set(&q->st.opted_out, 0);
@@ -697,6 +735,9 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		return;
 	/* Release pairs with the worker's acquire in sn_vqtx_stop_pending(). */
 	__atomic_store_n(&q->stop_req, 1, __ATOMIC_RELEASE);
+	/* s21: after stop_req: a worker whose bound scan began before this
+	 * increment sees a new count in sn_vqtx_keep_all(). */
+	__atomic_fetch_add(&g_stop_reqs[q->worker], 1, __ATOMIC_RELEASE);
 	for (;;) {
 		/* Acquire pairs with the release in sn_vqtx_stop_ack(). */
 		if (__atomic_load_n(&q->stop_ack, __ATOMIC_ACQUIRE))
@@ -758,6 +799,7 @@ void sn_vqtx_worker_enter(unsigned worker)
 	t_worker = worker + 1;
 	t_pub_tsc = rte_get_tsc_hz() / (1000000u / PUB_EVERY_US);
 	t_now_tsc = rte_rdtsc();
+	t_keep_until = 0;   /* no bound before the first scan */
 	__atomic_store_n(&g_worker_lcore[worker], rte_lcore_id(), __ATOMIC_RELAXED);
 	__atomic_store_n(&g_worker_state[worker], WORKER_RUNNING, __ATOMIC_RELEASE);
 }
@@ -812,6 +854,13 @@ static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p, uint32_
 	return true;
 }
 
+/* s21: one frame of an earlier connection is done (late_free). */
+static inline void late_done(struct sn_vqtx *q)
+{
+	if (q->late_out)
+		q->late_out--;
+}
+
 /* The frame of slot s is done (left, or dropped): its guest buffer is no
  * longer referenced. Owner worker only. */
 static inline void frame_done(struct slot *s)
@@ -829,6 +878,7 @@ static inline void frame_done(struct slot *s)
 	hold_record(q, t_now_tsc > s->pop_tsc ? t_now_tsc - s->pop_tsc : 0);
 	if (s->epoch != q->epoch || !q->vr) {
 		ctr_inc(&q->st.late_free);
+		late_done(q);
 		return;
 	}
 	if (unlikely(s->mgen != q->mgen))
@@ -1007,6 +1057,7 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			r.bn++;
 			if (s->epoch != r.epoch || !r.live) {
 				ctr_inc(&q->st.late_free);
+				late_done(q);
 			} else {
 				/* s15-L: popped through an older guest memory map */
 				if (unlikely(s->mgen != r.mgen))
@@ -1345,6 +1396,53 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
 	}
 	*ol_or = fl;
 	return i;
+}
+
+void sn_vqtx_bound_begin(void)
+{
+	if (!t_worker)
+		return;
+	t_kb_stops = __atomic_load_n(&g_stop_reqs[t_worker - 1], __ATOMIC_ACQUIRE);
+	t_kb_min = __atomic_load_n(&g_min_hold_tsc, __ATOMIC_RELAXED) >= 2 ? UINT64_MAX : 0;
+}
+
+void sn_vqtx_bound_add(const struct sn_vqtx *q)
+{
+	int id;
+
+	if (!t_kb_min)
+		return;
+	if (sn_vqtx_stop_pending(q)) {
+		t_kb_min = 0;
+		return;
+	}
+	if (!q->outstanding)
+		return;
+	/* Every frame out is of the current connection, so its descriptor is
+	 * held and it was popped no earlier than the oldest held one, whose
+	 * slot has that pop's stamp (a slot not written by its current pop,
+	 * e.g. a malformed chain's, has an older stamp: the bound is lower,
+	 * never later). Acquire pairs with the release in sn_vqtx_start(). */
+	if (q->late_out || !__atomic_load_n(&q->live, __ATOMIC_ACQUIRE) ||
+	    (id = sn_vring_oldest_held(q->vr)) < 0) {
+		t_kb_min = 0;
+		return;
+	}
+	t_kb_min = RTE_MIN(t_kb_min, (q->slots[id].pop_tsc & ~1ULL) + q->unmarked_hold_tsc);
+}
+
+void sn_vqtx_bound_end(void)
+{
+	if (!t_worker)
+		return;
+	t_keep_until = t_kb_min;
+	t_keep_stops = t_kb_stops;
+}
+
+bool sn_vqtx_keep_all(void)
+{
+	return t_worker && t_now_tsc < t_keep_until &&
+	       __atomic_load_n(&g_stop_reqs[t_worker - 1], __ATOMIC_ACQUIRE) == t_keep_stops;
 }
 
 void sn_vqtx_count_timeout(struct sn_vqtx *q)

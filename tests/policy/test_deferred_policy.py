@@ -172,3 +172,92 @@ def test_opted_in_guest_waits_in_its_ring_not_dropped_at_the_horizon(schednicd, 
     assert c["hold_timeouts"] == 0 and c["forced"] == 0, c
     g.finish()
     assert d.alive()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_unmarked_frames_past_their_hold_limit_are_dropped_at_release(schednicd, sngen,
+                                                                     sn_tmpdir, layout):
+    """s21: a guest that did not opt in (no marker) has its frames held at
+    most unmarked_max_hold_us (1000 us by default). On an uplink emulated
+    at 2 Mbit/s a 1000-byte frame leaves every 4 ms, so all but the first
+    frames of a 50-frame burst wait in the arbiter (QFQ) longer than that:
+    when the arbiter releases one past its limit, it is dropped and its
+    descriptor completed (hold_timeout, completion.hold_timeouts), exactly
+    once; the others are sent. The release path's hold check for a whole
+    burst (sn_vqtx_keep_all, layouts with one worker) must see every one of
+    them: a bound that let them through would send them (checked: with the
+    bound 1000x too late, 1core sent all 50)."""
+    rate, n = 2_000_000, 50      # 200 ms at the link rate
+    d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
+                          "path": str(sn_tmpdir / "vm0.sock"), "completion": "deferred"}],
+                  uplink=UPLINK, policy={"uplink": {"rate_bps": rate, "algorithm": "qfq"},
+                                         "ports": {"vm0": {"weight": 1}}},
+                  datapath={"mbufs": 16383})
+    g = sngen([d.vhost_path("vm0")], "--no-learn", "--size", str(FRAME),
+              "--queue-size", str(QSIZE), "--flow", f"src=0,dst={SINK_MAC},count={n}")
+    g.wait("ready")
+    d.wait_port_state("vm0", "up")
+    d.wait_port_state("uplink", "up")
+    (g.sync / "go-0").touch()
+    g.wait("sent-0", timeout=120)
+    t = wait_drained(d, "vm0", n, "everything sent or dropped")
+    c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
+    assert c["popped"] == c["completed"] == n, c
+    assert c["unmarked"] == n and c["marked"] == 0, c
+    assert pol["offered_packets"] == n and accounted(t["vm0"]), pol
+    timeouts = pol["drops"]["hold_timeout"]
+    others = {k: v for k, v in pol["drops"].items() if k != "hold_timeout" and v}
+    assert not others, pol                        # all within the horizon
+    assert pol["released_packets"] == n, pol
+    assert c["hold_timeouts"] == timeouts, (c, pol)
+    assert pol["sent_packets"] + timeouts == n, pol
+    assert timeouts >= n - 5, pol                 # all but the first few waited > 1 ms
+    assert c["hold_us"]["max"] < 400_000, c       # dropped when released
+    g.finish()
+    assert d.alive()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_stop_drops_the_frames_waiting_in_the_arbiter(schednicd, sngen, sn_tmpdir, layout):
+    """s21: an opted-in guest (marker, no hold limit) fills the arbiter of
+    an uplink emulated at 2 Mbit/s (a 1000-byte frame every 4 ms), then its
+    driver dies. Every frame still waiting in QFQ is dropped when released
+    (src_stopped) and completed, not sent: the uplink sees only the few
+    released before the stop was requested. The release path's hold check
+    for a whole burst (sn_vqtx_keep_all) must notice the stop requested
+    after its last scan (checked: a bound that ignores stops sends them
+    all at the link rate)."""
+    rate, n = 2_000_000, 400
+    # unmarked_max_hold_us 10 s: the burst check's bound (the oldest
+    # frame's pop + the shortest limit) stays ahead, so only the stop
+    # can make it give way to the per-frame check
+    d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
+                          "path": str(sn_tmpdir / "vm0.sock"), "completion": "deferred",
+                          "unmarked_max_hold_us": 10_000_000}],
+                  uplink=UPLINK, policy={"uplink": {"rate_bps": rate, "algorithm": "qfq"},
+                                         "ports": {"vm0": {"weight": 1}}},
+                  datapath={"mbufs": 16383})
+    g = sngen([d.vhost_path("vm0")], "--marker", "--no-learn", "--size", str(FRAME),
+              "--queue-size", str(QSIZE), "--flow", f"src=0,dst={SINK_MAC},count={n}")
+    g.wait("ready")
+    d.wait_port_state("vm0", "up")
+    d.wait_port_state("uplink", "up")
+    (g.sync / "go-0").touch()
+    wait_for(lambda: ports(d)["vm0"]["policy"]["qfq_backlog"] > 100, "frames waiting in QFQ")
+    g.proc.send_signal(signal.SIGKILL)
+    g.proc.wait(10)
+    d.wait_port_state("vm0", "down")
+    t = wait_for(lambda: (lambda t: t if t["vm0"]["completion"]["held_now"] == 0
+                          and t["vm0"]["policy"]["wheel_depth"] == 0
+                          and t["vm0"]["policy"]["qfq_backlog"] == 0 else None)(ports(d)),
+                 "held frames completed")
+    c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
+    assert c["completed"] == c["popped"], c
+    assert c["hold_timeouts"] == 0, c             # opted in, no limit
+    assert accounted(t["vm0"]), pol
+    # QFQ held > 100 at the kill; at 250 frames/s only a few left before
+    # the stop (the kill, the disconnect and the stop take ms)
+    assert pol["drops"]["src_stopped"] > 50, pol
+    assert pol["sent_packets"] + pol["drops"]["src_stopped"] == pol["offered_packets"], pol
+    assert "did not release the ring" not in d.log_tail()
+    assert d.alive()
