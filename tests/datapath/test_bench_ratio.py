@@ -114,6 +114,9 @@ def test_generator_settings_apply_to_every_port_alike():
     a = parse()
     assert a.tx_free_thresh == 1024 - dp.TX_FREE_BELOW
     assert a.gen_devargs == dp.GEN_DEVARGS
+    # s21: no port of any run (testpmd's included) negotiates IN_ORDER,
+    # as with a Linux guest
+    assert "in_order=0" in dp.GEN_DEVARGS.split(",")
     assert dp.gen_port("/x/vm0.sock", a) == "/x/vm0.sock," + dp.GEN_DEVARGS
     assert parse("--queue-size", "256").tx_free_thresh == 256 - dp.TX_FREE_BELOW
     old = parse("--tx-free-thresh", "0", "--gen-devargs", "")
