@@ -817,9 +817,10 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	uint64_t ok_flags;
 	uint16_t ok;
 
-	/* s21: with one worker every deferred frame here is of a queue of
-	 * the worker running this (not a remote arbiter), whose bound says at
-	 * once whether keep_run would keep them all */
+	/* s21: with one worker every deferred frame is of a queue of that
+	 * worker; on its lcore (not a remote arbiter) its bound says at once
+	 * whether keep_run would keep them all (elsewhere, e.g. MAIN at
+	 * destroy, sn_vqtx_keep_all is false) */
 	if (!remote && pl->n_wk == 1 && sn_vqtx_keep_all()) {
 		ok = n;
 		if (rr) {

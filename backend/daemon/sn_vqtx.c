@@ -113,23 +113,26 @@ static __thread unsigned t_stash_idle;
  * far from one of them can reach its deadline: for each queue the oldest
  * held frame's stamp plus the queue's short limit (unmarked_hold_tsc, which
  * is <= max_hold_tsc when that is set: no frame's deadline is earlier).
- * The scan gives no bound (0) when some queue has a stop pending, or
- * holds frames of an earlier connection (late_out), or frames without a
- * ring. Frames popped after the scan (the next iteration's own) have a
- * stamp >= that iteration's clock & ~1 and a limit >= g_min_hold_tsc >= 2
- * ticks: not due in their own iteration. A stop requested after the scan
- * began changes g_stop_reqs[worker]. Worker lcore only (TLS). */
+ * The scan gives no bound (0) when some queue holds frames of an earlier
+ * connection (late_out) or frames without a live ring. Frames popped after
+ * the scan (the next iteration's own) have a stamp >= that iteration's
+ * clock & ~1 and a limit >= g_min_hold_tsc >= 2 ticks: not due in their
+ * own iteration. Stops are not part of the bound: sn_vqtx_keep_all() reads
+ * the worker's count of open stop requests (g_stops_open) each time.
+ * Worker lcore only (TLS). */
 static __thread uint64_t t_keep_until;   /* 0: no bound */
-static __thread uint32_t t_keep_stops;   /* g_stop_reqs[] seen by that scan */
 static __thread uint64_t t_kb_min;       /* scan in progress: running minimum (0: none) */
-static __thread uint32_t t_kb_stops;
-/* Stop requests made so far to the queues of each worker: incremented by
- * sn_vqtx_stop() after its stop_req store (release; acquire in
- * sn_vqtx_bound_begin and sn_vqtx_keep_all). */
-static uint32_t g_stop_reqs[SN_VQTX_WORKERS_MAX];
+/* Per worker: stop requests to its queues not yet acknowledged.
+ * sn_vqtx_stop() increments before its stop_req store (seq_cst: a reader
+ * that can see stop_req = 1 sees the count too, as sn_vqtx_keep_run would
+ * see the flag); the worker decrements in sn_vqtx_stop_ack() once the
+ * queue's frames left the pipeline, the VHOST thread when it tears down
+ * itself (no worker running). */
+static uint32_t g_stops_open[SN_VQTX_WORKERS_MAX];
 /* The smallest hold limit (TSC) any queue ever had: MAIN writes (create
- * and set_unmarked_hold run on it), workers read (relaxed). Limits are
- * immutable once a queue is created. */
+ * and set_unmarked_hold run on it, before the port is published), workers
+ * read (relaxed). No limit changes after that; a caller that lowered one
+ * at run time would have to invalidate the workers' bounds first. */
 static uint64_t g_min_hold_tsc = UINT64_MAX;
 
 struct slot {
@@ -734,10 +737,10 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 	if (!q->vr)
 		return;
 	/* Release pairs with the worker's acquire in sn_vqtx_stop_pending(). */
-	__atomic_store_n(&q->stop_req, 1, __ATOMIC_RELEASE);
-	/* s21: after stop_req: a worker whose bound scan began before this
-	 * increment sees a new count in sn_vqtx_keep_all(). */
-	__atomic_fetch_add(&g_stop_reqs[q->worker], 1, __ATOMIC_RELEASE);
+	/* s21: the worker's burst check (sn_vqtx_keep_all) gives way from
+	 * here until the acknowledgement */
+	__atomic_fetch_add(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&q->stop_req, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
 		/* Acquire pairs with the release in sn_vqtx_stop_ack(). */
 		if (__atomic_load_n(&q->stop_ack, __ATOMIC_ACQUIRE))
@@ -748,6 +751,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		    (waited >= STOP_WAIT_MS &&
 		     __atomic_load_n(&g_worker_state[q->worker], __ATOMIC_ACQUIRE) == WORKER_NONE)) {
 			teardown(q);
+			__atomic_fetch_sub(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
 			break;
 		}
 		if (waited >= STOP_WAIT_MS) {
@@ -1323,6 +1327,7 @@ void sn_vqtx_stop_ack(struct sn_vqtx *q)
 		teardown(q);
 	/* Release pairs with the acquire in sn_vqtx_stop(). */
 	__atomic_store_n(&q->stop_ack, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_sub(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);   /* s21 */
 }
 
 struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc)
@@ -1400,9 +1405,6 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
 
 void sn_vqtx_bound_begin(void)
 {
-	if (!t_worker)
-		return;
-	t_kb_stops = __atomic_load_n(&g_stop_reqs[t_worker - 1], __ATOMIC_ACQUIRE);
 	t_kb_min = __atomic_load_n(&g_min_hold_tsc, __ATOMIC_RELAXED) >= 2 ? UINT64_MAX : 0;
 }
 
@@ -1410,19 +1412,13 @@ void sn_vqtx_bound_add(const struct sn_vqtx *q)
 {
 	int id;
 
-	if (!t_kb_min)
-		return;
-	if (sn_vqtx_stop_pending(q)) {
-		t_kb_min = 0;
-		return;
-	}
-	if (!q->outstanding)
+	if (!t_kb_min || !q->outstanding)
 		return;
 	/* Every frame out is of the current connection, so its descriptor is
 	 * held and it was popped no earlier than the oldest held one, whose
-	 * slot has that pop's stamp (a slot not written by its current pop,
-	 * e.g. a malformed chain's, has an older stamp: the bound is lower,
-	 * never later). Acquire pairs with the release in sn_vqtx_start(). */
+	 * slot has that pop's stamp (slots are zeroed at each start and a
+	 * stamp is written only at a pop: never later than the pop it
+	 * belongs to). Acquire pairs with the release in sn_vqtx_start(). */
 	if (q->late_out || !__atomic_load_n(&q->live, __ATOMIC_ACQUIRE) ||
 	    (id = sn_vring_oldest_held(q->vr)) < 0) {
 		t_kb_min = 0;
@@ -1433,16 +1429,14 @@ void sn_vqtx_bound_add(const struct sn_vqtx *q)
 
 void sn_vqtx_bound_end(void)
 {
-	if (!t_worker)
-		return;
-	t_keep_until = t_kb_min;
-	t_keep_stops = t_kb_stops;
+	if (t_worker)
+		t_keep_until = t_kb_min;
 }
 
 bool sn_vqtx_keep_all(void)
 {
 	return t_worker && t_now_tsc < t_keep_until &&
-	       __atomic_load_n(&g_stop_reqs[t_worker - 1], __ATOMIC_ACQUIRE) == t_keep_stops;
+	       __atomic_load_n(&g_stops_open[t_worker - 1], __ATOMIC_SEQ_CST) == 0;
 }
 
 void sn_vqtx_count_timeout(struct sn_vqtx *q)

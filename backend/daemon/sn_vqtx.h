@@ -280,12 +280,12 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
 /* s21. WORKER (the lcore that called sn_vqtx_worker_enter; false on any
  * other): true when sn_vqtx_keep_run() would keep every frame of this
  * worker's queues now (the iteration clock): none can be past its
- * deadline and no queue of the worker has a stop pending. From a bound the
- * worker computes at the end of each loop iteration by scanning every TX
- * queue it owns: sn_vqtx_bound_begin(), sn_vqtx_bound_add() for each (the
- * stopping ones too), sn_vqtx_bound_end(), after the iteration's last
- * pop. Valid only for frames of this worker's queues (a caller that may
- * hold other workers' frames uses sn_vqtx_keep_run). */
+ * deadline and no queue of the worker has a stop request open (read here,
+ * each call). The deadline part comes from a bound the worker computes at
+ * the end of each loop iteration, after its last pop, by scanning every
+ * TX queue it owns: sn_vqtx_bound_begin(), sn_vqtx_bound_add() for each,
+ * sn_vqtx_bound_end(). Valid only for frames of this worker's queues (a
+ * caller that may hold other workers' frames uses sn_vqtx_keep_run). */
 void sn_vqtx_bound_begin(void);
 void sn_vqtx_bound_add(const struct sn_vqtx *q);
 void sn_vqtx_bound_end(void);

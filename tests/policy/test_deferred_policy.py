@@ -224,9 +224,9 @@ def test_stop_drops_the_frames_waiting_in_the_arbiter(schednicd, sngen, sn_tmpdi
     driver dies. Every frame still waiting in QFQ is dropped when released
     (src_stopped) and completed, not sent: the uplink sees only the few
     released before the stop was requested. The release path's hold check
-    for a whole burst (sn_vqtx_keep_all) must notice the stop requested
-    after its last scan (checked: a bound that ignores stops sends them
-    all at the link rate)."""
+    for a whole burst (sn_vqtx_keep_all) must give way while the stop is
+    open (checked: with the open-stop count ignored, 1core sent them all
+    at the link rate)."""
     rate, n = 2_000_000, 400
     # unmarked_max_hold_us 10 s: the burst check's bound (the oldest
     # frame's pop + the shortest limit) stays ahead, so only the stop
