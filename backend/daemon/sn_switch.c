@@ -666,7 +666,7 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 {
 	/* s21: the hold-check bound over every queue this worker owns, after
 	 * the iteration's last pop (sn_vqtx_keep_all) */
-	sn_vqtx_bound_begin();
+	sn_vqtx_keep_bound_begin();
 	for (unsigned i = 0; i < t->n; i++) {
 		struct sn_port *p = t->list[i];
 
@@ -677,7 +677,7 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 
 			if (p->q[qi].owner != sw->wk)
 				continue;
-			sn_vqtx_bound_add(q);
+			sn_vqtx_keep_bound_add(q);
 			if (sn_vqtx_stop_pending(q)) {
 				bl_purge_queue(sw, q);
 				if (sw->pl && sn_pipeline_src_held(sw->pl, p))
@@ -688,7 +688,7 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 			}
 		}
 	}
-	sn_vqtx_bound_end();
+	sn_vqtx_keep_bound_end();
 }
 
 static void flush(struct sn_switch *sw)

@@ -108,7 +108,7 @@ static __thread struct rte_mbuf_ext_shared_info t_stash_shinfo;
 static __thread unsigned t_stash_idle;
 /* s21 (issue 6 throughput): the hold check of a whole burst in one
  * comparison (sn_vqtx_keep_all). At the end of each loop iteration the
- * worker scans its queues (sn_vqtx_bound_begin/add/end, from the
+ * worker scans its queues (sn_vqtx_keep_bound_begin/add/end, from the
  * switch's vq_service) for the earliest time at which a frame popped so
  * far from one of them can reach its deadline: for each queue the oldest
  * held frame's stamp plus the queue's short limit (unmarked_hold_tsc, which
@@ -122,12 +122,18 @@ static __thread unsigned t_stash_idle;
  * Worker lcore only (TLS). */
 static __thread uint64_t t_keep_until;   /* 0: no bound */
 static __thread uint64_t t_kb_min;       /* scan in progress: running minimum (0: none) */
-/* Per worker: stop requests to its queues not yet acknowledged.
- * sn_vqtx_stop() increments before its stop_req store (seq_cst: a reader
- * that can see stop_req = 1 sees the count too, as sn_vqtx_keep_run would
- * see the flag); the worker decrements in sn_vqtx_stop_ack() once the
- * queue's frames left the pipeline, the VHOST thread when it tears down
- * itself (no worker running). */
+/* Per worker: its queues with a stop request open. sn_vqtx_stop()
+ * counts a queue (q->stop_counted 0 -> 1, then the increment) before its
+ * stop_req store: a worker that can see stop_req = 1 (as sn_vqtx_keep_run
+ * would) sees the count too (seq_cst RMW and store, seq_cst load in
+ * sn_vqtx_keep_all). stop_uncount() (q->stop_counted 1 -> 0, then the
+ * decrement) runs in sn_vqtx_stop_ack() (the worker, once the queue's
+ * frames left the pipeline) or when the VHOST thread tears down itself (no
+ * worker running); the exchange makes each queue count at most once
+ * however stops, acknowledgements and teardowns interleave. A queue left
+ * stopping (sn_vqtx_stop's "did not release the ring" after STOP_WAIT_MS)
+ * keeps its count: that worker's burst check stays off (the per-frame
+ * check runs), never wrongly on. */
 static uint32_t g_stops_open[SN_VQTX_WORKERS_MAX];
 /* The smallest hold limit (TSC) any queue ever had: MAIN writes (create
  * and set_unmarked_hold run on it, before the port is published), workers
@@ -197,6 +203,8 @@ struct sn_vqtx {
 	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
 	uint32_t late_out;            /* s21: of them, popped before the last teardown
 	                               * (owner; VHOST when no worker runs) */
+	uint32_t stop_counted;        /* s21: counted in g_stops_open (exchanged by
+	                               * VHOST and WORKER, seq_cst) */
 	bool dirty;
 	bool stats_pending;           /* counters changed since publish_stats() */
 	uint64_t next_pub;            /* TSC: publish_stats() not before */
@@ -216,6 +224,7 @@ struct sn_vqtx {
 };
 
 static void extbuf_free_cb(void *addr, void *opaque);
+static void stop_uncount(struct sn_vqtx *q);
 static void stash_flush(void);
 static void gmap_free_list(struct sn_vqtx_gmap *g);
 
@@ -736,10 +745,12 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 
 	if (!q->vr)
 		return;
-	/* Release pairs with the worker's acquire in sn_vqtx_stop_pending(). */
 	/* s21: the worker's burst check (sn_vqtx_keep_all) gives way from
-	 * here until the acknowledgement */
-	__atomic_fetch_add(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
+	 * here until the acknowledgement (g_stops_open) */
+	if (!__atomic_exchange_n(&q->stop_counted, 1, __ATOMIC_SEQ_CST))
+		__atomic_fetch_add(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
+	/* Release (seq_cst) pairs with the worker's acquire in
+	 * sn_vqtx_stop_pending(). */
 	__atomic_store_n(&q->stop_req, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
 		/* Acquire pairs with the release in sn_vqtx_stop_ack(). */
@@ -751,7 +762,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		    (waited >= STOP_WAIT_MS &&
 		     __atomic_load_n(&g_worker_state[q->worker], __ATOMIC_ACQUIRE) == WORKER_NONE)) {
 			teardown(q);
-			__atomic_fetch_sub(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
+			stop_uncount(q);
 			break;
 		}
 		if (waited >= STOP_WAIT_MS) {
@@ -858,11 +869,21 @@ static bool optin_frame(struct sn_vqtx *q, const struct sn_vring_pkt *p, uint32_
 	return true;
 }
 
-/* s21: one frame of an earlier connection is done (late_free). */
+/* s21: one frame of an earlier connection is done (late_free). Every
+ * such frame was out at the last teardown, which set late_out to
+ * outstanding. */
 static inline void late_done(struct sn_vqtx *q)
 {
-	if (q->late_out)
-		q->late_out--;
+	SN_VERIFY(q->late_out > 0);
+	q->late_out--;
+}
+
+/* s21: the queue's stop request is closed (acknowledged, or torn down by
+ * the VHOST thread): uncount it once (see g_stops_open). */
+static void stop_uncount(struct sn_vqtx *q)
+{
+	if (__atomic_exchange_n(&q->stop_counted, 0, __ATOMIC_SEQ_CST))
+		__atomic_fetch_sub(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
 }
 
 /* The frame of slot s is done (left, or dropped): its guest buffer is no
@@ -1327,7 +1348,7 @@ void sn_vqtx_stop_ack(struct sn_vqtx *q)
 		teardown(q);
 	/* Release pairs with the acquire in sn_vqtx_stop(). */
 	__atomic_store_n(&q->stop_ack, 1, __ATOMIC_RELEASE);
-	__atomic_fetch_sub(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);   /* s21 */
+	stop_uncount(q);   /* s21: after the frames left (src_held) */
 }
 
 struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc)
@@ -1403,12 +1424,12 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
 	return i;
 }
 
-void sn_vqtx_bound_begin(void)
+void sn_vqtx_keep_bound_begin(void)
 {
 	t_kb_min = __atomic_load_n(&g_min_hold_tsc, __ATOMIC_RELAXED) >= 2 ? UINT64_MAX : 0;
 }
 
-void sn_vqtx_bound_add(const struct sn_vqtx *q)
+void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)
 {
 	int id;
 
@@ -1427,7 +1448,7 @@ void sn_vqtx_bound_add(const struct sn_vqtx *q)
 	t_kb_min = RTE_MIN(t_kb_min, (q->slots[id].pop_tsc & ~1ULL) + q->unmarked_hold_tsc);
 }
 
-void sn_vqtx_bound_end(void)
+void sn_vqtx_keep_bound_end(void)
 {
 	if (t_worker)
 		t_keep_until = t_kb_min;
@@ -1435,6 +1456,7 @@ void sn_vqtx_bound_end(void)
 
 bool sn_vqtx_keep_all(void)
 {
+	/* seq_cst load: pairs with sn_vqtx_stop()'s increment (g_stops_open) */
 	return t_worker && t_now_tsc < t_keep_until &&
 	       __atomic_load_n(&g_stops_open[t_worker - 1], __ATOMIC_SEQ_CST) == 0;
 }

@@ -20,8 +20,11 @@
  *    while the port is down, then the caller publishes port->up (release);
  *    from then on the WORKER owns the ring. sn_vqtx_stop() is called after
  *    port->up was cleared and a grace period passed; it hands the ring back
- *    with a request/ack handshake (stop_req release -> worker acquire;
- *    stop_ack release -> vhost thread acquire), then sets the vring base.
+ *    with a request/ack handshake (stop_req release (seq_cst) -> worker
+ *    acquire; stop_ack release -> vhost thread acquire), then sets the
+ *    vring base. s21: before stop_req it counts the queue in its worker's
+ *    open stops (g_stops_open, seq_cst), uncounted at the ack (or by the
+ *    VHOST thread's own teardown when no worker runs).
  *    If the worker is not running (startup, shutdown), the caller tears
  *    down itself: nobody else can touch the ring then.
  *  - WORKER lcore (exactly one per queue: the one that called
@@ -41,6 +44,12 @@
  *    worker keeps counting it as held until then.
  *  - Any thread: sn_vqtx_stats_read() (relaxed atomic loads of counters
  *    the worker stores with relaxed atomic stores).
+ *  - s21, process-wide (sn_vqtx.c): g_stops_open[worker] (VHOST
+ *    increments, WORKER or VHOST decrements, the worker reads in
+ *    sn_vqtx_keep_all; seq_cst), g_min_hold_tsc (MAIN lowers it when a
+ *    queue is created, before the port is published; workers read it), and
+ *    each worker's hold-check bound (thread-local: sn_vqtx_keep_bound_*,
+ *    sn_vqtx_keep_all).
  *
  * Notification: VIRTIO_RING_F_EVENT_IDX is not offered to deferred ports
  * (rte_vhost_vring_call would judge our used index by the library's own
@@ -248,8 +257,9 @@ void sn_vqtx_service(struct sn_vqtx *q, uint64_t now);
 void sn_vqtx_set_now(uint64_t now);
 /* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
  * worker then frees every mbuf of this queue it holds and calls
- * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes and
- * acknowledges (release). */
+ * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes,
+ * acknowledges (release) and closes the queue's count in the worker's open
+ * stops (s21, sn_vqtx_keep_all). */
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q);
 void sn_vqtx_stop_ack(struct sn_vqtx *q);
 
@@ -283,12 +293,12 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
  * deadline and no queue of the worker has a stop request open (read here,
  * each call). The deadline part comes from a bound the worker computes at
  * the end of each loop iteration, after its last pop, by scanning every
- * TX queue it owns: sn_vqtx_bound_begin(), sn_vqtx_bound_add() for each,
- * sn_vqtx_bound_end(). Valid only for frames of this worker's queues (a
+ * TX queue it owns: sn_vqtx_keep_bound_begin(), sn_vqtx_keep_bound_add() for each,
+ * sn_vqtx_keep_bound_end(). Valid only for frames of this worker's queues (a
  * caller that may hold other workers' frames uses sn_vqtx_keep_run). */
-void sn_vqtx_bound_begin(void);
-void sn_vqtx_bound_add(const struct sn_vqtx *q);
-void sn_vqtx_bound_end(void);
+void sn_vqtx_keep_bound_begin(void);
+void sn_vqtx_keep_bound_add(const struct sn_vqtx *q);
+void sn_vqtx_keep_bound_end(void);
 bool sn_vqtx_keep_all(void);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */

@@ -183,13 +183,14 @@ MODES = {
 # 120-200 and 110-140, testpmd's runs unchanged (IN_ORDER disables the
 # vectorized RX path; they keep their in-order paths). backend/daemon/
 # README.md "Deferred: the generator's virtio paths (s15-D5)".
-# s21: in_order=0: sn-gen stands in for our users' guests, and a Linux
-# guest never negotiates VIRTIO_F_IN_ORDER (vring_transport_features clears
-# it; shared/GUEST-DRIVER.md). Until s21 testpmd's ports, which offer it,
-# gave sn-gen's baseline runs the PMD's in-order TX and RX paths, which no
-# guest of a deferred port (which cannot offer it) and no Linux guest of
-# any switch gets. Now every port of every run (testpmd's included) runs
-# the paths a Linux guest's ring takes. '--gen-devargs
+# s21: in_order=0: sn-gen stands in for our users' guests, and their Linux
+# 6.1 virtio-net driver never negotiates VIRTIO_F_IN_ORDER
+# (vring_transport_features clears it; shared/GUEST-DRIVER.md). Until s21
+# testpmd's ports, which offer it, gave sn-gen's baseline runs the PMD's
+# in-order TX and RX paths, which no guest of a deferred port (which
+# cannot offer it) and no such guest of any switch gets. Now every port of
+# every run (testpmd's included) runs the virtio PMD's paths without
+# in-order, as every ring of such a guest is. '--gen-devargs
 # mrg_rxbuf=0,vectorized=1' gives the method before s21 (backend/daemon/
 # README.md "s21").
 GEN_DEVARGS = "mrg_rxbuf=0,vectorized=1,in_order=0"
