@@ -781,8 +781,8 @@ static void tx_gso(struct sn_pipeline *pl, struct sn_port *up, struct rte_mbuf *
 /* Transmit on the uplink now; takes ownership of every frame. `arb`: the
  * arbiter half calls (its TX queue, its counters; a remote arbiter returns
  * deferred originals and GSO frames to the worker). rr: arb_release()'s
- * runs of pkts[0 .. n) (arb only) or NULL; used only if every frame goes
- * to tx_plain() as it is. */
+ * runs of pkts[0 .. n) (arb only) or NULL; used for the burst hold check
+ * (s21) and, if every frame goes to tx_plain() as it is, for the counters. */
 static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n, bool arb,
 		      const struct rel_runs *rr)
 {
@@ -820,16 +820,11 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	/* s21: with one worker every deferred frame is of a queue of that
 	 * worker; on its lcore (not a remote arbiter) its bound says at once
 	 * whether keep_run would keep them all (elsewhere, e.g. MAIN at
-	 * destroy, sn_vqtx_keep_all is false) */
-	if (!remote && pl->n_wk == 1 && sn_vqtx_keep_all()) {
+	 * destroy, sn_vqtx_keep_all is false). Only for arb_release()'s
+	 * batches, whose pass already gave the flags (rr). */
+	if (rr && !remote && pl->n_wk == 1 && sn_vqtx_keep_all()) {
 		ok = n;
-		if (rr) {
-			ok_flags = rr->flags;
-		} else {
-			ok_flags = 0;
-			for (uint16_t i = 0; i < n; i++)
-				ok_flags |= pkts[i]->ol_flags;
-		}
+		ok_flags = rr->flags;
 	} else {
 		ok = sn_vqtx_keep_run(pkts, n, &ok_flags);
 	}

@@ -135,9 +135,10 @@ static __thread uint64_t t_kb_min;       /* scan in progress: running minimum (0
  * keeps its count: that worker's burst check stays off (the per-frame
  * check runs), never wrongly on. */
 static uint32_t g_stops_open[SN_VQTX_WORKERS_MAX];
-/* The smallest hold limit (TSC) any queue ever had: MAIN writes (create
- * and set_unmarked_hold run on it, before the port is published), workers
- * read (relaxed). No limit changes after that; a caller that lowered one
+/* The smallest hold limit (TSC) any queue ever had: its unmarked_hold_tsc
+ * (sn_vqtx_set_unmarked_hold caps it at max_hold_tsc, so no limit is
+ * lower). MAIN writes (create and set_unmarked_hold run on it, before the
+ * port is published), workers read (relaxed). No limit changes after that; a caller that lowered one
  * at run time would have to invalidate the workers' bounds first. */
 static uint64_t g_min_hold_tsc = UINT64_MAX;
 
@@ -245,7 +246,7 @@ static inline void ctr_inc(uint64_t *c)
 	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
-/* MAIN: a queue's hold limit joins g_min_hold_tsc (sn_vqtx_keep_all). */
+/* MAIN: a queue's short hold limit joins g_min_hold_tsc (sn_vqtx_keep_all). */
 static void note_min_hold(uint64_t t)
 {
 	if (t < __atomic_load_n(&g_min_hold_tsc, __ATOMIC_RELAXED))
@@ -265,8 +266,6 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 	q->max_hold_tsc = (uint64_t)max_hold_us * rte_get_tsc_hz() / 1000000u;
 	if (max_hold_us && !q->max_hold_tsc)
 		q->max_hold_tsc = 1;
-	if (q->max_hold_tsc)
-		note_min_hold(q->max_hold_tsc);
 	q->vid = -1;
 	q->occ_period = rte_get_tsc_hz() / 1000u;
 	sn_vqtx_set_unmarked_hold(q, SN_VQTX_UNMARKED_HOLD_US_DEFAULT);
