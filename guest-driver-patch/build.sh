@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Build the schednic-patched guest virtio_net.ko (deferred TX completions)
 # out of tree, from Debian packages only.
 #

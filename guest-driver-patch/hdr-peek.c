@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0 */
 /*
  * hdr-peek: show the virtio-net headers a guest puts on its TX ring, as a
  * vhost-user backend sees them. Test helper for the opt-in marker of

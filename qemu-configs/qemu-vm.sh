@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Start one QEMU VM attached to a schednicd vhost-user port.
 #
 # This is the reference QEMU command line for schednic; the pytest VM suite

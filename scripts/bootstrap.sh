@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/bootstrap.sh — install everything schednic needs on Debian 12.
 #
 # Idempotent: packages already present are not touched, so a re-run takes

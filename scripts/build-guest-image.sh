@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Build the schednic test guest: a Debian 6.1 kernel + a busybox-static
 # initramfs with the virtio modules, iperf3, ping, ethtool and a command agent.
 #

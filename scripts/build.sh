@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/build.sh [BUILD_DIR] [meson options...] — configure (once) and build.
 #   scripts/build.sh                      -> build/
 #   scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/demo.sh — the main job, end to end, in about half a minute:
 #   1. installs missing dependencies and builds (only when needed)
 #   2. starts schednicd on its embedded default config (two vhost-user

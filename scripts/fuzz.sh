@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/fuzz.sh [--seconds N] [TARGET...] — build and run the libFuzzer
 # targets in backend/fuzz/ (clang, ASan + UBSan) for N seconds each
 # (default 20). Corpora live in build-fuzz/corpus/<target>/ (not committed).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Render the JSON-RPC API schema (backend/daemon/rpc_api.json) as Markdown.
 
 usage: gen-api-doc.py [SCHEMA]     (writes to stdout; the README pastes it)

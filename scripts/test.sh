@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/test.sh — the whole test suite, from a fresh Debian 12 machine.
 #
 #   1. bootstrap (Debian + Python deps, idempotent)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Shared pytest fixtures for the schednic suite.
 
 Everything a fixture starts (schednicd, helper processes, network

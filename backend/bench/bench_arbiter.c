@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_arbiter.c — arbiter decisions per second (PSPAT §6: 28 M/s).
  *
  * 64 clients, one class each (QFQ weights 1..64, or FIFO/DRR for the

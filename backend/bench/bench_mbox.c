@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_mbox.c — sn_mbox vs DPDK rte_ring (SP/SC), two threads.
  *
  * A producer thread and a consumer thread, pinned to CPUs 1 and 0 when the

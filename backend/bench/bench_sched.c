@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_sched.c — QFQ vs its DRR baseline (and FIFO as the floor).
  *
  * qfq/enq_deq/classes=1024, drr/enq_deq/classes=1024,

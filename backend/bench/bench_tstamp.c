@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_tstamp.c — Carousel timestamping per packet (sn_tstamp_peek_at +
  * commit, the daemon's submit fast path: one 64-bit divide by the rate per
  * packet) against the same arithmetic with the quotient from a

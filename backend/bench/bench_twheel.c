@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_twheel.c — timing wheel vs binary heap; cFFS vs linear slot scan.
  *
  * twheel/insert_extract/outstanding=1000000 and its baseline

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn-bench — micro-benchmarks of the scheduling core against baselines
  * measured in the same run (binary heap, DRR, rte_ring, linear scan).
  *

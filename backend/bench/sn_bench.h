@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_bench.h — tiny harness shared by the sn-bench suites.
  *
  * Each suite (bench_<module>.c) exports `void sn_bench_<module>(void)`,

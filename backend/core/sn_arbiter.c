@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_arbiter.c — PSPAT arbiter core: do_scan() and leaky-bucket link
  * emulation (PSPAT §3.4, Fig. 5; MYSCHED §3 for the link variable).
  *

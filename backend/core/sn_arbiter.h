@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_arbiter.h — the PSPAT arbiter: client mailboxes -> scheduler -> link.
  *
  * One arbiter owns one scheduler (sn_sched.h), a set of clients (one input

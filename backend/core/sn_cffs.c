@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_cffs.c — circular hierarchical FFS bitmap: create, free, dump.
  *
  * Design (Eiffel, Saeed et al., NSDI 2019, §3.1.1). A hierarchical FFS

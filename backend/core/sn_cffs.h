@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_cffs.h — circular hierarchical find-first-set bitmap (Eiffel cFFS).
  *
  * A fixed set of `nbits` positions (slots of a timing wheel) with one bit

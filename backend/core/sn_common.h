@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_common.h — small helpers shared by every scheduling-core module.
  *
  * Header-only; no state. Any thread may use any of it.

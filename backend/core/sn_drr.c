@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_drr.c — Deficit Round Robin.
  *
  * Follows M. Shreedhar, G. Varghese, "Efficient fair queuing using deficit

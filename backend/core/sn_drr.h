@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_drr.h — Deficit Round Robin (Shreedhar, Varghese, 1996), reached
  * through sn_sched.h. Quantum of class k = drr_quantum * weight_k bytes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_fdrop.c — fair packet dropping (Addanki, Linguaglossa, Roberts, Rossi,
  * "Controlling software router resource sharing by fair packet dropping",
  * Algorithms 1 and 2, §III-E adaptive threshold, §IV-B flow table).

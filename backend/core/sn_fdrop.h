@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_fdrop.h — fair packet dropping (Addanki, Linguaglossa, Roberts, Rossi:
  * "Controlling software router resource sharing by fair packet dropping").
  *

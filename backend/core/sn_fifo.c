@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_fifo.c — first-in first-out behind sn_sched.h.
  *
  * The baseline every fair scheduler is compared with: one ring of

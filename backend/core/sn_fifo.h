@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_fifo.h — one first-in first-out queue behind sn_sched.h; weights are
  * ignored, classes only label items and bound them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_mbox.c — creation and release of PSPAT mailboxes.
  *
  * The algorithm (PSPAT §4.1, lap-tagged slots, lazy per-line release,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_mbox.h — PSPAT mailboxes: lock-free SPSC pointer queues, client lists
  * and the consumer->producer backpressure flag.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_nba.c — NIC-level Bandwidth Allocator (Carousel, SIGCOMM 2017, §5.3).
  *
  * Carousel runs one shaper per core; an aggregate limit whose connections

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_nba.h — NIC-level Bandwidth Allocator (Carousel §5.3).
  *
  * One aggregate rate limit whose flows land on several worker cores is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_qfq.c — Quick Fair Queueing.
  *
  * Follows F. Checconi, L. Rizzo, P. Valente, "QFQ: Efficient Packet

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_qfq.h — Quick Fair Queueing (Checconi, Rizzo, Valente, IEEE/ACM ToN
  * 2013). Reached through sn_sched.h; this header exists so tests and the
  * fuzz target can call the self-check directly.

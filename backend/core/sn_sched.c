@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_sched.c — the sn_sched.h interface: validates the parameters every
  * algorithm shares and dispatches to QFQ (sn_qfq.c), DRR (sn_drr.c) or
  * FIFO (sn_fifo.c). The per-packet calls (enqueue, dequeue, peek_len) go

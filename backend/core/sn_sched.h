@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_sched.h — one interface over the packet schedulers (QFQ, DRR, FIFO).
  *
  * A scheduler holds opaque items (packet references) in per-class FIFO

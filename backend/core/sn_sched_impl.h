@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_sched_impl.h — pieces shared by the scheduler algorithms behind
  * sn_sched.h (sn_qfq.c, sn_drr.c, sn_fifo.c). Internal: not part of the
  * public API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_tstamp.c — Carousel timestamping: configuration and the slow path.
  *
  * Design (Carousel, Saeed et al., SIGCOMM 2017, §5.1.1). Every shaping

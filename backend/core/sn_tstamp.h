@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_tstamp.h — Carousel timestamping: per-policy rate, exact in integers.
  *
  * A policy (a pacing rate, a per-flow or per-VM rate limit, a core's share

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_twheel.c — Carousel timing wheel: construction, pool, introspection.
  *
  * Design (Carousel, Saeed et al., SIGCOMM 2017, §5.1.2 and Algorithm 1).

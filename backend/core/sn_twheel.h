@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_twheel.h — Carousel timing wheel with a global node pool and cFFS.
  *
  * A time-indexed queue of opaque items (packet references). Time is

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Embed a text file into C as `const char <symbol>[]` (NUL-terminated).
 
 usage: embed.py INPUT OUTPUT.c SYMBOL

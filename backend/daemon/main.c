@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c — schednicd: command line, EAL, lifecycle.
  *
  * Threads (DESIGN.md "Control plane"): the main lcore runs the control

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_classify.c — flow classes and aggregates of one worker.
  *
  * Design (Carousel, seed 002, §4 "policies" and §5.3 "NBA").

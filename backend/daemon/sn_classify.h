@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_classify.h — flow classes and aggregates of one worker (issue 6):
  * 5-tuple classification, per-flow / per-class pacing state, the worker's
  * share of every aggregate (Carousel §4, §5.3 NBA). Design: sn_classify.c.

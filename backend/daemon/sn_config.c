@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_config.c — parse and validate the schednicd JSON configuration.
  *
  * Design: the embedded default (default-config.json) and the user text are

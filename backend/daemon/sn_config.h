@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_config.h — schednicd configuration: JSON text -> validated struct.
  *
  * The default configuration is backend/daemon/default-config.json compiled

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_cpufair.c — fair dropping of the worker's CPU time (seed 003 §III-E:
  * Algorithm 1 on per-flow virtual queues of CPU time, Algorithm 2's
  * apportioning of each burst's measured cost by type weight). The design

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_cpufair.h — fair dropping of the worker's CPU time (seed 003,
  * "Controlling software router resource sharing by fair packet dropping",
  * §III-E CPU sharing: Algorithm 1 on CPU time + Algorithm 2's cost

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_ctl.c — JSON-RPC handlers of schednicd (method table: rpc_api.json).
  *
  * sn_rpc has already checked types, required and unknown params against

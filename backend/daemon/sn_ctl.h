@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_ctl.h — schednicd's JSON-RPC method handlers (version, port.add,
  * port.del, port.list, stats.get, shutdown) on top of sn_rpc.
  *

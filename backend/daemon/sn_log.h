@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_log.h — one line per event on stderr, "schednicd: <event>".
  *
  * Any thread may call sn_log(): the line is formatted into a local buffer

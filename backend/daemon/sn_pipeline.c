@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_pipeline.c — scheduled datapath (DESIGN.md "The pipeline"), in the
  * 1-core layout (worker + arbiter + dispatcher run to completion in one
  * loop) or the 2-core layout (worker | arbiter + dispatcher, PSPAT §3-4).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_pipeline.h — the scheduled datapath stage: Carousel timestamping +
  * timing wheel per port, PSPAT client mailboxes, arbiter (QFQ/DRR/FIFO)
  * with link emulation, dispatch; in the 1-core layout (the worker runs it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_policy.c — policy model: JSON <-> struct sn_policy, validation, and
  * the liburcu QSBR publication of the table the datapath reads.
  *

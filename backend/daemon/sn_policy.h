@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_policy.h — the operator's bandwidth policy: JSON model, validation and
  * RCU publication to the datapath.
  *

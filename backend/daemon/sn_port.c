@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_port.c — port registry, vhost-user driver registration and callbacks.
  *
  * Design: ports live in 64 slots. The main thread owns the registry (a slot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_port.h — the port registry: vhost-user ports and the uplink.
  *
  * Three parties touch ports, each with its own contract:

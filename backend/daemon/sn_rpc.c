@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_rpc.c — JSON-RPC 2.0 server on a unix stream socket.
  *
  * Design. The control plane must never be the reason the daemon dies or

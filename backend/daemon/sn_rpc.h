@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_rpc.h — JSON-RPC 2.0 server on a unix stream socket (control plane).
  *
  * Framing: each request is one JSON text terminated by '\n'; each response

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_switch.c — transparent L2 learning switch (IEEE 802.1D style) on one
  * worker lcore.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_switch.h — the L2 learning switch and a worker lcore's poll loop.
  *
  * Each worker lcore runs sn_switch_worker() on its own struct sn_switch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_uplink.c — bring up the uplink ethdev (see sn_uplink.h).
  *
  * Nothing to schedule here: the uplink is a plain ethdev with one queue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_uplink.h — the uplink: any DPDK ethdev named by EAL --vdev devargs
  * (net_tap for tests and the demo, net_null/net_ring for benchmarks, a PCI
  * NIC in production), one RX queue and one TX queue per transmitting

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vnethdr.c — TX virtio-net header -> mbuf offload metadata; see
  * sn_vnethdr.h for the rules (virtio 1.1 §5.1.6.2, and DPDK 22.11's
  * legacy vhost dequeue offload semantics it reproduces). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vnethdr.h — the TX virtio-net header of a guest frame (virtio 1.1
  * §5.1.6) as mbuf offload metadata, for deferred-completion ports
  * (sn_vqtx.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vqtx.c — deferred, out-of-order TX completions on top of rte_vhost
  * (Carousel §5.2; the way SPDK's lib/vhost drives virtqueues itself).
  *

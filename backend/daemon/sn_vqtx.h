@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vqtx.h — our own VM TX virtqueue with deferred, out-of-order
  * completions, for vhost-user ports in "completion": "deferred" mode.
  *

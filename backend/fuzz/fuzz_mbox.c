@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_mbox.c — libFuzzer target for sn_mbox.
  *
  * The input is a program: a first byte picks the mailbox size (16/32/64

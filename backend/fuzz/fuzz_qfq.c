@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_qfq.c — libFuzzer target: random operation sequences on the QFQ
  * scheduler (and, by the first input byte, DRR / FIFO) through sn_sched.h,
  * against a shadow model.

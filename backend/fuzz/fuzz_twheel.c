@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_twheel.c — libFuzzer target: random op sequences on sn_twheel and
  * sn_cffs against simple models, with invariant checks.
  *

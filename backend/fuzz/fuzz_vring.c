@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_vring.c — libFuzzer target for sn_vring, the split-virtqueue parser.
  *
  * Fake guest memory: four malloc'd regions, the first two guest-physically

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_gen.c — sn-gen: single-threaded DPDK traffic generator + sink + echo
  * peer for the schednic datapath tests and benchmark (issue 2, items 7-8).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_gen.h — shared state of the sn-gen traffic tool (CLI in sn_gen.c,
  * traffic loops in sn_genrun.c).
  *

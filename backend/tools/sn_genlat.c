@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_genlat.c — latency records of `lat=1` flows (see sn_genlat.h). */
 #include "sn_genlat.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_genlat.h — one-way latency of marked sn-gen flows (`--flow ...,lat=1`),
  * for the isolation / T-WFI experiment (PSPAT §6.6: the VICTIM's packets
  * are stamped when submitted and read again by the receiver on the same

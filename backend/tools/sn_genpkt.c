@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_genpkt.c — frame build/verify and the ARP/ICMP echo responder of sn-gen.
  *
  * Not an algorithm from a paper: this is the measuring instrument of the

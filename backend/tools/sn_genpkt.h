@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_genpkt.h — frames of the sn-gen traffic tool: build, verify, echo.
  *
  * A test frame is an Ethernet II frame with the local experimental

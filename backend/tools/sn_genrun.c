@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_genrun.c — the traffic loops of sn-gen: bench, count, echo.
  *
  * One loop, one lcore: every iteration transmits at most one burst per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vufront.c — sn-vufront: a minimal vhost-user front-end (the role QEMU
  * plays) that posts crafted split-ring TX descriptors. Test-only.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vufront.h — sn-vufront, the test-only vhost-user front-end: guest
  * memory layout, front-end state, and the vhost-user side
  * (sn_vufront_vu.c) used by the scenarios (sn_vufront.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vufront_vu.c — the vhost-user protocol side of sn-vufront (the
  * front-end role QEMU plays; QEMU docs/interop/vhost-user.rst, DPDK
  * lib/vhost/vhost_user.h): messages over the unix socket with file

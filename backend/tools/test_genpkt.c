@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_genpkt.c — unit test of sn-gen's frame module (no EAL needed).
  *
  * The sink's verdicts are what the datapath tests trust, so each verdict is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vring.c — hardened split-virtqueue TX parser, out-of-order used ring.
  *
  * Design. Carousel (seed 002, §5.2 "Deferred Completions") returns a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vring.h — hardened split-virtqueue TX parser and out-of-order used-ring
  * writer (virtio 1.1 §2.7), DPDK-free.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Helpers shared by the benchmark scripts of this directory (datapath.py,
 conformance.py): DPDK runtime-dir cleanup, stopping a child process, and a
 one-shot JSON-RPC call to schednicd's control socket. Stdlib only."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Rate conformance (issue 6): schednic's per-port limit vs Linux HTB.
 
 Metric (Carousel §7.1.1): a flow limited to R is sampled every 100 ms at

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/bench/core.sh [sn-bench args] — build and run the scheduling-core
 # micro-benchmarks (sn-bench) against their same-run baselines, pinned to
 # CPU 1 (two-thread cases pin their second thread to CPU 0).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Datapath benchmark: 64 B frames through schednicd vs testpmd io-forward.
 
 Method (shared/ENVIRONMENT.md, "Benchmarking a switch on 2 cores"): the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Instructions per frame of schednicd's worker in one datapath.py mode.
 
 Runs the same setup as `datapath.py --modes MODE` (sn-gen on CPU 0 as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fixtures for the control-plane tests.
 
 `ctl` runs every test twice: against rpc_harness (sn_rpc.c alone with mock

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Helpers shared by the control-plane tests (constants, raw socket I/O, the
 rpc_harness process wrapper). Fixtures are in conftest.py."""
 import json

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rpc_harness.c — sn_rpc.c served alone, without DPDK (tests only).
  *
  * usage: rpc_harness SOCKET SCHEMA_FILE MAX_REQUEST_BYTES MAX_CLIENTS

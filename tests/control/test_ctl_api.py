@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """rpc_api.json is the single source of truth: the daemon, the C error
 codes, schednicctl and the generated docs must all agree with it."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/schednicctl: output, exit codes, --json, --watch (against the
 harness for speed; test_ctl_api.py runs every subcommand on schednicd)."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """JSON-RPC server behaviour: every method, every error path, hostile clients.
 
 Each test runs against rpc_harness and against schednicd (fixture `ctl`);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sn_rpc.c paths only the harness can reach: test-only methods (big
 responses, every param type, failing and unimplemented handlers), slow
 readers, bad schemas, socket ownership. The harness runs under ASan/UBSan

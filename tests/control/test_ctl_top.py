@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """schednicctl top (issue 6): the non-interactive modes against a running
 schednicd with a policy: --once prints one frame with every column, --count
 N prints N frames, no terminal escape codes without a tty, bad options are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Errors that quote a long non-ASCII client string (s13-R3): messages cut
 client strings to a byte length, which split a UTF-8 sequence; jansson then
 refused the message and the request went unanswered (the client waited for

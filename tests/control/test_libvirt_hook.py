@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """qemu-configs/libvirt/hooks/qemu against rpc_harness (no libvirt, no VM;
 tests/vm/test_libvirt.py runs it for real): "prepare begin" adds the
 domain's vhost-user ports, "release end" deletes them, and a control socket

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Independent Python references for fair dropping (sn_fdrop).
 
   - max_min(): max-min fair shares of a capacity over offered rates, by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Independent Python model of the NIC-level bandwidth allocator (sn_nba).
 
 Follows the allocation rule stated in backend/core/sn_nba.h (Carousel

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Independent reference models for the packet schedulers (sn_sched).
 
 Written from the definitions, sharing no code or structure with the C

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Independent reference model for `sn-trace twheel` (timestamping + wheel).
 
 Exact rational arithmetic (fractions.Fraction), written from the release

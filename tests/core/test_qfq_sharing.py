@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """QFQ sharing accuracy vs class lmax (issue 6 weighted-sharing test, s10-T).
 
 The daemon's 1:2:5 sharing test (tests/policy/test_sharing.py) drifted by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Reference tests for fair dropping (sn-trace fdrop), seed 003.
 
   - Table I of the paper: three Poisson flows at 1 / 0.6 / 0.1 packets per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Reference-model tests for the NIC-level bandwidth allocator (sn-trace nba).
 
 Randomized demand sequences (1-16 cores, aggregates from 1 MB/s to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Reference-model tests of the packet schedulers (QFQ, DRR, FIFO).
 
 Randomized traces (weights 1..1000, lengths 64..9000, bursts, overload,

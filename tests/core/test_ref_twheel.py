@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Reference-model tests for the timing wheel + timestamping (sn-trace twheel).
 
 Randomized traces (policies from 1 Mbit/s to 10 Gbit/s, flows crossing up

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Runs the C unit tests (meson test) and reports each as a pytest case.
 
 A failing, crashing, timing-out or skipping (exit 77) C test fails here:

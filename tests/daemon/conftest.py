@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fixtures for tests/daemon: reuse the datapath tests' sn-gen driver."""
 import sys
 from pathlib import Path

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """MAC table aging (datapath.mac_aging_s): learned entries expire, unknown
 unicast is flooded again afterwards, and the counters say so."""
 import time

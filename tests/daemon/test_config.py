@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """schednicd command line and configuration validation (no EAL started).
 
 Table-driven: each bad config must make `schednicd --check-config` exit 1

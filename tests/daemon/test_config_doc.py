@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every configuration key the parser accepts is documented, and every
 documented key is accepted (s13-R3).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Untrusted-input hardening of schednicd (s13-R3 review): what a control
 client or a config file names must never be destroyed or wedge the daemon."""
 import json

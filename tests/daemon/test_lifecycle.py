@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """schednicd start/stop: clean exit 0 on SIGTERM, SIGINT and the "shutdown"
 RPC, with every socket and the DPDK runtime directory removed; socket
 parent directories created 0700; a stale server socket replaced."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fixtures for the datapath tests (helpers live in sngen.py)."""
 from pathlib import Path
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sn-gen driver and counter helpers for the datapath tests.
 
 sn-gen (backend/tools/sn_gen.c) is one single-threaded DPDK process owning

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """scripts/bench/datapath.py's schedule and ratio statistics (s12-D2, issue 5):
 every mode run is bracketed by testpmd runs, its ratio is taken against the
 mean of its two neighbours (the baseline interpolated to its time), and

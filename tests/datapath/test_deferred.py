@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Deferred, out-of-order TX completions (issue 5, part 1).
 
 A port with "completion": "deferred" has its VM TX ring processed by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sn-gen bench mode against deferred ports (s12-D2, issue 5 benchmark):
 --marker in bench mode writes the opt-in marker as each frame is built
 (no TX callback) -- every frame the daemon pops must still carry it, the

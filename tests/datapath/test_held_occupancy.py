@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Held-occupancy histogram of deferred ports (issue 7, daemon side of the
 backpressure experiment; Carousel §7.1.2 measures packets held in the
 shaper per flow).

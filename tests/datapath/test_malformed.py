@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every malformed-ring case against the running daemon (issue 5, "Untrusted
 guest input" and the test-only malformed-ring writer).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Multiqueue vhost-user ports (issue 5, "Multiqueue"; VIRTIO_NET_F_MQ).
 
 A port with "queues": N offers N queue pairs. sn-gen drives real

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Guest opt-in to long holds on deferred ports (issue 7, backend side).
 
 The patched guest driver writes num_buffers = 0x5344 in every TX virtio-net

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Restarts and vanishing peers (issue 2 item 7, "Restart").
 
 - A client-mode port (schednicd connects to a virtio-user peer that listens,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """L2 switching through schednicd with sn-gen virtio-user peers.
 
 Every test checks the counters exactly (issue 2 item 7; stats.get semantics

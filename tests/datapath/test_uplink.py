@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Uplink: a net_tap uplink moved into a network namespace, pinged from there.
 
 schednicd creates the tap interface (net_tap0,iface=<unique>) in the host

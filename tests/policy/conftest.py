@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fixtures for the policy tests: the datapath tests' sn-gen driver, the
 lcore layouts, and the "schednic policy measurements" section of the
 terminal summary (the figures issue 6's closing note quotes, each beside

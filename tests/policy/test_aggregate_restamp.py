@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A new NBA grant applies to the frames already queued, for every class
 an aggregate paces (issue 6 "Aggregates + NBA" and "Live change: ... within
 100 ms (+ one NBA period for aggregates)"; sn_pipeline.c restamp_aggs).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Flow classes and aggregates (issue 6 deliverable 3): policy model,
 classification in the worker, per-flow / per-class pacing, aggregates split
 by the NBA.

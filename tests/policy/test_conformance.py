@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Rate conformance (issue 6, Carousel §7.1.1): a port limited to R for
 R in {1, 10, 100, 1000} Mbit/s, mean absolute deviation of 100 ms samples
 from R <= 1 %.

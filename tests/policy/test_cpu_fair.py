@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """CPU fair dropping in the worker (issue 6 deliverable 5, seed 003 §III-E:
 Algorithm 1 on CPU time + Algorithm 2's per-burst cost apportioning;
 config datapath.cpu_fair_pct, backend/daemon/sn_cpufair.h).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A deferred-completion port (issue 5) that is also shaped (issue 6).
 
 Its frames go through the policy pipeline as zero-copy guest buffers; each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fair dropping in front of the arbiter (issue 6 deliverable 5, seed 003).
 
 Three unresponsive flows (three UDP 5-tuples of one port, vm0) offer 1,

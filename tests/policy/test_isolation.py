@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Isolation / T-WFI (issue 6; PSPAT §6.6 experiment, bound of PSPAT eq. 1).
 
 A low-rate VICTIM port (vm0, weight 50) sends 200 B frames at 50 frames/s

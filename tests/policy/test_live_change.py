@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Live policy change under traffic takes effect within 100 ms (issue 6).
 
 Before: a rate change kept the timestamps of the frames already in the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Layout ncore (issue 6 deliverable 2, issue 5 multiqueue ownership): W
 worker lcores, each owning the VM TX queues mapped to it, one arbiter lcore.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Policy enforcement on the uplink (issue 6, 1-core layout).
 
 Traffic: sn-gen virtio-user peers flood 1000-byte frames to an unknown MAC,

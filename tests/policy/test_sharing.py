@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Weighted sharing 1:2:5 on an emulated uplink, and idle handover (issue 6).
 
 Three shaped ports (weights 1, 2, 5; no rate limit) each offer more than

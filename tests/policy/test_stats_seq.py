@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Exact (clock, counters) pairs also while frames are submitted (s12-R review).
 
 A policy stats read with clock_consistent true promises counters that no

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """s14-S4: the scheduled release's direct vhost enqueue on a net_vhost uplink.
 
 When the uplink is a net_vhost ethdev whose peer is connected, the arbiter

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Runqueue waits of the processes a test runs (datapath and policy tests).
 
 On this shared 2-core machine a busy-polling daemon or sn-gen that the OS

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Held-occupancy histograms of deferred ports (stats.get
 completion.held_occupancy, issue 7): interval measurement by snapshot diff.
 

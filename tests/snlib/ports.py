@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Per-port views of a running schednicd's stats.get, shared by tests."""
 from snlib.wait import wait_for
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Minimal JSON-RPC 2.0 client for schednicd's unix socket (tests only).
 
 The operator-facing client is scripts/schednicctl; tests talk to the daemon

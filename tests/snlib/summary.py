@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Measurements shown in pytest's terminal summary (the CI log).
 
 Tests that compute a figure the issues ask to be quoted (a rate, a share,

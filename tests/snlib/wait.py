@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Polling helper shared by the datapath and policy tests."""
 import time
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fixtures for the QEMU VM suite (tests/vm).
 
 - guest_image: builds (or reuses) the test guest with

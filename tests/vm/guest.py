@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """One QEMU test guest, started through qemu-configs/qemu-vm.sh.
 
 The guest (scripts/build-guest-image.sh) runs a command agent on its second

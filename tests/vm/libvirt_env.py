@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A private libvirtd + virtlogd for tests (no systemd, no host config).
 
 Both daemons run in their own mount namespace (unshare -m) in which

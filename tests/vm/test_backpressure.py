@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Carousel backpressure with real guest TCP (issue 7, "Bounded shaper
 occupancy" and "Same traffic, immediate completions"; Carousel §5.2,
 §7.1.2, Fig. 14-15).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """TX checksum/TSO offloads on deferred-completion ports (issue 5 part 1:
 "the virtio-net header: checksum/GSO requests honoured or resolved before
 the packet leaves").

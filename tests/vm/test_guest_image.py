@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The guest image builder and the QEMU template, without booting."""
 import gzip
 import subprocess

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The patched guest virtio_net.ko (guest-driver-patch/, issue 7 part 1).
 
 - test_build_*: guest-driver-patch/build.sh builds a module with the guest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Issue 7 tests "No head-of-line blocking" and "Robustness" with real TCG
 guests (Carousel, seed 002, §5.2 and §7.1.2).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """libvirt attachment: a private libvirtd boots the qemu-configs/libvirt
 example domains (paths rewritten to this test's temp dir) on schednicd
 ports, and traffic flows between them through schednicd."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Multiqueue with real QEMU guests (issue 5, "Multiqueue").
 
 Two TCG guests, each with a 2-queue-pair virtio-net-pci (qemu-vm.sh

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Real QEMU guests switched by schednicd (issue 4).
 
 Two TCG guests share CPU 0 while schednicd's worker polls CPU 1, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_check.h — the failure-counting assertion of the C unit tests.
  *
  * CHECK(cond) reports a failed condition with its file and line and keeps

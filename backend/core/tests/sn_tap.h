@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_tap.h — the fail-fast, TAP-style assertion of the C unit tests that
  * print one "ok N - ..." line per property (test_cffs, test_tstamp,
  * test_twheel): CHECK(cond, fmt, ...) prints "not ok" with the file, line,

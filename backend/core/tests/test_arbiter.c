@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_arbiter.c — unit tests of sn_arbiter against the real schedulers:
  * exact link-emulation release times (fixed and random sizes, rates that
  * do not divide evenly, framing overhead, no drift over 10^5 items), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cffs.c — sn_cffs against a naive byte-array model.
  *
  * Random set/clear/test/find_ge/find_next sequences over sizes around the

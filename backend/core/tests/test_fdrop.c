@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fdrop.c — unit tests of fair dropping (sn_fdrop).
  *
  * Algorithm 1's drain step against a hand-worked example of the paper's

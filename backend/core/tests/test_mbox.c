@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_mbox.c — single-threaded unit tests of sn_mbox: FIFO order, full and
  * empty, lap tags across wrap-around, lazy per-line release, bursts, client
  * list dedupe and the backpressure flag. Two-thread behaviour is in

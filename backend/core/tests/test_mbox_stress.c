@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_mbox_stress.c — two threads through one sn_mbox: every item arrives
  * exactly once and in order, across single and burst operations of random
  * sizes, over millions of laps of a small mailbox (so the lap tags and the

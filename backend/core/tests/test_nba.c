@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_nba.c — unit tests of the NIC-level bandwidth allocator (sn_nba).
  *
  * Water-filling cases with known answers, the headroom and backlog

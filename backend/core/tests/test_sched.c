@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_sched.c — unit tests of sn_sched (QFQ, DRR, FIFO).
  *
  * TAP output. Covers: API error paths; basic service order of each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_tstamp.c — sn_tstamp exactness, extremes, burst, consolidation.
  *
  * Exactness: a policy kept backlogged must have issued, after k packets

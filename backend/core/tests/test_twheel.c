@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_twheel.c — sn_twheel unit tests and an exact model check.
  *
  * Directed cases: FIFO within a slot, never-early (ceil) slotting, past ->

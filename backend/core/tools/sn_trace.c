@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sn-trace — trace-driven driver of the scheduling core.
  *
  * `sn-trace <module> [args]` reads a packet trace and a configuration

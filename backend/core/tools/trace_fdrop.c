@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* trace_fdrop.c — `sn-trace fdrop`: fair dropping in front of a simulated
  * link or CPU, driven by a packet trace.
  *

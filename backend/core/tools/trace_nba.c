@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* trace_nba.c — `sn-trace nba`: drive sn_nba from a text trace.
  *
  * Input (stdin), one command per line; blank lines and lines starting

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* trace_sched.c — `sn-trace sched [FILE|-]`: replay a packet trace through
  * one sn_sched instance (QFQ, DRR or FIFO) in front of an emulated link and
  * print when every packet leaves, for tests/core/test_ref_sched.py to check

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* trace_twheel.c — `sn-trace twheel`: timestamping + timing wheel on a trace.
  *
  *   sn-trace twheel --config FILE --trace FILE     (FILE may be "-" = stdin)

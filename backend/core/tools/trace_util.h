@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* trace_util.h — line parsing shared by the sn-trace drivers.
  *
  * Header-only, no state; any thread. Traces are whitespace-separated text

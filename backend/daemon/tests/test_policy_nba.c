@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_policy_nba.c — aggregates in the policy store (issue 6): the NBA
  * instances sn_policy_publish attaches, their per-worker publication path
  * with two fake workers, and their lifetime across publications.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_vnethdr.c — sn_vnethdr_parse(): every accepted request gives the
  * offload metadata rte_vhost would set, every invalid or unsupported one
  * is refused (TAP-style output, exit status = failures). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_vring.c — unit tests of sn_vring against a fake guest: three
  * malloc'd memory regions (two of them guest-physically contiguous, so a
  * buffer can straddle them), a split ring written the way a driver writes
