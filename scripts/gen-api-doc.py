@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Render the JSON-RPC API schema (backend/daemon/rpc_api.json) as Markdown.
+"""Render the JSON-RPC API schema (backend/daemon/control/rpc_api.json) as Markdown.
 
 usage: gen-api-doc.py [SCHEMA]     (writes to stdout; the README pastes it)
 """
@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-DEFAULT = Path(__file__).resolve().parent.parent / "backend" / "daemon" / "rpc_api.json"
+DEFAULT = Path(__file__).resolve().parent.parent / "backend" / "daemon" / "control" / "rpc_api.json"
 
 
 def cell(text) -> str:

@@ -24,9 +24,9 @@ def harness_bin(tmp_path_factory) -> Path:
                            capture_output=True, text=True, check=True).stdout.split()
     cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-g", "-O1",
            "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
-           "-I", str(REPO / "backend" / "daemon"),
+           "-I", str(REPO / "backend" / "daemon" / "control"), "-I", str(REPO / "backend" / "daemon" / "app"),
            str(Path(__file__).parent / "rpc_harness.c"),
-           str(REPO / "backend" / "daemon" / "sn_rpc.c"), *flags, "-o", str(out)]
+           str(REPO / "backend" / "daemon" / "control" / "sn_rpc.c"), *flags, "-o", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"harness build failed:\n{' '.join(cmd)}\n{r.stderr}"
     return out

@@ -17,13 +17,13 @@ from snlib.rpc import RpcClient, RpcError  # tests/ is on sys.path (tests/confte
 
 REPO = Path(__file__).resolve().parents[2]
 
-SCHEMA = REPO / "backend" / "daemon" / "rpc_api.json"
+SCHEMA = REPO / "backend" / "daemon" / "control" / "rpc_api.json"
 CTL = REPO / "scripts" / "schednicctl"
 MAX_REQ = 4096
 MAX_CLIENTS = 4
 # sn_rpc.c's idle timeout, read from the source so the tests follow it.
 IDLE_S = int(re.search(r"#define IDLE_MS\s+(\d+)",
-                       (REPO / "backend" / "daemon" / "sn_rpc.c").read_text()).group(1)) / 1000
+                       (REPO / "backend" / "daemon" / "control" / "sn_rpc.c").read_text()).group(1)) / 1000
 
 # Methods the harness serves on top of rpc_api.json (and one it leaves
 # without handler, which must answer -32601).

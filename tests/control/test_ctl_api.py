@@ -50,7 +50,7 @@ def test_schema_is_well_formed():
 
 
 def test_error_codes_match_c_header():
-    hdr = (REPO / "backend" / "daemon" / "sn_rpc.h").read_text()
+    hdr = (REPO / "backend" / "daemon" / "control" / "sn_rpc.h").read_text()
     c_codes = {int(v) for v in re.findall(r"#define SN_RPC_\w+\s+\((-\d+)\)", hdr)}
     assert c_codes == {e["code"] for e in SCHEMA["errors"].values()}
 

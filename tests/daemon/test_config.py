@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CONFIG = REPO / "backend" / "daemon" / "default-config.json"
+DEFAULT_CONFIG = REPO / "backend" / "daemon" / "app" / "default-config.json"
 
 
 def run(binary, *args, timeout=30):

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG_C = REPO / "backend" / "daemon" / "sn_config.c"
-POLICY_C = REPO / "backend" / "daemon" / "sn_policy.c"
+CONFIG_C = REPO / "backend" / "daemon" / "app" / "sn_config.c"
+POLICY_C = REPO / "backend" / "daemon" / "control" / "sn_policy.c"
 DAEMON_README = REPO / "backend" / "daemon" / "README.md"
 README = REPO / "README.md"
-SCHEMA = REPO / "backend" / "daemon" / "rpc_api.json"
+SCHEMA = REPO / "backend" / "daemon" / "control" / "rpc_api.json"
 
 
 def source_keys() -> set:

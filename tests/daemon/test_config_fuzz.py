@@ -81,7 +81,7 @@ def mutate(rng, cfg):
 
 def test_config_parser_survives_mutated_files(schednicd_bin, tmp_path):
     rng = random.Random(int(os.environ.get("SN_CONFIG_FUZZ_SEED", "1123")))
-    default = json.loads((REPO / "backend" / "daemon" / "default-config.json").read_text())
+    default = json.loads((REPO / "backend" / "daemon" / "app" / "default-config.json").read_text())
     seeds = [default, FULL, {}]
     f = tmp_path / "cfg.json"
     outcomes = {0: 0, 1: 0}
