@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,14p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
