@@ -97,6 +97,9 @@ def render(api) -> str:
 
 
 def main(argv) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
     write = "--write" in argv
     args = [a for a in argv if a != "--write"]
     if any(a.startswith("-") for a in args) or len(args) > 1:
