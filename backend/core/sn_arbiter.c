@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_arbiter.c — PSPAT arbiter core: do_scan() and leaky-bucket link
- * emulation (PSPAT §3.4, Fig. 5; MYSCHED §3 for the link variable).
+/* sn_arbiter.c — PSPAT arbiter: do_scan() and leaky-bucket link emulation.
+ *
+ * Follows L. Rizzo, P. Valente, G. Lettieri, V. Maffione, "PSPAT: software
+ * packet scheduling at hardware speed", Computer Communications 2018,
+ * §3.4 and Fig. 5.
  *
  * Input. Each client list is drained completely (bounded by its size);
  * every mailbox taken from it is marked active, and so is the one it
@@ -20,30 +23,27 @@
  * (len + overhead) * 8e9 / link_bps ns. The loop runs inside the scheduler
  * (sn_sched_dequeue_burst), given the number of bytes that may still start
  * by now (link_budget, exact), and link_idle advances once per burst by
- * the bytes taken: the same items, the same link_idle. It is computed
- * exactly: the integer
- * quotient is added and the remainder (in units of 1/link_bps ns) is
- * carried, so release times never drift from the ideal line however long
- * the link stays busy. The division is done with a precomputed reciprocal
- * and an exact correction step (two multiplies, no divide instruction:
- * lengths vary packet to packet, and a 64-bit divide would cost more than
- * the rest of the decision). When the scheduler has run
- * empty, the link went idle at that scan's now (Fig. 5 line 14: link_idle
- * = t_now of the scan that found the scheduler empty), so items found by
- * the next scan may start from there: the credit of one scan interval that
- * lets a burst arriving between two scans leave in one scan rather than
- * one item now and the rest a scan later (at 400 Gbit/s one 88-byte item
- * is 1.76 ns of link: without the credit a 1-core worker released 1 and
- * 63 items in alternate iterations and held every guest frame one
- * iteration longer). The credit is capped by idle_credit_ns (0: none, an
- * idle link restarts at the scan that finds traffic), so a long gap
- * between scans (a sleeping arbiter) earns no more than that.
- * When scans come late while backlogged, the link catches up,
- * but by at most slack_ns: beyond that link_idle resets to now, so a
- * stalled arbiter never bursts more than slack_ns worth of traffic.
+ * the bytes taken: the same items, the same link_idle. The advance is
+ * exact: the integer quotient is added and the remainder (in units of
+ * 1/link_bps ns) carried, so release times never drift from the ideal
+ * line. The division uses a precomputed reciprocal and an exact correction
+ * step (two multiplies, no divide instruction: lengths vary per packet).
+ *
+ * Idle credit. When the scheduler has run empty, the link went idle at
+ * that scan's now (Fig. 5 line 14: link_idle = t_now of the scan that
+ * found the scheduler empty), so items found by the next scan may start
+ * from there: a burst arriving between two scans leaves in one scan
+ * rather than one item now and the rest a scan later (at 400 Gbit/s an
+ * 88-byte item is 1.76 ns of link, so without the credit a 1-core worker
+ * would release 1 and 63 items in alternate iterations). The credit is
+ * capped by idle_credit_ns (0: none), so a long gap between scans (a
+ * sleeping arbiter) earns no more than that. Scans that come late while
+ * backlogged let the link catch up by at most slack_ns: beyond that
+ * link_idle resets to now, so a stalled arbiter never bursts more than
+ * slack_ns worth of traffic.
  *
  * Everything here runs on the arbiter thread; the only shared memory is the
- * mailboxes and lists, whose ordering rules are in sn_mbox.h.
+ * mailboxes and lists, whose contract is in sn_mbox.h.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -98,7 +98,7 @@ struct sn_arbiter {
 	void **rel;
 	uint32_t *lens;          /* release_burst lengths (sn_sched_dequeue_burst) */
 
-	/* s19, local_pass: a local burst that found the scheduler empty,
+	/* local_pass: a local burst that found the scheduler empty,
 	 * held in rel[0 .. lp_n) with its lengths in lens[] until the next
 	 * scan passes it through the scheduler (sn_sched_pass_burst) or
 	 * anything that reads or changes the scheduler first puts it there
@@ -176,7 +176,7 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
 		err = errno;
 		goto fail_free;
 	}
-	/* s19: only an algorithm with a pass holds local bursts */
+	/* only an algorithm with a pass holds local bursts */
 	arb->local_pass = p->local_only && sn_sched_has_pass(arb->sched);
 	return arb;
 
@@ -212,7 +212,7 @@ void sn_arbiter_free(struct sn_arbiter *arb)
 static uint32_t enqueue_chunk(struct sn_arbiter *arb, struct sn_arbiter_client *c,
 			      void *const *buf, uint32_t k);
 
-/* s19: the held local burst into the scheduler, as sn_arbiter_enqueue_local
+/* The held local burst into the scheduler, as sn_arbiter_enqueue_local
  * would have put it there (its counters were taken when it was held).
  * Drop callbacks of that enqueue (none: the burst was admitted whole)
  * must not call enqueue_local (rel is its source). */
@@ -342,7 +342,7 @@ static inline __attribute__((always_inline)) void
 lens_loop(const struct sn_arbiter *arb, void *const *buf, uint32_t *lens, uint32_t k,
 	  const bool range, const bool fn, uint32_t *lo, uint32_t *hi)
 {
-	/* s20: read once, not per item (the store to lens[i] may alias them) */
+	/* read once, not per item (the store to lens[i] may alias them) */
 	uint32_t (*const len_fn)(const void *, void *) = arb->item_len;
 	void *const cb_arg = arb->cb_arg;
 	const uint32_t off = arb->len_offset;
@@ -575,7 +575,7 @@ uint32_t sn_arbiter_do_scan(struct sn_arbiter *arb, uint64_t now)
 						   arb->lp_lo, arb->lp_hi))
 			lp_flush(arb);
 		if (arb->lp_n) {
-			/* s19: the held local burst (rel[0 .. lp_n), n_rel 0)
+			/* the held local burst (rel[0 .. lp_n), n_rel 0)
 			 * through the empty scheduler: what enqueue + this
 			 * dequeue would give, without the class ring. */
 			SN_VERIFY(n_rel == 0);
@@ -666,14 +666,14 @@ uint64_t sn_arbiter_idle_ns(const struct sn_arbiter *arb, struct sn_arbiter_idle
 	return pol->max_sleep_ns;
 }
 
-/* ---- s11-S: items of a client on the arbiter thread, without the mailbox.
+/* ---- Items of a client on the arbiter thread, without the mailbox.
  * The body is drain_client()'s for chunks that are already in hand. */
 uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_client *c,
 				  void *const *items, uint32_t n)
 {
 	uint32_t total = 0, in_sched = 0;
 
-	/* s19: a burst that finds the scheduler empty, and that it would take
+	/* a burst that finds the scheduler empty, and that it would take
 	 * whole, is held for the next scan (see struct sn_arbiter). */
 	if (arb->local_pass && arb->lp_n == 0 && arb->n_rel == 0 && n && n <= arb->release_burst &&
 	    client_ok(arb, c) && sn_sched_backlog(arb->sched) == 0) {

@@ -16,7 +16,7 @@
  * release() transmits directly (arbiter = dispatcher, PSPAT §3.3), pushes to
  * a dispatcher's sn_mbox (PSPAT's TX mailboxes), or pushes each item back
  * to a "granted" sn_mbox of the worker that owns it, which transmits and
- * completes it itself (MYSCHED's drain(): the arbiter only decides).
+ * completes it itself (the arbiter only decides the order).
  * Items the scheduler refuses are never lost: they go to `drop` with a
  * cause, are counted, and the client's backpressure flag is set (an item
  * refused as too long is first offered to `oversize`, which may raise its
@@ -99,7 +99,7 @@ struct sn_arbiter_params {
 	 * their order. */
 	int (*oversize)(uint32_t class_id, uint32_t len, void *arg);
 	void *cb_arg;
-	/* s19: every item comes through sn_arbiter_enqueue_local (no
+	/* Every item comes through sn_arbiter_enqueue_local (no
 	 * producer uses a mailbox: PSPAT's single-core case). Then a local
 	 * burst that finds the scheduler empty, and that the scheduler would
 	 * take whole, waits in the arbiter until the next do_scan, which
@@ -125,7 +125,7 @@ struct sn_arbiter_stats {
 	uint64_t read_limit_hits;   /* a mailbox still had items after Δ_A reads */
 	uint64_t clist_overflows;   /* full client list seen: all clients scanned */
 	uint64_t lmax_raises;       /* oversize() raised a class lmax, item retried */
-	uint64_t passed;            /* s19: released without entering a class queue
+	uint64_t passed;            /* released without entering a class queue
 				     * (local_only: a burst through the empty
 				     * scheduler, sn_sched_pass_burst) */
 };
@@ -140,7 +140,7 @@ struct sn_arbiter *sn_arbiter_create(const struct sn_arbiter_params *p, uint64_t
  * anywhere are not touched (drain first with sn_arbiter_client_del). */
 void sn_arbiter_free(struct sn_arbiter *arb);
 
-/* The scheduler, for class add/del/change (arbiter thread only). s19:
+/* The scheduler, for class add/del/change (arbiter thread only). It
  * puts a held local burst into it first (local_only), so the pointer is
  * for the change at hand: not kept across sn_arbiter_enqueue_local or
  * sn_arbiter_do_scan (a scan re-checks, but a class deleted through a kept
@@ -179,7 +179,7 @@ static inline int sn_arbiter_submit(struct sn_mbox *clist, struct sn_mbox *mbox,
 	return r;
 }
 
-/* s11-S (issue 6 throughput). Arbiter thread only: n items of client c go
+/* Arbiter thread only: n items of client c go
  * into the scheduler directly, as a scan would read them from c's mailbox
  * (same order, same drop causes and counters: items_in, enqueued, dropped,
  * lmax_raises). For a client whose producer IS the arbiter thread (a
@@ -188,7 +188,7 @@ static inline int sn_arbiter_submit(struct sn_mbox *clist, struct sn_mbox *mbox,
  * items would otherwise be overtaken). Across clients, items enter in the
  * order of the calls (a scan visits its active clients in its own order).
  * Every item is enqueued or goes to drop(); returns the number enqueued.
- * s19, local_only: a burst that finds the scheduler empty and that it
+ * With local_only, a burst that finds the scheduler empty and that it
  * would take whole is held for the next do_scan instead (see
  * sn_arbiter_params.local_only): counted and reported as enqueued. */
 uint32_t sn_arbiter_enqueue_local(struct sn_arbiter *arb, struct sn_arbiter_client *c,

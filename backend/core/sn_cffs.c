@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_cffs.c — circular hierarchical FFS bitmap: create, free, dump.
  *
- * Design (Eiffel, Saeed et al., NSDI 2019, §3.1.1). A hierarchical FFS
- * queue finds the minimum non-empty bucket among N with one
- * find-first-set per level of a 64-ary bitmap tree, i.e. O(log64 N) bit
- * operations (__builtin_ctzll). Eiffel's cFFS makes the bucket range move
- * with time by keeping two such queues (primary + "buffer" range) and
- * swapping them when the primary drains, because mapping priorities onto
- * buckets with a plain modulo corrupts the ordering the bitmap encodes.
+ * Follows A. Saeed, Y. Zhao, N. Dukkipati, E. Zegura, M. Ammar, K. Harras,
+ * A. Vahdat, "Eiffel: Efficient and Flexible Software Packet Scheduling",
+ * USENIX NSDI 2019, §3.1.1. A hierarchical FFS queue finds the minimum
+ * non-empty bucket among N with one find-first-set per level of a 64-ary
+ * bitmap tree, i.e. O(log64 N) bit operations (__builtin_ctzll). Eiffel's
+ * cFFS makes the bucket range move with time by keeping two such queues
+ * (primary + "buffer" range) and swapping them when the primary drains,
+ * because mapping priorities onto buckets with a plain modulo corrupts the
+ * ordering the bitmap encodes.
  *
  * We keep one bitmap and put the circularity in the search instead: the
  * caller (sn_twheel) guarantees that every occupied position lies within

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_mbox.c — creation and release of PSPAT mailboxes.
  *
- * The algorithm (PSPAT §4.1, lap-tagged slots, lazy per-line release,
- * one-line producer look-ahead) lives inline in sn_mbox.h because every
+ * The algorithm (PSPAT, Rizzo et al., Computer Communications 2018,
+ * §4.1: lap-tagged slots, lazy per-line release, one-line producer
+ * look-ahead) lives inline in sn_mbox.h because every
  * insert and extract is on the datapath; this file only sizes, aligns and
  * zeroes the memory. A zeroed slot array is the "every line released,
  * nothing to read" state for both sides.

@@ -2,10 +2,12 @@
 /* sn_mbox.h — PSPAT mailboxes: lock-free SPSC pointer queues, client lists
  * and the consumer->producer backpressure flag.
  *
- * Design (PSPAT §4.1, "improved FastForward"; §3.1 client lists and
- * backpressure). Producer and consumer share only the slot array: `tail`
- * and `head` are private, so the only cache lines that bounce are the ones
- * both threads are really using.
+ * Follows L. Rizzo, P. Valente, G. Lettieri, V. Maffione, "PSPAT: software
+ * packet scheduling at hardware speed", Computer Communications 2018:
+ * §4.1 ("improved FastForward"), §3.1 (client lists and backpressure).
+ * Producer and consumer share only the slot array: `tail` and `head` are
+ * private, so the only cache lines that bounce are the ones both threads
+ * are really using.
  *
  *  - Each slot holds `item | lap`, where lap = (index >> log2(size)) & 1 is
  *    the parity of the lap the entry was written in; items are non-NULL and

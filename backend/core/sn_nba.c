@@ -1,71 +1,58 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_nba.c — NIC-level Bandwidth Allocator (Carousel, SIGCOMM 2017, §5.3).
+/* sn_nba.c — NIC-level Bandwidth Allocator.
  *
- * Carousel runs one shaper per core; an aggregate limit whose connections
- * hash to several cores is enforced by splitting it into per-core rates.
- * The NBA receives usage as (byte count, timestamp) pairs from every
- * core's timestamper, and periodically ("lazily", ~100 ms, so the datapath
- * never takes a lock) redistributes the aggregate by water-filling: cores
- * using less than their fair share keep what they use, the rest is shared
- * equally among the others (max-min fairness, work conservation), and a
- * core with zero demand still gets 1 % of the aggregate as headroom to
- * ramp up.
+ * Follows the NBA of A. Saeed, N. Dukkipati, V. Valancius, V. The Lam,
+ * C. Contavalli, A. Vahdat, "Carousel: Scalable Traffic Shaping at End
+ * Hosts", ACM SIGCOMM 2017, §5.3. Carousel runs one shaper per core; an
+ * aggregate limit whose connections hash to several cores is enforced by
+ * splitting it into per-core rates. The NBA receives usage as (byte count,
+ * timestamp) pairs from every core's timestamper and periodically
+ * ("lazily", ~100 ms, so the datapath never takes a lock) redistributes
+ * the aggregate by water-filling: cores using less than their fair share
+ * keep what they use, the rest is shared equally among the others
+ * (max-min fairness, work conservation), and a core with zero demand
+ * still gets 1 % of the aggregate as headroom to ramp up.
  *
- * Details the paper leaves open, decided here:
- *  - What "demand" is. A core limited by its grant may measure usage ==
- *    grant (e.g. when its source is back-pressured), which says nothing
- *    about its real demand; without care the split freezes. The worker
- *    therefore reports, with its byte count, its backlog: what its share
- *    has accepted but not yet released (the "would have sent more" of
- *    the shaper: its pacing debt). Demand is the arrival rate plus what
- *    brings the backlog to a reserve of half a period of that rate within
- *    two periods (sn_nba.h rule 1). A core whose grant binds keeps a
- *    growing (or ring-sized) backlog, so it asks for more every period
- *    until the split is max-min; a core below its share settles with its
- *    reserve queued and is granted its arrival rate.
- *  - Why a reserve (s11, issue 6 ncore under CPU contention): the grant
- *    a core does not use is lost to the aggregate, while a grant below
- *    its arrivals only delays its frames, and on a host where workers and
- *    their sources time-share CPUs arrivals come in bursts and gaps of
- *    tens of ms (the source descheduled, then catching up; the worker
- *    descheduled, then counting a ring-full at once). The previous rule
- *    (the last 100 ms sample, jumps over 25 % taken at once, + 1 %, no
- *    backlog counted below half a period) handed such a core grants of
- *    up to 1.8 x its rate for a period after a burst and cut it to 0.5 x
- *    after a gap; what it was over-granted, with nothing queued, was
- *    lost (measured: the core below its share granted 32 Mbit/s on
- *    average for 28 used). With half a period queued the core keeps
- *    sending at its grant through a gap, a worker's own time slice off
- *    the CPU included, and an over-grant drains the reserve instead.
- *  - The rate is measured over the last four intervals between updates,
- *    not smoothed sample by sample: frames counted a time slice late
- *    move bytes between 100 ms samples (+-40 % seen), not between 400 ms
- *    windows. Growth is not delayed by it: a core whose arrivals grow
- *    queues, and the backlog term raises its demand within a period.
+ * What the paper leaves open, and the rule used here (sn_nba.h, rule 1):
+ *  - Demand is not usage. A core limited by its grant measures usage ==
+ *    grant, which says nothing about its real demand, and the split
+ *    would freeze. The worker therefore reports, with its byte count, its
+ *    backlog: what its share has accepted but not yet released (its
+ *    pacing debt). Demand is the arrival rate plus what brings the
+ *    backlog to a reserve of half a period of that rate within two
+ *    periods. A core whose grant binds keeps a growing backlog and asks
+ *    for more every period until the split is max-min; a core below its
+ *    share settles with its reserve queued and is granted its rate.
+ *  - The reserve. A grant a core does not use is lost to the aggregate,
+ *    a grant below its arrivals only delays its frames; where workers
+ *    and their sources time-share CPUs, arrivals come in bursts and gaps
+ *    of tens of ms. With half a period queued a core keeps sending at its
+ *    grant through such a gap, and an over-grant drains the reserve
+ *    instead of being lost.
+ *  - The rate is measured over the last four intervals between updates:
+ *    frames counted a time slice late move bytes between 100 ms samples
+ *    (+-40 %), not between 400 ms windows. Growth is not delayed by it:
+ *    arrivals that grow queue, and the backlog term raises demand within
+ *    a period.
  *  - A core without a new report did not run (a running worker reports
- *    every millisecond, traffic or not): its estimate stands. The first
- *    version called a report older than two periods idle; a worker
- *    descheduled for 470 ms (seen at a load average of 13) then held the
- *    1 % headroom, and the burst it found on waking was dropped beyond
- *    its wheel's horizon at that rate. Now only a core silent for
- *    stale_ns (default 10 periods) is idle.
- *  - Why not a "saturated = unbounded demand" flag on usage ~ grant, as a
- *    first version did: a core below its share, granted demand + 10 %,
- *    was flagged whenever its next 100 ms estimate rose 4.5 % (workers
- *    time-sharing a CPU jitter that much), got an equal split it could not
- *    use for a period, and the aggregate fell up to 16 % short. The margin
- *    left unused by a core below its share is now 1 % of its demand
- *    (growth_ppm), so the aggregate's total stays within 1 % of its rate
- *    while the other cores are backlogged.
+ *    every millisecond): its estimate stands. Only a core silent for
+ *    stale_ns (default 10 periods) is idle, so a worker descheduled for
+ *    hundreds of ms does not wake up to the 1 % headroom.
+ *  - No "usage reached the grant means unbounded demand" flag: with
+ *    workers time-sharing a CPU, a core just below its share would trip
+ *    it on a few percent of jitter and be handed a split it cannot use.
+ *    The margin of an active core is growth_ppm (1 %) of its demand, so
+ *    the total stays within 1 % of the aggregate while others are
+ *    backlogged.
  *  - When total demand is below the aggregate, the surplus is spread over
  *    the active cores rather than kept back, so a growing core is not
  *    capped at last period's usage.
  *
- * Publication: each core's report is a (bytes, ts) pair that must be read
- * consistently, so it sits behind a per-slot sequence lock with a single
- * writer (the core). Grants are single 64-bit words, published with one
- * atomic store each. Report slots and grants live on separate cache lines
- * since they have different writers.
+ * Publication: each core's report is a (bytes, ts, backlog) triple read
+ * consistently through a per-slot sequence lock with a single writer (the
+ * core). Grants are single 64-bit words, published with one atomic store
+ * each. Report slots and grants live on separate cache lines since they
+ * have different writers. The contract table is in sn_nba.h.
  */
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_nba.h — NIC-level Bandwidth Allocator (Carousel §5.3).
+/* sn_nba.h — NIC-level Bandwidth Allocator (Carousel, SIGCOMM 2017, §5.3;
+ * see sn_nba.c).
  *
  * One aggregate rate limit whose flows land on several worker cores is
  * split among those cores. Each core periodically publishes its cumulative
@@ -18,38 +19,24 @@
  *  - create/free: no other thread may use the instance concurrently.
  *
  * Allocation rule (what sn_nba_update computes, in this order):
- *  1. demand d_i = r_i + (q_i - R_i) / (2 * period), where r_i = the
- *     rate the core's traffic arrives at its shaper (frames it queued or
+ *  1. demand d_i = r_i + (q_i - R_i) / (2 * period), where r_i = the rate
+ *     the core's traffic arrives at its shaper (frames it queued or
  *     dropped included) over a window: bytes reported since the report
  *     consumed NBA_WINDOW (4) updates ago (fewer at first) / time between
  *     the two reports; q_i = the backlog of its latest report (bytes its
- *     share still owes: queued behind its grant); R_i = its reserve,
- *     half a period of r_i. A core below its share thus settles with
- *     half a period of its traffic queued (granted its rate while
- *     q_i = R_i, less while it holds less), and a core whose grant binds
- *     asks for more in proportion to what it could not send (its excess
- *     cleared over two periods). Why a reserve: a grant above what the
- *     core then sends is lost to the aggregate (the others were cut for
- *     it), one below only delays its frames. Arrivals at a worker that
- *     time-shares a CPU come in bursts (its source or the worker itself
- *     descheduled for tens of ms), so any 100 ms estimate is off by tens
- *     of percent either way; with a reserve queued the core keeps sending
- *     at its grant through such a gap or over-estimate instead of leaving
- *     grant unused (tests/policy/test_ncore.py: 2-8 % of the aggregate
- *     lost under load with the previous rule, which granted r_i + 1 %
- *     with nothing queued). Cost: the frames of a core below its share
- *     wait about half a period in its wheel. The window (not the last
- *     100 ms sample) keeps frames counted a time slice late from moving
- *     the rate. No new report (the core did not run: a running worker
- *     reports every millisecond, traffic or not): its previous r_i and
- *     q_i stand, it is not idle, unless the last report is older than
- *     stale_ns (default 10 periods: the core is gone), then d_i = 0. A
- *     core's first report gives no interval yet: its current grant
- *     stands in for r_i until the next one. Never reported: d_i = 0.
+ *     share still owes: queued behind its grant); R_i = its reserve, half
+ *     a period of r_i. A core below its share settles with half a period
+ *     of its traffic queued (its frames wait about half a period in its
+ *     wheel); a core whose grant binds asks for more in proportion to
+ *     what it could not send (its excess cleared over two periods). No
+ *     new report (the core did not run): its previous r_i and q_i stand,
+ *     unless the last report is older than stale_ns (default 10 periods:
+ *     the core is gone), then d_i = 0. A core's first report gives no
+ *     interval yet: its current grant stands in for r_i until the next
+ *     one. Never reported: d_i = 0.
  *  2. every active core's demand is raised by growth_ppm (default 1 %;
  *     none with SN_NBA_SAT_OFF, which means plain water-filling of d_i):
- *     a little room to grow before the backlog term has to do it (a core
- *     below its share then settles a little under its reserve).
+ *     a little room to grow before the backlog term has to do it.
  *  3. idle cores (d_i = 0) get headroom h = min(A*headroom_ppm/1e6, A/n)
  *     each, so they can ramp up (Carousel: 1 %).
  *  4. the rest C = A - n_idle*h is split max-min over the active cores:
@@ -59,13 +46,8 @@
  *  5. grants are rounded down to whole bytes/s, so their sum is <= A.
  *  State (stats only, does not change the split): SATURATED when the
  *  core's demand d_i exceeds its previous grant by more than
- *  saturation_ppm (the grant was binding: it asks for more than it got),
- *  else ACTIVE; SN_NBA_SAT_OFF: never SATURATED.
- * Why not "usage reached the grant means unbounded demand" (the first
- * rule): a core just below its share, granted demand + margin, looked
- * saturated whenever its 100 ms estimate rose by a few percent (workers
- * time-sharing a CPU measure that much jitter), was handed an equal split
- * it could not use, and the aggregate's total fell 3-16 % short.
+ *  saturation_ppm (the grant was binding), else ACTIVE; SN_NBA_SAT_OFF:
+ *  never SATURATED.
  * Before the first update every core holds A/n.
  */
 #ifndef SN_NBA_H

@@ -2,9 +2,11 @@
 /* sn_qfq.c — Quick Fair Queueing.
  *
  * Follows F. Checconi, L. Rizzo, P. Valente, "QFQ: Efficient Packet
- * Scheduling With Tight Guarantees", IEEE/ACM ToN 21(3), 2013 (per-flow
- * QFQ, not the aggregate-based QFQ+), as used by PSPAT's arbiter (PSPAT
- * §3.4; T-WFI of eq. 2: 6 L_k/(phi_k B) + (L - L_k)/B).
+ * Scheduling With Tight Guarantees", IEEE/ACM Transactions on Networking
+ * 21(3), 2013 (per-flow QFQ, not the aggregate-based QFQ+), as PSPAT's
+ * arbiter uses it (L. Rizzo, P. Valente, G. Lettieri, V. Maffione, "PSPAT:
+ * software packet scheduling at hardware speed", Computer Communications
+ * 2018, §3.4; T-WFI of eq. 2: 6 L_k/(phi_k B) + (L - L_k)/B).
  *
  * QFQ approximates WF2Q+: each class k has virtual start/finish times S_k,
  * F_k = S_k + len/phi_k, and the system virtual time V advances by len/W
@@ -625,10 +627,10 @@ uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
 	lmax = cl->q.lmax;
 	was = sn_sched_q_count(&cl->q);
 	room = cl->q.mask + 1 - was;
-	/* s15-P5: the ring's tail, mask and array in registers (a store into
-	 * an entry could alias cl->q for the compiler), stored back once; the
-	 * room check as the loop bound: item `room` (when n > room) is still
-	 * judged length first, as before. */
+	/* The ring's tail, mask and array in registers (a store into an
+	 * entry could alias cl->q for the compiler), stored back once; the
+	 * room check is the loop bound, so item `room` (when n > room) is
+	 * still judged on its length first, as a single enqueue would. */
 	{
 		struct sn_sched_qent *v = cl->q.v;
 		const uint32_t mask = cl->q.mask, lim = SN_MIN(n, room);
@@ -666,7 +668,7 @@ uint32_t sn_qfq_enqueue_burst(struct sn_qfq *q, uint32_t id, void *const *items,
  * the lowest ER group, has just left; more: cl still has a packet, of
  * next_len bytes. V, cl and g are re-stamped, the group sets updated.
  * Shared by qfq_dequeue_one (packets from the class ring) and
- * sn_qfq_pass_burst (packets from the caller's arrays, s19). */
+ * sn_qfq_pass_burst (packets from the caller's arrays). */
 QFQ_INLINE void qfq_served(struct sn_qfq *q, struct qfq_group *g, struct qfq_class *cl,
 			   uint32_t plen, bool more, uint32_t next_len)
 {
@@ -742,22 +744,19 @@ QFQ_NO_SLP void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id)
 	return qfq_dequeue_one(q, len, id);
 }
 
-/* s14-S4 (issue 6 throughput): the dequeues that qfq_dequeue_one would
- * end at its `unchanged` label, back to back. With no ineligible group
- * (update_eligible then changes nothing, so the group sets stay as they
- * are and the lowest ER group stays g), the head of g's front slot is
- * still cl (that path moves no class); while cl keeps a packet after the
- * pop (count >= 2) and its next S (its current F) rounds down to g->S,
- * the next qfq_dequeue_one would serve cl and take exactly these steps:
- * pop, V += len/W, S = F, F = S + next len/w_k. The loop below takes them
- * on copies kept in registers and stores them back at the end (s18: as
- * d = F - gS, with S, F and V derived after the run, see there), so the
- * items, S, F, V and group sets are the ones the general loop produces
- * (test_sched.c: test_dequeue_burst_equals_singles compares them). Any
+/* The dequeues that qfq_dequeue_one would end at its `unchanged` label,
+ * back to back. With no ineligible group (update_eligible then changes
+ * nothing, so the group sets stay as they are and the lowest ER group
+ * stays g), the head of g's front slot is still cl (that path moves no
+ * class); while cl keeps a packet after the pop (count >= 2) and its next
+ * S (its current F) rounds down to g->S, the next qfq_dequeue_one would
+ * serve cl and take exactly these steps: pop, V += len/W, S = F,
+ * F = S + next len/w_k. The loop takes them on register copies and stores
+ * the results back once, so the items, S, F, V and group sets are those of
+ * the general loop (test_sched.c: test_dequeue_burst_equals_singles). Any
  * other case returns to the general path. Returns the new i.
- * s18: not inlined into sn_qfq_dequeue_burst's loop around
- * qfq_dequeue_one() (called twice per burst there): alone, its loop has
- * fewer values to keep than registers to keep them in. */
+ * noinline: alone, its loop has fewer live values than registers; inlined
+ * into sn_qfq_dequeue_burst's loop around qfq_dequeue_one() it spills. */
 static QFQ_NO_SLP __attribute__((noinline)) uint32_t qfq_dequeue_run(struct sn_qfq *q, void **items,
 							  uint32_t *lens, uint32_t i, uint32_t n,
 							  uint64_t budget, uint32_t overhead,
@@ -784,18 +783,17 @@ static QFQ_NO_SLP __attribute__((noinline)) uint32_t qfq_dequeue_run(struct sn_q
 	inv_w = cl->inv_w;
 	V = q->V;
 	F = cl->F;
-	/* s15-P5: i < n and tail - head >= 2 as one bound (lim), and
+	/* i < n and tail - head >= 2 as one bound (lim), and
 	 * round_down(F, shift) == gS as F - gS < 2^shift (gS is a multiple
 	 * of 2^shift; F < gS wraps to a large value): the same test. */
 	const uint32_t lim = i + SN_MIN(n - i, tail - head - 1 < tail - head ? tail - head - 1 : 0);
 	const uint64_t width = 1ULL << shift;
 
-	/* s18: the loop keeps d = F - gS (the slot test is d < width) and
+	/* The loop keeps d = F - gS (the slot test is d < width) and
 	 * neither S nor V: after the run, F = gS + d, S is the F before the
 	 * last step (F minus the new head's len/w_k) and V moves by the
-	 * run's bytes; all the same 64-bit values as the per-step updates
-	 * (modular sums and products distribute). Fewer live values: the
-	 * loop fits the registers. */
+	 * run's bytes; the same 64-bit values as the per-step updates
+	 * (modular sums and products distribute), with fewer live values. */
 	const uint64_t t0 = t;
 	uint64_t d = F - gS;
 
@@ -841,12 +839,12 @@ QFQ_NO_SLP uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_
 	return i;
 }
 
-/* ---- s19 (issue 6 throughput): a burst through an empty scheduler -------
+/* ---- A burst through an empty scheduler ----------------------------------
  * sn_qfq_pass_ok() says whether sn_qfq_enqueue_burst(id, n items with
  * lengths in min_len .. max_len) would accept all n into an empty
- * scheduler; if so,
- * sn_qfq_pass_burst() leaves the scheduler exactly as that enqueue
- * followed by sn_qfq_dequeue_burst(room, budget, overhead) would: the same
+ * scheduler; if so, sn_qfq_pass_burst() leaves the scheduler exactly as
+ * that enqueue followed by sn_qfq_dequeue_burst(room, budget, overhead)
+ * would: the same
  * items out (items[0 .. k), in order), the rest in the class ring, the
  * same V, S, F, group sets and slots, the same bytes taken. The packets it
  * serves never enter the class ring: their lengths come from lens[], and

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_qfq.h — Quick Fair Queueing (Checconi, Rizzo, Valente, IEEE/ACM ToN
- * 2013). Reached through sn_sched.h; this header exists so tests and the
+/* sn_qfq.h — Quick Fair Queueing (Checconi, Rizzo, Valente, "QFQ:
+ * Efficient Packet Scheduling With Tight Guarantees", IEEE/ACM ToN 2013;
+ * see sn_qfq.c). Reached through sn_sched.h; this header exists so tests and the
  * fuzz target can call the self-check directly.
  *
  * Concurrency: single-threaded, exactly like sn_sched.h: one thread owns an
@@ -33,13 +34,13 @@ void *sn_qfq_dequeue(struct sn_qfq *q, uint32_t *len, uint32_t *id);
 uint32_t sn_qfq_dequeue_burst(struct sn_qfq *q, void **items, uint32_t *lens, uint32_t n,
 			      uint64_t budget, uint32_t overhead, uint64_t *bytes);
 int sn_qfq_peek_len(struct sn_qfq *q, uint32_t *len);
-/* s19: sn_sched_pass_ok / sn_sched_pass_burst for QFQ (same contracts). */
+/* sn_sched_pass_ok / sn_sched_pass_burst for QFQ (same contracts). */
 bool sn_qfq_pass_ok(const struct sn_qfq *q, uint32_t id, uint32_t n, uint32_t min_len,
 		    uint32_t max_len);
 uint32_t sn_qfq_pass_burst(struct sn_qfq *q, uint32_t id, void *const *items,
 			   const uint32_t *lens, uint32_t n, uint32_t room, uint64_t budget,
 			   uint32_t overhead, uint64_t *bytes);
-/* Tests (s14-S4): the virtual time V and class id's S and F (0 for an
+/* Tests: the virtual time V and class id's S and F (0 for an
  * unknown class), to compare two schedulers' states exactly. */
 void sn_qfq_times(const struct sn_qfq *q, uint32_t id, uint64_t *V, uint64_t *S, uint64_t *F);
 

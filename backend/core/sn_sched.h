@@ -81,7 +81,7 @@ void *sn_sched_dequeue(struct sn_sched *s, uint32_t *len, uint32_t *class_id);
 uint32_t sn_sched_dequeue_burst(struct sn_sched *s, void **items, uint32_t *lens, uint32_t n,
 				uint64_t budget, uint32_t overhead, uint64_t *bytes);
 
-/* s19: one burst of one class through an empty scheduler, without its
+/* One burst of one class through an empty scheduler, without its
  * class queue. sn_sched_pass_ok: would sn_sched_enqueue_burst(class_id,
  * n items whose lengths are in min_len .. max_len) into this scheduler,
  * empty (backlog 0), accept all n? (false for DRR and FIFO, which have no

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_tstamp.c — Carousel timestamping: configuration and the slow path.
  *
- * Design (Carousel, Saeed et al., SIGCOMM 2017, §5.1.1). Every shaping
- * policy, pacing or rate limit alike, keeps the last timestamp it issued
- * and advances it by len/rate per packet; a packet's Earliest Release Time
- * is the max over the policies it crosses, and the timing wheel releases
- * it then. Shaping is thus reduced to arithmetic on one word per policy,
- * with no per-policy queue.
+ * Follows A. Saeed, N. Dukkipati, V. Valancius, V. The Lam, C. Contavalli,
+ * A. Vahdat, "Carousel: Scalable Traffic Shaping at End Hosts", ACM SIGCOMM
+ * 2017, §5.1.1. Every shaping policy, pacing or rate limit alike, keeps the
+ * last timestamp it issued and advances it by len/rate per packet; a
+ * packet's Earliest Release Time is the max over the policies it crosses,
+ * and the timing wheel releases it then. Shaping is thus reduced to
+ * arithmetic on one word per policy, with no per-policy queue.
  *
  * The arithmetic must be exact: a per-packet increment of len*8e9/rate ns
  * is rarely an integer (64 B at 400 Gbit/s is 1.28 ns), and truncating it

@@ -73,7 +73,7 @@ struct sn_tstamp_next {
 void sn_tstamp_advance_slow_(const struct sn_tstamp *p, uint32_t len,
 			     struct sn_tstamp_next *nx);
 
-/* s15-P5 (issue 6 throughput): sn_tstamp_peek() in two steps, for a burst
+/* sn_tstamp_peek() in two steps, for a burst
  * of packets stamped at one `now`: the floor now - burst/rate (it depends
  * on p's burst and rate and on now only) once, then each packet with
  * sn_tstamp_peek_at(). sn_tstamp_peek() is exactly these two steps. */
@@ -118,7 +118,7 @@ static inline uint64_t sn_tstamp_peek_at(const struct sn_tstamp *p, uint64_t now
 	return SN_MAX(nx->lts + (nx->lts_rem != 0), now);
 }
 
-/* s18 (issue 6 throughput): a run of packets stamped at one `now`, in
+/* A run of packets stamped at one `now`, in
  * closed form. For packets of lengths l_1..l_k (`first` = l_1, `bytes` =
  * l_1 + .. + l_k, at most SN_TSTAMP_FAST_LEN), calling sn_tstamp_peek_at()
  * and sn_tstamp_commit() for each in turn takes the LTS from x_0 through

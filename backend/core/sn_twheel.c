@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_twheel.c — Carousel timing wheel: construction, pool, introspection.
  *
- * Design (Carousel, Saeed et al., SIGCOMM 2017, §5.1.2 and Algorithm 1).
- * A timing wheel is an array of per-slot FIFO lists indexed by time: slot
- * s covers [s*g, (s+1)*g) and the array of `slots` entries represents one
- * revolution, from the front slot ("now") to the horizon. Insert appends
- * to the slot of the item's timestamp, extract pops from the front slot
- * and moves the front forward as time passes; both O(1). We keep three
- * refinements from the paper and add one from Eiffel:
+ * Follows A. Saeed, N. Dukkipati, V. Valancius, V. The Lam, C. Contavalli,
+ * A. Vahdat, "Carousel: Scalable Traffic Shaping at End Hosts", ACM SIGCOMM
+ * 2017, §5.1.2 and Algorithm 1. A timing wheel is an array of per-slot FIFO
+ * lists indexed by time: slot s covers [s*g, (s+1)*g) and the array of
+ * `slots` entries represents one revolution, from the front slot ("now") to
+ * the horizon. Insert appends to the slot of the item's timestamp, extract
+ * pops from the front slot and moves the front forward as time passes; both
+ * O(1). We keep three refinements from the paper and add one from Eiffel:
  *
  *  - Global Pool: slots are singly linked lists of nodes taken from one
  *    pre-allocated free list; each node holds node_items item references

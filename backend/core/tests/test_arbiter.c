@@ -832,7 +832,8 @@ static void test_concurrent(uint32_t clist_size)
 		/* Done when everything was read and released: the link is
 		 * emulated at 2^50 bit/s against a clock advancing 1 us per
 		 * scan, so a fast producer can leave a short backlog that the
-		 * next scans release (before, that raced: released < total). */
+		 * next scans release (stopping at items_in == total alone
+		 * would race: released < total). */
 		if (done && st.items_in == total && st.released == total)
 			break;
 		/* A stranded mailbox stops all progress: fail, do not hang. */
@@ -896,7 +897,7 @@ static void test_idle_policy(void)
 	sn_arbiter_free(arb);
 }
 
-/* s11-S: sn_arbiter_enqueue_local() is a scan of the client's mailbox
+/* sn_arbiter_enqueue_local() is a scan of the client's mailbox
  * without the mailbox: the same random bursts of 3 clients (QFQ weights
  * 1:2:5, queues of 24 so that some bursts overflow, one oversize item)
  * submitted through mailboxes + do_scan and through enqueue_local +
@@ -996,7 +997,7 @@ static void test_enqueue_local(void)
 		CHECK(a.dropped[k] == b.dropped[k]);
 }
 
-/* s19: local_only. The same random operations on an arbiter with and one
+/* local_only: the same random operations on an arbiter with and one
  * without it: local bursts of 3 QFQ clients (weights 1:2:5, queues of 32,
  * some items too long), two bursts before one scan now and then, scans
  * at times that let the 100 Mbit/s link take a burst whole, in part or

@@ -297,7 +297,7 @@ static double fluid_period(struct sn_nba *nba, struct fluid *f, uint64_t t)
 	return total;
 }
 
-/* The ncore finding (issue 6): an aggregate of 100 Mbit/s over two
+/* A core below its share: an aggregate of 100 Mbit/s over two
  * workers wanting 28 and 123 Mbit/s, arrivals jittered +-5 % per period.
  * Water-filling: 28 / 72. Asserted: from the third period on (its reserve
  * is built), worker 0 holds 28 Mbit/s + margin + jitter and worker 1 the

@@ -562,7 +562,7 @@ static void test_burst_equals_singles(void)
 	}
 }
 
-/* s14-S4: sn_qfq_dequeue_burst (with its short path for a run of one
+/* sn_qfq_dequeue_burst (with its short path for a run of one
  * class, qfq_dequeue_run) must leave QFQ exactly as single dequeues do:
  * two instances fed the same random trace (1, 3 or 8 classes, random
  * weights and lmax, lengths that often keep a class in its front slot and
@@ -650,7 +650,7 @@ static void test_dequeue_burst_equals_singles(void)
 	}
 }
 
-/* s19: sn_qfq_pass_burst leaves a scheduler exactly as sn_qfq_enqueue_burst
+/* sn_qfq_pass_burst leaves a scheduler exactly as sn_qfq_enqueue_burst
  * + sn_qfq_dequeue_burst do (items out, bytes, V, S, F of every class,
  * backlogs, the self-check), with every room, budget and overhead case;
  * sn_qfq_pass_ok says yes exactly when the scheduler is empty and the

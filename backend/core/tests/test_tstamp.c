@@ -243,7 +243,7 @@ static void test_consolidate_and_set(void)
 	printf("ok %d - consolidation, peek/commit and rate change\n", ++n_test);
 }
 
-/* s18: sn_tstamp_peek_run() against per-packet sn_tstamp_peek_at() and
+/* sn_tstamp_peek_run() against per-packet sn_tstamp_peek_at() and
  * sn_tstamp_commit() over random runs: rates from the extremes to random
  * ones, with and without a burst allowance, the LTS ahead of, around and
  * far behind `now`, 1-32 packets of 1 B to 64 KiB plus runs at the

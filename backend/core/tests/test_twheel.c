@@ -346,7 +346,7 @@ static void run_model(uint64_t g, uint32_t slots, uint32_t nodes, uint64_t steps
 	CHECK(revs >= 5 || slots > 4096, "too few revolutions to exercise wrap");
 }
 
-/* sn_twheel_rewind (issue 6 restamp): only an empty wheel; after a
+/* sn_twheel_rewind (used by a restamp): only an empty wheel; after a
  * far-future drain, items are again due relative to the rewound now. */
 static void test_rewind(void)
 {
@@ -370,7 +370,7 @@ static void test_rewind(void)
 	printf("ok %d - rewind an empty wheel\n", ++n_test);
 }
 
-/* s12-W3: the write cursors live in a window of 2 * slots entries that
+/* The write cursors live in a window of 2 * slots entries that
  * moves down by `slots` when the front crosses a multiple of slots
  * (sn_twheel_rebase_). Keep every slot of an 8-slot wheel busy (two items
  * per slot, one of them in a second node: 7-item nodes, 8 per slot) while
