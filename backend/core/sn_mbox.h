@@ -38,12 +38,34 @@
  * forgotten (PSPAT does not say what happens when a list fills; a worker
  * that serves many queues round-robin appends A,B,A,B... and can fill it).
  *
- * Concurrency contract: per mailbox, exactly one producer thread may call
- * the sn_mbox_insert*, sn_mbox_cl_append and sn_mbox_bp_take functions,
- * and exactly one consumer thread may call sn_mbox_extract*, sn_mbox_cl_next,
- * sn_mbox_cl_last, sn_mbox_cl_overflowed and sn_mbox_bp_set. Threads may change over time only with an external
- * happens-before between the old and new owner (e.g. a thread join).
- * create/free and udata are for setup, with no concurrent users.
+ * Concurrency contract, per mailbox (a client list is a mailbox too):
+ *
+ *   calls                            caller      mutual exclusion needed
+ *   -------------------------------  ----------  ----------------------------
+ *   sn_mbox_create, sn_mbox_free     setup       with every other call
+ *   sn_mbox_insert, _insert_burst,   producer    among themselves (a single
+ *   _cl_append, _bp_take                         producer thread)
+ *   sn_mbox_extract, _extract_burst, consumer    among themselves (a single
+ *   _cl_next, _cl_last,                          consumer thread)
+ *   _cl_overflowed, _bp_set,
+ *   _prefetch_consumer
+ *   sn_mbox_capacity, _udata         any thread  none (read-only after create)
+ *
+ * Producer calls and consumer calls run concurrently without locks. The
+ * producer (or consumer) thread may change only with an external
+ * happens-before between the old and the new one (e.g. a thread join).
+ *
+ *   release store (by)              acquire load (by)         orders
+ *   ------------------------------  ------------------------  ---------------
+ *   insert*: the slot (producer)    extract*: the slot        item contents
+ *                                   (consumer)                before the item
+ *   __release_line: zero the first  __room: that slot, on     consumer's reads
+ *   slot of a consumed line         entering a new line       of a line before
+ *   (consumer)                      (producer)                it is rewritten
+ *   cl_append: the ovf flag         cl_overflowed: exchange   inserts into the
+ *   (list's producer)               (list's consumer)         client mailbox
+ *                                                             before the flag
+ *   bp_set / bp_take: relaxed both ways (the flag carries no data)
  */
 #ifndef SN_MBOX_H
 #define SN_MBOX_H

@@ -9,14 +9,30 @@
  * water-filling max-min split of the aggregate and publishes one grant per
  * core (bytes per second), lazily, at most once per period (~100 ms).
  *
- * Threading contract:
- *  - sn_nba_report(nba, core, ...): only the thread that owns `core` calls
- *    it for that core (single writer per slot). Lock-free: a per-slot
- *    sequence lock; never blocks, never waits for the control thread.
- *  - sn_nba_grant(nba, core): any thread, any time; one atomic load.
- *  - sn_nba_update / sn_nba_set_aggregate / sn_nba_stats / sn_nba_free:
- *    one control thread only (they share non-atomic control state).
- *  - create/free: no other thread may use the instance concurrently.
+ * Concurrency contract. Three roles: the owner thread of core slot i (one
+ * per slot), the control thread (one per instance), any reader.
+ *
+ *   call                        caller             mutual exclusion needed
+ *   --------------------------  -----------------  ---------------------------
+ *   sn_nba_create, sn_nba_free  setup              with every other call
+ *   sn_nba_report(core i)       owner of slot i    with other report(i) calls
+ *   sn_nba_update               control thread     with update, set_aggregate,
+ *   sn_nba_set_aggregate                           core_stats (shared control
+ *   sn_nba_core_stats                              state, not atomic)
+ *   sn_nba_grant, sn_nba_epoch  any thread         none (one atomic load)
+ *
+ * report() never blocks and never waits for the control thread; update()
+ * never waits for a writer (a slot busy for 1024 reads keeps its last
+ * estimate).
+ *
+ *   writer (release)              reader (acquire)              pairs for
+ *   ----------------------------  ----------------------------  -------------
+ *   sn_nba_report: seq + 1        read_slot (sn_nba_update):    a consistent
+ *     (relaxed), data stores        seq, data, then seq again   (bytes, ts,
+ *     (release), seq + 2 (release)  (relaxed): even and equal   backlog)
+ *   update: grant store           sn_nba_grant                  one grant
+ *   update: epoch increment       sn_nba_epoch                  every grant of
+ *     (after all grant stores)                                  that update
  *
  * Allocation rule (what sn_nba_update computes, in this order):
  *  1. demand d_i = r_i + (q_i - R_i) / (2 * period), where r_i = the rate
