@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vring.c — hardened split-virtqueue TX parser, out-of-order used ring.
  *
- * Design. Carousel (seed 002, §5.2 "Deferred Completions") returns a
- * guest's TX descriptor only once its packet has left, which means the
- * backend walks the guest's split virtqueue itself (virtio 1.1 §2.7) instead
- * of letting DPDK copy and complete at dequeue, as SPDK's lib/vhost does on
- * top of rte_vhost. This module is that walker, kept free of DPDK so it can
- * be unit-tested and fuzzed alone.
+ * Design. Deferred completions (A. Saeed, N. Dukkipati, V. Valancius,
+ * V. The Lam, C. Contavalli, A. Vahdat, "Carousel: Scalable Traffic Shaping
+ * at End Hosts", ACM SIGCOMM 2017, §5.2) return a guest's TX descriptor
+ * only once its packet has left, which means the backend walks the guest's
+ * split virtqueue itself (virtio 1.1 §2.7) instead of letting DPDK copy
+ * and complete at dequeue, as SPDK's lib/vhost does on top of rte_vhost.
+ * This module is that walker, kept free of DPDK so it can be unit-tested
+ * and fuzzed alone.
  *
  * Guest memory is hostile. Three rules follow:
  *  1. Every guest-shared field is loaded exactly once into a local before it
@@ -72,7 +74,7 @@ struct sn_vring {
 	uint16_t *avail_event;   /* (uint16_t *)&used->ring[size] */
 
 	/* Cold: memory table (read per descriptor, but small), counters. */
-	uint32_t hot_region;     /* s18: region of the last translated buffer */
+	uint32_t hot_region;     /* region of the last translated buffer */
 	struct sn_vring_mem mem;
 	struct sn_vring_stats st;
 };
@@ -222,13 +224,13 @@ static inline const struct sn_vring_region *mem_region(const struct sn_vring_mem
 	return NULL;
 }
 
-/* s18 (issue 6 throughput): mem_region() trying region *hint first and
- * leaving the region found in *hint. A guest's buffers mostly lie in one
- * region (its RAM above 4 GiB, or sn-gen's one hugepage-less heap) while
- * the table holds several: the plain scan cost ~12 instructions per
- * lookup, two lookups per frame. The same result as mem_region(): regions
- * do not overlap, so the region holding gpa is the only hit. *hint is any
- * value (checked against nregions); sn_vring_set_mem() resets it. */
+/* mem_region() trying region *hint first and leaving the region found in
+ * *hint. A guest's buffers mostly lie in one region (its RAM above 4 GiB,
+ * or sn-gen's one hugepage-less heap) while the table holds several: the
+ * full scan costs ~12 instructions per lookup, two lookups per frame. The
+ * same result as mem_region(): regions do not overlap, so the region
+ * holding gpa is the only hit. *hint is any value (checked against
+ * nregions); sn_vring_set_mem() resets it. */
 static inline const struct sn_vring_region *mem_region_hint(const struct sn_vring_mem *mem,
 							    uint64_t gpa, uint32_t *hint)
 {
@@ -386,14 +388,13 @@ static enum sn_vring_err walk_chain(struct sn_vring *vr, uint16_t head,
 	return SN_VRING_OK;
 }
 
-/* s20 (issue 6 throughput): the pop loop's copy of what it reads per
- * frame. Its stores to the caller's packets may alias the ring's fields as
- * far as the compiler knows, which made it load them again for every
- * frame (~15 instructions per frame, callgrind). hot: region
- * vr->hot_region (mem_region_hint's memo) copied, size 0 when the
- * memo names no region; refreshed after every translation that moves the
- * memo. Valid for one sn_vring_tx_pop() (the table does not change during
- * it). */
+/* The pop loop's copy of what it reads per frame: its stores to the
+ * caller's packets may alias the ring's fields as far as the compiler
+ * knows, which would reload them for every frame (~15 instructions).
+ * hot: region vr->hot_region (mem_region_hint's memo) copied, size 0 when
+ * the memo names no region; refreshed after every translation that moves
+ * the memo. Valid for one sn_vring_tx_pop() (the table does not change
+ * during it). */
 struct pop_view {
 	const struct sn_vring_desc *desc;
 	uint32_t hdr_len, max_pkt_len;
@@ -459,8 +460,8 @@ static inline __attribute__((always_inline)) bool parse_single(struct sn_vring *
 	return true;
 }
 
-/* The general parse: every chain parse_single() declines (s18: the pop
- * loop tries parse_single() inline first, this call only after it). */
+/* The general parse: every chain parse_single() declines (the pop loop
+ * tries parse_single() inline first, this out-of-line call only after). */
 static __attribute__((noinline)) void parse_chain(struct sn_vring *vr, uint16_t head,
 						  struct sn_vring_pkt *p)
 {
@@ -506,7 +507,7 @@ static void unhold(struct sn_vring *vr, uint16_t id)
 	vr->st.held--;
 }
 
-/* s14-D4: memory-level parallelism for a burst of k heads. The parse
+/* Memory-level parallelism for a burst of k heads. The parse
  * below walks one chain after another, and every descriptor, virtio-net
  * header and first frame line it (or the switch after it) reads was
  * written by the driver on another core: a cross-core miss each, taken one
@@ -530,9 +531,9 @@ static inline const unsigned char *hint_hva(const struct sn_vring_mem *mem, uint
 }
 
 /* Two passes over k avail entries from `from`: ask for their descriptors,
- * then for the two lines at the start of each one's buffer. s20: a
- * buffer starting in region `hot` (size 0: none) is
- * translated from those three values, others through the memo hint. */
+ * then for the two lines at the start of each one's buffer. A buffer
+ * starting in region `hot` (size 0: none) is translated from those three
+ * values, others through the memo hint. */
 static inline void prefetch_bufs(const struct sn_vring_desc *desc,
 				 const struct sn_vring_avail *avail, uint32_t mask,
 				 const struct sn_vring_mem *mem, uint16_t hdr_len,
@@ -603,7 +604,7 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 {
 	uint16_t avail_idx, navail, head;
 	uint32_t cnt = 0;
-	/* s20: the loop's state in locals (see struct pop_view), stored back
+	/* The loop's state in locals (see struct pop_view), stored back
 	 * after it: the avail index, the held list's tail (a pop only appends
 	 * to it; the held count and its held_max test once at the end: the
 	 * count only grows here) and the counters. held[] is stored per
@@ -699,11 +700,11 @@ int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len)
 	return 0;
 }
 
-/* s15-P5 (issue 6 throughput; P5's addition): sn_vring_used_put(vr, ids[i], 0)
- * for each i in order, with the ring's fields in registers. s20: the held
- * list's head in a local too (the in-order case, an id that is the oldest
- * held, only moves it; the new head's prev link and an emptied list's
- * held_last are set once at the end), and the counters added once. */
+/* sn_vring_used_put(vr, ids[i], 0) for each i in order, with the ring's
+ * fields in registers, the held list's head in a local (the in-order
+ * case, an id that is the oldest held, only moves it; the new head's prev
+ * link and an emptied list's held_last are set once at the end), and the
+ * counters added once. */
 uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint32_t n)
 {
 	struct sn_vring_used_elem *ring = vr->used->ring;

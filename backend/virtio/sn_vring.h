@@ -16,9 +16,27 @@
  *
  * Threading contract: one struct sn_vring is owned by exactly one thread
  * (the lcore that owns the queue). No function may be called concurrently on
- * the same ring; different rings are independent. The only concurrent party
- * is the guest driver, which writes the descriptor table and avail ring and
- * reads the used ring; the barriers pairing with it are named in sn_vring.c.
+ * the same ring; different rings are independent. A struct sn_vring_rxview
+ * is read-only and may be used by any thread while its mapping lives. The
+ * only concurrent party is the guest driver, which writes the descriptor
+ * table and avail ring and reads the used ring:
+ *
+ *   ours (sn_vring_*)                  the driver's (Linux virtio_ring.c)
+ *   ---------------------------------  ----------------------------------
+ *   tx_pop: avail->idx load (acquire)  virtio_wmb before the avail->idx
+ *                                      store (virtqueue_add_split)
+ *   used_flush: used->idx store        virtio_rmb after the used->idx
+ *   (release)                          load (virtqueue_get_buf_ctx_split)
+ *   used_flush: seq_cst fence between  mb() between writing used_event /
+ *   the used->idx store and the load   clearing NO_INTERRUPT and reading
+ *   of used_event / avail->flags       used->idx (virtqueue_enable_cb_*)
+ *   kick_enable(true): seq_cst fence   mb() between the avail->idx store
+ *   after the avail_event / flags      and the read of avail_event /
+ *   store, before re-polling           used->flags (kick_prepare_split)
+ *
+ * Guest-written fields are read once into locals before use (no TOCTOU);
+ * descriptors and ring entries carry no ordering of their own beyond the
+ * avail->idx acquire.
  */
 #ifndef SN_VRING_H
 #define SN_VRING_H
@@ -168,7 +186,7 @@ void sn_vring_free(struct sn_vring *vr);
 int sn_vring_set_mem(struct sn_vring *vr, const struct sn_vring_mem *mem);
 
 /* Read and write the same rings at other host addresses (the guest memory
- * mapped again elsewhere, s15-L): ring state and held chains are kept;
+ * mapped again elsewhere): ring state and held chains are kept;
  * alignment as in sn_vring_config. 0 or -EINVAL (unchanged). Owner thread
  * only. */
 int sn_vring_set_rings(struct sn_vring *vr, void *desc, void *avail, void *used);
@@ -198,7 +216,7 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
  * never popped, out of range): counted as SN_VRING_E_BAD_COMPLETION, the ring
  * is not touched. Allowed on a broken ring. Owner thread only. */
 int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len);
-/* s15-P5: sn_vring_used_put(vr, ids[i], 0) for i = 0 .. n - 1 in order (the
+/* sn_vring_used_put(vr, ids[i], 0) for i = 0 .. n - 1 in order (the
  * same entries, checks and counters); returns how many were written. Owner
  * thread only. */
 uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint32_t n);
@@ -224,7 +242,7 @@ void sn_vring_kick_enable(struct sn_vring *vr, bool enable);
 void sn_vring_get_base(const struct sn_vring *vr, uint16_t *last_avail_idx,
 		       uint16_t *last_used_idx);
 
-/* ---- RX-ring prefetch (s14-D4). ----
+/* ---- RX-ring prefetch. ----
  * A read-only view of a guest RX ring that the library's builtin
  * rte_vhost_enqueue_burst() fills, for one purpose: before an enqueue of n
  * frames, ask for the first lines of the next n receive buffers at once

@@ -660,8 +660,7 @@ static void test_out_of_order(void)
 	guest_fini(&g);
 }
 
-/* s13-D3: a pop of more than one 32-frame burst (as a restructured pop,
- * e.g. heads first and then parse, must still do), with out-of-range and
+/* A pop of more than one 32-frame burst, with out-of-range and
  * duplicate heads in between and a max that ends inside a burst, returns
  * every good frame once, in ring order, and counts every bad head. */
 static void test_pop_chunks(void)
@@ -929,7 +928,7 @@ static void test_rewrite_concurrent(void)
 	guest_fini(&g);
 }
 
-/* s14-D4: the RX prefetch view takes only well-formed rings, and its
+/* The RX prefetch view takes only well-formed rings, and its
  * prefetch pass over hostile entries (heads out of range, buffers outside
  * guest memory or at its very end, n beyond the ring) reads the ring and
  * writes nothing: guest memory is byte-for-byte unchanged. */
@@ -976,7 +975,7 @@ static void test_rx_view(void)
 	guest_fini(&g);
 }
 
-/* s15-L: the guest memory mapped again at other addresses (a copy stands
+/* The guest memory mapped again at other addresses (a copy stands
  * for the second mapping): after sn_vring_set_mem + sn_vring_set_rings the
  * ring is read and written there only, held chains and indices kept. */
 static void test_set_rings(void)
@@ -1050,7 +1049,7 @@ static void pop_after_shrink(struct guest *g, uint32_t nregions, uint16_t d, uin
 	      pk[1].iov[0].iov_base == hva(g, kept + 12));
 }
 
-/* s18: the pop's region memo (the region of the last buffer is tried
+/* The pop's region memo (the region of the last buffer is tried
  * first). Single-descriptor frames alternating between the three regions,
  * one at the very end of region 1 and one crossing out of it, then the
  * table shrunk to two regions while the memo points at the third: every
@@ -1099,7 +1098,7 @@ static void test_region_memo(void)
 	guest_fini(&g);
 }
 
-/* s20: sn_vring_used_put0_bulk() keeps the held list's head in a register
+/* sn_vring_used_put0_bulk() keeps the held list's head in a register
  * and settles its links, held_last and the counters at the end. Against
  * sn_vring_used_put(id, 0) per id on a twin ring fed the same frames:
  * random batches, mostly oldest-first runs, with ids out of order,
