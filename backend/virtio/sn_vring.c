@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_vring.c — hardened split-virtqueue TX parser, out-of-order used ring.
+/* sn_vring.c — hardened split-virtqueue TX parser (virtio 1.1 §2.7).
  *
- * Design. Deferred completions (A. Saeed, N. Dukkipati, V. Valancius,
- * V. The Lam, C. Contavalli, A. Vahdat, "Carousel: Scalable Traffic Shaping
- * at End Hosts", ACM SIGCOMM 2017, §5.2) return a guest's TX descriptor
- * only once its packet has left, which means the backend walks the guest's
- * split virtqueue itself (virtio 1.1 §2.7) instead of letting DPDK copy
- * and complete at dequeue, as SPDK's lib/vhost does on top of rte_vhost.
- * This module is that walker, kept free of DPDK so it can be unit-tested
- * and fuzzed alone.
+ * Deferred completions (A. Saeed, N. Dukkipati, V. Valancius, V. The Lam,
+ * C. Contavalli, A. Vahdat, "Carousel: Scalable Traffic Shaping at End
+ * Hosts", ACM SIGCOMM 2017, §5.2) return a guest's TX descriptor only
+ * once its packet has left, so the backend walks the guest's split
+ * virtqueue itself instead of letting DPDK copy and complete at dequeue,
+ * as SPDK's lib/vhost does on top of rte_vhost. This file is the walker
+ * (avail ring, descriptor chains, guest memory translation, prefetch);
+ * sn_vring_used.c writes the used ring, out of order. Both are free of
+ * DPDK so they can be unit-tested and fuzzed alone.
  *
  * Guest memory is hostile. Three rules follow:
  *  1. Every guest-shared field is loaded exactly once into a local before it
@@ -24,17 +25,6 @@
  *     other than a good packet has its own counter. An avail idx that jumps
  *     by more than the queue size cannot be interpreted at all: the ring is
  *     marked broken and not read again (the daemon resets the device).
- *
- * Completions may come in any order (VIRTIO_F_IN_ORDER is never
- * negotiated). Held heads sit on a doubly linked list in pop order, so the
- * oldest is known in O(1) (out-of-order counting, drop-on-stop, hold-time
- * limits) and completion of any held id is O(1). A completion for an id not
- * held is counted and ignored before anything is written to the ring.
- *
- * Notification follows virtio 1.1 §2.7.7/§2.7.10: with EVENT_IDX, notify
- * iff the used idx crossed used_event since the previous flush
- * (vring_need_event on our own used index, never on DPDK's); without it,
- * notify unless avail->flags has NO_INTERRUPT.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -42,44 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sn_vring.h"
+#include "sn_vring_impl.h"
 
-#define NIL 0xffffu
-#define SN_VRING_ALIGNED64 __attribute__((aligned(64)))
 /* Descriptors visited per chain: payload segments, up to hdr_len header-only
  * descriptors (each at least 1 byte) and one indirect pointer. */
 #define WALK_MAX (SN_VRING_MAX_SEGS + 16u)
 #define VISIT_IND 0x10000u
-
-struct sn_vring {
-	/* First cache line: read on every pop/put/flush. */
-	const struct sn_vring_desc *desc;
-	struct sn_vring_avail *avail;
-	struct sn_vring_used *used;
-	uint32_t size, mask;
-	uint32_t max_pkt_len;
-	uint16_t last_avail;     /* next avail slot to take */
-	uint16_t used_shadow;    /* next used slot to write */
-	uint16_t used_pub;       /* used idx last published */
-	uint16_t hdr_len;
-	uint16_t held_first, held_last; /* pop-order list of held ids, NIL if empty */
-	bool event_idx, broken, kick_on;
-
-	/* Second cache line: per-id and per-walk state, sized by the queue
-	 * and allocated behind the struct; notification fields. */
-	uint16_t *prev SN_VRING_ALIGNED64, *next; /* held list links */
-	uint8_t *held;
-	uint64_t *visit_direct, *visit_ind; /* bitmaps, all-zero between walks */
-	uint16_t *used_event;    /* &avail->ring[size] */
-	uint16_t *avail_event;   /* (uint16_t *)&used->ring[size] */
-
-	/* Cold: memory table (read per descriptor, but small), counters. */
-	uint32_t hot_region;     /* region of the last translated buffer */
-	struct sn_vring_mem mem;
-	struct sn_vring_stats st;
-};
-static_assert(offsetof(struct sn_vring, kick_on) < 64, "hot fields in line 0");
-static_assert(offsetof(struct sn_vring, prev) == 64, "per-id state in line 1");
 
 static const char *const err_names[SN_VRING_E__MAX] = {
 	[SN_VRING_OK] = "ok",
@@ -201,7 +159,7 @@ struct sn_vring *sn_vring_create(const struct sn_vring_config *cfg,
 	vr->used_pub = cfg->last_used_idx;
 	vr->hdr_len = cfg->hdr_len;
 	vr->event_idx = cfg->event_idx;
-	vr->held_first = vr->held_last = NIL;
+	vr->held_first = vr->held_last = SN_VRING_NIL;
 	vr->mem = mem != NULL ? *mem : no_mem;
 	return vr;
 }
@@ -491,22 +449,6 @@ static __attribute__((noinline)) void parse_chain(struct sn_vring *vr, uint16_t 
 	}
 }
 
-static void unhold(struct sn_vring *vr, uint16_t id)
-{
-	uint16_t p = vr->prev[id], n = vr->next[id];
-
-	if (p == NIL)
-		vr->held_first = n;
-	else
-		vr->next[p] = n;
-	if (n == NIL)
-		vr->held_last = p;
-	else
-		vr->prev[n] = p;
-	vr->held[id] = 0;
-	vr->st.held--;
-}
-
 /* Memory-level parallelism for a burst of k heads. The parse
  * below walks one chain after another, and every descriptor, virtio-net
  * header and first frame line it (or the switch after it) reads was
@@ -660,9 +602,9 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 		cnt++;
 		/* append head to the held list (pop order) */
 		held[head] = 1;
-		next[head] = NIL;
+		next[head] = SN_VRING_NIL;
 		prev[head] = hl;
-		if (hl == NIL)
+		if (hl == SN_VRING_NIL)
 			vr->held_first = head;
 		else
 			next[hl] = head;
@@ -679,167 +621,4 @@ uint32_t sn_vring_tx_pop(struct sn_vring *vr, struct sn_vring_pkt *out,
 	if (vr->kick_on && vr->event_idx)
 		__atomic_store_n(vr->avail_event, vr->last_avail, __ATOMIC_RELAXED);
 	return cnt;
-}
-
-int sn_vring_used_put(struct sn_vring *vr, uint32_t id, uint32_t len)
-{
-	struct sn_vring_used_elem *e;
-
-	if (id >= vr->size || !vr->held[id]) {
-		vr->st.err[SN_VRING_E_BAD_COMPLETION]++;
-		return -EINVAL;
-	}
-	if (id != vr->held_first)
-		vr->st.out_of_order++;
-	unhold(vr, (uint16_t)id);
-	e = &vr->used->ring[vr->used_shadow & vr->mask];
-	__atomic_store_n(&e->id, id, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->len, len, __ATOMIC_RELAXED);
-	vr->used_shadow++;
-	vr->st.completed++;
-	return 0;
-}
-
-/* sn_vring_used_put(vr, ids[i], 0) for each i in order, with the ring's
- * fields in registers, the held list's head in a local (the in-order
- * case, an id that is the oldest held, only moves it; the new head's prev
- * link and an emptied list's held_last are set once at the end), and the
- * counters added once. */
-uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint32_t n)
-{
-	struct sn_vring_used_elem *ring = vr->used->ring;
-	const uint32_t size = vr->size, mask = vr->mask;
-	uint16_t *const next = vr->next, *const prev = vr->prev;
-	uint8_t *const held = vr->held;
-	uint16_t shadow = vr->used_shadow, hf = vr->held_first;
-	uint32_t put = 0, bad = 0, ooo = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		const uint16_t id = ids[i];
-		struct sn_vring_used_elem *e;
-
-		if (id >= size || !held[id]) {
-			bad++;
-			continue;
-		}
-		if (id == hf) {
-			/* unhold() of the oldest (prev NIL), the links settled
-			 * below */
-			hf = next[id];
-			held[id] = 0;
-		} else {
-			/* held and not the oldest: its prev is a held id (a
-			 * removal above leaves only the new oldest's prev
-			 * stale, and id is not it), so unhold() reads valid
-			 * links and writes neither the head nor its prev */
-			ooo++;
-			unhold(vr, id);
-		}
-		e = &ring[shadow++ & mask];
-		__atomic_store_n(&e->id, id, __ATOMIC_RELAXED);
-		__atomic_store_n(&e->len, 0, __ATOMIC_RELAXED);
-		put++;
-	}
-	vr->held_first = hf;
-	if (hf == NIL)
-		vr->held_last = NIL;
-	else
-		prev[hf] = NIL;
-	vr->used_shadow = shadow;
-	vr->st.held -= put - ooo;     /* unhold() counted its own */
-	vr->st.out_of_order += ooo;
-	vr->st.err[SN_VRING_E_BAD_COMPLETION] += bad;
-	vr->st.completed += put;
-	return put;
-}
-
-/* virtio 1.1 §2.7.10.1 / Linux vring_need_event(): did the used idx move
- * from old to new_idx across event? */
-static inline int need_event(uint16_t event, uint16_t new_idx, uint16_t old)
-{
-	return (uint16_t)(new_idx - event - 1) < (uint16_t)(new_idx - old);
-}
-
-int sn_vring_used_flush(struct sn_vring *vr)
-{
-	uint16_t old = vr->used_pub, new_idx = vr->used_shadow;
-	int need;
-
-	if (old == new_idx)
-		return 0;
-	/* Release pairs with the driver's read barrier after loading
-	 * used->idx (virtio_rmb in Linux virtqueue_get_buf_ctx_split): the
-	 * entries written by sn_vring_used_put() are visible first. */
-	__atomic_store_n(&vr->used->idx, new_idx, __ATOMIC_RELEASE);
-	vr->used_pub = new_idx;
-	vr->st.flushes++;
-	/* Full barrier: the used->idx store is ordered before the load of
-	 * used_event / avail->flags. Pairs with the driver's mb() between
-	 * writing used_event (or clearing NO_INTERRUPT) and re-reading
-	 * used->idx (virtqueue_enable_cb_delayed / virtqueue_poll); without
-	 * it both sides can miss each other and the guest sleeps forever. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (vr->event_idx)
-		need = need_event(__atomic_load_n(vr->used_event, __ATOMIC_RELAXED),
-				  new_idx, old);
-	else
-		need = !(__atomic_load_n(&vr->avail->flags, __ATOMIC_RELAXED) &
-			 SN_VRING_AVAIL_F_NO_INTERRUPT);
-	if (need)
-		vr->st.notify++;
-	return need;
-}
-
-void sn_vring_kick_enable(struct sn_vring *vr, bool enable)
-{
-	vr->kick_on = enable;
-	if (vr->event_idx) {
-		/* Disabling = leaving avail_event behind: the driver kicks at
-		 * most once more (§2.7.10). */
-		if (enable)
-			__atomic_store_n(vr->avail_event, vr->last_avail,
-					 __ATOMIC_RELAXED);
-	} else {
-		__atomic_store_n(&vr->used->flags,
-				 enable ? 0 : SN_VRING_USED_F_NO_NOTIFY,
-				 __ATOMIC_RELAXED);
-	}
-	/* Full barrier: our enable is visible before the caller re-polls
-	 * avail->idx. Pairs with the driver's mb() between its avail->idx
-	 * store and its read of avail_event / used->flags
-	 * (virtqueue_kick_prepare_split). */
-	if (enable)
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-}
-
-int sn_vring_oldest_held(const struct sn_vring *vr)
-{
-	return vr->held_first == NIL ? -ENOENT : vr->held_first;
-}
-
-bool sn_vring_is_held(const struct sn_vring *vr, uint32_t id)
-{
-	return id < vr->size && vr->held[id];
-}
-
-void sn_vring_get_base(const struct sn_vring *vr, uint16_t *last_avail_idx,
-		       uint16_t *last_used_idx)
-{
-	*last_avail_idx = vr->last_avail;
-	*last_used_idx = vr->used_pub;
-}
-
-bool sn_vring_is_broken(const struct sn_vring *vr)
-{
-	return vr->broken;
-}
-
-uint32_t sn_vring_size(const struct sn_vring *vr)
-{
-	return vr->size;
-}
-
-const struct sn_vring_stats *sn_vring_stats(const struct sn_vring *vr)
-{
-	return &vr->st;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vring.h — hardened split-virtqueue TX parser and out-of-order used-ring
- * writer (virtio 1.1 §2.7), DPDK-free.
+ * writer (virtio 1.1 §2.7), DPDK-free. Pop side: sn_vring.c; used side:
+ * sn_vring_used.c.
  *
  * The daemon feeds it what rte_vhost hands out: the ring addresses of
  * rte_vhost_get_vhost_vring() (already host pointers), the base indexes of
