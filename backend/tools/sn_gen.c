@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_gen.c — sn-gen: single-threaded DPDK traffic generator + sink + echo
- * peer for the schednic datapath tests and benchmark (issue 2, items 7-8).
+ * peer for the schednic datapath tests and benchmark.
  *
  * This file is the shell around the loops of sn_genrun.c: command line,
  * EAL bring-up (no hugepages, unique --file-prefix, one lcore pinned to
@@ -544,7 +544,7 @@ static int port_setup(struct sn_gen *g, const struct cli *c, unsigned int i)
 		fprintf(stderr, "sn-gen: port %u (%s) configure: %s\n", i, p->path, rte_strerror(-rc));
 		return rc;
 	}
-	/* --tx-free-thresh (s12-D2): the virtio PMD rejects >= size - 3. */
+	/* --tx-free-thresh: the virtio PMD rejects >= size - 3. */
 	if (g->tx_free_thresh && g->tx_free_thresh >= qsize - 3) {
 		fprintf(stderr, "sn-gen: --tx-free-thresh %u: must be < queue size - 3 (%u)\n",
 			g->tx_free_thresh, qsize - 3);

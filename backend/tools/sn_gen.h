@@ -56,7 +56,7 @@ struct sn_gen_port {
 	uint64_t rx_q[SN_GEN_MAX_QUEUES], tx_q[SN_GEN_MAX_QUEUES]; /* per queue */
 	/* --marker: the TX callback of each queue (NULL without --marker);
 	 * bench mode removes queue 0's and marks its frames as it builds
-	 * them (s12-D2). */
+	 * them. */
 	const struct rte_eth_rxtx_callback *marker_cb[SN_GEN_MAX_QUEUES];
 };
 
@@ -80,7 +80,7 @@ struct sn_gen_flow {
 	uint64_t rx, rx_by_port[SN_GEN_MAX_PORTS];
 	uint64_t next_seq[SN_GEN_MAX_PORTS]; /* last seq seen at a port, +1 */
 	uint64_t rx_ooo, rx_bad;
-	/* lat=1 (s10-T): per-seq TX / RX TSC and the sink's poll gap before
+	/* lat=1: per-seq TX / RX TSC and the sink's poll gap before
 	 * the RX, sn_genlat.h; NULL otherwise */
 	uint64_t *lat_tx, *lat_rx, *lat_gap;
 };
@@ -120,7 +120,7 @@ struct sn_gen {
 	/* bench results */
 	uint64_t bench_tx, bench_rx;
 	double bench_window_s;
-	/* bench window, batching proxies (s11-D): loop iterations, tx_burst
+	/* bench window, batching proxies: loop iterations, tx_burst
 	 * calls and those that took no frame, receive polls of the sink port
 	 * that found nothing */
 	uint64_t bench_loops, bench_tx_calls, bench_tx_zero, bench_rx_empty;

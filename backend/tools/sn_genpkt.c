@@ -2,7 +2,7 @@
 /* sn_genpkt.c — frame build/verify and the ARP/ICMP echo responder of sn-gen.
  *
  * Not an algorithm from a paper: this is the measuring instrument of the
- * datapath tests (issue 2 item 7). A switch under test may lose, reorder or
+ * datapath tests. A switch under test may lose, reorder or
  * corrupt frames; the sink must tell each of those apart from "not mine",
  * so every data frame is self-describing (run, flow, sequence, length) and
  * carries a payload pattern derived from its sequence number. Checking the
@@ -26,8 +26,8 @@
 
 /* The payload pattern: byte i of frame seq is (uint8_t)(seq + i). Built and
  * checked with one memcpy/memcmp from a ramp (ramp[k] = k mod 256) starting
- * at seq mod 256, not byte by byte: at 1514 B a per-byte loop was the
- * generator's and the sink's main cost (issue 6: 1.2 Gbit/s offered). */
+ * at seq mod 256, not byte by byte: at 1514 B a per-byte loop would be
+ * the generator's and the sink's main cost. */
 static uint8_t ramp[SN_GENPKT_MAX_SIZE + 256];
 
 static const uint8_t *pattern(uint64_t seq)

@@ -437,11 +437,10 @@ static int run_phase(struct sn_gen *g, unsigned int phase)
 		}
 		/* Rotate the first flow served: with --rate the budget of one
 		 * iteration is small, and a fixed order would give it all to the
-		 * first flows (issue 6: flows of one port must get equal shares).
+		 * first flows (flows of one port must get equal shares).
 		 * After a stall the budget is large and each flow sends one full
 		 * burst per iteration until it has caught up (iterations take
-		 * microseconds: far above 1.2 Gbit/s of 1500 B frames; more
-		 * bursts per iteration were tried and gave nothing measurable). */
+		 * microseconds: far above 1.2 Gbit/s of 1500 B frames). */
 		rr = (rr + 1) % g->nflows;
 		for (unsigned int k = 0; k < g->nflows; k++) {
 			unsigned int fi = (rr + k) % g->nflows;
@@ -521,7 +520,7 @@ static int run_bench(struct sn_gen *g)
 		send_learn(g);
 		drain_for(g, g->phase_gap_s);
 	}
-	/* --marker (s12-D2): the loop below writes the opt-in marker once per
+	/* --marker: the loop below writes the opt-in marker once per
 	 * frame as it builds it (where a patched guest driver writes it: in
 	 * the header it builds anyway), instead of the TX callback that
 	 * re-marks every frame the ring refused at each retry and costs a
@@ -529,12 +528,12 @@ static int run_bench(struct sn_gen *g)
 	 * 0 of the tx port; the PMD leaves num_buffers alone, sn_gen.c). */
 	const int mark = g->marker && tx->marker_cb[0] &&
 			 rte_eth_remove_tx_callback(tx->id, 0, tx->marker_cb[0]) == 0;
-	/* --hdr-write (s17): num_buffers is stored in every frame, 0 without
-	 * the marker. A guest kernel writes its whole virtio-net header for
-	 * every frame; the virtio PMD writes a header field only when its value
+	/* --hdr-write: num_buffers is stored in every frame, 0 without the
+	 * marker. A guest kernel writes its whole virtio-net header for every
+	 * frame; the virtio PMD writes a header field only when its value
 	 * changes (ASSIGN_UNLESS_EQUAL), so without this a frame's header line
 	 * stays clean in the switch's cache and only --marker runs dirty it
-	 * (one more cross-core line per frame: README "s17"). */
+	 * (one more cross-core line per frame, backend/tools/README.md). */
 	const int store = mark || g->hdr_write;
 	/* (--marker whose callback could not be removed: the frames get 0
 	 * here and the marker from the callback in tx_burst.) */

@@ -2,10 +2,10 @@
 /* sn_vufront.c — sn-vufront: a minimal vhost-user front-end (the role QEMU
  * plays) that posts crafted split-ring TX descriptors. Test-only.
  *
- * Design. Issue 5 asks that the hardened ring parser (sn_vring, the
- * "untrusted guest input" rules of Carousel §5.2's deferred completions
- * made safe) be tested against the running daemon, not only in a fake
- * memory. This program is the guest: it connects to a schednicd server
+ * Design. The hardened ring parser (sn_vring: the "untrusted guest input"
+ * rules of Carousel §5.2's deferred completions made safe) is tested here
+ * against the running daemon, not only in a fake memory. This program is
+ * the guest: it connects to a schednicd server
  * port, negotiates the vhost-user protocol (QEMU docs/interop/vhost-user.rst;
  * no protocol features, so rings start enabled at SET_VRING_KICK, and no
  * EVENT_IDX), shares two memfd regions that are contiguous in guest-physical
@@ -206,7 +206,7 @@ static void sc_good(struct sn_vufront *f, uint32_t count)
 	}
 }
 
-/* s15-L: memory hotplug while the device runs. count good frames in
+/* Memory hotplug while the device runs. count good frames in
  * region 1; then region 2 is added (sn_vufront_hotplug: the back-end's
  * library remaps every region); then count frames with buffers in the new
  * region, then the same table is sent again (unchanged) and count more

@@ -80,7 +80,7 @@ void sn_vufront_connect(struct sn_vufront *f, const char *path);
 /* SET_OWNER, features (VERSION_1 only), SET_MEM_TABLE (both regions),
  * then NUM/BASE/ADDR/KICK/CALL for vrings 0 (RX) and 1 (TX), size f->q. */
 void sn_vufront_negotiate(struct sn_vufront *f);
-/* Memory hotplug (s15-L): create region 2 and send SET_MEM_TABLE with all
+/* Memory hotplug: create region 2 and send SET_MEM_TABLE with all
  * three regions, as QEMU does after a DIMM hotplug (the back-end's library
  * unmaps and remaps every region), then wait for a GET_FEATURES reply: the
  * back-end handles messages in order, so the table is applied then. */
