@@ -21,8 +21,7 @@
  * after a warm-up of one pass; ns/op is per enqueue+dequeue pair, median of
  * --reps runs. The same sequences drive every scheduler.
  *
- * Goals (issue 3): QFQ <= 40 ns per pair (QFQ paper: ~110 ns), within 1.5x
- * of DRR.
+ * Goals: QFQ <= 40 ns per pair (QFQ paper: ~110 ns), within 1.5x of DRR.
  */
 #include <stdint.h>
 #include <stdio.h>

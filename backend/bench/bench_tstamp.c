@@ -3,12 +3,10 @@
  * commit, the daemon's submit fast path: one 64-bit divide by the rate per
  * packet) against the same arithmetic with the quotient from a
  * precomputed reciprocal and an exact correction step (the arbiter's
- * link_advance trick), the alternative s15 named. s16 measured on these
- * hosts (AMD EPYC family 25) 4.94 ns per stamp with the reciprocal and
- * 4.86-5.53 ns with the divide, depending only on where the compiler put
- * the code (the same divide as a local copy in this file: 4.86): at most
- * 2 cycles of a ~340-cycle frame, so the divide was kept (one line per
- * policy, no reciprocal to keep in step); the case stays to re-check on
+ * link_advance trick). On AMD EPYC (family 25) both cost about 5 ns per
+ * stamp, the difference within code placement noise (at most 2 cycles of
+ * a ~340-cycle frame), so the daemon keeps the divide (one word per
+ * policy, no reciprocal to keep in step); this bench re-checks that on
  * other CPUs.
  *
  * One policy stamps a burst of packets at one `now`, as submit does: each

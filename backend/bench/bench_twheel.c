@@ -7,15 +7,15 @@
  * arrive in bursts of 32, each with a timestamp uniform in [now, now + 2 ms)
  * (so ~1 M are outstanding in steady state), then everything due is
  * extracted. Wheel: 1 us slots, 4096 slots (4 ms horizon), default node
- * size (127 items, 1 KiB; 63 before s12-W3). ns/op is per packet (one insert + one extract),
+ * size (127 items, 1 KiB). ns/op is per packet (one insert + one extract),
  * timed after a 1 M-packet prefill and a warm-up of three delay spans (6 M
  * packets): the prefill leaves the node pool's free list scrambled, a
  * transient that costs the wheel ~2x until the nodes have cycled. The heap
  * is a plain array min-heap of (ts, item). The outstanding=10000 pair runs
  * the same workload at 1/100 the delay, so everything stays in cache: it
  * separates the wheel's own cost from the memory latency the 1 M case
- * pays (one chased link per 127-item node, its lines prefetched; with the
- * former 7-item nodes that chase made the 1 M case 2.7x the 10 k one).
+ * pays (one chased link per 127-item node, its lines prefetched; with
+ * 7-item nodes that chase makes the 1 M case 2.7x the 10 k one).
  *
  * twheel/next_due/sparse vs twheel/next_due_linear_scan/sparse: a wheel of
  * 2^20 slots with 1 % of them occupied. One op answers next_due's question,
@@ -26,7 +26,7 @@
  * agree.
  *
  * twheel/rebase/slots=65536/full: the worst single stall the unwrapped
- * write cursors cost (s12-W3: once per revolution sn_twheel_rebase_ moves
+ * write cursors cost (once per revolution sn_twheel_rebase_ moves
  * every live cursor down by `slots`, O(non-empty slots)). The daemon's
  * geometry (4 us x 65536 slots, 7-item nodes) with every slot but the
  * front's holding one item; one op is the extract that moves the front
