@@ -84,7 +84,7 @@ fi
 args=(
 	"$qemu"
 	-name "$name"
-	# TCG: nested KVM stalls guests on the CI machines (ENVIRONMENT.md).
+	# TCG: nested KVM stalls guests on the CI machines.
 	# On a host with working KVM use "-accel kvm -cpu host" instead.
 	-accel tcg
 	-machine pc
