@@ -22,13 +22,23 @@
  * refused as too long is first offered to `oversize`, which may raise its
  * class's lmax so that it goes in after all).
  *
- * Threads. Every sn_arbiter_* function except the producer-side inline
- * sn_arbiter_submit() must be called by one thread at a time, the
- * "arbiter thread" — a dedicated thread or a worker loop that calls
- * do_scan between its own work (single-core hosts). sn_arbiter_submit()
- * is called by a client's thread: one producer per client mailbox and
- * one producer per client list at a time (see sn_mbox.h); a client that
- * moves to another core simply submits through that core's list.
+ * Concurrency contract. Two roles: the arbiter thread (a dedicated thread,
+ * or a worker loop that calls do_scan between its own work) and client
+ * threads.
+ *
+ *   calls                           caller          mutual exclusion needed
+ *   ------------------------------  --------------  -------------------------
+ *   sn_arbiter_submit(clist, mbox)  client thread   with other submits to the
+ *                                                   same mbox, and to the
+ *                                                   same clist
+ *   every other sn_arbiter_*        arbiter thread  among themselves (one
+ *                                                   arbiter thread at a time)
+ *
+ * submit() runs concurrently with the arbiter's calls without locks; the
+ * only shared memory is the client mailboxes and lists, whose barriers
+ * are listed in sn_mbox.h. A client that moves to another core simply
+ * submits through that core's list. The arbiter thread may change only
+ * with an external happens-before between the old and the new one.
  *
  * Liveness: a client is scanned while it is the last entry taken from any
  * client list, for one scan after being replaced there, and for as long as
