@@ -4,9 +4,8 @@
  *
  * sn-gen is ONE single-threaded DPDK process that owns every traffic peer
  * (net_virtio_user ports) of a test or benchmark: it sends on one port and
- * drains all of them in the same loop, on one pinned lcore (shared/
- * ENVIRONMENT.md: a separate generator and sink would be a third busy poller
- * on a 2-core machine). Nothing here is shared between threads: the only
+ * drains all of them in the same loop, on one pinned lcore (a separate
+ * generator and sink would be a third busy poller on a 2-core machine). Nothing here is shared between threads: the only
  * asynchronous writer is the signal handler, which sets sn_gen_stop.
  */
 #ifndef SN_GEN_H

@@ -2,8 +2,9 @@
 /* sn_genrun.c — the traffic loops of sn-gen: bench, count, echo.
  *
  * One loop, one lcore: every iteration transmits at most one burst per
- * sending port and then drains every port (shared/ENVIRONMENT.md,
- * "generator and sink must be ONE thread"). Nothing blocks: a full virtio
+ * sending port and then drains every port (generator and sink are one
+ * thread: on a 2-core host a second poller would compete with the switch
+ * under test). Nothing blocks: a full virtio
  * TX ring just leaves frames pending for the next iteration, so a slow
  * switch slows the sender down instead of making it drop (the count mode
  * sends exactly N frames per flow, whatever the rate).

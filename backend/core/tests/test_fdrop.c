@@ -319,7 +319,7 @@ static void test_algorithm2(void)
  * 100 of flow 2, 50 per drop, 200 per burst. Algorithm 1 charges each
  * frame its type's estimate, learned from Algorithm 2's apportioned costs
  * (relative type weights w_k: 10 and 2 for kept frames, 1 for a drop;
- * seed 003: "a real time updated average based on packet.cost ... for
+ * the paper's "a real time updated average based on packet.cost ... for
  * previous batches"); θ adapts on full bursts down to 1000, below one
  * burst of either flow, so each backlogged queue keeps about θ of CPU
  * time per poll round. Both flows are bottlenecked, so max-min gives each half of the

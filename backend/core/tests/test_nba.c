@@ -2,9 +2,9 @@
 /* test_nba.c — unit tests of the NIC-level bandwidth allocator (sn_nba).
  *
  * Water-filling cases with known answers, the headroom and backlog
- * (demand) rules, the issue-6 scenario of a worker below its share in a
- * fluid model, lazy updates, staleness, invariants on random demand vectors and
- * a two-thread check that seqlocked reports are never torn.
+ * (demand) rules, a worker below its share in a fluid model, lazy
+ * updates, staleness, invariants on random demand vectors and a two-thread
+ * check that seqlocked reports are never torn.
  */
 #include <errno.h>
 #include <inttypes.h>
