@@ -17,14 +17,11 @@
  * circular order origin, origin+1, ..., N-1, 0, ..., origin-1 IS the time
  * order. find_next(origin) = find_ge(origin), else find_ge(0): two
  * O(log64 N) descents, no swapping and no second bitmap. The invariant
- * that makes this correct (nothing occupied beyond one revolution) is the
- * one Eiffel enforces with its two-range structure; here the timing wheel
- * enforces it by clamping or rejecting beyond-horizon timestamps.
+ * (nothing occupied beyond one revolution), which Eiffel keeps with two
+ * ranges, the timing wheel keeps by clamping or rejecting timestamps.
  *
- * Layout: all levels live in one cache-aligned allocation, level 0 first.
- * Bits past nbits in the last word of each level are never set, so the
- * finders need no bounds masks.
- */
+ * Layout: all levels in one cache-aligned allocation, level 0 first; bits
+ * past nbits in a level's last word are never set (no bounds masks). */
 #include "sn_cffs.h"
 
 #include <errno.h>

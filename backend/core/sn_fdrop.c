@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_fdrop.c — fair packet dropping (Addanki, Linguaglossa, Roberts, Rossi,
- * "Controlling software router resource sharing by fair packet dropping",
- * Algorithms 1 and 2, §III-E adaptive threshold, §IV-B flow table).
+/* sn_fdrop.c — fair packet dropping.
+ *
+ * Follows V. Addanki, L. Linguaglossa, J. Roberts, D. Rossi, "Controlling
+ * software router resource sharing by fair packet dropping", IFIP
+ * Networking 2018: Algorithms 1 and 2, §III-E adaptive threshold, §IV-B
+ * flow table.
  *
  * The shadow system is per-flow head-of-line processor sharing: every
  * backlogged flow (the ActiveList B) has a virtual queue vq that the
  * capacity C drains, split equally between the flows in B. A packet of a
  * flow whose vq exceeds θ is dropped, otherwise vq grows by its length.
- * Over time the kept traffic is exactly what a fair queueing server of
- * rate C would serve, i.e. max-min fair rates, while the real queue stays
- * FIFO and packets keep moving in batches.
+ * Over time the kept traffic is what a fair queueing server of rate C
+ * would serve (max-min fair rates), while the real queue stays FIFO.
  *
  * Algorithm 1 drains with a loop: share = credit/|B| for every flow,
  * flows that empty return their surplus, repeat. We compute the same
@@ -24,17 +26,15 @@
  * of the per-flow split is carried to the next call. V and F wrap modulo
  * 2^64 and are compared wrap-safely (a vq stays far below 2^63).
  *
- * Flow table (better than the paper's 4K rows x 4 records, 12-bit row +
- * 8-bit tag): rows of 4 records of 16 bytes (one cache line), the full
- * 32-bit hash as identity, and two candidate rows per flow (two-choice
- * hashing), so a row overflow needs 8 colliding active flows. Only flows
- * in B hold a record: a flow whose vq drains to zero has no state left.
- * A new flow that finds no record is dropped and counted (TABLE_FULL).
+ * Flow table (the paper's is 4K rows x 4 records, 12-bit row + 8-bit tag):
+ * rows of 4 16-byte records (one cache line), the full 32-bit hash as
+ * identity, two candidate rows per flow (two-choice hashing), so a row
+ * overflow needs 8 colliding active flows. Only flows in B hold a record;
+ * a new flow that finds none is dropped and counted (TABLE_FULL).
  *
- * Algorithm 2 (CPU sharing): after a batch is processed, its measured
- * cycle count is apportioned over the kept packets by weight, and each
- * flow's vq is corrected by (real cost - cost charged at admission).
- */
+ * Algorithm 2 (CPU sharing): a processed batch's measured cycles are
+ * apportioned over its kept packets by weight, and each flow's vq is
+ * corrected by (real cost - cost charged at admission). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,9 +3,8 @@
  *
  * The algorithm (PSPAT, Rizzo et al., Computer Communications 2018,
  * §4.1: lap-tagged slots, lazy per-line release, one-line producer
- * look-ahead) lives inline in sn_mbox.h because every
- * insert and extract is on the datapath; this file only sizes, aligns and
- * zeroes the memory. A zeroed slot array is the "every line released,
+ * look-ahead) lives inline in sn_mbox.h because every insert and extract
+ * is on the datapath; this file only sizes, aligns and zeroes the memory. A zeroed slot array is the "every line released,
  * nothing to read" state for both sides.
  */
 #include <errno.h>

@@ -21,9 +21,8 @@
  * rate <= 4e11 and len <= 2^24, num < (2^24 + 1)*4e11 < 2^63, and
  * len*ns_byte <= 2^24 * 8e6 (at 1 kbit/s) < 2^47, so 64 bits suffice on
  * the fast path; longer packets, and burst conversion at configuration,
- * use unsigned __int128. The output timestamp is ceil(LTS), so a release
- * at the timestamp never runs ahead of the exact schedule.
- */
+ * use unsigned __int128. The output timestamp is ceil(LTS): a release at
+ * the timestamp never runs ahead of the exact schedule. */
 #include "sn_tstamp.h"
 
 #include <errno.h>

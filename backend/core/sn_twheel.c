@@ -23,32 +23,30 @@
  *    words, aligned to the node size; a slot is two cursors into it: the
  *    address of the next free word in its tail node and the 32-bit index
  *    of the next item in its head node; node links live in their own
- *    array. Insert's fast path is then one multiply (below), a load of the
- *    slot's write pointer, one store through it and one store of it + 1:
- *    no pool base and no index scaling (3 instructions fewer than a 32-bit
- *    index, for 16 KiB more slot array at 4096 slots). The pointer's low
- *    bits being zero means "tail node full or slot empty", the only test.
- *    The write cursors do not wrap around: 2 * slots of them, the live
- *    revolution a sliding window moved down by `slots` once per
+ *    array, so allocation and extract never read a node's (cold) header.
+ *    Insert's fast path is one multiply (below), a load of the slot's
+ *    write pointer, one store through it and one store of it + 1; the
+ *    pointer's low bits being zero means "tail node full or slot empty",
+ *    the only test. The write cursors do not wrap around: 2 * slots of
+ *    them, the live revolution a window moved down by `slots` once per
  *    revolution (sn_twheel_rebase_, O(non-empty slots)), so the quotient
- *    indexes a pointer to slot front + 1 directly: no load of the front,
- *    no add, no mask (4 instructions and 2 loads fewer per insert).
- *    No per-insert counter either: count() derives the number of items
- *    from the pool's use and the cursors, in O(non-empty slots), so
- *    consecutive inserts share no memory word (a counter's
- *    read-modify-write made them a store-forwarding chain). Allocation
- *    and extract never read a node's header, which would be a cold line.
- *    Big nodes make extract follow one link per 127 items instead of per 7,
- *    and insert take a node (out of line) once per 127 items.
+ *    indexes the pointer of slot front + 1 directly, with no load of the
+ *    front and no mask. There is no per-insert counter (consecutive
+ *    inserts share no memory word, so no store-forwarding chain): count()
+ *    derives the number of items from the pool's use and the cursors, in
+ *    O(non-empty slots). Big nodes make extract follow one link per 127
+ *    items instead of per 7, and insert take a node (out of line) once per
+ *    127 items.
  *  - Memory stalls, the cost at 1 M items, are prefetched away: each line
  *    of the pool is written once (8 inserts into one slot, spread over a
  *    slot's lifetime) and read once (when the slot comes due) with ~1 ms
  *    and 8 MB of other traffic in between, so both the write (allocating
- *    the line) and the read miss the caches. Insert prefetches the line after the item it writes:
- *    the slot's next insert that crosses a line finds it in cache. An
- *    extract that finds nothing due (a polling caller) prefetches a few
- *    lines of the next slot, so that slot's items are in cache when it
- *    comes due; the drain also prefetches each next node as it enters one.
+ *    the line) and the read miss the caches. Insert prefetches the line
+ *    after the item it writes: the slot's next insert that crosses a line
+ *    finds it in cache. An extract that finds nothing due (a polling
+ *    caller) prefetches a few lines of the next slot, so that slot's items
+ *    are in cache when it comes due; the drain also prefetches each next
+ *    node as it enters one.
  *  - Division. ts -> slot is ceil(ts / g). On the fast path (ts within the
  *    horizon) it is front + 1 + floor((ts - base - 1) / g), and the floor
  *    is one multiply by c = ceil(2^64 / g), exact for every dividend below
