@@ -6,24 +6,44 @@
 #   2. build (build/) and the sanitizer builds: ASan+UBSan (build-asan/,
 #      C unit tests) and TSan (build-tsan/, the two-thread mailbox stress)
 #   3. libFuzzer targets, briefly (scripts/fuzz.sh)
-#   4. pytest: C unit tests, reference models, daemon, control plane,
-#      datapath, VMs (tests/)
+#   4. pytest (tests/), every tier unless --tier says otherwise:
+#      unit (C unit tests, reference models), functional (daemon, control
+#      plane, datapath), accuracy (rates, sharing, conformance, isolation,
+#      fair dropping, live change against their bounds), perf (benchmark
+#      harness), vm (QEMU guests; libvirt ones are also marked libvirt)
 #
-# Options: --quick  skip steps 2b/2c and 3 (sanitizers, fuzzing)
-#          -- ARGS  extra pytest arguments (e.g. -- -k control -x)
+# Options: --quick         skip steps 2b/2c and 3 (sanitizers, fuzzing)
+#          --tier T[,T...] run only these pytest tiers (pytest -m "T or ...")
+#          -- ARGS         extra pytest arguments (e.g. -- -k control -x)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tiers_known="unit functional accuracy perf vm libvirt"
 quick=0
+tier_expr=""
 pytest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
+    --tier)
+      [ $# -ge 2 ] && [ -n "$2" ] || { echo "test.sh: --tier needs T[,T...]" >&2; exit 2; }
+      IFS=, read -r -a tiers <<<"$2"
+      for t in "${tiers[@]}"; do
+        case " $tiers_known " in
+          *" $t "*) tier_expr="${tier_expr:+$tier_expr or }$t" ;;
+          *) echo "test.sh: unknown tier '$t' (tiers: $tiers_known)" >&2; exit 2 ;;
+        esac
+      done
+      [ -n "$tier_expr" ] || { echo "test.sh: --tier needs T[,T...]" >&2; exit 2; }
+      shift 2 ;;
     --) shift; pytest_args=("$@"); break ;;
-    -h|--help) sed -n '3,14p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 2 && /^#/ { print; next } NR > 2 { exit }' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ -n "$tier_expr" ]; then
+  pytest_args=(-m "$tier_expr" "${pytest_args[@]}")
+fi
 
 t0=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - t0 ))s] $* ==="; }

@@ -28,6 +28,40 @@ REPO = Path(__file__).resolve().parent.parent
 _seq = itertools.count()
 
 
+# Every test belongs to exactly one tier (pytest.ini registers the markers;
+# scripts/test.sh --tier selects them with -m). "libvirt" comes on top of
+# "vm" for the tests that also start a private libvirtd.
+TIERS = ("unit", "functional", "accuracy", "perf", "vm")
+
+# The documentation checks: a test of theirs without a tier marker of its
+# own is functional (it checks the docs against the daemon and schema).
+UNMARKED_MODULES = {"daemon/test_config_doc.py": "functional",
+                    "control/test_api_doc.py": "functional"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Fail the collection, naming each test, unless every test has exactly
+    one tier marker (and every libvirt test is a vm test)."""
+    bad = []
+    for item in items:
+        tiers = {m.name for m in item.iter_markers() if m.name in TIERS}
+        if not tiers:
+            rel = item.path.relative_to(REPO / "tests").as_posix()
+            if rel in UNMARKED_MODULES:
+                item.add_marker(UNMARKED_MODULES[rel])
+                continue
+        if len(tiers) != 1:
+            bad.append(f"  {item.nodeid}: tiers {sorted(tiers) or 'none'}")
+        elif item.get_closest_marker("libvirt") and tiers != {"vm"}:
+            bad.append(f"  {item.nodeid}: libvirt without the vm tier")
+    if bad:
+        raise pytest.UsageError(
+            f"{len(bad)} test(s) without exactly one tier marker ({', '.join(TIERS)}; "
+            "set pytestmark = pytest.mark.<tier> in the module, or mark the test):\n" +
+            "\n".join(bad))
+
+
 def _build_dir() -> Path:
     return Path(os.environ.get("SN_BUILD_DIR", REPO / "build")).resolve()
 

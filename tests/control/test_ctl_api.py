@@ -9,6 +9,8 @@ import pytest
 
 from ctlutil import CTL, REPO, load_schema, rpc_error, run_ctl
 
+pytestmark = pytest.mark.functional
+
 SCHEMA = load_schema()
 METHODS = SCHEMA["methods"]
 SAMPLE = {"string": "x", "integer": 1, "number": 1.5, "boolean": True, "object": {},

@@ -6,7 +6,11 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from ctlutil import CTL, run_ctl
+
+pytestmark = pytest.mark.functional
 
 
 def test_exit_codes_and_messages(harness, sn_tmpdir):

@@ -6,7 +6,11 @@ client)."""
 import socket
 import time
 
+import pytest
+
 from ctlutil import IDLE_S, MAX_CLIENTS, MAX_REQ, RpcClient
+
+pytestmark = pytest.mark.functional
 
 
 def control(d):

@@ -18,7 +18,11 @@ import random
 import socket
 import time
 
+import pytest
+
 from snlib.rpc import RpcClient
+
+pytestmark = pytest.mark.functional
 
 FUZZ_S = float(os.environ.get("SN_RPC_FUZZ_S", "10"))
 ALLOWED = {-32700, -32600, -32601, -32602, -32000, -32001, -32002, -32003}

@@ -17,6 +17,8 @@ from ctlutil import (IDLE_S, MAX_CLIENTS, MAX_REQ, assert_serving, exchange, req
                      rpc_error, wait_closed)
 from snlib.rpc import RpcClient
 
+pytestmark = pytest.mark.functional
+
 DROP_KEYS = {"no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin", "gso_failed"}
 
 

@@ -17,6 +17,8 @@ from ctlutil import IDLE_S, assert_serving, load_schema, request_line, rpc_error
     wait_closed
 from snlib.rpc import RpcClient
 
+pytestmark = pytest.mark.functional
+
 
 def test_every_param_type_validated(harness):
     h = harness()

@@ -6,7 +6,11 @@ usage errors. (The values under traffic: tests/policy/test_conformance.py
 ::test_top_shows_the_shaped_rate.)"""
 import json
 
+import pytest
+
 from ctlutil import run_ctl
+
+pytestmark = pytest.mark.functional
 
 COLUMNS = ["PORT", "STATE", "LIMIT_MBPS", "WEIGHT", "OFFERED_MBPS", "SENT_MBPS", "OFFERED_PPS",
            "SENT_PPS", "WHEEL", "QFQ", "DROPS/S", "HELD/P99_US"]

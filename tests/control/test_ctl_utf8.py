@@ -9,6 +9,8 @@ import pytest
 
 from ctlutil import RpcClient, assert_serving
 
+pytestmark = pytest.mark.functional
+
 LONG = "a" + "\u00e9" * 40 + "\u4e2d" * 100  # 2- and 3-byte sequences, > 256 bytes
 
 CASES = [

@@ -11,7 +11,11 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from ctlutil import REPO
+
+pytestmark = pytest.mark.functional
 
 HOOK = REPO / "qemu-configs" / "libvirt" / "hooks" / "qemu"
 

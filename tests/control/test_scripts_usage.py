@@ -7,6 +7,8 @@ import pytest
 
 from ctlutil import REPO
 
+pytestmark = pytest.mark.functional
+
 
 def run(*args):
     return subprocess.run([str(REPO / "scripts" / args[0]), *args[1:]], capture_output=True,
@@ -43,7 +45,11 @@ def test_help(script):
     ("build-guest-image.sh", ["--out"], "build-guest-image: --out needs a value"),
     ("build-guest-image.sh", ["--virtio-net"], "build-guest-image: --virtio-net needs a value"),
     ("build-guest-image.sh", ["--bogus"], "build-guest-image: unknown argument --bogus"),
-], ids=["fuzz-missing", "fuzz-nan", "fuzz-zero", "image-out", "image-virtio", "image-unknown"])
+    ("test.sh", ["--tier"], "test.sh: --tier needs T[,T...]"),
+    ("test.sh", ["--tier", "unit,bogus"],
+     "test.sh: unknown tier 'bogus' (tiers: unit functional accuracy perf vm libvirt)"),
+], ids=["fuzz-missing", "fuzz-nan", "fuzz-zero", "image-out", "image-virtio", "image-unknown",
+        "test-tier-missing", "test-tier-unknown"])
 def test_option_values_checked(script, args, word):
     r = run(script, *args)
     assert r.returncode == 2 and r.stderr.strip() == word, (r.returncode, r.stderr)

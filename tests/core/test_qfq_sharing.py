@@ -21,7 +21,11 @@ window within its bound and within the issue's 2 %.
 import bisect
 import subprocess
 
+import pytest
+
 import ref_sched as R
+
+pytestmark = pytest.mark.unit
 
 RATE = 20_000_000
 OVH = 24

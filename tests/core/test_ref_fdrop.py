@@ -28,6 +28,8 @@ import pytest
 
 import ref_fdrop as ref
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def sn_trace():

@@ -22,6 +22,8 @@ import pytest
 
 import ref_nba as ref
 
+pytestmark = pytest.mark.unit
+
 MS = 1_000_000
 
 

@@ -29,6 +29,8 @@ import pytest
 
 import ref_sched as ref
 
+pytestmark = pytest.mark.unit
+
 EEXIST, ENOENT = 17, 2
 SUMMARY = {}
 

@@ -21,6 +21,8 @@ import pytest
 
 import ref_twheel as ref
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def sn_trace():

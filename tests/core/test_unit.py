@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SN_BUILD_DIR", REPO / "build")).resolve()
 

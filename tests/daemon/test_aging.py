@@ -3,7 +3,11 @@
 unicast is flooded again afterwards, and the counters say so."""
 import time
 
+import pytest
+
 from sngen import port_table, wait_settled
+
+pytestmark = pytest.mark.functional
 
 
 def test_mac_entries_age_out(schednicd, daemon_sngen):

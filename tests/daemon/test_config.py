@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.functional
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "backend" / "daemon" / "app" / "default-config.json"
 

@@ -13,6 +13,10 @@ import random
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.functional
+
 REPO = Path(__file__).resolve().parents[2]
 N = int(os.environ.get("SN_CONFIG_FUZZ_N", "600"))
 

@@ -11,6 +11,8 @@ import pytest
 
 from snlib.rpc import RpcError
 
+pytestmark = pytest.mark.functional
+
 
 def listening_socket(path: Path) -> socket.socket:
     s = socket.socket(socket.AF_UNIX)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.functional
+
 
 def runtime_dir(prefix):
     return Path("/var/run/dpdk") / prefix

@@ -11,6 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 import datapath as dp  # noqa: E402
 
+pytestmark = pytest.mark.perf
+
 
 def test_order_brackets_every_mode_run():
     modes = ["switch", "immediate", "deferred", "scheduled"]

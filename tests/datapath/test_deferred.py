@@ -27,6 +27,8 @@ import pytest
 from snlib.wait import wait_for
 from sngen import egress_drops, peer_mac, port_table, wait_settled
 
+pytestmark = pytest.mark.functional
+
 N = 3000
 SINK_MAC_BASE = 8          # MACs of the separately paused sink process
 

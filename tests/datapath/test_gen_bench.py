@@ -15,6 +15,8 @@ import pytest
 
 from sngen import port_table
 
+pytestmark = pytest.mark.perf
+
 
 def dport(d, name):
     return {"name": name, "type": "vhost-user", "path": str(d / f"{name}.sock"),

@@ -15,9 +15,13 @@ import os
 import signal
 import time
 
+import pytest
+
 from snlib.occupancy import occ_diff, occ_hist, occ_pct, occ_summary
 from snlib.wait import wait_for
 from sngen import peer_mac, port_table, wait_settled
+
+pytestmark = pytest.mark.functional
 
 SINK_MAC_BASE = 8
 PAUSE_S = 1.5

@@ -29,6 +29,8 @@ import pytest
 from snlib.wait import wait_for
 from sngen import peer_mac, port_table, wait_settled
 
+pytestmark = pytest.mark.functional
+
 FWD = 50                  # frames vm1 -> vm2 per forwarding check
 SINK_MAC_BASE = 8
 

@@ -27,6 +27,8 @@ import pytest
 from sngen import drops_total, peer_mac, port_table, wait_settled
 from snlib.hostwait import RunqueueWaits
 
+pytestmark = pytest.mark.functional
+
 CTL = Path(__file__).resolve().parents[2] / "scripts" / "schednicctl"
 N = 1500                       # frames per flow
 RING_FULL_MAX = 0.02           # immediate sources: RX ring drops allowed (check_drops)

@@ -24,6 +24,8 @@ import pytest
 
 from sngen import peer_mac, port_table, wait_settled
 
+pytestmark = pytest.mark.functional
+
 SINK_MAC_BASE = 8
 MAX_HOLD_US = 5_000_000
 UNMARKED_US = 1000

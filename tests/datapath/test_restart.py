@@ -18,6 +18,8 @@ import pytest
 from snlib.wait import wait_for
 from sngen import egress_drops, port_table, wait_settled
 
+pytestmark = pytest.mark.functional
+
 N = 3000
 UNKNOWN_MAC = "02:99:00:00:00:07"
 

@@ -16,6 +16,8 @@ import pytest
 
 from sngen import drops_total, egress_drops, peer_mac, port_table, wait_settled
 
+pytestmark = pytest.mark.functional
+
 N = 5000
 UNKNOWN_MAC = "02:99:00:00:00:01"
 

@@ -12,7 +12,11 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from sngen import drops_total, egress_drops, peer_mac, port_table, wait_settled
+
+pytestmark = pytest.mark.functional
 
 NS_IP = "10.201.0.1"
 PEER_IP = "10.201.0.2"

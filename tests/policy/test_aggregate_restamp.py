@@ -97,6 +97,7 @@ def no_loss(before, after, allow=("horizon",)):
             if k not in allow and after["drops"][k] != v}
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("case", ["class", "port", "alone"])
 def test_grant_cut_restamps_queued_frames_of_every_paced_class(build_dir, case):
     flows = [(0, 10**10, f"udp=10.0.0.1:{1000 + i}-10.0.9.9:2000") for i in range(FLOWS)]
@@ -129,6 +130,7 @@ def test_grant_cut_restamps_queued_frames_of_every_paced_class(build_dir, case):
     assert no_loss(q0, q1) == {}, (q0["drops"], q1["drops"])
 
 
+@pytest.mark.functional
 def test_restamp_keeps_clamp_class_frames_queued(build_dir):
     """A "clamp" class's frames beyond the horizon are queued at the
     horizon (counted "clamped"), not dropped (Carousel §5.1.2). A restamp
@@ -191,6 +193,7 @@ def pcap_frames(path):
     return out
 
 
+@pytest.mark.functional
 @pytest.mark.parametrize("case", ["class", "port"])
 def test_restamped_flows_stay_fifo(schednicd, sngen, sn_tmpdir, case):
     """Per flow, the frames leave in the order they arrived across grant

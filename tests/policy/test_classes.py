@@ -44,6 +44,7 @@ CLASSES_BAD = [
 ]
 
 
+@pytest.mark.functional
 def test_class_policy_round_trip_and_validation(schednicd):
     d = schednicd(ports=["vm0"], policy=CLASSES_OK)
     got = d.rpc("policy.get")
@@ -149,6 +150,7 @@ def wait_class(d, port, names, timeout=20.0):
     raise TimeoutError(f"no traffic through classes {names}: {cstats(d, port)[1]}")
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("layout", ["1core", "2core"])   # conftest.py
 def test_two_classes_paced_at_their_rates_and_live_change(schednicd, sngen, layout):
     """Two flows of vm0 in classes "a" (4 Mbit/s) and "b" (12 Mbit/s), each
@@ -200,6 +202,7 @@ def test_two_classes_paced_at_their_rates_and_live_change(schednicd, sngen, layo
     assert d.alive()
 
 
+@pytest.mark.accuracy
 def test_per_flow_pacing(schednicd, sngen):
     """scope "flow": 4 flows of one class each get the per-flow rate
     (3 Mbit/s; each offered 16 Mbit/s): the class carries exactly 4 x 3
@@ -230,6 +233,7 @@ def test_per_flow_pacing(schednicd, sngen):
     assert d.alive()
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("layout", ["1core", "2core"])   # conftest.py
 def test_aggregate_over_two_ports(schednicd, sngen, layout):
     """Aggregate of 100 Mbit/s over classes of vm0 and vm1 offering about
@@ -287,6 +291,7 @@ def test_aggregate_over_two_ports(schednicd, sngen, layout):
     assert d.alive()
 
 
+@pytest.mark.accuracy
 def test_flow_table_full_falls_back_to_the_class_state(schednicd, sngen):
     """datapath.max_flows = 8: of 12 flows of a per-flow class (1 Mbit/s
     each, offered 4 Mbit/s each), at most 8 get their own state; the others
@@ -308,6 +313,7 @@ def test_flow_table_full_falls_back_to_the_class_state(schednicd, sngen):
     assert d.alive()
 
 
+@pytest.mark.accuracy
 def test_horizon_clamp_vs_drop(schednicd, sngen):
     """Per-class beyond-horizon behaviour (issue 6 deliverable 3). Two
     classes of vm0 paced at 2 Mbit/s each, each offered 4 Mbit/s for 4 s:
@@ -363,6 +369,7 @@ def test_horizon_clamp_vs_drop(schednicd, sngen):
     assert d.alive()
 
 
+@pytest.mark.functional
 def test_class_uid_not_reused_while_its_flows_live(schednicd, sngen):
     """A class's flow entries are keyed by an 8-bit id per port (its uid,
     kept while the class keeps its name). s15-R5 review: 256 class

@@ -48,6 +48,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 import conformance as conf  # noqa: E402
 
+pytestmark = pytest.mark.accuracy
+
 RATES = [1_000_000, 10_000_000, 100_000_000, 1_000_000_000]
 
 

@@ -54,6 +54,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 import conformance as conf  # noqa: E402
 
+pytestmark = pytest.mark.accuracy
+
 # (ports, flows, port_extra, datapath, sn-gen queue pairs) per layout; the
 # pairs (expensive, cheap) whose CPU share is asserted
 BIG, SMALL = ",size=1500", ",size=64"

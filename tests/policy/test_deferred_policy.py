@@ -17,6 +17,9 @@ import pytest
 
 from snlib.ports import ports, wait_drained
 from snlib.wait import wait_for
+
+pytestmark = pytest.mark.functional
+
 LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
 
 FRAME = 1000

@@ -20,6 +20,8 @@ import pytest
 
 from test_policy import FRAME, SINK_MAC, UPLINK, pstats
 
+pytestmark = pytest.mark.accuracy
+
 LINK = 20_000_000
 OVERHEAD = 24
 FLOWS = {"f1": ("10.0.0.1:9-10.9.0.1:1", 10), "f06": ("10.0.0.2:9-10.9.0.1:2", 6),

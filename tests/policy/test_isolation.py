@@ -93,6 +93,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"
 import conformance as conf  # noqa: E402
 from benchutil import stop  # noqa: E402
 
+pytestmark = pytest.mark.accuracy
+
 LINK = 500_000
 OVH = 24
 FRAME = 200

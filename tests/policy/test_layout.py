@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.functional
+
 LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts, see conftest.py
 
 

@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"
 import conformance as conf  # noqa: E402
 from snlib.hostwait import RunqueueWaits  # noqa: E402
 
+pytestmark = pytest.mark.accuracy
+
 FRAME = 1000
 
 

@@ -46,6 +46,7 @@ def queues_by_port(d):
     return listed
 
 
+@pytest.mark.functional
 def test_queue_map_explicit_and_balanced(schednicd, sn_tmpdir):
     """Explicit maps are applied; without one every queue goes to the
     worker owning the fewest (round-robin in config order, then port.add);
@@ -106,6 +107,7 @@ def test_queue_map_explicit_and_balanced(schednicd, sn_tmpdir):
     ({"eal": {"worker_cpus": [1]}}, "eal.worker_cpus"),        # not ncore
     ({"datapath": NCORE, "eal": {"worker_cpus": [1, -1]}}, "eal.worker_cpus[1]"),
 ])
+@pytest.mark.functional
 def test_bad_layout_or_map_rejected_naming_the_field(schednicd_bin, sn_tmpdir, cfg, msg):
     f = sn_tmpdir / "bad.json"
     f.write_text(json.dumps(cfg))
@@ -115,6 +117,7 @@ def test_bad_layout_or_map_rejected_naming_the_field(schednicd_bin, sn_tmpdir, c
     assert f"config: {msg}:" in r.stderr, r.stderr
 
 
+@pytest.mark.functional
 def test_worker_cpus_sets_the_worker_count(schednicd_bin, sn_tmpdir):
     f = sn_tmpdir / "ok.json"
     f.write_text(json.dumps({"datapath": {"layout": "ncore"}, "eal": {"worker_cpus": [1, 1, 0]},
@@ -145,6 +148,7 @@ def worker_rate(d, port, key="released_bytes", window=3.0, tries=10):
     pytest.fail(f"{port}: no {window}s window without shaper underruns in {tries} tries")
 
 
+@pytest.mark.accuracy
 def test_two_ports_on_two_workers_forward_and_are_shaped(schednicd, sngen):
     """vm0's queue on worker 0 at 20 Mbit/s, vm1's on worker 1 at 10 Mbit/s,
     both offered 64 Mbit/s: each port's uplink rate within 1 % of its own
@@ -245,6 +249,7 @@ def agg_window(d, window=2.0):
     return sum(sent.values()), sent, offered, sb
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("pps", [(6000, 11000)], ids=["60M+123M"])
 def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps, measured):
     """One aggregate of 100 Mbit/s over a class of vm0 (worker 0, offering
@@ -303,6 +308,7 @@ def test_aggregate_nba_over_two_workers_unequal_demand(schednicd, sngen, pps, me
     assert d.alive()
 
 
+@pytest.mark.accuracy
 def test_aggregate_nba_worker_below_its_share(schednicd, sngen, measured):
     """vm0 (worker 0) offers ~28 Mbit/s, below its fair share of the 100
     Mbit/s aggregate; vm1 (worker 1) ~123 Mbit/s. Water-filling max-min

@@ -174,6 +174,7 @@ def wait_flowing(d, names, timeout=20.0):
     raise TimeoutError(f"no traffic through the shaper: {t}")
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     """20 Mbit/s port limit within 1 %; policy.set to 10 Mbit/s under
@@ -211,6 +212,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     assert d.alive()
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_weighted_sharing_qfq(schednicd, sngen, layout):
     """Weights 1:3 on a 20 Mbit/s uplink: shares 25/75 % within 2 %."""
@@ -282,6 +284,7 @@ INVALID = [
 ]
 
 
+@pytest.mark.functional
 def test_invalid_policy_rejected_as_a_whole(schednicd):
     good = {"uplink": {"rate_bps": 1_000_000_000, "algorithm": "drr", "overhead_bytes": 20},
             "ports": {"vm0": {"rate_bps": 5_000_000, "burst_bytes": 3000, "weight": 7}}}
@@ -308,6 +311,7 @@ def test_invalid_policy_rejected_as_a_whole(schednicd):
     assert "policy" not in d.port_stats("vm0")
 
 
+@pytest.mark.functional
 @pytest.mark.parametrize("bad,field", INVALID[:4] + INVALID[6:8])
 def test_invalid_policy_in_config_file(schednicd_bin, sn_tmpdir, bad, field):
     cfg = sn_tmpdir / "bad.json"
@@ -318,6 +322,7 @@ def test_invalid_policy_in_config_file(schednicd_bin, sn_tmpdir, bad, field):
     assert f"config: {field}" in r.stderr, r.stderr
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen, layout):
     """vm0 -> vm1 unicast limited to 20 Mbit/s while vm2 saturates a 5 Mbit/s
@@ -358,6 +363,7 @@ def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen, lay
     assert st["mac_table"]["entries"] >= 2
 
 
+@pytest.mark.functional
 def test_cli_policy_commands(schednicd, sn_tmpdir):
     ctl = [sys.executable, str(Path(__file__).resolve().parents[2] / "scripts" / "schednicctl")]
     d = schednicd(ports=["vm0"], uplink=UPLINK)
@@ -391,6 +397,7 @@ def test_cli_policy_commands(schednicd, sn_tmpdir):
     assert r.returncode == 1
 
 
+@pytest.mark.functional
 def test_config_policy_entry_for_uplink_rejected(schednicd_bin, sn_tmpdir):
     cfg = sn_tmpdir / "up.json"
     cfg.write_text(json.dumps({"uplink": {"name": "wan", "devargs": UPLINK}, "ports": [],
@@ -400,6 +407,7 @@ def test_config_policy_entry_for_uplink_rejected(schednicd_bin, sn_tmpdir):
     assert r.returncode == 1 and "config: policy.ports.wan:" in r.stderr, r.stderr
 
 
+@pytest.mark.functional
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_destination_deleted_while_frames_held_no_leak(schednicd, sngen, layout):
     """Frames held in the wheel for a port that is then deleted are dropped

@@ -46,6 +46,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 import conformance as conf  # noqa: E402
 
+pytestmark = pytest.mark.accuracy
+
 LINK = 20_000_000
 OVH = 24
 FRAME = 1000

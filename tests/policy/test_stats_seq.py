@@ -31,6 +31,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
 import conformance as conf  # noqa: E402
 
+pytestmark = pytest.mark.functional
+
 
 def balance(q):
     """offered - (sent + queued at the arbiter + in the wheel + dropped)."""

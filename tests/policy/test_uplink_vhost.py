@@ -14,8 +14,12 @@ device going away under traffic, switch the direct path off and on again
 """
 import signal
 
+import pytest
+
 from snlib.ports import ports, wait_drained
 from snlib.wait import wait_for
+
+pytestmark = pytest.mark.functional
 
 FRAME = 1000
 SINK_MAC = "02:00:00:00:00:99"
