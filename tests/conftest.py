@@ -6,7 +6,10 @@ namespaces, DPDK runtime dirs, sockets) is torn down by PID / by name it
 created itself, even when the test fails.
 
 Environment:
-  SN_BUILD_DIR   meson build dir holding backend/schednicd (default: <repo>/build)
+  SN_BUILD_DIR       meson build dir holding backend/schednicd (default: <repo>/build)
+  SN_QUIET_MAX_S     longest wait of a measuring test for a quiet host before
+                     one measurement (default 60; snlib/hostwait.py)
+  SN_QUIET_BUDGET_S  all of one test's waits for a quiet host (default 120)
 """
 import itertools
 import json

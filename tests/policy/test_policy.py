@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from snlib.hostwait import RunqueueWaits
+from snlib.hostwait import QUIET_BUDGET_S, RunqueueWaits, load_seen, loadavg, wait_quiet
 
 LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
 
@@ -61,6 +61,12 @@ def os_waits(d, gens):
     return RunqueueWaits(d.proc.pid, [g.proc.pid for g in gens])
 
 
+def quiet(d, gens):
+    """Wait (bounded) for a host that leaves the CPUs to the daemon and its
+    sn-gens; returns what it saw (snlib.hostwait.wait_quiet)."""
+    return wait_quiet(pids=[d.proc.pid, *(g.proc.pid for g in gens)])
+
+
 def waited_ms(d, gens, before):
     """The largest runqueue wait (ms) of any daemon thread and of any
     sn-gen thread since `before` (an os_waits() result)."""
@@ -68,14 +74,16 @@ def waited_ms(d, gens, before):
     return w["daemon_wait_ms"], w["sngen_wait_ms"]
 
 
-def fail_or_skip(what, seen, starved):
-    """No clean window in len(seen) tries: skipped with the numbers when
-    every window was spoiled by the OS (starved(window) true), else a
-    failure (a spoiled window the waits do not explain is a defect)."""
-    if seen and all(starved(x) for x in seen):
-        pytest.skip(f"host overloaded: {what}; each window's runqueue waits explain it "
-                    f"(the test needs a host that runs the daemon and sn-gen): {seen}")
-    pytest.fail(f"{what}, not explained by runqueue waits: {seen}")
+def fail_spoiled(what, seen, starved):
+    """No clean window in len(seen) tries: a failure with every window's
+    numbers, the load the test saw before it (wait_quiet) and now, and
+    whether the runqueue waits explain every window (starved(window): the
+    host kept the daemon or sn-gen off its CPU long enough) or not (then
+    schednic spoiled it)."""
+    why = ("every window's runqueue waits explain it: the host kept the daemon or sn-gen "
+           "off its CPU" if seen and all(starved(x) for x in seen)
+           else "not explained by runqueue waits")
+    pytest.fail(f"{what} ({why}); load now {loadavg()}; windows: {seen}")
 
 
 def measure_backlogged(d, key, port, window=3.0, tries=10, gens=()):
@@ -85,13 +93,15 @@ def measure_backlogged(d, key, port, window=3.0, tries=10, gens=()):
     machine that shifts a window's edges by up to tens of ms.
 
     A rate limit is exact only while it has work: if the generator (or the
-    worker) is descheduled longer than the wheel horizon on this shared
-    machine, the limit idles and the daemon counts an underrun. Windows
-    with underruns are measured again; no clean window in `tries` is
-    skipped when the OS waits of the daemon or of sn-gen (`gens`) explain
-    every one (>= the horizon), else it fails."""
+    worker) is descheduled longer than the wheel horizon on a shared
+    machine, the limit idles and the daemon counts an underrun. Each
+    window waits for a quiet host first; windows with underruns are
+    measured again; no clean window in `tries` fails, saying whether the
+    OS waits of the daemon or of sn-gen (`gens`) explain every one (>= the
+    horizon)."""
     seen = []
     for _ in range(tries):
+        host = quiet(d, gens)
         w0 = os_waits(d, gens)
         ta, a, _ = pstats(d, key)
         time.sleep(window)
@@ -101,9 +111,12 @@ def measure_backlogged(d, key, port, window=3.0, tries=10, gens=()):
                 ran > 0.5 * window:
             return (b[port]["policy"][key] - a[port]["policy"][key]) * 8 / ran
         wd, wg = waited_ms(d, gens, w0)
-        seen.append({"underruns": b[port]["policy"]["underruns"] - a[port]["policy"]["underruns"],
-                     "clock_s": round(ran, 3), "daemon_wait_ms": wd, "sngen_wait_ms": wg})
-    fail_or_skip(f"{port}: no {window}s window without shaper underruns (and with the "
+        seen.append({"bps": round((b[port]["policy"][key] - a[port]["policy"][key]) * 8 / ran)
+                     if ran > 0 else None,
+                     "underruns": b[port]["policy"]["underruns"] - a[port]["policy"]["underruns"],
+                     "clock_s": round(ran, 3), "daemon_wait_ms": wd, "sngen_wait_ms": wg,
+                     "host": host})
+    fail_spoiled(f"{port}: no {window}s window without shaper underruns (and with the "
                  f"lcore's clock over half of it) in {tries} tries", seen,
                  lambda x: max(x["daemon_wait_ms"], x["sngen_wait_ms"]) >= HORIZON_S * 1e3)
 
@@ -114,11 +127,13 @@ def measure_shares(d, ports, window=2.0, tries=10, gens=(), link=False):
     weighted shares are defined. link=True: also without a link clock
     reset (an arbiter gap > slack loses link time: the link rate is
     defined only without; the shares are not affected, the scheduler's
-    order does not depend on the link clock). A starved generator on this
-    shared machine makes the window be measured again; no clean window in
-    `tries` is skipped when the OS waits explain every one, else fails."""
+    order does not depend on the link clock). Each window waits for a
+    quiet host first; a starved generator makes the window be measured
+    again; no clean window in `tries` fails, saying whether the OS waits
+    explain every one."""
     seen = []
     for _ in range(tries):
+        host = quiet(d, gens)
         w0 = os_waits(d, gens)
         ta, a, sa = pstats(d, "uplink_bytes")
         time.sleep(window)
@@ -130,28 +145,33 @@ def measure_shares(d, ports, window=2.0, tries=10, gens=(), link=False):
             return {n: (b[n]["policy"]["uplink_bytes"] - a[n]["policy"]["uplink_bytes"]) * 8 /
                     ran for n in ports}
         wd, wg = waited_ms(d, gens, w0)
-        seen.append({"qfq_idle": idle, "link_resets": resets, "clock_s": round(ran, 3),
-                     "daemon_wait_ms": wd, "sngen_wait_ms": wg})
+        seen.append({"bps": {n: round((b[n]["policy"]["uplink_bytes"] -
+                                       a[n]["policy"]["uplink_bytes"]) * 8 / ran)
+                             for n in ports} if ran > 0 else None,
+                     "qfq_idle": idle, "link_resets": resets, "clock_s": round(ran, 3),
+                     "daemon_wait_ms": wd, "sngen_wait_ms": wg, "host": host})
 
     def starved(x):
         return (not link or x["daemon_wait_ms"] >= SLACK_S * 1e3 * x["link_resets"]) and \
             (not any(x["qfq_idle"].values()) or
              max(x["daemon_wait_ms"], x["sngen_wait_ms"]) >= SLACK_S * 1e3) and \
             (x["clock_s"] > 0.5 * window or x["daemon_wait_ms"] >= 0.5 * window * 1e3)
-    fail_or_skip(f"{ports}: no {window}s window with every port backlogged"
+    fail_spoiled(f"{ports}: no {window}s window with every port backlogged"
                  f"{' and no link reset' if link else ''} in {tries} tries", seen, starved)
 
 
-def start(schednicd, sngen, names, policy, pps=8000, seconds=40):
+def start(schednicd, sngen, names, policy, pps=8000, seconds=40 + QUIET_BUDGET_S):
     """Every port offers pps frames/s (default 64 Mbit/s) from its own
     sn-gen: --rate catches up after the process was descheduled (a loaded
-    machine), and one process per port keeps the offers independent."""
+    machine), and one process per port keeps the offers independent. The
+    offer lasts `seconds`: the test's measurements plus its waits for a
+    quiet host."""
     d = schednicd(ports=names, uplink=UPLINK, policy=policy,
                   datapath={"mbufs": 16383})
     gens = []
     for i, n in enumerate(names):
         g = sngen([d.vhost_path(n)], "--no-learn", "--size", str(FRAME), "--rate", str(pps),
-                  "--flow", f"src=0,dst={SINK_MAC},count={pps * seconds},"
+                  "--flow", f"src=0,dst={SINK_MAC},count={int(pps * seconds)},"
                             f"smac=02:53:47:00:01:{i + 1:02x}")
         g.wait("ready")
         gens.append(g)
@@ -183,7 +203,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     d, g = start(schednicd, sngen, ["vm0"], pol)   # offers 64 Mbit/s
     wait_flowing(d, ["vm0"])
     r = measure_backlogged(d, "uplink_bytes", "vm0", gens=g)
-    assert abs(r - 20e6) / 20e6 < 0.01, r
+    assert abs(r - 20e6) / 20e6 < 0.01, (r, load_seen())
     _, t, st = pstats(d)
     p = t["vm0"]["policy"]
     assert p["rate_bps"] == 20_000_000
@@ -196,7 +216,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     gen = d.rpc("policy.set", {"policy": {"ports": {"vm0": {"rate_bps": 10_000_000}}}})
     time.sleep(0.3)
     r = measure_backlogged(d, "uplink_bytes", "vm0", gens=g)
-    assert abs(r - 10e6) / 10e6 < 0.01, r
+    assert abs(r - 10e6) / 10e6 < 0.01, (r, load_seen())
 
     with d.client() as c:
         resp = c.call_raw("policy.set", {"policy": {
@@ -208,7 +228,7 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
     assert cur["generation"] == gen["generation"]
     assert cur["ports"]["vm0"]["rate_bps"] == 10_000_000 and cur["uplink"]["rate_bps"] == 0
     r = measure_backlogged(d, "uplink_bytes", "vm0", gens=g)
-    assert abs(r - 10e6) / 10e6 < 0.01, r
+    assert abs(r - 10e6) / 10e6 < 0.01, (r, load_seen())
     assert d.alive()
 
 
@@ -225,9 +245,9 @@ def test_weighted_sharing_qfq(schednicd, sngen, layout):
     _, t, st = pstats(d)
     total = r["vm0"] + r["vm1"]
     for name, w in (("vm0", 0.25), ("vm1", 0.75)):
-        assert abs(r[name] / total - w) / w < 0.02, (r, name)
+        assert abs(r[name] / total - w) / w < 0.02, (r, name, load_seen())
     # Never more than the link, link clock resets or not.
-    assert total * (FRAME + 24) / FRAME < link * 1.02, (total, st["arbiter"])
+    assert total * (FRAME + 24) / FRAME < link * 1.02, (total, st["arbiter"], load_seen())
     assert st["arbiter"]["algorithm"] == "qfq" and st["arbiter"]["released"] > 0
     assert t["vm0"]["policy"]["drops"]["qfq_full"] > 0     # offered > share
 
@@ -237,7 +257,7 @@ def test_weighted_sharing_qfq(schednicd, sngen, layout):
     time.sleep(0.5)
     r = measure_shares(d, ["vm0", "vm1"], gens=g)
     total = r["vm0"] + r["vm1"]
-    assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, (r, pstats(d)[2]["arbiter"])
+    assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, (r, pstats(d)[2]["arbiter"], load_seen())
 
     # Switch the scheduler under traffic (the arbiter is rebuilt on the
     # worker; frames it held are counted as policy_removed): DRR shares
@@ -247,24 +267,24 @@ def test_weighted_sharing_qfq(schednicd, sngen, layout):
     time.sleep(0.5)
     r = measure_shares(d, ["vm0", "vm1"], gens=g)
     total = r["vm0"] + r["vm1"]
-    assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, (r, pstats(d)[2]["arbiter"])
+    assert abs(r["vm0"] / total - 0.75) / 0.75 < 0.02, (r, pstats(d)[2]["arbiter"], load_seen())
     d.rpc("policy.set", {"policy": {**swapped, "uplink": {**pol["uplink"], "algorithm": "fifo"}}})
     time.sleep(0.5)
     r = measure(d, "uplink_bytes", ["vm0", "vm1"], window=2.0)
-    assert min(r.values()) > 0, r
+    assert min(r.values()) > 0, (r, load_seen())
     _, t, st = pstats(d)
     assert st["arbiter"]["algorithm"] == "fifo"
     assert t["vm0"]["policy"]["drops"]["policy_removed"] > 0     # the old QFQ/DRR backlog
     assert d.alive()
 
     # Link emulation, last (a loaded host may give no window without a
-    # link clock reset: then this alone is skipped, with the numbers):
+    # link clock reset: the failure then shows each window's waits):
     # back on QFQ, frames + 24 B overhead each fill the link exactly.
     d.rpc("policy.set", {"policy": pol})
     time.sleep(0.5)
     r = measure_shares(d, ["vm0", "vm1"], window=3.0, tries=5, gens=g, link=True)
     wire = (r["vm0"] + r["vm1"]) * (FRAME + 24) / FRAME
-    assert abs(wire - link) / link < 0.02, (r, pstats(d)[2]["arbiter"])
+    assert abs(wire - link) / link < 0.02, (r, pstats(d)[2]["arbiter"], load_seen())
 
 
 INVALID = [
@@ -333,11 +353,13 @@ def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen, lay
            "ports": {"vm0": {"rate_bps": 20_000_000}, "vm2": {"weight": 1}}}
     d = schednicd(ports=["vm0", "vm1", "vm2"], uplink=UPLINK, policy=pol,
                   datapath={"mbufs": 16383})
+    seconds = 40 + QUIET_BUDGET_S     # the measurement and its waits for a quiet host
     pair = sngen([d.vhost_path("vm0"), d.vhost_path("vm1")], "--size", str(FRAME),
-                 "--rate", "8000", "--flow", "src=0,dst=1,count=320000")
+                 "--rate", "8000", "--flow", f"src=0,dst=1,count={int(8000 * seconds)}")
     # 10 Mbit/s: twice the link; its flood copies also reach vm0 and vm1.
     hog = sngen([d.vhost_path("vm2")], "--no-learn", "--size", str(FRAME), "--rate", "1250",
-                "--flow", f"src=0,dst={SINK_MAC},count=50000,smac=02:53:47:00:02:01")
+                "--flow", f"src=0,dst={SINK_MAC},count={int(1250 * seconds)},"
+                          "smac=02:53:47:00:02:01")
     pair.wait("ready")
     hog.wait("ready")
     for n in ("vm0", "vm1", "vm2", "uplink"):
@@ -354,7 +376,7 @@ def test_vm_to_vm_keeps_rate_and_bypasses_congested_uplink(schednicd, sngen, lay
     # sn-gen drains it on this shared machine (ring_full counts the rest).
     r = measure_backlogged(d, "released_bytes", "vm0", gens=[pair, hog])
     _, t, st = pstats(d)
-    assert abs(r - 20e6) / 20e6 < 0.01, (r, t["vm0"]["policy"], t["vm1"]["drops"])
+    assert abs(r - 20e6) / 20e6 < 0.01, (r, t["vm0"]["policy"], t["vm1"]["drops"], load_seen())
     p0, p2 = t["vm0"]["policy"], t["vm2"]["policy"]
     # Only the learning broadcast of vm0 went to the uplink.
     assert p0["uplink_packets"] <= 1 and p0["qfq_backlog"] == 0, p0
