@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # scripts/test.sh — the whole test suite, from a fresh Debian 12 machine.
 #
-#   1. bootstrap (Debian + Python deps, idempotent)
+#   1. bootstrap (Debian + Python deps, idempotent), then the tree lint
+#      (scripts/lint.py: work-log tags, SPDX lines; also with --quick)
 #   2. build (build/) and the sanitizer builds: ASan+UBSan (build-asan/,
 #      C unit tests) and TSan (build-tsan/, the two-thread mailbox stress)
 #   3. libFuzzer targets, briefly (scripts/fuzz.sh)
@@ -50,6 +51,9 @@ step() { echo; echo "=== [$(( $(date +%s) - t0 ))s] $* ==="; }
 
 step "bootstrap"
 scripts/bootstrap.sh
+
+step "lint (scripts/lint.py)"
+python3 scripts/lint.py
 
 step "build (build/)"
 scripts/build.sh build
