@@ -31,7 +31,7 @@ virtio_net_ko=${SN_GUEST_VIRTIO_NET:-}
 
 while [ $# -gt 0 ]; do
 	case "$1" in
-	--out|--virtio-net)   # s13-R3: was "$2: unbound variable"
+	--out|--virtio-net)   # a missing value is a usage error, not "unbound variable"
 		[ $# -ge 2 ] && [ -n "$2" ] || { echo "build-guest-image: $1 needs a value" >&2; exit 2; }
 		if [ "$1" = --out ]; then out=$2; else virtio_net_ko=$2; fi
 		shift 2 ;;

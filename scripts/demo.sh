@@ -18,8 +18,8 @@ secs=8
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds)
-      # s13-R3: checked before anything starts (was: "$2: unbound variable",
-      # or a non-number failing only after the daemon was up)
+      # checked before anything starts: a missing or non-numeric value is
+      # a usage error, not a failure once the daemon is up
       if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt 2 ] || [ "$2" -gt 3600 ]; then
         echo "demo: --seconds needs an integer 2..3600" >&2; exit 2
       fi

@@ -9,7 +9,7 @@ secs=20
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --seconds)   # s13-R3: checked, was "$2: unbound variable" / a libFuzzer error
+    --seconds)   # checked here: a usage error, not a shell or libFuzzer error
       if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt 1 ]; then
         echo "fuzz: --seconds needs a positive integer" >&2; exit 2
       fi

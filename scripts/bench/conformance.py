@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Rate conformance (issue 6): schednic's per-port limit vs Linux HTB.
+"""Rate conformance: schednic's per-port limit vs Linux HTB.
 
 Metric (Carousel §7.1.1): a flow limited to R is sampled every 100 ms at
 the receiver; the result is the mean absolute deviation of the sampled
@@ -233,8 +233,8 @@ class Schednic:
         if self.queues > 1:
             argv += ["--queues", str(self.queues)]
         if any(e.get("completion") == "deferred" for e in self.port_extra.values()):
-            # deferred ports hold long only for a guest that opted in
-            # (issue 7): mark TX headers like the patched guest driver
+            # deferred ports hold long only for a guest that opted in:
+            # mark TX headers like the patched guest driver
             argv += ["--marker"]
         for i, p in enumerate(self.ports):
             argv += ["--port", f"{self.dir / (p + '.sock')},mac=02:53:47:00:00:{i + 1:02x}"]
@@ -331,7 +331,7 @@ def measure(s, port, index, rate, seconds):
     """One measuring window on a running Schednic: the deviation of port's
     shaped output in 100 ms samples, two ways:
       sink_dev_pct:   at the receiver, sn-gen's sampling sink (flow `index`,
-                      its own timestamps): the issue's metric;
+                      its own timestamps): Carousel's metric;
       worker_dev_pct: at the shaper's output (policy released_bytes), in the
                       worker's time base (clock_ns), read every 100 ms.
     plus what can spoil a window on a shared machine: underruns (the

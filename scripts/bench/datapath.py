@@ -2,15 +2,15 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Datapath benchmark: 64 B frames through schednicd vs testpmd io-forward.
 
-Method (shared/ENVIRONMENT.md, "Benchmarking a switch on 2 cores"): the
-generator and the sink are ONE single-threaded DPDK process, sn-gen, owning
-both net_virtio_user ports on CPU 0; the switch under test is alone on CPU 1.
-The baseline is dpdk-testpmd with two net_vhost ports in io-forward mode
-(one forwarding lcore on CPU 1); the candidate is schednicd (worker lcore on
-CPU 1; its main lcore on CPU 0 sleeps in the RPC poll). The two alternate,
-run after run, so background load on this shared machine hits both.
+Method (benchmarking a switch on 2 cores): the generator and the sink are
+ONE single-threaded DPDK process, sn-gen, owning both net_virtio_user
+ports on CPU 0; the switch under test is alone on CPU 1. The baseline is
+dpdk-testpmd with two net_vhost ports in io-forward mode (one forwarding
+lcore on CPU 1); the candidate is schednicd (worker lcore on CPU 1; its
+main lcore on CPU 0 sleeps in the RPC poll). The two alternate, run after
+run, so background load on a shared machine hits both.
 
-Order and statistics (s12-D2): testpmd brackets every run of a mode,
+Order and statistics: testpmd brackets every run of a mode,
     testpmd, m1, testpmd, m2, ..., mK, testpmd, mK, ..., m1, testpmd, ...
 (--runs rounds over the modes, the order reversed every other round, each
 testpmd run shared by its two neighbours), so every mode run has a testpmd
@@ -18,11 +18,9 @@ run right before and right after it. A run's ratio is its Mpps over the
 mean of those two testpmd runs: the baseline interpolated to the run's own
 time, which removes the host's slow (linear) drift exactly and halves the
 weight of one unlucky testpmd run. "ratio" is the median of these per-run
-ratios; "ratio_of_medians" (the statistic before s12) is the median Mpps of
-the mode over the median of all testpmd runs; both are reported. testpmd's
-configuration and sn-gen's arguments for it are those of every earlier
-version (it stays the neutral baseline); only the schedule gained testpmd
-runs.
+ratios; "ratio_of_medians" is the median Mpps of the mode over the median
+of all testpmd runs; both are reported. testpmd's configuration and
+sn-gen's arguments for it are fixed: it is the neutral baseline.
 
 The throughput of a run is what sn-gen's sink received per second over the
 --duration window after --warmup (frames that the switch delivered). Each
@@ -37,41 +35,44 @@ Output: one JSON object on stdout:
   {"packet_size": 64, "testpmd_mpps": M, "modes": {"switch": {"mpps": M,
    "ratio": R, "ratio_of_medians": Q, "ratios": [per-run ratios]}, ...,
    "scheduled": {"mpps": M, "ratio": R, ..., "arbiter_decisions_per_s": D,
-   "arbiter_passed_share": P (s19: share of the releases that passed the
-   empty scheduler without its class queue)}},
+   "arbiter_passed_share": P (share of the releases that passed the empty
+   scheduler without its class queue)}},
    "runs": {...raw per-run results, each mode run with its "baseline_mpps"
    and "ratio"...}, "order": [...], "command": "..."}
-s17: when the testpmd runs around the mode runs show the host's two speed
+When the testpmd runs around the mode runs show the host's two speed
 states, a mode also gets "by_host_state": {"split_mpps": T, "fast" /
 "slow": {"n", "ratio", "testpmd_mpps": [lo, hi]}, "mixed": n}, its
 bracketed ratios per state (by_host_state(); most useful with
 --interleave, whose many short slots see both states).
-Each run in "runs" also carries batching proxies (s11-D): "gen" (sn-gen
-frames per tx_burst call and per loop, shares of calls / sink polls that
-found nothing), "daemon" (vm0's mean burst, share of worker iterations
-whose poll of it found nothing, held occupancy over the window) and
-"sched" (share of the window sn-gen's and the switch's busiest thread
-spent on a CPU and waiting for one); see backend/daemon/README.md
-"Deferred vs immediate". --queue-size sets sn-gen's virtqueue size for
-every mode and the testpmd baseline alike, --tx-free-thresh its TX reclaim
-threshold (s12-D2; since s15-D5 default queue size - 64, 0 = the virtio
-PMD's own) and --gen-devargs extra net_virtio_user devargs of its ports
-(s15-D5; default mrg_rxbuf=0,vectorized=1,in_order=0: the vectorized RX
-path, and since s21 no VIRTIO_F_IN_ORDER on any port, as with a Linux
-guest) likewise; see GEN_DEVARGS.
-s13-D3: --sample-ms N adds each run's Mpps every N ms ("samples_mpps");
+Each run in "runs" also carries batching proxies: "gen" (sn-gen frames
+per tx_burst call and per loop, shares of calls / sink polls that found
+nothing), "daemon" (vm0's mean burst, share of worker iterations whose
+poll of it found nothing, held occupancy over the window) and "sched"
+(share of the window sn-gen's and the switch's busiest thread spent on a
+CPU and waiting for one); see backend/daemon/README.md "Deferred vs
+immediate".
+
+Generator options, the same for every mode and the testpmd baseline:
+--queue-size sets sn-gen's virtqueue size, --tx-free-thresh its TX reclaim
+threshold (default queue size - 64; 0 = the virtio PMD's own) and
+--gen-devargs extra net_virtio_user devargs of its ports (default
+mrg_rxbuf=0,vectorized=1,in_order=0: the vectorized RX path without
+VIRTIO_F_IN_ORDER on any port, as with a Linux guest); see GEN_DEVARGS.
+
+Schedules: --sample-ms N adds each run's Mpps every N ms ("samples_mpps");
 --interleave S replaces the sequential schedule by side-by-side sessions
 (run_interleaved: testpmd and the mode alternate every S seconds, the idle
 pair SIGSTOPped), per-slot ratios against the two testpmd slots around
 each mode slot: the host of these machines changes speed on a scale of
 seconds (README "Benchmarks / Datapath"), which runs ~12 s apart cannot
 pair; --swap-cpus puts sn-gen on CPU 1 and the switch on CPU 0.
-s18: --baseline-build DIR (with --interleave) puts another build's
-schednicd, in the same mode and configuration, where testpmd was: the
-ratios are then this build's against that one's (e.g. a change against
-its parent commit), slot by slot in the same session.
-Mode "scheduled" (issue 6; goal ratio >= 0.9) sends vm0 -> uplink through
-the whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
+--baseline-build DIR (with --interleave) puts another build's schednicd,
+in the same mode and configuration, where testpmd was: the ratios are
+then this build's against that one's (e.g. a change against its parent
+commit), slot by slot in the same session.
+
+Mode "scheduled" (goal ratio >= 0.9) sends vm0 -> uplink through the
+whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
 """
 import argparse
@@ -145,14 +146,14 @@ class CpuMeter:
 
 
 # Modes measured against the testpmd baseline: name -> config sections that
-# replace/extend schednicd's config for that mode (later issues add modes,
-# e.g. with scheduling on; they appear under "modes" in the output).
+# replace/extend schednicd's config for that mode (they appear under
+# "modes" in the output).
 # "_port" extends every vhost-user port entry. immediate = the builtin
 # rte_vhost_dequeue_burst path (same as "switch"); deferred = our own TX ring
-# processing with deferred, out-of-order completions (issue 5), the generator
-# marking its TX headers like the patched guest driver (opt-in, issue 7).
+# processing with deferred, out-of-order completions, the generator
+# marking its TX headers like the patched guest driver (the guest opt-in).
 # "_gen" adds sn-gen arguments.
-# scheduled (issue 6) = the whole shaped path: vm0 has a policy entry (timing
+# scheduled = the whole shaped path: vm0 has a policy entry (timing
 # wheel at a rate that never limits, 400 Gbit/s), its frames go to the
 # uplink through its client mailbox and the QFQ arbiter (link emulated at
 # 400 Gbit/s: never limits either), with deferred completions. The uplink
@@ -173,27 +174,21 @@ MODES = {
 }
 
 
-# s15-D5: sn-gen's virtio-user settings, the same for every run of an
-# invocation (testpmd's included). Against a port without VIRTIO_F_IN_ORDER
-# (every deferred port) the virtio PMD runs its generic split-ring paths:
-# TX reclaims one descriptor per frame once its free count is 0 unless more
-# than size - tx_free_thresh are used, and RX takes the mergeable path. At
-# real speed sn-gen then paid 180-280 TSC cycles per sent frame (testpmd's
-# IN_ORDER ports: 135-190) and 120-390 per received one (100-215); with
+# sn-gen's virtio-user settings, the same for every run of an invocation
+# (testpmd's included). Against a port without VIRTIO_F_IN_ORDER the
+# virtio PMD runs its generic split-ring paths: TX reclaims one descriptor
+# per frame once its free count is 0 unless more than size -
+# tx_free_thresh are used, and RX takes the mergeable path (sn-gen pays
+# 180-280 TSC cycles per sent frame and 120-390 per received one); with
 # tx_free_thresh = size - 64 and a non-mergeable, vectorized sink it pays
-# 120-200 and 110-140, testpmd's runs unchanged (IN_ORDER disables the
-# vectorized RX path; they keep their in-order paths). backend/daemon/
-# README.md "Deferred: the generator's virtio paths (s15-D5)".
-# s21: in_order=0: sn-gen stands in for our users' guests, and their Linux
-# 6.1 virtio-net driver never negotiates VIRTIO_F_IN_ORDER
-# (vring_transport_features clears it; shared/GUEST-DRIVER.md). Until s21
-# testpmd's ports, which offer it, gave sn-gen's baseline runs the PMD's
-# in-order TX and RX paths, which no guest of a deferred port (which
-# cannot offer it) and no such guest of any switch gets. Now every port of
-# every run (testpmd's included) runs the virtio PMD's paths without
-# in-order, as every ring of such a guest is. '--gen-devargs
-# mrg_rxbuf=0,vectorized=1' gives the method before s21 (backend/daemon/
-# README.md "s21").
+# 120-200 and 110-140. backend/daemon/README.md "Deferred: the
+# generator's virtio paths".
+# in_order=0: sn-gen stands in for our users' guests, and their Linux 6.1
+# virtio-net driver never negotiates VIRTIO_F_IN_ORDER
+# (vring_transport_features clears it), so every port of every run
+# (testpmd's, which offer it, included) runs the virtio PMD's paths
+# without in-order, as every ring of such a guest does. '--gen-devargs
+# mrg_rxbuf=0,vectorized=1' lets testpmd's ports negotiate in-order.
 GEN_DEVARGS = "mrg_rxbuf=0,vectorized=1,in_order=0"
 TX_FREE_BELOW = 64      # default tx_free_thresh = queue size - 64
 
@@ -201,30 +196,31 @@ TX_FREE_BELOW = 64      # default tx_free_thresh = queue size - 64
 def add_gen_args(ap):
     ap.add_argument("--tx-free-thresh", type=int, default=None,
                     help="sn-gen's TX reclaim threshold (virtio PMD tx_free_thresh), the same in "
-                         f"every mode and for testpmd (default: queue size - {TX_FREE_BELOW}, "
-                         "s15-D5; 0 = the PMD's own, the default before s15)")
+                         f"every mode and for testpmd (default: queue size - {TX_FREE_BELOW}; "
+                         "0 = the PMD's own)")
     ap.add_argument("--gen-devargs", default=GEN_DEVARGS, metavar="K=V[,K=V]",
                     help="extra net_virtio_user devargs of every sn-gen port, the same in every "
-                         f"mode and for testpmd (default {GEN_DEVARGS!r}: s15-D5, and s21's "
-                         "in_order=0 as with a Linux guest; 'mrg_rxbuf=0,vectorized=1' = the "
-                         "default before s21, '' = before s15)")
+                         f"mode and for testpmd (default {GEN_DEVARGS!r}: a non-mergeable, "
+                         "vectorized sink, and in_order=0 as with a Linux guest; "
+                         "'mrg_rxbuf=0,vectorized=1' lets testpmd's ports negotiate in-order, "
+                         "'' = the PMD's defaults)")
     ap.add_argument("--gen-hdr", choices=("written", "pmd"), default="written",
-                    help="s17: 'written' (default): sn-gen stores num_buffers in every frame's "
+                    help="'written' (default): sn-gen stores num_buffers in every frame's "
                          "TX virtio-net header (0, or the opt-in marker in the modes that "
                          "mark), as a guest kernel writes its header for every frame, in every "
                          "mode and for testpmd alike; 'pmd': the virtio PMD's own behaviour "
                          "(an unchanged header line stays unwritten, so only the marking "
-                         "modes dirty it; the default before s17)")
+                         "modes dirty it)")
 
 
 def gen_hdr_args(args):
-    """sn-gen's --hdr-write for --gen-hdr written (s17), for every run."""
+    """sn-gen's --hdr-write for --gen-hdr written, for every run."""
     return ["--hdr-write"] if getattr(args, "gen_hdr", "pmd") == "written" else []
 
 
 def gen_settings(args):
     """sn-gen's arguments that every run of an invocation shares, testpmd's
-    included: queue size, TX reclaim threshold, header writes (s17)."""
+    included: queue size, TX reclaim threshold, header writes."""
     return ["--queue-size", args.queue_size, "--tx-free-thresh", args.tx_free_thresh,
             *gen_hdr_args(args)]
 
@@ -237,7 +233,7 @@ def check_gen_args(ap, args):
 
 
 def gen_port(sock, args):
-    """sn-gen's --port argument: the socket plus --gen-devargs (s15-D5),
+    """sn-gen's --port argument: the socket plus --gen-devargs,
     the same for every port of every run, testpmd's included."""
     extra = getattr(args, "gen_devargs", "")
     return f"{sock},{extra}" if extra else sock
@@ -259,7 +255,7 @@ def thread_sched(pid):
 
 
 def sample_sched(args, gen_pid, sw_pid, out):
-    """s11-D: over sn-gen's measured window, the share of wall time the
+    """Over sn-gen's measured window, the share of wall time the
     busiest thread of sn-gen and of the switch spent on a CPU and waiting
     for one (a busy poller that is never preempted has oncpu 1, wait 0)."""
     time.sleep(args.warmup + 0.2)
@@ -276,7 +272,7 @@ def sample_sched(args, gen_pid, sw_pid, out):
 
 
 def gen_proxies(b):
-    """sn-gen's batching over its measured window (s11-D): frames accepted
+    """sn-gen's batching over its measured window: frames accepted
     per tx_burst call, share of calls that took nothing (TX ring full),
     share of loop iterations whose sink poll found nothing."""
     calls, loops = b.get("tx_calls", 0), b.get("loops", 0)
@@ -287,7 +283,7 @@ def gen_proxies(b):
 
 
 def daemon_proxies(a, b):
-    """The daemon's batching between two stats.get snapshots (s11-D): vm0's
+    """The daemon's batching between two stats.get snapshots: vm0's
     TX queue 0 frames per non-empty poll, share of worker iterations whose
     poll of it found nothing, held descriptors (deferred: time-weighted
     occupancy percentiles over the interval)."""
@@ -315,7 +311,7 @@ def daemon_proxies(a, b):
 
 
 def median_proxies(rs):
-    """Medians over runs of the batching proxies (s11-D), None when absent."""
+    """Medians over runs of the batching proxies, None when absent."""
     out = {}
     for part, keys in (("gen", ("tx_per_call", "rx_empty_frac")),
                        ("daemon", ("burst", "empty_poll_frac", "held_p99"))):
@@ -329,7 +325,7 @@ def median_proxies(rs):
 
 
 def sample_rates(path, port, size):
-    """s13-D3: sn-gen's --sample-ms lines -> Mpps received on `port` in each
+    """sn-gen's --sample-ms lines -> Mpps received on `port` in each
     interval (from each sample's own CLOCK_MONOTONIC time), warmup included."""
     pts = read_samples(path, port)
     return [round((b1 - b0) / size / (t1 - t0) * 1e3, 3)
@@ -337,7 +333,7 @@ def sample_rates(path, port, size):
 
 
 def run_order(modes, rounds):
-    """The schedule (s12-D2): testpmd before and after every mode run,
+    """The schedule: testpmd before and after every mode run,
     consecutive mode runs sharing the testpmd run between them; the mode
     order is reversed every other round so no mode always follows another."""
     order = ["testpmd"]
@@ -366,10 +362,10 @@ def bracket_ratios(seq):
     return out
 
 
-# s17: the host of these machines runs in two speed states (testpmd ~7 and
+# The host of these machines runs in two speed states (testpmd ~7 and
 # ~10.5 Mpps in one session with --gen-hdr pmd, ~5.5 and ~10.5 with
 # written, switching on a scale of seconds), and a mode's ratio differs
-# between them (backend/daemon/README.md "s17"). A bracket whose two
+# between them. A bracket whose two
 # testpmd neighbours differ by more than STATE_SAME (the state changed
 # inside it) belongs to neither state; the states are told apart at the
 # largest gap between the brackets' baselines if it is at least STATE_GAP
@@ -450,7 +446,7 @@ class Bench:
         self.seq = 0
         # sn-gen's CPU and the switch's (worker / forwarding lcore); the
         # daemon's main lcore sleeps on the generator's CPU. Swapped only
-        # by datapath_trace.py --swap-cpus (s13-D3 hypothesis test).
+        # by --swap-cpus.
         self.gen_cpu, self.sw_cpu = 0, 1
 
     def prefix(self, tag):
@@ -490,7 +486,7 @@ class Bench:
         for s in socks:
             argv += ["--port", gen_port(s, a)]
         sample_file = None
-        if getattr(a, "sample_ms", 0):     # s13-D3: per-interval Mpps
+        if getattr(a, "sample_ms", 0):     # per-interval Mpps
             sample_file = self.tmp / f"samples-{self.seq}.jsonl"
             argv += ["--sample-ms", a.sample_ms, "--sample-file", sample_file]
         p = self.spawn(argv, "sn-gen", prefix, stdout=subprocess.PIPE)
@@ -547,9 +543,8 @@ class Bench:
 
     def daemon_config(self, overlay, prefix, socks=None, ctl=None):
         """schednicd's config for a mode overlay: (config, sn-gen's sockets,
-        control socket). socks / ctl: other paths for them (s18
-        --baseline-build: sn-gen's port 0 = vm0, port 1 = vm1 or the
-        uplink's peer)."""
+        control socket). socks / ctl: other paths for them (--baseline-build:
+        sn-gen's port 0 = vm0, port 1 = vm1 or the uplink's peer)."""
         ctl = ctl or str(self.tmp / "ctl.sock")
         peer = overlay.get("_uplink_peer")
         if socks is None:
@@ -578,7 +573,7 @@ class Bench:
         return cfg, socks, ctl
 
     def build_baseline_argv(self, overlay, socks, prefix):
-        """s18 --baseline-build: the command line of the other build's
+        """--baseline-build: the command line of the other build's
         schednicd, configured by daemon_config() as this build's for the
         same mode, on sockets `socks` and its own control socket."""
         cfg, _, _ = self.daemon_config(overlay, prefix, socks=list(socks),
@@ -606,7 +601,7 @@ class Bench:
             wait_for(answers, 60, "schednicd control socket", d, d.logfile)
             snap = {}
             # counters at the start and end of sn-gen's window (arbiter
-            # decisions; s11-D: the daemon's batching proxies)
+            # decisions, the daemon's batching proxies)
             def sample_window():
                 time.sleep(self.args.warmup + 0.2)
                 try:
@@ -648,7 +643,7 @@ class Bench:
                 out["arbiter_decisions_per_s"] = round(
                     (arb["b"]["released"] - arb["a"]["released"]) / dt)
                 out["arbiter_scans_per_s"] = round((arb["b"]["scans"] - arb["a"]["scans"]) / dt)
-                # s19: the share of those releases that passed through
+                # the share of those releases that passed through
                 # the empty scheduler without its class queue (layout
                 # 1core; 0 for a daemon without the counter)
                 rel = arb["b"]["released"] - arb["a"]["released"]
@@ -659,7 +654,7 @@ class Bench:
 
 
 def slot_rates(samples, slots, size, skip):
-    """s13-D3 interleaving: samples = [(t_ns, rx_bytes)] of one sn-gen
+    """Interleaving: samples = [(t_ns, rx_bytes)] of one sn-gen
     (CLOCK_MONOTONIC); slots = [(t0, t1)] in seconds of the same clock, the
     times its pair ran. Per slot, the Mpps between its first sample at or
     after t0 + skip (caches and rings warm again) and its last sample before
@@ -690,13 +685,13 @@ def read_samples(path, port):
 
 
 def run_interleaved(b, mode, args):
-    """s13-D3: testpmd and schednicd (mode) with one sn-gen each, all four
+    """testpmd and schednicd (mode) with one sn-gen each, all four
     started; exactly one pair runs at a time (the other pair's two
     processes SIGSTOPped: no CPU), switching every --interleave seconds,
     testpmd first and last. Each sn-gen samples its sink every 50 ms; a
     slot's Mpps counts from --interleave-skip after the resume to the stop.
     The host's speed changes on a scale of seconds (README "Benchmarks /
-    Datapath", s13-D3), far below the ~12 s between two runs of the
+    Datapath"), far below the ~12 s between two runs of the
     sequential schedule; here a mode slot and its two testpmd neighbours
     are at most one slot apart. Returns [(what, Mpps)] in time order."""
     a = args
@@ -708,7 +703,7 @@ def run_interleaved(b, mode, args):
     pre_tp = b.prefix("tp")
     overlay = MODES[mode]
     if getattr(a, "baseline_build", None):
-        # s18: the baseline pair is another build's schednicd in the same
+        # the baseline pair is another build's schednicd in the same
         # mode (its generator as the mode's: the marker too)
         argv = b.build_baseline_argv(overlay, tp_socks, pre_tp)
         tp_gen = overlay.get("_gen", ())
@@ -845,22 +840,22 @@ def main():
                          "and for testpmd (the driver sets it; default 1024, sn-gen's default)")
     add_gen_args(ap)
     ap.add_argument("--interleave", type=float, default=0, metavar="S",
-                    help="s13-D3: instead of the sequential schedule, run testpmd and each "
+                    help="instead of the sequential schedule, run testpmd and each "
                          "mode side by side and alternate them every S seconds (the idle pair "
                          "stopped); ratios per slot against its two testpmd neighbours; "
                          "--duration = measured seconds per mode and run (default 0 = off)")
     ap.add_argument("--baseline-build", default=None, metavar="DIR",
-                    help="s18, with --interleave: the baseline pair runs DIR's schednicd "
+                    help="with --interleave: the baseline pair runs DIR's schednicd "
                          "(another build, e.g. of an older commit) in the same mode instead of "
                          "testpmd; 'testpmd_mpps' and every ratio are then against that build "
                          "(it must accept this build's configuration for the mode)")
     ap.add_argument("--interleave-skip", type=float, default=0.25, metavar="S",
                     help="with --interleave: seconds after each resume not counted (default 0.25)")
     ap.add_argument("--swap-cpus", action="store_true",
-                    help="s13-D3 hypothesis test: sn-gen on CPU 1, the switch on CPU 0 "
+                    help="sn-gen on CPU 1, the switch on CPU 0 "
                          "(every mode and testpmd alike)")
     ap.add_argument("--sample-ms", type=int, default=0,
-                    help="s13-D3: also record sn-gen's received Mpps every N ms of each run "
+                    help="also record sn-gen's received Mpps every N ms of each run "
                          "(runs.<m>[i].samples_mpps, warmup included; default 0 = off)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")

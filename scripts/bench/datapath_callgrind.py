@@ -7,14 +7,14 @@ generator and sink, the daemon configured exactly as that mode) with the
 daemon under `valgrind --tool=callgrind --toggle-collect=sn_switch_worker`
 (the worker lcore's loop and everything it calls; the main lcore's RPC
 thread is not counted). --warmup seconds after vm0's first frame reached
-the daemon (s18: before, after sn-gen's start, and a daemon slow to start
-under valgrind gave a window without frames) the counters are zeroed
+the daemon (counting from sn-gen's start would let a daemon slow to start
+under valgrind give a window without frames) the counters are zeroed
 (`callgrind_control -z`); after --window seconds `callgrind_control -d`
-dumps the window and sn-gen is stopped (SIGINT). `--idle` keeps the old
-timing (no frames to wait for: give --warmup the start-up, ~40).
-Frames = calls of --frame-fn in the window (default, s13-M3: the frames
+dumps the window and sn-gen is stopped (SIGINT). `--idle` counts from
+sn-gen's start (no frames to wait for: give --warmup the start-up, ~40).
+Frames = calls of --frame-fn in the window (default: the frames
 delivered, calls of librte_vhost's per-frame copy into the RX ring, see
-annotate(); was sn_vring_used_put: one completion per frame). Prints a JSON object: frames, total
+annotate()). Prints a JSON object: frames, total
 worker instructions, instructions per frame, and the inclusive
 instructions per frame of the --top functions (callgrind_annotate
 --inclusive=yes), plus the dump's path for further annotation.
@@ -28,7 +28,7 @@ since the wheel sweeps more slots per iteration): compare runs without
 empty polls, or the inclusive costs of the burst-path functions
 (`arb_round`, `burst_in`, `submit_chunk`), which they do not change.
 
-Frames (s13-M3): besides the calls of --frame-fn, the frames that
+Frames: besides the calls of --frame-fn, the frames that
 entered the forwarder over the window are read from its own counters
 around `callgrind_control -z` and `-d` (daemon: vm0's TX queue 0
 `rx_packets` by stats.get; testpmd: port 0's RX-packets by `show port
@@ -49,7 +49,7 @@ their names; testpmd's and the net_vhost PMD's static functions appear as
 addresses. The daemon's worker is compared on the same footing: its
 toggled loop is the worker thread's whole work.
 
-Idle loop (s13-M3). Under callgrind the forwarder is ~50x slower than
+Idle loop. Under callgrind the forwarder is ~50x slower than
 sn-gen, but on a shared host sn-gen is preempted now and then and the
 forwarder polls an empty ring meanwhile (testpmd more often than the
 daemon: it is faster). `--idle` runs the same setup with sn-gen in echo
@@ -299,7 +299,7 @@ def annotate(path, top):
             incl[fn] = max(incl.get(fn, 0), ir)
             cur = fn
     funcs = sorted(incl.items(), key=lambda kv: -kv[1])
-    # s13-M3: frames delivered, as counted by the vhost library itself: the
+    # frames delivered, as counted by the vhost library itself: the
     # most-called function under rte_vhost_enqueue_burst (three levels) is
     # its per-frame copy into the guest's RX ring (a static function, an
     # address in Debian's stripped build), called once per frame taken:

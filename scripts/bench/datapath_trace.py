@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Regime trace (s13-D3, issue 5): is the deferred datapath's bimodal
+"""Regime trace: is the deferred datapath's bimodal
 throughput decided per run or does it flip within a run?
 
 Runs each named mode (a datapath.py mode or "testpmd") ALONE, --runs times,
