@@ -37,9 +37,9 @@ def test_exit_codes_and_messages(harness, sn_tmpdir):
 
 
 def test_busy_daemon_retried_then_reported(harness):
-    """s13-R3: a connection refused at max_clients (-32002, nothing run) is
-    retried for ~3 s; before, schednicctl failed at once (exit 1, or exit 3
-    'Broken pipe' when the refusal raced its send)."""
+    """A connection refused at max_clients (-32002, nothing run) is retried
+    for ~3 s, then reported: not a failure at once (exit 1), nor exit 3
+    'Broken pipe' when the refusal races the send."""
     import socket
     import threading
     h = harness(max_clients=1)
@@ -62,7 +62,8 @@ def test_busy_daemon_retried_then_reported(harness):
 
 
 def test_policy_set_bad_files(harness, sn_tmpdir):
-    """s13-R3: a non-UTF-8 file was a Python traceback."""
+    """A non-UTF-8 file, one that is not JSON, a directory and a missing
+    file: each a usage error (exit 2) with a message, not a traceback."""
     h = harness()
     binary = sn_tmpdir / "bin.json"
     binary.write_bytes(b"\xff\xfe{}")

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """stats.get "control": every refused connection, dropped client and
-rejected request of the control socket is counted by cause (s13-R3; before,
-they were only logged, and refusals and idle drops not even that for every
-client)."""
+rejected request of the control socket is counted by cause, for every
+client."""
 import socket
 import time
 

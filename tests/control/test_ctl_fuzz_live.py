@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""RPC fuzzing against a live schednicd (s13-R3): the real handlers
+"""RPC fuzzing against a live schednicd: the real handlers
 (port.add/del, policy.set/del, stats.get, ...) get random and mutated
 requests for a fixed time (SN_RPC_FUZZ_S, default 10 s; SN_RPC_FUZZ_SEED) on several
 connections, some of which hang up mid-request or never read. Every answer

@@ -43,7 +43,7 @@ def test_port_add_list_del(ctl, sn_tmpdir):
         "name": "va", "type": "vhost-user", "path": a, "mode": "server",
         "state": "down", "completion_mode": "immediate"}
     if ctl.kind == "daemon":
-        # queue -> worker map (issue 5/6); one worker outside layout ncore
+        # queue -> worker map; one worker outside layout ncore
         assert ports["va"]["queues"] == [{"queue": 0, "worker": 0}], ports["va"]
         assert stat.S_ISSOCK(os.stat(a).st_mode), "server-mode port has no socket"
     assert rpc_error(ctl, "port.add", {"name": "va", "path": str(sn_tmpdir / "o.sock")}).code == -32000
@@ -62,13 +62,13 @@ def test_port_add_list_del(ctl, sn_tmpdir):
 
 
 def test_stats_get(ctl, sn_tmpdir):
-    ctl.rpc("port.add", {"name": "s0", "path": str(sn_tmpdir / "s0.sock")})
+    ctl.rpc("port.add", {"name": "st0", "path": str(sn_tmpdir / "st0.sock")})
     r = ctl.rpc("stats.get")
     assert {"ports", "mempool", "mac_table", "uptime_s"} <= set(r)
     assert set(r["mempool"]) >= {"size", "in_use"} and r["mempool"]["size"] > 0
     assert set(r["mac_table"]) >= {"entries", "learned", "aged", "moves", "full"}
-    one = ctl.rpc("stats.get", {"port": "s0"})["ports"]
-    assert [p["name"] for p in one] == ["s0"]
+    one = ctl.rpc("stats.get", {"port": "st0"})["ports"]
+    assert [p["name"] for p in one] == ["st0"]
     p = one[0]
     for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes"):
         assert p[k] == 0, k

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""schednicctl top (issue 6): the non-interactive modes against a running
+"""schednicctl top: the non-interactive modes against a running
 schednicd with a policy: --once prints one frame with every column, --count
 N prints N frames, no terminal escape codes without a tty, bad options are
 usage errors. (The values under traffic: tests/policy/test_conformance.py

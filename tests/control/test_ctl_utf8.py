@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Errors that quote a long non-ASCII client string (s13-R3): messages cut
-client strings to a byte length, which split a UTF-8 sequence; jansson then
-refused the message and the request went unanswered (the client waited for
-its timeout). Every request with an id must get its error."""
+"""Errors that quote a long non-ASCII client string: messages cut client
+strings to a byte length, which must not split a UTF-8 sequence (jansson
+would refuse the message and the request would go unanswered, the client
+waiting for its timeout). Every request with an id must get its error;
+integers beyond 64 bits are answered like any out-of-range value."""
 import json
 
 import pytest
@@ -45,9 +46,9 @@ def test_long_utf8_policy_port_name_answered(schednicd):
     assert "port name must match" in r["error"]["message"]
 
 
-# ---- integers beyond 64 bits (s13-R3) ---------------------------------------
-# Valid JSON that jansson cannot hold: was -32700 "too big integer" with id
-# null; now answered like any out-of-range value, naming the parameter.
+# ---- integers beyond 64 bits ---------------------------------------------------
+# Valid JSON that jansson cannot hold: answered like any out-of-range value,
+# naming the parameter (not -32700 "too big integer" with id null).
 BIG = [
     ("param", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":18446744073709551616},"id":7}',
      -32602, 7, "params.port: integer out of range"),
@@ -58,9 +59,9 @@ BIG = [
     ("member", b'{"jsonrpc":"2.0","method":"version","x":1e3,"y":9223372036854775808,"id":8}', -32600, 8,
      "integer out of range"),
     ("not-an-object", b'[18446744073709551616]', -32700, None, "too big integer"),
-    # s14-R4: the +-2^63 edges, where a double cannot tell the in-range
-    # INT64_MAX / INT64_MIN from the first integers beyond them (INT64_MAX
-    # id beside an overflowing parameter was -32600 "id: out of range").
+    # the +-2^63 edges, where a double cannot tell the in-range INT64_MAX /
+    # INT64_MIN from the first integers beyond them (an INT64_MAX id beside
+    # an overflowing parameter is a valid id, not -32600 "id: out of range")
     ("id-int64-max", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":18446744073709551616},'
      b'"id":9223372036854775807}', -32602, 9223372036854775807, "params.port: integer out of range"),
     ("id-int64-min", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":18446744073709551616},'
@@ -75,7 +76,7 @@ BIG = [
      b'"id":9223372036854775807}', -32600, 9223372036854775807, "request: integer out of range"),
     ("in-string", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":"99999999999999999999\\"",'
      b'"x":[1,-99999999999999999999]},"id":"q"}', -32602, "q", "params.x[1]: integer out of range"),
-    # s14 review: only a valid JSON integer is an overflow; invalid number
+    # only a valid JSON integer is an overflow; invalid number
     # text around a long digit run stays a parse error
     ("invalid-number", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":99999999999999999999-1},'
      b'"id":"v"}', -32700, None, "parse error"),

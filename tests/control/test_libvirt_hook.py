@@ -3,7 +3,7 @@
 tests/vm/test_libvirt.py runs it for real): "prepare begin" adds the
 domain's vhost-user ports, "release end" deletes them, and a control socket
 whose max_clients are busy is waited for instead of failing the domain
-start (s13-R3)."""
+start."""
 import json
 import shutil
 import socket
@@ -57,7 +57,8 @@ def test_hook_adds_and_deletes_ports(harness, sn_tmpdir):
 
 
 def test_hook_waits_for_busy_control_socket(harness, sn_tmpdir):
-    """Before: -32002 'too many clients' (or EPIPE) failed the domain start."""
+    """A control socket at max_clients (-32002 'too many clients', or EPIPE)
+    is waited for: it must not fail the domain start."""
     h = harness(max_clients=1)
     hook, sock_dir = install(sn_tmpdir, h)
     held = socket.socket(socket.AF_UNIX)

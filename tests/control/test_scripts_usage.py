@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Operator scripts reject bad arguments at once, with a message and exit
-status 2, before they install, build or start anything (s13-R3)."""
+status 2, before they install, build or start anything."""
 import subprocess
 
 import pytest

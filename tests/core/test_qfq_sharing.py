@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""QFQ sharing accuracy vs class lmax (issue 6 weighted-sharing test, s10-T).
+"""QFQ sharing accuracy vs class lmax (the weighted-sharing experiment of
+tests/policy/test_sharing.py through sn_qfq alone).
 
-The daemon's 1:2:5 sharing test (tests/policy/test_sharing.py) drifted by
-up to 2.6 % with QFQ while every scheduler class had lmax 64 KiB. This
-replays the same experiment through sn_qfq alone (sn-trace sched: exact
-link, no daemon, no OS noise): three classes, weights 1:2:5, all
-backlogged with 1000 B frames on a 20 Mbit/s link (+24 B per frame), and
-measures every 2 s window (50 ms steps) of 10 s.
+With every scheduler class at lmax 64 KiB, QFQ's 1:2:5 shares drift by up
+to 2.6 % over 2 s windows. This replays the daemon's sharing experiment
+through sn_qfq alone (sn-trace sched: exact link, no daemon, no OS
+noise): three classes, weights 1:2:5, all backlogged with 1000 B frames
+on a 20 Mbit/s link (+24 B per frame), and measures every 2 s window
+(50 ms steps) of 10 s.
 
 QFQ's guarantee: class k lags its fluid service by at most
 phi_k B T-WFI_k = 6 L_k + phi_k (L - L_k) bytes (PSPAT eq. 2); a window can
@@ -14,9 +15,9 @@ meet that lag at both edges, so its share of a window of T seconds is off
 by at most 2 (6 L_k + phi_k (L - L_k)) / (phi_k B T) (relative). With
 lmax 1518 that is 3.0 / 1.5 / 0.6 % for weights 1 / 2 / 5; with 64 KiB it
 is 126 / 63 / 25 %, i.e. no useful guarantee, and the measured drift is
-real (printed). The daemon now starts every class at lmax 1518
+real (printed). The daemon starts every class at lmax 1518
 (sn_pipeline.c CLASS_LMAX_INIT): asserted here, QFQ at 1518 keeps every
-window within its bound and within the issue's 2 %.
+window within its bound and within 2 %.
 """
 import bisect
 import subprocess

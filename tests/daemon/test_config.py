@@ -62,7 +62,7 @@ BAD = [
      "config: datapath.mac_table_size: must be a power of two"),
     ("datapath-aging-zero", {"datapath": {"mac_aging_s": 0}}, "config: datapath.mac_aging_s:"),
     ("datapath-cpu-fair-big", {"datapath": {"cpu_fair_pct": 101}}, "config: datapath.cpu_fair_pct:"),
-    # ncore accepts CPU fair dropping (one instance per worker, s13-P3), not a bad value
+    # ncore accepts CPU fair dropping (one instance per worker), not a bad value
     ("datapath-cpu-fair-ncore-big", {"datapath": {"cpu_fair_pct": 101, "layout": "ncore"}},
      "config: datapath.cpu_fair_pct:"),
     ("datapath-cpu-fair-ncore-neg", {"datapath": {"cpu_fair_pct": -1, "layout": "ncore"}},
@@ -142,7 +142,7 @@ def test_missing_config_file(schednicd_bin, tmp_path):
 
 
 def test_config_file_is_a_directory(schednicd_bin, tmp_path):
-    """s13-R3: was "config: DIR: read error"; the reason is named now."""
+    """The reason is named ("Is a directory"), not a bare "read error"."""
     r = run(schednicd_bin, "--check-config", "--config", tmp_path)
     assert r.returncode == 1
     assert r.stderr.strip() == f"config: {tmp_path}: Is a directory", r.stderr

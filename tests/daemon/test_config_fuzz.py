@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Mutated configuration files against `schednicd --check-config` (s13-R3):
+"""Mutated configuration files against `schednicd --check-config`:
 whatever the file holds, the parser answers exit 0 ("config: ok") or exit 1
 with exactly one "config: ..." line, within a second, never a crash, a hang
 or another exit status. Seeds: the embedded default, a config using every

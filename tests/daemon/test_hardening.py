@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Untrusted-input hardening of schednicd (s13-R3 review): what a control
+"""Untrusted-input hardening of schednicd: what a control
 client or a config file names must never be destroyed or wedge the daemon."""
 import json
 import socket
@@ -24,8 +24,8 @@ def listening_socket(path: Path) -> socket.socket:
 def test_port_add_never_deletes_what_is_at_its_path(schednicd, sn_tmpdir):
     """port.add on a path that holds a regular file, another process's live
     socket or the daemon's own control socket: refused with -32000, the
-    file stays. (Before: rte_vhost_driver_start's bind() failed and the
-    error path's rte_vhost_driver_unregister() unlinked the path.)"""
+    file stays (rte_vhost_driver_start's bind() fails there, and its error
+    path's rte_vhost_driver_unregister() must not unlink the path)."""
     d = schednicd(ports=())
     regular = sn_tmpdir / "regular.txt"
     regular.write_text("keep me")
@@ -53,9 +53,9 @@ def test_port_add_never_deletes_what_is_at_its_path(schednicd, sn_tmpdir):
 
 def test_port_add_on_listener_with_full_backlog_refused(schednicd, sn_tmpdir):
     """A live socket whose listener never accepts and whose backlog is
-    full: the probe connect() must not block the control thread (s13
-    review: it was a blocking socket, and a Unix-socket connect waits for
-    backlog room). Refused as a live socket, at once; the daemon answers."""
+    full: the probe connect() must not block the control thread (a
+    blocking Unix-socket connect waits for backlog room). Refused as a live
+    socket, at once; the daemon answers."""
     d = schednicd(ports=())
     path = sn_tmpdir / "wedged.sock"
     lst = listening_socket(path)

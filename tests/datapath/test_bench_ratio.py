@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""scripts/bench/datapath.py's schedule and ratio statistics (s12-D2, issue 5):
+"""scripts/bench/datapath.py's schedule and ratio statistics:
 every mode run is bracketed by testpmd runs, its ratio is taken against the
 mean of its two neighbours (the baseline interpolated to its time), and
 "ratio" is the median of those per-run ratios. Pure functions: no DPDK."""
@@ -69,7 +69,7 @@ def test_unbracketed_run_gets_no_ratio():
 
 
 def test_slot_rates_interleaved():
-    """--interleave (s13-D3): a slot's Mpps is taken from the samples of its
+    """--interleave: a slot's Mpps is taken from the samples of its
     own pair inside the slot, after the skip; samples taken while the pair
     was stopped (before the slot) or in the skip never count."""
     size = 64
@@ -100,10 +100,10 @@ def test_interleaved_slots_give_paired_ratios():
 
 
 def test_generator_settings_apply_to_every_port_alike():
-    """s15-D5: sn-gen's virtio-user settings come from the invocation, not
-    from the mode: the same devargs on every port (testpmd's runs use the
-    same run_gen), tx_free_thresh = queue size - 64 unless given, and ''
-    / 0 restore the settings before s15."""
+    """sn-gen's virtio-user settings come from the invocation, not from the
+    mode: the same devargs on every port (testpmd's runs use the same
+    run_gen), tx_free_thresh = queue size - 64 unless given, and '' / 0
+    give the virtio PMD's own defaults."""
     import argparse
 
     ap = argparse.ArgumentParser()
@@ -117,16 +117,16 @@ def test_generator_settings_apply_to_every_port_alike():
     a = parse()
     assert a.tx_free_thresh == 1024 - dp.TX_FREE_BELOW
     assert a.gen_devargs == dp.GEN_DEVARGS
-    # s21: no port of any run (testpmd's included) negotiates IN_ORDER,
+    # no port of any run (testpmd's included) negotiates IN_ORDER,
     # as with a Linux guest
     assert "in_order=0" in dp.GEN_DEVARGS.split(",")
     assert dp.gen_port("/x/vm0.sock", a) == "/x/vm0.sock," + dp.GEN_DEVARGS
     assert parse("--queue-size", "256").tx_free_thresh == 256 - dp.TX_FREE_BELOW
-    old = parse("--tx-free-thresh", "0", "--gen-devargs", "")
-    assert old.tx_free_thresh == 0 and dp.gen_port("/x/vm1.sock", old) == "/x/vm1.sock"
+    pmd = parse("--tx-free-thresh", "0", "--gen-devargs", "")
+    assert pmd.tx_free_thresh == 0 and dp.gen_port("/x/vm1.sock", pmd) == "/x/vm1.sock"
     with pytest.raises(SystemExit):
         parse("--queue-size", "64", "--tx-free-thresh", "61")
-    # s17: every run's sn-gen writes its header (testpmd's included)
+    # every run's sn-gen writes its header (testpmd's included)
     # unless --gen-hdr pmd restores the PMD's behaviour
     assert a.gen_hdr == "written" and dp.gen_hdr_args(a) == ["--hdr-write"]
     assert dp.gen_hdr_args(parse("--gen-hdr", "pmd")) == []
@@ -135,7 +135,7 @@ def test_generator_settings_apply_to_every_port_alike():
 
 
 def test_ratios_split_by_host_state():
-    """s17: a host that switches between two speeds (testpmd 10.5 and 7
+    """A host that switches between two speeds (testpmd 10.5 and 7
     Mpps) and a mode that is 0.83 of testpmd in the fast state and 0.71 in
     the slow one: by_host_state gives each state its own ratio; a bracket
     inside which the state changed counts as mixed, in neither state."""
@@ -197,7 +197,7 @@ def test_host_states_shared_by_modes_and_lone_outlier():
 
 
 def test_baseline_build_config_mirrors_the_mode(tmp_path):
-    """s18 --baseline-build: the other build's schednicd gets this build's
+    """--baseline-build: the other build's schednicd gets this build's
     configuration for the mode, on the baseline pair's sockets and its own
     control socket; with an uplink peer, sn-gen's port 1 is the uplink's."""
     import json

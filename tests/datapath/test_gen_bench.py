@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""sn-gen bench mode against deferred ports (s12-D2, issue 5 benchmark):
+"""sn-gen bench mode (scripts/bench/datapath.py's generator) against
+deferred ports:
 --marker in bench mode writes the opt-in marker as each frame is built
 (no TX callback) -- every frame the daemon pops must still carry it, the
 learn frame sent through the callback included; --tx-free-thresh sets the
 virtio PMD's TX reclaim threshold (same frames, same counters) and is
-refused when the PMD would reject it. s17: --hdr-write stores num_buffers
+refused when the PMD would reject it; --hdr-write stores num_buffers
 in every frame (datapath.py's default for every run): the marker with
 --marker, else 0 (the frames stay unmarked)."""
 import json
@@ -53,7 +54,7 @@ def test_bench_marks_every_frame(schednicd, spawn, sn_gen_bin, sn_tmpdir, extra)
         assert c["marked"] == c["popped"] and c["unmarked"] == 0, c
     else:
         assert c["marked"] == 0 and c["unmarked"] == c["popped"], c
-    # s17: the header store happens for every frame the loop built (all
+    # the header store happens for every frame the loop built (all
     # sent ones but the learn frame), and only with --hdr-write / --marker:
     # a store of 0 is not visible to the daemon, so this is its check.
     stores = res["bench"]["hdr_stores"]

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Held-occupancy histogram of deferred ports (issue 7, daemon side of the
+"""Held-occupancy histogram of deferred ports (the daemon side of the
 backpressure experiment; Carousel §7.1.2 measures packets held in the
 shaper per flow).
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Every malformed-ring case against the running daemon (issue 5, "Untrusted
-guest input" and the test-only malformed-ring writer).
+"""Every malformed-ring case against the running daemon (untrusted guest
+input, written by the test-only malformed-ring writer).
 
 sn-vufront (backend/tools/sn_vufront.c) is the guest: a vhost-user
 front-end that connects to a deferred-completion server port "w", shares two
@@ -184,7 +184,7 @@ def test_avail_jump_stops_queue_until_reconnect(schednicd, sngen, sn_tmpdir, vuf
     c0 = comp(d)
     p = spawn([vufront_bin, "--socket", d.vhost_path("w"), "--scenario", "avail_jump",
                "--timeout", "30", "--wait-file", go], name="vufront", stdout=subprocess.PIPE)
-    # counted while the guest is still connected (s9-C fix in sn_vqtx_recv)
+    # counted while the guest is still connected (sn_vqtx_recv)
     c = settled_comp(d, lambda c: c["vring_errors"]["avail_jump"] == 1, "avail_jump counted")
     assert c["popped"] == c0["popped"] + 1 and c["held_now"] == 0, c
     assert {k: v for k, v in c["vring_errors"].items() if v} == {"avail_jump": 1}, c
@@ -240,7 +240,7 @@ def test_disconnect_with_held_descriptors(schednicd, sngen, sn_tmpdir, vufront_b
     drop-completed at device stop (forced), held_now returns to 0, mempool
     in_use to its baseline, and a reconnected writer works."""
     n = 120
-    # sn-vufront writes no opt-in marker (issue 7): without a long
+    # sn-vufront writes no opt-in marker: without a long
     # unmarked_max_hold_us its frames would be dropped after 1 ms instead
     # of staying held until the disconnect.
     d = schednicd(ports=[dport(sn_tmpdir, "w", completion="deferred",
@@ -304,14 +304,14 @@ HOTPLUG_N = 40   # frames per phase: region 1, the hot-added region 2, region 1
 @pytest.mark.parametrize("completion", ["deferred", "immediate"])
 def test_memory_hotplug_while_running(schednicd, sngen, sn_tmpdir, vufront_bin, spawn,
                                      completion):
-    """s15-L: the guest's memory table changes while the device runs (a
+    """The guest's memory table changes while the device runs (a
     SET_MEM_TABLE that adds a region, as QEMU sends after a DIMM hotplug:
     DPDK's library unmaps every region it had and maps the new table,
     without telling the application). A deferred port's TX ring and frames
     are on the daemon's own mapping of the region files, and its TX queue
     takes the new table (mem_remaps): frames whose buffers lie in the new
-    region are switched like the others (before: dropped as addr_oob, or a
-    crash when the library's remap moved the mapping). Immediate ports stay
+    region are switched like the others (not dropped as addr_oob, and no
+    crash when the library's remap moves the mapping). Immediate ports stay
     inside the library. Every frame of the three phases reaches both other
     ports, nothing is held, no ring error, and the daemon keeps forwarding.
     The same table sent again (unchanged, as QEMU may) is no remap."""

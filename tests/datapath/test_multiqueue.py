@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Multiqueue vhost-user ports (issue 5, "Multiqueue"; VIRTIO_NET_F_MQ).
+"""Multiqueue vhost-user ports (VIRTIO_NET_F_MQ).
 
 A port with "queues": N offers N queue pairs. sn-gen drives real
 net_virtio_user drivers with queues=N (--queues): flow i leaves on TX queue
@@ -105,8 +105,8 @@ def test_queues_validated(schednicd, sn_tmpdir):
         assert "ports[0].queues" in str(e.value) + b.log_tail(), b.log_tail()
 
 
-# ncore (issue 5 "every TX queue is owned by exactly one worker lcore",
-# issue 6 layouts): two worker lcores, each port's TX queues on different
+# ncore (every TX queue is owned by exactly one worker lcore): two worker
+# lcores, each port's TX queues on different
 # workers (vm0: q0 -> worker 0, q1 -> worker 1; vm1 the other way round),
 # so every RX ring is filled by both workers at once.
 NCORE_MAP = {"vm0": [0, 1], "vm1": [1, 0]}
@@ -161,15 +161,14 @@ def both_queues_run(schednicd, sngen, wd, mode, layout):
     # 4 flows each way: flows 0-3 vm0 -> vm1 (TX queues 0,1,0,1), 4-7 back.
     # Paced (--rate, all flows together): immediate mode has no
     # backpressure, a full RX ring is a drop, and several flows may hash
-    # to one RX queue. s14-R4: what overflowed the sink's RX rings was a
-    # backlog: the daemon kept off its CPU while sn-gen went on sending
-    # fills the TX rings, and the daemon then forwards them at once; if
-    # sn-gen is off its CPU in turn, 3 of 4 flows hashed to one 1024-entry
-    # RX ring lose the excess (753 of 6001 seen, load 3.5). At half the
-    # rate (20 k frames/s) and 2048-entry rings (sn-gen's 8192 mbufs per
+    # to one RX queue. What can overflow the sink's RX rings is a backlog:
+    # the daemon kept off its CPU while sn-gen goes on sending fills the TX
+    # rings, and the daemon then forwards them at once; if sn-gen is off its
+    # CPU in turn, 3 of 4 flows hashed to one 1024-entry RX ring lose the
+    # excess. At 20 k frames/s and 2048-entry rings (sn-gen's 8192 mbufs per
     # port still hold both RX rings full and as much in flight) that takes
-    # a daemon stall of ~270 ms instead of ~70 ms.
-    # deferred: the guest opts in to long holds on every TX queue (issue 7)
+    # a daemon stall of ~270 ms, not ~70 ms.
+    # deferred: the guest opts in to long holds on every TX queue
     g = sngen([str(wd / f"{n}.sock") for n in names], "--queues", "2", "--rate", "20000",
               "--queue-size", "2048",
               *(["--marker"] if mode == "deferred" else []),
@@ -197,7 +196,7 @@ def both_queues_run(schednicd, sngen, wd, mode, layout):
         # TX side (guest -> us): both queues polled, exactly what was sent.
         assert [q["rx_packets"] for q in p["queues"]] == gp["tx_by_queue"], (p["queues"], gp)
         assert all(q["rx_packets"] > 0 for q in p["queues"]), p["queues"]
-        # s11-D: rx_bursts = polls that took >= 1 frame, at most 32 (datapath.burst) each
+        # rx_bursts = polls that took >= 1 frame, at most 32 (datapath.burst) each
         assert all(0 < q["rx_bursts"] <= q["rx_packets"] <= 32 * q["rx_bursts"]
                    for q in p["queues"]), p["queues"]
         assert qsum(p, "rx_packets") == p["rx_packets"] == gp["tx_packets"]

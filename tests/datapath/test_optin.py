@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Guest opt-in to long holds on deferred ports (issue 7, backend side).
+"""Guest opt-in to long holds on deferred ports (the backend side).
 
 The patched guest driver writes num_buffers = 0x5344 in every TX virtio-net
 header (guest-driver-patch/README.md); sn-gen --marker does the same from

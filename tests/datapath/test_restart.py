@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Restarts and vanishing peers (issue 2 item 7, "Restart").
+"""Restarts and vanishing peers.
 
 - A client-mode port (schednicd connects to a virtio-user peer that listens,
   sn-gen --server) comes back up and passes traffic after schednicd is

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """L2 switching through schednicd with sn-gen virtio-user peers.
 
-Every test checks the counters exactly (issue 2 item 7; stats.get semantics
-in the daemon spec): for each port, what the daemon received from it equals
+Every test checks the counters exactly (stats.get semantics in the daemon
+spec): for each port, what the daemon received from it equals
 what sn-gen's driver transmitted, what the daemon delivered to it equals
 what sn-gen received there, and every frame that went in either came out
 where the MAC table says or is counted as a drop on the port where it was
@@ -231,7 +231,7 @@ def test_mac_aging_floods_again(schednicd, sngen):
 
 
 def test_burst_memo_sees_learning_inside_the_burst(schednicd, sngen):
-    """s13-M3: switch_burst reuses the previous frame's destination lookup
+    """switch_burst reuses the previous frame's destination lookup
     within a burst; learning a source MAC must invalidate it, since the
     next lookup may be of that very MAC. Flows X (vm0 to an unknown MAC U:
     flooded while U is unknown) and Z (vm0 from U to U: learns U on vm0,

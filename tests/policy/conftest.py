@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Fixtures for the policy tests: the datapath tests' sn-gen driver, the
 lcore layouts, and the "schednic policy measurements" section of the
-terminal summary (the figures issue 6's closing note quotes, each beside
-its bound, in every CI log)."""
+terminal summary (each measured figure beside its bound, in every CI
+log)."""
 import os
 import sys
 import time
@@ -53,7 +53,7 @@ def sngen(spawn, sn_gen_bin, sn_tmpdir):
     return make
 
 
-# Lcore layouts (issue 6): a test parametrized over "layout" gets every
+# Lcore layouts: a test parametrized over "layout" gets every
 # daemon it starts in that layout. 2core puts the arbiter lcore on the
 # worker's CPU (sn-gen busy-polls CPU 0; two busy pollers of one daemon on
 # one CPU only trade time slices, which the link emulation's 100 ms slack

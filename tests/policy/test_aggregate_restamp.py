@@ -1,30 +1,29 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A new NBA grant applies to the frames already queued, for every class
-an aggregate paces (issue 6 "Aggregates + NBA" and "Live change: ... within
-100 ms (+ one NBA period for aggregates)"; sn_pipeline.c restamp_aggs).
+an aggregate paces (a live change is in force within 100 ms, plus one NBA
+period for aggregates; sn_pipeline.c restamp_aggs).
 
 A frame's release time is the max over every policy it crosses (Carousel
 §5.1.1): its port limit, its class / flow pacing and its worker's share of
 the class's aggregate. When the NBA moves the share's grant, the frames
 the share already stamped into the wheel (up to the 262 ms horizon ahead
-when the share is saturated) must follow the new grant at once. s11-B2
-did that only for classes paced by the aggregate alone on ports without a
-limit; a class with its own pacing, or a port with a limit, kept the old
-grant's stamps for up to a horizon. Now the aggregate's part of each
-stamp is rescaled and the max over the frame's policies taken again
+when the share is saturated) must follow the new grant at once, also for
+a class with its own pacing and on a port with a limit (which would
+otherwise keep the old grant's stamps for up to a horizon): the
+aggregate's part of each stamp is rescaled and the max over the frame's policies taken again
 (capped at the horizon: beyond it the frame is dropped as the share would
 drop it, never released earlier than now, FIFO per flow).
 
 Setup (one worker, layout 1core): vm0 sends 4 UDP flows, 1000 B frames,
 30 Mbit/s in all, through one class of aggregate "agg" (20 Mbit/s,
 update_ms 10), the class paced at 40 Mbit/s per flow ("class" case) or
-the port limited to 40 Mbit/s ("port" case), or neither ("alone", the
-s11-B2 case): the aggregate share binds.
+the port limited to 40 Mbit/s ("port" case), or neither ("alone": the
+class is paced by the aggregate only): the aggregate share binds.
 The aggregate is cut to 10 Mbit/s live; from the moment the worker holds
 the new grant (its worker0_grant_bps, read with the shaper's counters in
 one stats.get) the port's uplink rate over the next 30-230 ms must be the
-new 10 Mbit/s (within 5 %). Before the change it read ~20 Mbit/s there:
-the queued frames kept their stamps. Nothing is lost inside schednic but
+new 10 Mbit/s (within 5 %), not ~20 Mbit/s as with the queued frames
+keeping their stamps. Nothing is lost inside schednic but
 the share's own "horizon" drops.
 
 Also here: a restamp puts a "clamp" class's frames back clamped (they
@@ -134,11 +133,11 @@ def test_grant_cut_restamps_queued_frames_of_every_paced_class(build_dir, case):
 def test_restamp_keeps_clamp_class_frames_queued(build_dir):
     """A "clamp" class's frames beyond the horizon are queued at the
     horizon (counted "clamped"), not dropped (Carousel §5.1.2). A restamp
-    takes every frame out of the wheel and puts it back: until s12 it put
-    them back with the "drop" policy, so another port's rate change
-    dropped the clamp class's queued frames as "horizon" (its backlog is
-    all beyond the horizon when it is offered twice its pacing rate). Now
-    they go back clamped: vm0 loses nothing when vm1's limit changes."""
+    takes every frame out of the wheel and puts it back, clamped again: put
+    back with the "drop" policy, another port's rate change would drop the
+    clamp class's queued frames as "horizon" (its backlog is all beyond
+    the horizon when it is offered twice its pacing rate). vm0 loses
+    nothing when vm1's limit changes."""
     pol = {"ports": {"vm0": {"classes": [{"name": "c", "proto": "udp", "rate_bps": 5_000_000,
                                           "scope": "class", "horizon": "clamp"}]},
                      "vm1": {"rate_bps": 10_000_000}}}

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Flow classes and aggregates (issue 6 deliverable 3): policy model,
+"""Flow classes and aggregates: policy model,
 classification in the worker, per-flow / per-class pacing, aggregates split
 by the NBA.
 
@@ -315,7 +315,7 @@ def test_flow_table_full_falls_back_to_the_class_state(schednicd, sngen):
 
 @pytest.mark.accuracy
 def test_horizon_clamp_vs_drop(schednicd, sngen):
-    """Per-class beyond-horizon behaviour (issue 6 deliverable 3). Two
+    """Per-class beyond-horizon behaviour. Two
     classes of vm0 paced at 2 Mbit/s each, each offered 4 Mbit/s for 4 s:
     after ~0.26 s (the wheel horizon at 2 Mbit/s of excess) every new frame's
     release time lies beyond the horizon.
@@ -372,11 +372,11 @@ def test_horizon_clamp_vs_drop(schednicd, sngen):
 @pytest.mark.functional
 def test_class_uid_not_reused_while_its_flows_live(schednicd, sngen):
     """A class's flow entries are keyed by an 8-bit id per port (its uid,
-    kept while the class keeps its name). s15-R5 review: 256 class
-    creations within the 2 s flow ageing time wrapped the id, and a new
-    class took over a deleted class's flow entries: no flow of its own
-    (flows_created 0 under traffic), and flows_active -1 once the
-    inherited entries aged. 16 UDP flows of vm0 (dst ports 1..16), each
+    kept while the class keeps its name). 256 class creations within the
+    2 s flow ageing time wrap the id; a new class must not take over a
+    deleted class's live flow entries (it would have no flow of its own,
+    flows_created 0 under traffic, and flows_active -1 once the inherited
+    entries aged). 16 UDP flows of vm0 (dst ports 1..16), each
     policy.set replaces all 16 per-flow classes (class k matches dst port
     k + 1) by 16 new names: 24 sets after the first, 384 creations. Each class, once it
     carries traffic, must have made its own flow state (flows_created ==

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Rate conformance (issue 6, Carousel §7.1.1): a port limited to R for
+"""Rate conformance (Carousel §7.1.1): a port limited to R for
 R in {1, 10, 100, 1000} Mbit/s, mean absolute deviation of 100 ms samples
 from R <= 1 %.
 
@@ -21,7 +21,7 @@ a window where the machine let every stage keep up (no underrun, no link
 reset, sink ring never full, exact pairs all along; up to 5 windows).
 The receiver-side deviation is asserted too when the daemon ran the
 whole window (no thread of it waited more than 1 % of the window), and
-printed otherwise: the sink's own stalls no longer matter (sn-gen takes
+printed otherwise: the sink's own stalls do not matter (sn-gen takes
 each sample's time before the pass that finds its rings empty, so a late
 sink moves a sample's time, not its bytes), but a stalled worker releases
 late, which is real output error at the receiver and is not hidden.
@@ -37,7 +37,7 @@ Linux HTB (scripts/bench/conformance.py run_htb: veth between two
 namespaces, iperf3 -u -b 0, receiver rx_bytes every 100 ms) runs at the
 same R after schednic's window, in the same test: its deviation is shown
 beside ours in the terminal summary ("schednic policy measurements"),
-not asserted (issue 6).
+not asserted.
 """
 import subprocess
 import sys
@@ -73,7 +73,7 @@ def test_rate_conformance(build_dir, rate, measured):
         alive = s.daemon.poll() is None
     # Linux HTB at the same R in the same run, by the same metric
     # (scripts/bench/conformance.py run_htb): reported beside ours, not
-    # asserted (issue 6); a failed baseline shows as its error
+    # asserted; a failed baseline shows as its error
     try:
         htb = conf.run_htb(rate, 3.0)["dev_pct"]
     except (OSError, subprocess.SubprocessError, ValueError) as e:

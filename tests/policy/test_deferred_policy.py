@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""A deferred-completion port (issue 5) that is also shaped (issue 6).
+"""A deferred-completion port that is also shaped.
 
 Its frames go through the policy pipeline as zero-copy guest buffers; each
 descriptor must complete exactly once, when the frame is finally sent or
@@ -20,7 +20,7 @@ from snlib.wait import wait_for
 
 pytestmark = pytest.mark.functional
 
-LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
+LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts, see conftest.py
 
 FRAME = 1000
 SINK_MAC = "02:00:00:00:00:99"
@@ -157,11 +157,11 @@ def test_stop_of_shaped_deferred_port_with_frames_in_the_pipeline(schednicd, sng
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_opted_in_guest_waits_in_its_ring_not_dropped_at_the_horizon(schednicd, sngen,
                                                                      sn_tmpdir, layout):
-    """s11-V3 (issue 7): at 2 Mbit/s the wheel horizon (262 ms) holds 65 KB,
-    the guest's ring 256 KB: the opted-in guest's excess waits in its ring
+    """At 2 Mbit/s the wheel horizon (262 ms) holds 65 KB, the guest's ring
+    256 KB: the opted-in guest's excess waits in its ring
     (completion.horizon_waits, waiting_now) instead of being dropped at the
-    horizon; the rate stays a hard limit and every frame is sent. (Before
-    s11-V3: ~190 of the first 256 frames dropped as `horizon`.)"""
+    horizon (~190 of the first 256 frames would be, as `horizon`); the rate
+    stays a hard limit and every frame is sent."""
     rate, n = 2_000_000, 1000          # 1 Mbyte: 4 s at the limit
     d, g = setup(schednicd, sngen, sn_tmpdir, rate, n)
     (g.sync / "go-0").touch()
@@ -191,7 +191,7 @@ def test_opted_in_guest_waits_in_its_ring_not_dropped_at_the_horizon(schednicd, 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_unmarked_frames_past_their_hold_limit_are_dropped_at_release(schednicd, sngen,
                                                                      sn_tmpdir, layout):
-    """s21: a guest that did not opt in (no marker) has its frames held at
+    """A guest that did not opt in (no marker) has its frames held at
     most unmarked_max_hold_us (1000 us by default). On an uplink emulated
     at 2 Mbit/s a 1000-byte frame leaves every 4 ms, so all but the first
     frames of a 50-frame burst wait in the arbiter (QFQ) longer than that:
@@ -200,8 +200,8 @@ def test_unmarked_frames_past_their_hold_limit_are_dropped_at_release(schednicd,
     once; the others are sent. In layout 1core the release path's hold
     check for a whole burst (sn_vqtx_keep_all; 2core releases on a remote
     arbiter, ncore has several workers: both check per frame) must see
-    every one of them: a bound that let them through would send them
-    (checked: with the bound 1000x too late, 1core sent all 50)."""
+    every one of them: a bound that let them through would send them (with
+    the bound 1000x too late, 1core sends all 50)."""
     rate, n = 2_000_000, 50      # 200 ms at the link rate
     d, g = setup(schednicd, sngen, sn_tmpdir, None, n, marker=False, policy=uplink_policy(rate))
     (g.sync / "go-0").touch()
@@ -224,14 +224,14 @@ def test_unmarked_frames_past_their_hold_limit_are_dropped_at_release(schednicd,
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_stop_drops_the_frames_waiting_in_the_arbiter(schednicd, sngen, sn_tmpdir, layout):
-    """s21: an opted-in guest (marker, no hold limit) fills the arbiter of
+    """An opted-in guest (marker, no hold limit) fills the arbiter of
     an uplink emulated at 2 Mbit/s (a 1000-byte frame every 4 ms), then its
     driver dies. Every frame still waiting in QFQ is dropped when released
     (src_stopped) and completed, not sent: the uplink sees only the few
     released before the stop was requested. The release path's hold check
     for a whole burst (sn_vqtx_keep_all, layout 1core) must give way while
-    the stop is open (checked: with the open-stop count ignored, 1core
-    sent them all at the link rate)."""
+    the stop is open (with the open-stop count ignored, 1core sends them
+    all at the link rate)."""
     rate, n = 2_000_000, 400
     # unmarked_max_hold_us 10 s: the burst check's bound (the oldest
     # frame's pop + the shortest limit) stays ahead, so only the stop

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Isolation / T-WFI (issue 6; PSPAT §6.6 experiment, bound of PSPAT eq. 1).
+"""Isolation / T-WFI (PSPAT §6.6 experiment, bound of PSPAT eq. 1).
 
 A low-rate VICTIM port (vm0, weight 50) sends 200 B frames at 50 frames/s
 (18 % of the link) while three interfering ports (vm1..vm3, weight 1 each,
@@ -71,8 +71,8 @@ The measuring instrument's own stalls are taken out: sn-gen is one busy
 loop, so a frame it reads after not polling for g ms (it was descheduled)
 arrived some time in those g ms; the asserted p99 is over
 latency - g (a lower bound of the true latency; the daemon's stalls stay
-in), the raw p99 is printed beside (one 200 ms sink stall at load 16 made
-it exceed the bound once while the corrected one was far below).
+in), the raw p99 is printed beside (one 200 ms sink stall at load 16 can
+make it exceed the bound while the corrected one stays far below).
 
 Layouts: 1core, 2core (worker | arbiter on CPU 1 with the worker) and
 ncore (2 workers + the arbiter, all on CPU 1; the victim's queue on

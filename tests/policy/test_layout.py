@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Lcore layouts (issue 6): the 2-core arbiter lcore and idle mode.
+"""Lcore layouts: the 2-core arbiter lcore and idle mode.
 
 Spin-then-sleep (PSPAT §3.5, datapath.idle_sleep_us): an idle daemon naps
 instead of burning its cores, and each nap's length (the wake-up delay it

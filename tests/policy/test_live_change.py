@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Live policy change under traffic takes effect within 100 ms (issue 6).
+"""Live policy change under traffic takes effect within 100 ms.
 
-Before: a rate change kept the timestamps of the frames already in the
-wheel, so the old rate went on for up to the 262 ms horizon (~0.23 s
-measured). Now (sn_pipeline.c restamp_wheel) the port's queued frames are
-stamped again at the new rate when the worker applies the policy.
+When the worker applies a new policy, the port's frames already queued in
+the wheel are stamped again at the new rate (sn_pipeline.c
+restamp_wheel); kept, their stamps would let the old rate go on for up to
+the 262 ms horizon.
 
 Measured on the shaper's output (policy uplink_bytes) against the worker's
 clock, in exact (clock, counter) pairs (clock_consistent), read as fast as
@@ -52,12 +52,10 @@ def rate_between(pp, t0, t1):
 def covered(pp, t0, t1):
     """The exact pairs span more than half of [t0, t1] (what rate_between
     needs). A window without (a stats reader starved of its CPU) is
-    measured again, like one with shaper underruns. Finding (s10 merges,
-    fixed in s11): every worker loop iteration made the pair inexact, so
-    ~45 % of reads under load were, and a worker descheduled inside its
-    loop hid all pairs for its time off the CPU (gaps up to 1.6 s after
-    policy.set); now only an iteration that changes counters does
-    (sn_pipeline.c run_seq)."""
+    measured again, like one with shaper underruns. Only a worker loop
+    iteration that changes counters makes the pair inexact (sn_pipeline.c
+    run_seq), so a worker descheduled inside an idle iteration does not
+    hide the pairs for its time off the CPU."""
     a = [x for x in pp if x[0] >= t0]
     b = [x for x in pp if x[0] <= t1]
     return bool(a and b) and b[-1][0] - a[0][0] > 0.5 * (t1 - t0)
@@ -250,17 +248,17 @@ def class_policy(rate, scope, port_rate=None):
                                               ("class", 15_000_000)],
                          ids=["class", "flow", "class-under-port-limit"])
 def test_class_rate_change_within_100ms(build_dir, scope, port_rate, measured):
-    """Halving and doubling a flow class's pacing rate (s13-P3): one UDP
+    """Halving and doubling a flow class's pacing rate: one UDP
     flow in class "bulk" of vm0 paced at 20 Mbit/s (scope class: one state
     for the class; flow: one per 5-tuple), offered 1.3 x: the class's
     pacing runs a wheel horizon (262 ms) ahead. From T + 100 ms on the
     output must be the new rate (the smaller of the class's and, if vm0
     has one, its port limit's), nothing lost but the shaper's own horizon
-    drops. Before, a class rate change kept the stamps of the frames in
-    the wheel and the class's (or flow's) LTS: the old rate went on for up
-    to the horizon (11.3 Mbit/s measured from T + 100 ms after halving).
-    With a port limit of 15 Mbit/s the doubling (class 10 -> 20) must not
-    let the re-laid frames out faster than the port limit either: the
+    drops (a change that kept the stamps of the frames in the wheel and
+    the class's, or flow's, LTS would let the old rate go on for up to the
+    horizon: 11.3 Mbit/s from T + 100 ms after halving). With a port
+    limit of 15 Mbit/s the doubling (class 10 -> 20) must not let the
+    re-laid frames out faster than the port limit either: the
     rate over [T, T + 300 ms] stays at it (re-laid on the class's chain
     alone, the wheel's 262 ms at 10 Mbit/s would go out at 20 for 130 ms:
     ~17 Mbit/s over those 300 ms)."""
@@ -308,7 +306,7 @@ def test_class_rate_change_within_100ms(build_dir, scope, port_rate, measured):
                 # The sink itself was off its CPU (a 100 ms sample came
                 # > 30 ms late): its window ends on frames still in its RX
                 # ring, so it cannot measure the shaper (asserted exactly
-                # above from the shaper's counters). Seen at load 3-4.
+                # above from the shaper's counters).
                 print(f"  sink check not asserted: sn-gen's sampling was late by "
                       f"{(gap - 0.1) * 1e3:.0f} ms (off its CPU)")
             else:
@@ -352,7 +350,7 @@ def mixed_policy(port_rate, cls_rate, scope):
 @pytest.mark.parametrize("scope", ["class", "flow"])
 def test_port_rate_change_keeps_class_pacing(build_dir, scope, measured):
     """A port rate change must keep the class pacing of the frames it
-    restamps (s13-P4; Carousel §5.1.1: a frame's release time is the max
+    restamps (Carousel §5.1.1: a frame's release time is the max
     over every policy it crosses). vm0 limited to 20 Mbit/s, its class
     "paced" (one UDP flow to port 9) at 5 Mbit/s, two more UDP flows
     outside the class: sn-gen offers 60 Mbit/s, a third in each flow, so
@@ -362,16 +360,16 @@ def test_port_rate_change_keeps_class_pacing(build_dir, scope, measured):
     Raising the port limit to 40 Mbit/s: from T + 100 ms every 100 ms
     sample of the class's shaper output must be its 5 Mbit/s (each within
     10 %, their mean within 1.5 %) while the port as a whole follows the
-    new limit (the other flows get 35; see the slack below). Before,
-    restamp_wheel re-laid the port's queued frames on the new port chain
-    alone: the class's ~160 queued frames went out at 10 Mbit/s in the first 130 ms, then nothing
-    until its chain (still a horizon ahead) came due (samples 2.7, 3.1,
-    then 5.0; mean 4.58 Mbit/s). Halving it again (40 -> 20): the class's
+    new limit (the other flows get 35; see the slack below). Re-laid on
+    the new port chain alone, the class's ~160 queued frames would go out
+    at 10 Mbit/s in the first 130 ms, then nothing until its chain (still
+    a horizon ahead) came due (samples 2.7, 3.1, then 5.0; mean 4.58
+    Mbit/s). Halving it again (40 -> 20): the class's
     queued frames, 1/8 of the port's backlog, go out at 2.5 Mbit/s while
     the port works off its FIFO backlog, and no faster than 5 after it:
     the samples of the backlog stay below 5.5, the mean from T + 100 ms
-    at most 5 (+1.5 %; 5.2 when the class's chain was re-laid from now
-    but left behind the frames' real release times), the port follows
+    at most 5 (+1.5 %; 5.2 if the class's chain were re-laid from now but
+    left behind the frames' real release times), the port follows
     20. Nothing is lost inside schednic but the shaper's own horizon
     drops."""
     lo, hi, crate = 20_000_000, 40_000_000, 5_000_000
@@ -409,9 +407,9 @@ def test_port_rate_change_keeps_class_pacing(build_dir, scope, measured):
             # port's other frames use that slot, so over a window the port
             # may exceed its limit by the class's displaced bytes, at most
             # its horizon backlog (class rate x 262 ms); the limit holds
-            # cumulatively. Seen without any change too: 40.47 Mbit/s over
-            # 1.2 s at a steady 40 Mbit/s limit with this class, 40.00
-            # without it (s13-P4).
+            # cumulatively. It shows without any change too: 40.47 Mbit/s
+            # over 1.2 s at a steady 40 Mbit/s limit with this class, 40.00
+            # without it.
             slack = crate * 0.262 / 1.2
             live_row(measured, f"port rate, class paced 5 M (scope {scope}): port",
                      f"{old / 1e6:g}->{new / 1e6:g} M", "T+0.1..1.3 s", r, new,
@@ -445,13 +443,13 @@ def pacing_policy(cls_rate):
                          ids=["added", "removed"])
 def test_class_pacing_added_removed_within_100ms(build_dir, old, new, measured):
     """A class's pacing added (0 -> 10 Mbit/s) or removed (10 Mbit/s -> 0)
-    under a 20 Mbit/s port limit (s13-P4): one UDP flow in the class,
-    offered 26 Mbit/s. From T + 100 ms the port's output must be the new
-    bottleneck's rate (10 added, 20 removed). Before, such a class was not
-    restamped: added, its queued frames kept their port-limit stamps (20
-    Mbit/s for up to the 262 ms horizon); removed, its queued frames kept
-    their class stamps (10 Mbit/s) while new frames went out at the port
-    limit beside them. Nothing lost but the shaper's horizon drops."""
+    under a 20 Mbit/s port limit: one UDP flow in the class, offered 26
+    Mbit/s. From T + 100 ms the port's output must be the new
+    bottleneck's rate (10 added, 20 removed): the class's queued frames
+    are restamped (kept, they would go out at their port-limit stamps, 20
+    Mbit/s, for up to the 262 ms horizon once pacing is added, or at their
+    class stamps, 10 Mbit/s, beside new frames at the port limit once it
+    is removed). Nothing lost but the shaper's horizon drops."""
     want = new or 20_000_000
     pps = int(26_000_000 / (8 * FRAME))
     flows = [(0, 10**10, ",udp=10.0.0.1:7-10.9.0.1:9")]
@@ -502,18 +500,18 @@ def two_classes(order, rates, scope):
                                            ("class", "2core")])
 def test_class_reorder_follows_class(build_dir, scope, layout, measured):
     """A class that moves in the list in one policy.set keeps its own
-    counters and pacing (s14-R4): classes "a" (UDP to port 9, 20 Mbit/s)
+    counters and pacing: classes "a" (UDP to port 9, 20 Mbit/s)
     and "b" (port 10, 5 Mbit/s) on vm0, each offered 26 Mbit/s, so both
     pacings run a wheel horizon (262 ms) ahead. 1) Swapped ([a, b] ->
     [b, a], rates kept): each class's shaper output, found by name, stays
     its own rate from T + 50 ms (within 3 % over [T + 50, T + 400 ms],
-    1.5 % over [T + 100 ms, T + 1.3 s]). Before, the frames queued in the
-    wheel kept their old class index: a's 262 ms of frames counted on b
-    (now at index 0) and b's on a (b measured at ~20 Mbit/s over the
-    first 300 ms). 2) Swapped back with a's rate halved ([b, a] -> [a,
-    b], a 20 -> 10): a at 10 from T + 100 ms (1.5 %). Before, a class
-    that moved was not restamped: its queued frames kept their stamps at
-    the old rate for up to the horizon (~11.3 Mbit/s). Nothing lost
+    1.5 % over [T + 100 ms, T + 1.3 s]); frames queued in the wheel that
+    kept their old class index would count a's 262 ms of frames on b (now
+    at index 0) and b's on a (b at ~20 Mbit/s over the first 300 ms). 2)
+    Swapped back with a's rate halved ([b, a] -> [a, b], a 20 -> 10): a at
+    10 from T + 100 ms (1.5 %): a class that moved is restamped too (its
+    queued frames would otherwise keep their stamps at the old rate for up
+    to the horizon, ~11.3 Mbit/s). Nothing lost
     inside schednic but the shaper's horizon drops, each counted on its
     own class: the classes' horizon drops add up to the port's. In 2core
     the uplink counters are the arbiter lcore's own copy (a_clup), which

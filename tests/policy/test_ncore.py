@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Layout ncore (issue 6 deliverable 2, issue 5 multiqueue ownership): W
-worker lcores, each owning the VM TX queues mapped to it, one arbiter lcore.
+"""Layout ncore: W worker lcores, each owning the VM TX queues mapped to it
+(every TX queue of a multiqueue port is owned by exactly one worker), one
+arbiter lcore.
 
 - the queue -> worker map: explicit (ports[i].workers) and balanced by
   default, shown in port.list / stats.get, bad maps rejected naming the

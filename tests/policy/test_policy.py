@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Policy enforcement on the uplink (issue 6, 1-core layout).
+"""Policy enforcement on the uplink, in every lcore layout.
 
 Traffic: sn-gen virtio-user peers flood 1000-byte frames to an unknown MAC,
 so the switch sends them to the uplink, a net_null ethdev that accepts
@@ -18,7 +18,7 @@ import pytest
 
 from snlib.hostwait import QUIET_BUDGET_S, RunqueueWaits, load_seen, loadavg, wait_quiet
 
-LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts (issue 6), see conftest.py
+LAYOUTS = ["1core", "2core", "ncore"]   # lcore layouts, see conftest.py
 
 FRAME = 1000                     # bytes, without FCS (sn-gen --size)
 SINK_MAC = "02:00:00:00:00:99"   # never learned: flooded to the uplink
@@ -45,7 +45,7 @@ def measure(d, key, ports, window=3.0):
     return {n: (b[n]["policy"][key] - a[n]["policy"][key]) * 8 / (tb - ta) for n in ports}
 
 
-# What a window needs from the OS (s11): a rate limit stays backlogged
+# What a window needs from the OS: a rate limit stays backlogged
 # while its wheel holds traffic (offered > limit: up to the 262 ms wheel
 # horizon), so an underrun needs a generator or worker gap about that long;
 # the link emulation resets its clock after an arbiter gap > 100 ms

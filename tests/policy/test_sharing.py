@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Weighted sharing 1:2:5 on an emulated uplink, and idle handover (issue 6).
+"""Weighted sharing 1:2:5 on an emulated uplink, and idle handover.
 
 Three shaped ports (weights 1, 2, 5; no rate limit) each offer more than
 their share of an uplink emulated at L = 20 Mbit/s (+24 B per frame); the
@@ -10,21 +10,19 @@ daemon's uplink rate per port between two exact (worker clock, counter)
 pairs (clock_consistent), which is the arbiter's own order (sink shares are printed beside: their window edges
 depend on when the often descheduled sink ran).
 
-QFQ accuracy (s10-T). Until s10 every scheduler class had lmax 64 KiB,
-and QFQ's shares drifted by up to ~2.6 % (xfail). QFQ's guarantee scales
-with lmax: a class lags its ideal service by at most
+QFQ accuracy. QFQ's guarantee scales with lmax (with every scheduler
+class at lmax 64 KiB its shares drift by up to ~2.6 %): a class lags its ideal service by at most
 phi_k B T-WFI_k = 6 L_k + phi_k (L - L_k) bytes (PSPAT eq. 2), i.e. with
 L_k = L = 64 KiB + 24 B: 393 KB; over 2 s at 20 Mbit/s vm0's share is
-625 KB, so QFQ allowed a 63 % error there, and with lmax it rounds
-timestamps to 64 KiB / phi_k virtual slots, which is what we saw (sn-trace on
-an exact link, all three backlogged: up to 3.7 % for vm0, DRR 0.27 %).
-Classes now start at lmax 1518 B and grow only for longer frames
+625 KB, so QFQ allows a 63 % error there, and with lmax it rounds
+timestamps to 64 KiB / phi_k virtual slots (sn-trace on an exact link,
+all three backlogged: up to 3.7 % for vm0, DRR 0.27 %). Classes start
+at lmax 1518 B and grow only for longer frames
 (sn_pipeline.c arb_oversize): the lag bound is 6 x 1542 B = 9.3 KB, 1.5 %
 of vm0's 2 s share (0.74 % vm1, 0.3 % vm2); a window can meet it at
 both edges, so QFQ guarantees 3 % for vm0 and 1.5 % / 0.6 % for vm1 / vm2,
-and sn-trace gives 0.29 / 0.14 / 0.04 %. The 2 % asserted below is the
-issue's figure: measured here 0.1-0.25 % (with the old lmax the test
-failed it).
+and sn-trace gives 0.29 / 0.14 / 0.04 %. 2 % is asserted below
+(measured here: 0.1-0.25 %; with lmax 64 KiB the test fails it).
 
 Handover: vm0 sends a finite number of frames; once its backlog in the
 daemon has drained (the last of its frames reached the sink), the link

@@ -1,25 +1,26 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Exact (clock, counters) pairs also while frames are submitted (s12-R review).
+"""Exact (clock, counters) pairs also while frames are submitted.
 
 A policy stats read with clock_consistent true promises counters that no
 half-done worker step tore (sn_pipeline.h sn_pipeline_run_seq). The per-burst
-submit of s11-S (Carousel fast path: frames released at submit, their uplink
-copies entered into the 1-core arbiter with sn_arbiter_enqueue_local) changed
+submit (Carousel fast path: frames released at submit, their uplink copies
+entered into the 1-core arbiter with sn_arbiter_enqueue_local) changes
 offered / released / qfq_backlog / drop counters outside any counted run(),
-so a read that landed inside a submit was reported consistent with the
-frames counted as offered and released but not yet anywhere downstream.
+so the sequence must cover it: else a read that lands inside a submit is
+reported consistent with the frames counted as offered and released but
+not yet anywhere downstream.
 
 Check: every frame offered to the shaper is, at an exact pair, in exactly
 one place: sent, queued at the arbiter, in the wheel, or dropped (one
 counter per cause). Port vm0 has a policy without a rate limit (weight
 only), so every frame takes the fast path: released and handed to the
 arbiter inside submit, i.e. every burst crosses the window the seqcount
-must cover. Before the fix 236 of 11578 exact pairs read here broke the
-balance (by -1 to +32 frames); after it 0 of 8612 (1core, load ~6).
-Frames for a VM port are staged in submit and counted sent only at
-sn_pipeline_flush(), after the worker polled its other ports: with the
-sequence even again at the end of submit, 1215 of 3610 exact pairs were
-off by a staged burst; now it stays odd until that flush (0 of 5790).
+must cover (uncovered, ~2 % of the exact pairs read here break the
+balance, by -1 to +32 frames). Frames for a VM port are staged in submit
+and counted sent only at sn_pipeline_flush(), after the worker polled its
+other ports: the sequence stays odd until that flush (even again at the
+end of submit, a third of the exact pairs would be off by a staged
+burst).
 """
 import collections
 import sys
@@ -110,8 +111,8 @@ def test_exact_pairs_port_queues_on_two_workers(build_dir):
     offered load: both workers stamp, wheel, release and drop vm0's
     frames all the time. A snapshot with clock_consistent true must be
     exact for both workers' counters: every invariant of worker_balance()
-    holds in it. Before s13-P3 only queue 0's worker's sequence was
-    checked, so a read during worker 1's submit or run passed as exact."""
+    holds in it: each worker's sequence is checked (with only queue 0's
+    worker's, a read during worker 1's submit or run would pass as exact)."""
     pol = {"ports": {"vm0": {"classes": [{"name": "bulk", "proto": "udp",
                                           "rate_bps": 30_000_000, "scope": "class"}]}}}
     flows = [(0, 10**10, ",udp=10.0.0.1:7-10.9.0.1:9"), (0, 10**10, ",udp=10.0.0.2:7-10.9.0.1:9")]

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""s14-S4: the scheduled release's direct vhost enqueue on a net_vhost uplink.
+"""The scheduled release's direct vhost enqueue on a net_vhost uplink.
 
 When the uplink is a net_vhost ethdev whose peer is connected, the arbiter
 copies released frames into the peer's ring with rte_vhost_enqueue_burst on

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Held-occupancy histograms of deferred ports (stats.get
-completion.held_occupancy, issue 7): interval measurement by snapshot diff.
+completion.held_occupancy): interval measurement by snapshot diff.
 
 The daemon's histogram is cumulative (time in ns spent at each held count,
 buckets [lo, hi]); the distribution over one interval is the bucket-wise

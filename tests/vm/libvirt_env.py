@@ -9,7 +9,7 @@ neither read nor touched, and everything the daemons create disappears with
 the temp dir. virsh connects from the host namespace through the socket's
 temp-dir path (qemu:///system?socket=...).
 
-qemu.conf follows shared/ENVIRONMENT.md: security_driver "none" (no
+qemu.conf for a container host: security_driver "none" (no
 AppArmor/SELinux labelling), no cgroups (systemd is not PID 1), QEMU as root,
 plus namespaces [] so QEMU sees the real /dev and the test's sockets.
 """

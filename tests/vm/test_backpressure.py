@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Carousel backpressure with real guest TCP (issue 7, "Bounded shaper
-occupancy" and "Same traffic, immediate completions"; Carousel §5.2,
-§7.1.2, Fig. 14-15).
+"""Carousel backpressure with real guest TCP: bounded shaper occupancy,
+and the same traffic with immediate completions (Carousel §5.2, §7.1.2,
+Fig. 14-15).
 
 One schednicd, one uplink host (netns, iperf3 -s), two TCG guests running
 the patched virtio_net (guest-driver-patch/), booted once for the module:
@@ -11,8 +11,8 @@ the patched virtio_net (guest-driver-patch/), booted once for the module:
 both ports rate-limited to R by the policy (Carousel timestamps + timing
 wheel). For N in {1, 4, 16}, `iperf3 -P N` from each guest in turn to the
 uplink host. Measured over a window after the flows' ramp (8..15 s of a
-16 s run, s14-V4: while the flows' GSO frames still grow, TSQ admits a
-3rd or 4th skb per flow more often; held_per_s shows it per second):
+16 s run: while the flows' GSO frames still grow, TSQ admits a 3rd or
+4th skb per flow more often; held_per_s shows it per second):
 - held_occupancy of vm0's TX queue (stats.get completion.held_occupancy,
   snapshot diff: time-weighted held descriptor chains, i.e. GSO frames);
 - the wheel depth sampled every 100 ms, drops of every cause on the port,
@@ -34,9 +34,9 @@ completion.waiting_now, sampled every 100 ms) <= 3 N, and sent rate >=
   time, or a worker descheduled that long, idles it (underruns) — a
   property of the loaded host, not of the mechanism; with both getting
   their CPU the rate must be within 2 %;
-- p99 = 3 N + 1 (seen with N = 1, and with N = 4 when the window was
-  2.5..7 s of an 8 s run, i.e. inside the ramp). What the extra frame is
-  (s12-V4, SN_BP_PERFLOW=1, N = 4): always a data flow's own 4th GSO
+- p99 = 3 N + 1 (seen with N = 1, and with N = 4 in a window of 2.5..7 s
+  of an 8 s run, i.e. inside the ramp). What the extra frame is
+  (SN_BP_PERFLOW=1, N = 4): always a data flow's own 4th GSO
   frame, never the iperf3 control connection, an ACK or ARP (per-source-
   port classes: every frame held beyond 3 N belonged to one of the 4 data
   connections; each held 2 frames 26-80 % of the samples, 3 frames
@@ -45,32 +45,33 @@ completion.waiting_now, sampled every 100 ms) <= 3 N, and sent rate >=
   <= max(2 x its own truesize, pacing_rate >> sk_pacing_shift). The
   pacing term almost never binds here (guest ss: pacing_rate >> 10 p50
   0.5-3.3 KB, above sk_wmem_alloc in 5 of 360 samples), so
-  sk_pacing_shift (the lever wifi drivers use) is not the cause; a flow's frames vary in size (cwnd-quota splits, TSO
-  autosizing), and when the frames in flight are smaller than the next
-  one it is admitted as the 3rd or 4th: the most bytes a flow held with
-  4 frames never exceeded the most it held with 3 by more than one MSS
-  frame, at most ~2.9 of its largest frames. Numbers:
+  sk_pacing_shift (the lever wifi drivers use) is not the cause; a flow's
+  frames vary in size (cwnd-quota splits, TSO autosizing), and when the
+  frames in flight are smaller than the next one it is admitted as the
+  3rd or 4th: the most bytes a flow held with 4 frames never exceeded the
+  most it held with 3 by more than one MSS frame, at most ~2.9 of its
+  largest frames. Numbers:
   guest-driver-patch/README.md, "N = 4: what the 13th held frame is".
-Horizon (s11-V3, issue 7 "N = 16 regression"): TSQ bounds a flow's frames
-in number, not in bytes, and Linux sizes GSO frames from the flow's
-minimum RTT (tcp_tso_autosize, tcp_tso_rtt_log): on a quiet host (guest and
-worker getting their CPU) the 16 flows kept 12-22 KB frames, 0.5-1 MB in
-all, more than the wheel's 262 ms horizon at 20 Mbit/s (655 KB); the
-horizon drops made TCP retransmit (~500 per run) and leave its small-queue
-bound (held p99 62-255). schednicd now leaves an opted-in guest's frames in
-its ring while the port's rate limit is a horizon ahead
-(completion.horizon_waits), so no drop is tolerated any more.
+Horizon (N = 16): TSQ bounds a flow's frames in number, not in bytes, and
+Linux sizes GSO frames from the flow's minimum RTT (tcp_tso_autosize,
+tcp_tso_rtt_log): on a quiet host (guest and worker getting their CPU)
+the 16 flows keep 12-22 KB frames, 0.5-1 MB in all, more than the
+wheel's 262 ms horizon at 20 Mbit/s (655 KB); horizon drops would make
+TCP retransmit (~500 per run) and leave its small-queue bound (held p99
+62-255). schednicd leaves an opted-in guest's frames in its ring while
+the port's rate limit is a horizon ahead (completion.horizon_waits), so
+no drop is tolerated.
 Immediate: reported (the shaper then buffers what TCP's congestion window
 puts there, up to the wheel horizon, and drops beyond it); only sanity is
 asserted.
 
-R = 20 Mbit/s (override: SN_BP_RATE_MBPS). Measured here first: a TCG guest
-sent 30-50 Mbit/s to the uplink host unshaped at load 10 on the 2 shared
-cores, and at load 15-25 its QEMU gets 10-20 % of a CPU: 50 Mbit/s (the
-issue's example) is out of reach. 10 Mbit/s is too low for the wheel: the
-frames a deferred guest keeps in the shaper are TSO frames of several KB
-(mean size recorded), and at N = 1 and 16 their sum passed the 262 ms
-horizon at 10 Mbit/s (327 KB): horizon drops of a backpressured guest.
+R = 20 Mbit/s (override: SN_BP_RATE_MBPS). A TCG guest sends 30-50
+Mbit/s to the uplink host unshaped at load 10 on the 2 shared cores, and
+at load 15-25 its QEMU gets 10-20 % of a CPU: 50 Mbit/s is out of reach.
+10 Mbit/s is too low for the wheel: the frames a deferred guest keeps in
+the shaper are TSO frames of several KB (mean size recorded), and at N =
+1 and 16 their sum passes the 262 ms horizon at 10 Mbit/s (327 KB):
+horizon drops of a backpressured guest.
 Results and the command: guest-driver-patch/README.md, "Backpressure
 experiment".
 """
@@ -100,8 +101,8 @@ VM0_POLICY = {"rate_bps": R_BPS}
 if os.environ.get("SN_BP_HORIZON") == "clamp":
     VM0_POLICY = {"rate_bps": R_BPS, "classes": [
         {"name": "all", "rate_bps": R_BPS, "scope": "class", "horizon": "clamp"}]}
-# Per-flow classification of the held frames (s12-V4 diagnosis of the
-# N = 4 p99 = 3 N + 1 xfail): SN_BP_PERFLOW=1 gives vm0 16 TCP classes,
+# Per-flow classification of the held frames (what the frame beyond 3 N
+# is when p99 = 3 N + 1): SN_BP_PERFLOW=1 gives vm0 16 TCP classes,
 # one per guest source port 40000..40015 (the deferred guest's ephemeral
 # port range is narrowed to them, tcp_tw_reuse on), each without a rate of
 # its own (the port's R still shapes every frame exactly as without
@@ -113,14 +114,13 @@ if PERFLOW:
     VM0_POLICY = {"rate_bps": R_BPS, "classes": [
         {"name": f"sp{PF_PORT0 + i}", "proto": "tcp", "src_port": PF_PORT0 + i}
         for i in range(PF_PORTS)]}
-# s14-V4: the window starts after the flows' ramp. Per second (held_per_s),
+# The window starts after the flows' ramp. Per second (held_per_s),
 # the held distribution drifts for the first ~5-8 s while the flows' GSO
 # frames keep growing (N = 4: mean sent frame 18 -> 34 KB and held p99
 # 12-13 -> 10 between 2.5 and 6.5 s; N = 16: 15 -> 29 KB, held p50 40 ->
-# 21 by 8 s) and is flat afterwards (20 s runs). The old window 2.5..7 s
-# of an 8 s run measured that ramp: N = 4 p99 12, 12, 12 (max 12-13) in
-# three runs, against 10-11 from 8 s on in three runs of the same build.
-# Carousel's Fig. 14-15 report the flows' steady state. Costs 8 s a case.
+# 21 by 8 s) and is flat afterwards (20 s runs). A window of 2.5..7 s of
+# an 8 s run measures that ramp: N = 4 p99 12 (max 12-13), against 10-11
+# from 8 s on. Carousel's Fig. 14-15 report the flows' steady state. Costs 8 s a case.
 # SN_BP_IPERF_S / SN_BP_WARM_S override (experiments).
 IPERF_S = float(os.environ.get("SN_BP_IPERF_S", "16"))   # per case
 WARM_S = float(os.environ.get("SN_BP_WARM_S", "8"))      # slow start and the flows' ramp, not measured
@@ -219,8 +219,8 @@ def rig(schednicd_bin, patched_image):  # noqa: F811
         up.attach()
         for name, port, host in (("bp-def", "vm0", 10), ("bp-imm", "vm1", 11)):
             # RX ring 1024 (QEMU's maximum, default 256): the ACKs of 16
-            # flows filled a 256-entry ring while the TCG guest was busy
-            # sending (ring_full drops of ACKs, s11-V3 runs).
+            # flows fill a 256-entry ring while the TCG guest is busy
+            # sending (ring_full drops of ACKs).
             g = Guest(name, d.vhost_path(port), tmp, patched_image,
                       mac=f"52:54:00:77:00:{host:02x}", ip=f"10.77.0.{host}/24", role="client",
                       extra_args=RX_RING_ARGS)
@@ -285,8 +285,8 @@ def run_case(rig, mode, n):
     if pf:
         # zero-payload TCP segments (no SYN/FIN) from the deferred guest to
         # the iperf3 port, as they reach the uplink host: TSQ does not
-        # throttle those (s12-V4: a 4-frame flow held 66 B more than its
-        # largest 3-frame state)
+        # throttle those (a 4-frame flow holds 66 B more than its largest
+        # 3-frame state)
         flt = ("src host 10.77.0.10 and tcp dst port 5201 and "
                "tcp[tcpflags] & (tcp-syn|tcp-fin) == 0 and "
                "(ip[2:2] - ((ip[0]&0xf)<<2) - ((tcp[12]&0xf0)>>2)) == 0")
@@ -301,7 +301,7 @@ def run_case(rig, mode, n):
     s0 = consistent_stats(d)
     c0, k0, w0 = sched_ns(g.proc.pid), sched_ns(d.proc.pid, "rte-worker"), time.monotonic()
     wheel, held, outst, perflow = [], [], [], []
-    # s14-V4: held_occupancy snapshots about once a second, for the held
+    # held_occupancy snapshots about once a second, for the held
     # distribution per second of the window (is the excess over 3 N a
     # transient of the flows' ramp or steady?)
     ps0 = {x["name"]: x for x in s0["ports"]}[port]
@@ -526,7 +526,7 @@ def record(record_result, m):
 def test_deferred_bounded_occupancy(rig, n, record_result):
     m = run_case(rig, "deferred", n)
     record(record_result, m)
-    # s11-V3: no drop of any cause, the horizon included: an opted-in
+    # no drop of any cause, the horizon included: an opted-in
     # guest's frames wait in its ring while the port's rate limit is a
     # horizon ahead (sn_pipeline_src_room(); completion.horizon_waits).
     assert m["drops"] == {}, f"drops in schednic: {m['drops']}"
@@ -557,14 +557,14 @@ def test_deferred_bounded_occupancy(rig, n, record_result):
             "shaper starved by a guest and a worker that had their CPU: " + why)
         xfails.append("CPU-starved on the loaded host: " + why)
     if m["held"]["p99"] > 3 * n:
-        # Finding (issue 7, s12-V4 per-flow diagnosis, module docstring):
-        # the frame beyond 3 N is a data flow's own 4th GSO frame. Linux
-        # 6.1 TSQ bounds a flow's bytes (sk_wmem_alloc <= 2 x truesize of
-        # its next skb; the pacing_rate >> 10 term hardly binds here), not
-        # its skbs, and a flow's GSO frames vary in size, so a flow with
-        # small frames in flight admits a 3rd or 4th (guest
-        # flow_inflight_max 4-5): p99 = 3 N + 1 is tolerated as an xfail
-        # (seen with N = 1; N = 4 in the old, ramp-time window), anything above fails.
+        # The frame beyond 3 N (per-flow diagnosis, module docstring) is
+        # a data flow's own 4th GSO frame. Linux 6.1 TSQ bounds a flow's
+        # bytes (sk_wmem_alloc <= 2 x truesize of its next skb; the
+        # pacing_rate >> 10 term hardly binds here), not its skbs, and a
+        # flow's GSO frames vary in size, so a flow with small frames in
+        # flight admits a 3rd or 4th (guest flow_inflight_max 4-5):
+        # p99 = 3 N + 1 is tolerated as an xfail (seen with N = 1, and with
+        # N = 4 in a window inside the ramp), anything above fails.
         assert m["held"]["p99"] <= 3 * n + 1, (
             f"held p99 {m['held']['p99']} > 3 x {n} + 1 GSO frames: {m['held']}")
         xfails.append(f"held p99 {m['held']['p99']} = 3 x {n} + 1: a data flow's 4th GSO "
@@ -611,7 +611,7 @@ def _print_table():
               f"{m['load']:.1f} |")
     for (mode, n), m in sorted(RESULTS.items()):
         if mode == "deferred" and m.get("held_per_s"):
-            # s14-V4: the window second by second (t = seconds since the
+            # the window second by second (t = seconds since the
             # iperf3 start at the second's beginning)
             print(f"held per second, {mode} N={n} (t: p50/p99/max, % of the second over 3 N, "
                   f"mean frame sent): "

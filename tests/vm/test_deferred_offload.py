@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""TX checksum/TSO offloads on deferred-completion ports (issue 5 part 1:
-"the virtio-net header: checksum/GSO requests honoured or resolved before
-the packet leaves").
+"""TX checksum/TSO offloads on deferred-completion ports: the virtio-net
+header's checksum/GSO requests are honoured or resolved before the packet
+leaves.
 
 A deferred port offers CSUM and HOST_TSO4 like an immediate one; sn_vqtx
 turns each TX header into mbuf offload metadata, and the frame takes the

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The patched guest virtio_net.ko (guest-driver-patch/, issue 7 part 1).
+"""The patched guest virtio_net.ko (guest-driver-patch/).
 
 - test_build_*: guest-driver-patch/build.sh builds a module with the guest
   kernel's vermagic and our parameters, caches it, and refuses a patch that
@@ -13,7 +13,7 @@
 
 The traffic tests run on immediate ports, so completion latencies measured
 there are those of immediate completion; test_opt_in_visible_in_schednicd
-checks schednicd's opt-in detection (issue 7 part 2) on deferred ports; the
+checks schednicd's opt-in detection on deferred ports; the
 hold-related experiments are in test_backpressure.py and test_hol_robust.py.
 """
 import os

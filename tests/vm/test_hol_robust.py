@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Issue 7 tests "No head-of-line blocking" and "Robustness" with real TCG
-guests (Carousel, seed 002, §5.2 and §7.1.2).
+"""No head-of-line blocking, and robustness of held descriptors, with real
+TCG guests (Carousel, seed 002, §5.2 and §7.1.2).
 
 HOL: one VM, one TX queue, deferred port, two TCP flows to the uplink host
 sharing that queue: SLOW (dst port 5202) paced at 5 Mbit/s by a flow class,
@@ -28,7 +28,7 @@ extbuf_in_use return to 0 and mempool.in_use to its baseline, no
 slot array leaked, and the only drops are counted hold-expiry / device-stop
 drain / shaper causes.
 
-Rates: the issue's 100 Mbit/s (fast) and 5 Mbit/s (slow) by default. The
+Rates: the nominal 100 Mbit/s (fast) and 5 Mbit/s (slow) by default. The
 test first measures the patched guest's unshaped TCP through the unpaced
 fast class (best of up to 3 probes); only when the guest cannot reach 2x
 the fast limit right now (a TCG guest on a loaded host: 5-302 Mbit/s
@@ -57,9 +57,9 @@ pytestmark = pytest.mark.vm
 
 SCALE = float(os.environ.get("SN_HOL_SCALE", "1"))   # at most; see hol_rates()
 CAP_FRACTION = 0.5        # fast limit <= this share of the guest's unshaped rate
-HOL_FAST_BPS, HOL_SLOW_BPS = 100_000_000, 5_000_000   # the issue's rates
+HOL_FAST_BPS, HOL_SLOW_BPS = 100_000_000, 5_000_000   # the nominal rates
 PROBE_TRIES = 3           # capacity probes before falling back
-# SN_HOL_FALLBACK=0: the issue's rates whatever the probe says (to measure
+# SN_HOL_FALLBACK=0: the nominal rates whatever the probe says (to measure
 # what a guest below 2x the fast limit gets; the probe is still recorded)
 FALLBACK = os.environ.get("SN_HOL_FALLBACK", "1") != "0"
 # Robustness: fixed rates well inside what a loaded TCG guest reaches.
@@ -144,7 +144,7 @@ def classes_of(p):
 def class_sample(d, name):
     """(worker clock s, classes, port) from one consistent stats.get.
     Polled for up to 10 s: a worker descheduled inside a release batch on
-    the loaded host kept the pair inconsistent for over 1 s (s12-V4)."""
+    a loaded host can keep the pair inconsistent for over 1 s."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         p = port_of(d, name)
@@ -257,7 +257,7 @@ def hol_run(d, g, port, record_result, label, fast_bps, slow_bps, with_slow=True
 
 
 def hol_rates(d, g, record_result):
-    """The issue's 100 / 5 Mbit/s when this guest's unpaced TCP through the
+    """The nominal 100 / 5 Mbit/s when this guest's unpaced TCP through the
     fast class alone reaches 1 / CAP_FRACTION times the fast limit right
     now (best of up to PROBE_TRIES 3 s probes); else (fallback, printed
     with the reason) both times the same factor, at most SCALE and at
@@ -282,9 +282,9 @@ def hol_rates(d, g, record_result):
                f"the guest's unshaped TCP reached {cap:.1f} Mbit/s < "
                f"{HOL_FAST_BPS / CAP_FRACTION / 1e6:g} Mbit/s (2x the fast limit)")
         print(f"HOL fallback: {why}: rates scaled by {scale:.3f} to "
-              f"{fast / 1e6:g} / {slow / 1e6:g} Mbit/s (issue: 100 / 5)")
+              f"{fast / 1e6:g} / {slow / 1e6:g} Mbit/s (nominal: 100 / 5)")
     else:
-        print(f"HOL at the issue's rates 100 / 5 Mbit/s (capacity probe {cap:.1f} Mbit/s"
+        print(f"HOL at the nominal rates 100 / 5 Mbit/s (capacity probe {cap:.1f} Mbit/s"
               f"{'' if FALLBACK else ', SN_HOL_FALLBACK=0'})")
     record_result("HOL patched guest alone, unpaced (capacity probe)", cap, "Mbit/s")
     record_result("HOL scale factor x1000", 1000 * scale, "")
@@ -307,8 +307,7 @@ def test_no_head_of_line_blocking(schednicd, guests, guest_image, patched_image,
     d.wait_port_state("vm1", "up")
     # The backend counts a queue as opted in after SN_VQTX_OPTIN_AFTER (8)
     # marked frames: 10 echo requests make that certain (with 2, whether
-    # the guest had sent 8 frames depended on its other traffic; s16 CI saw
-    # vm0 still "immediate").
+    # the guest has sent 8 frames depends on its other traffic).
     a.check(f"ping -c 10 -W 5 {UPLINK_HOST_IP}", timeout=90)
     b.check(f"ping -c 2 -W 5 {UPLINK_HOST_IP}", timeout=60)
     modes = {p["name"]: p.get("completion_mode") for p in d.rpc("port.list")["ports"]}
@@ -338,8 +337,8 @@ def test_no_head_of_line_blocking(schednicd, guests, guest_image, patched_image,
         # QEMU was runnable without a CPU >= STARVED of the last window or
         # the same guest missed the limit with the fast flow alone too (no
         # slow flow, so no head-of-line blocking possible): the loaded host,
-        # not the mechanism (s12-V4: at load 11-14 both read 0 frames
-        # through schednic for whole windows). Stated, never passed.
+        # not the mechanism (at load 11-14 both can read 0 frames through
+        # schednic for whole windows). Stated, never passed.
         pytest.xfail(f"guest starved on the loaded host: fast flow {pr['fast_sched_mbps']:.1f}"
                      f" / {pr['fast_iperf_mbps']:.1f} Mbit/s (schednic / iperf3) of "
                      f"{fast / 1e6:g}, alone {cr['fast_sched_mbps']:.1f} / "
@@ -457,8 +456,8 @@ def test_robust_reload_and_reboot_while_held(schednicd, guests, patched_image, u
         # driver is the patched one, opted in again on the new connection.
         a.check(f"ping -c 3 -W 5 {UPLINK_HOST_IP}", timeout=60)
         # A second try: a guest's first TCP stream after boot can stall on
-        # the loaded host (s12-V4: 0.94 Mbit/s once at load 12, after the
-        # reboot; every other run 5.9-9.8 Mbit/s).
+        # a loaded host (0.94 Mbit/s at load 12 after the reboot, against
+        # 5.9-9.8 Mbit/s otherwise).
         mbps = a.iperf(UPLINK_HOST_IP, 2)
         if mbps <= 1:
             print(f"{action}: iperf3 after gave {mbps:.2f} Mbit/s, trying again")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Multiqueue with real QEMU guests (issue 5, "Multiqueue").
+"""Multiqueue with real QEMU guests.
 
 Two TCG guests, each with a 2-queue-pair virtio-net-pci (qemu-vm.sh
 --queues 2: netdev queues=2, device mq=on; MSI-X off, ENVIRONMENT.md)

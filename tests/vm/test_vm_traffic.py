@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Real QEMU guests switched by schednicd (issue 4).
+"""Real QEMU guests switched by schednicd.
 
 Two TCG guests share CPU 0 while schednicd's worker polls CPU 1, so
 throughputs are those of the emulated guests, not of schednicd: the
