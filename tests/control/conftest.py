@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Fixtures for the control-plane tests.
 
-`ctl` runs every test twice: against rpc_harness (sn_rpc.c alone with mock
-handlers, built here with ASan/UBSan; it also serves test-only methods) and
-against the real schednicd (the lead's `schednicd` fixture). Both use the
-same small limits so the error paths are cheap to reach.
+`ctl` runs every test twice: against rpc_harness (the JSON-RPC server,
+sn_rpc*.c, alone with mock handlers, built here with ASan/UBSan; it also
+serves test-only methods) and against the real schednicd (the `schednicd`
+fixture). Both use the same small limits so the error paths are cheap to
+reach.
 """
 import shutil
 import subprocess
@@ -26,7 +27,9 @@ def harness_bin(tmp_path_factory) -> Path:
            "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
            "-I", str(REPO / "backend" / "daemon" / "control"), "-I", str(REPO / "backend" / "daemon" / "app"),
            str(Path(__file__).parent / "rpc_harness.c"),
-           str(REPO / "backend" / "daemon" / "control" / "sn_rpc.c"), *flags, "-o", str(out)]
+           *(str(REPO / "backend" / "daemon" / "control" / n)
+             for n in ("sn_rpc.c", "sn_rpc_dispatch.c", "sn_rpc_params.c")),
+           *flags, "-o", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"harness build failed:\n{' '.join(cmd)}\n{r.stderr}"
     return out

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* rpc_harness.c — sn_rpc.c served alone, without DPDK (tests only).
+/* rpc_harness.c — the JSON-RPC server (sn_rpc*.c) served alone, without
+ * DPDK (tests only).
  *
  * usage: rpc_harness SOCKET SCHEMA_FILE MAX_REQUEST_BYTES MAX_CLIENTS
  *

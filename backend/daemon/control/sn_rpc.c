@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_rpc.c — JSON-RPC 2.0 server on a unix stream socket.
+/* sn_rpc.c — JSON-RPC 2.0 server on a unix stream socket: the transport.
  *
  * Design. The control plane must never be the reason the daemon dies or
  * stalls, so every client is treated as hostile: one poll() loop owns the
@@ -23,16 +23,8 @@
  *    being polled readable in a spin; refusals are logged at most once per
  *    LOG_EVERY_MS, so a connection flood cannot flood the log either.
  *
- * Requests follow the JSON-RPC 2.0 specification exactly: the id (string,
- * number or null) is echoed; a request without "id" is a notification and
- * gets no response, even on error, except when it is not a valid request at
- * all (parse error, invalid request), which is answered with id null as
- * the specification requires; batches (arrays) are rejected with -32600.
- *
- * The method table is the API schema rpc_api.json (methods -> params ->
- * {type, required, enum, default}). Params are validated against it before
- * a handler runs, and absent optional params get their schema default, so
- * handlers see only well-typed, known keys.
+ * Each complete line is answered by sn_rpc_dispatch.c (JSON-RPC 2.0
+ * request handling) after sn_rpc_params.c's schema checks.
  *
  * Concurrency: single-threaded, see sn_rpc.h. Handlers run inside
  * sn_rpc_poll() on the caller's thread and must not call
@@ -41,13 +33,11 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4 */
 #endif
-#include "sn_rpc.h"
+#include "sn_rpc_internal.h"
 #include "sn_log.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,13 +56,6 @@
 #define ACCEPT_BURST  256                 /* accepts per poll */
 #define PAUSE_MS      100                 /* accept pause when out of fds */
 #define LOG_EVERY_MS  1000                /* rate of "refused" log lines */
-
-struct method {
-	const char *name;    /* key in srv->schema (borrowed) */
-	json_t *params;      /* schema params object (borrowed) */
-	sn_rpc_handler_t fn; /* NULL = not implemented -> -32601 */
-	void *arg;
-};
 
 struct client {
 	int fd;
@@ -98,9 +81,7 @@ struct sn_rpc_server {
 	unsigned nclients;
 	struct client *clients;
 	struct pollfd *pfds;
-	json_t *schema;
-	struct method *methods;
-	size_t nmethods;
+	struct sn_rpc_api api;
 	uint64_t accept_resume; /* no accept before (after EMFILE/ENFILE) */
 	uint64_t refused_log;   /* last "refused" log line */
 	unsigned refused;       /* refused since that line */
@@ -115,146 +96,14 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-json_t *sn_rpc_fail(struct sn_rpc_error *err, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	err->code = code;
-	va_start(ap, fmt);
-	vsnprintf(err->message, sizeof(err->message), fmt, ap);
-	va_end(ap);
-	return NULL;
-}
-
-/* ---- schema ------------------------------------------------------------ */
-
-static const struct {
-	const char *name, *phrase;
-} param_types[] = {
-	{ "string", "a string" }, { "integer", "an integer" }, { "number", "a number" },
-	{ "boolean", "a boolean" }, { "object", "an object" }, { "array", "an array" },
-};
-
-/* "must be <phrase>" for a known type name, NULL for an unknown one. */
-static const char *type_phrase(const char *t)
-{
-	for (size_t i = 0; i < sizeof(param_types) / sizeof(param_types[0]); i++)
-		if (strcmp(t, param_types[i].name) == 0)
-			return param_types[i].phrase;
-	return NULL;
-}
-
-static bool type_matches(const char *t, const json_t *v)
-{
-	if (strcmp(t, "string") == 0)
-		return json_is_string(v);
-	if (strcmp(t, "integer") == 0)
-		return json_is_integer(v);
-	if (strcmp(t, "number") == 0)
-		return json_is_number(v);
-	if (strcmp(t, "boolean") == 0)
-		return json_is_boolean(v);
-	if (strcmp(t, "object") == 0)
-		return json_is_object(v);
-	return json_is_array(v);
-}
-
-static int schema_fail(const char *method, const char *param, const char *why)
-{
-	sn_log("rpc: schema: methods.%s%s%s: %s", method,
-		param ? ".params." : "", param ? param : "", why);
-	return -EINVAL;
-}
-
-static int check_param_spec(const char *m, const char *p, json_t *spec)
-{
-	json_t *type, *req, *en, *v, *e;
-	size_t i;
-
-	if (!json_is_object(spec))
-		return schema_fail(m, p, "must be an object");
-	type = json_object_get(spec, "type");
-	if (!json_is_string(type) || !type_phrase(json_string_value(type)))
-		return schema_fail(m, p, "type: must be string|integer|number|boolean|object|array");
-	req = json_object_get(spec, "required");
-	if (req && !json_is_boolean(req))
-		return schema_fail(m, p, "required: must be a boolean");
-	en = json_object_get(spec, "enum");
-	if (en) {
-		if (!json_is_array(en) || json_array_size(en) == 0)
-			return schema_fail(m, p, "enum: must be a non-empty array");
-		json_array_foreach(en, i, v)
-			if (!type_matches(json_string_value(type), v))
-				return schema_fail(m, p, "enum: value does not match type");
-	}
-	v = json_object_get(spec, "default");
-	if (v) {
-		bool in_enum = !en;
-
-		json_array_foreach(en, i, e)
-			in_enum = in_enum || json_equal(e, v);
-		if (!type_matches(json_string_value(type), v) || !in_enum)
-			return schema_fail(m, p, "default: does not match type/enum");
-		if (json_is_true(req))
-			return schema_fail(m, p, "default: a required parameter has none");
-	}
-	return 0;
-}
-
-static int schema_load(struct sn_rpc_server *srv, const char *text)
-{
-	json_error_t jerr;
-	json_t *methods, *m, *params, *spec;
-	const char *name, *pname;
-	size_t i = 0;
-	int rc;
-
-	srv->schema = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-	if (!srv->schema) {
-		sn_log("rpc: schema: line %d: %s", jerr.line, jerr.text);
-		return -EINVAL;
-	}
-	methods = json_object_get(srv->schema, "methods");
-	if (!json_is_object(methods) || json_object_size(methods) == 0) {
-		sn_log("rpc: schema: methods: must be a non-empty object");
-		return -EINVAL;
-	}
-	srv->nmethods = json_object_size(methods);
-	srv->methods = calloc(srv->nmethods, sizeof(*srv->methods));
-	if (!srv->methods)
-		return -ENOMEM;
-	json_object_foreach(methods, name, m) {
-		params = json_is_object(m) ? json_object_get(m, "params") : NULL;
-		if (!json_is_object(params))
-			return schema_fail(name, NULL, "params: must be an object");
-		json_object_foreach(params, pname, spec) {
-			rc = check_param_spec(name, pname, spec);
-			if (rc)
-				return rc;
-		}
-		srv->methods[i].name = name;
-		srv->methods[i].params = params;
-		i++;
-	}
-	return 0;
-}
-
-static struct method *method_find(struct sn_rpc_server *srv, const char *name)
-{
-	for (size_t i = 0; i < srv->nmethods; i++)
-		if (strcmp(srv->methods[i].name, name) == 0)
-			return &srv->methods[i];
-	return NULL;
-}
-
 int sn_rpc_register(struct sn_rpc_server *srv, const char *method,
 		    sn_rpc_handler_t fn, void *arg)
 {
-	struct method *m;
+	struct sn_rpc_method *m;
 
 	if (!srv || !method || !fn)
 		return -EINVAL;
-	m = method_find(srv, method);
+	m = sn_rpc_method_find(&srv->api, method);
 	if (!m)
 		return -ENOENT;
 	if (m->fn)
@@ -263,229 +112,6 @@ int sn_rpc_register(struct sn_rpc_server *srv, const char *method,
 	m->arg = arg;
 	return 0;
 }
-
-/* Appends `"a", "b"` (the enum) to buf for an error message. */
-static void enum_list(const json_t *en, char *buf, size_t size)
-{
-	size_t i, off = 0;
-	json_t *v;
-	int n;
-
-	buf[0] = '\0';
-	json_array_foreach(en, i, v) {
-		if (json_is_string(v))
-			n = snprintf(buf + off, size - off, "%s\"%s\"", i ? ", " : "",
-				     json_string_value(v));
-		else
-			n = snprintf(buf + off, size - off, "%s%lld", i ? ", " : "",
-				     (long long)json_integer_value(v));
-		if (n < 0 || (size_t)n >= size - off)
-			return;
-		off += (size_t)n;
-	}
-}
-
-/* 0 if params (an object) satisfies spec, after adding the defaults of
- * absent optional params; else -1 with err filled. */
-static int params_validate(const json_t *spec, json_t *params, struct sn_rpc_error *err)
-{
-	const char *key;
-	json_t *v, *p, *en, *e;
-	char list[160];
-	size_t i;
-	bool ok;
-
-	json_object_foreach(params, key, v) {
-		p = json_object_get(spec, key);
-		if (!p) {
-			sn_rpc_fail(err, SN_RPC_INVALID_PARAMS,
-				    "params.%.64s: unknown parameter", key);
-			return -1;
-		}
-		const char *t = json_string_value(json_object_get(p, "type"));
-		if (!type_matches(t, v)) {
-			sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "params.%s: must be %s",
-				    key, type_phrase(t));
-			return -1;
-		}
-		en = json_object_get(p, "enum");
-		if (!en)
-			continue;
-		ok = false;
-		json_array_foreach(en, i, e)
-			ok = ok || json_equal(e, v);
-		if (!ok) {
-			enum_list(en, list, sizeof(list));
-			sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "params.%s: must be one of %s",
-				    key, list);
-			return -1;
-		}
-	}
-	json_object_foreach((json_t *)spec, key, p) {
-		if (json_object_get(params, key))
-			continue;
-		if (json_is_true(json_object_get(p, "required"))) {
-			sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "params.%s: required", key);
-			return -1;
-		}
-		v = json_object_get(p, "default"); /* handlers see schema defaults */
-		if (v && json_object_set(params, key, v)) {
-			sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* ---- request dispatch ---------------------------------------------------- */
-
-/* The message as a JSON string. Messages quote client strings cut to a
- * byte length (%.64s, the 256-byte sn_rpc_error buffer), which can split a
- * UTF-8 sequence; jansson refuses such a string, and the request used to
- * go unanswered (s13-R3). A split tail is cut; should anything else be
- * invalid, every non-ASCII byte becomes '?'. */
-static json_t *message_string(const char *msg)
-{
-	char buf[512];
-	size_t n, i, lead, need;
-	json_t *s = json_string(msg);
-
-	if (s)
-		return s;
-	n = strlen(msg);
-	n = n < sizeof(buf) - 1 ? n : sizeof(buf) - 1;
-	memcpy(buf, msg, n);
-	buf[n] = '\0';
-	for (lead = n, i = 0; lead > 0 && i < 4; i++) {   /* the last sequence's lead byte */
-		lead--;
-		if (((unsigned char)buf[lead] & 0xC0) != 0x80)
-			break;
-	}
-	if (lead < n) {
-		unsigned char c = (unsigned char)buf[lead];
-
-		need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-		if (n - lead < need)
-			buf[lead] = '\0';
-	}
-	s = json_string(buf);
-	if (s)
-		return s;
-	for (i = 0; buf[i]; i++)
-		if ((unsigned char)buf[i] >= 0x80)
-			buf[i] = '?';
-	return json_string(buf);
-}
-
-static json_t *error_response(json_t *id, int code, const char *msg)
-{
-	return json_pack("{s:s, s:{s:i, s:o}, s:O}", "jsonrpc", "2.0",
-			 "error", "code", code, "message", message_string(msg),
-			 "id", id ? id : json_null());
-}
-
-static bool request_member(const char *k)
-{
-	return strcmp(k, "jsonrpc") == 0 || strcmp(k, "method") == 0 ||
-	       strcmp(k, "params") == 0 || strcmp(k, "id") == 0;
-}
-
-static void count_error(struct sn_rpc_server *srv, int code)
-{
-	switch (code) {
-	case SN_RPC_PARSE_ERROR:
-		srv->st.parse_errors++;
-		break;
-	case SN_RPC_INVALID_REQUEST:
-		srv->st.invalid_requests++;
-		break;
-	case SN_RPC_METHOD_NOT_FOUND:
-		srv->st.method_not_found++;
-		break;
-	case SN_RPC_INVALID_PARAMS:
-		srv->st.invalid_params++;
-		break;
-	default:
-		srv->st.failed++;
-	}
-}
-
-/* An error answer (counted); NULL for a notification (!id), which gets none. */
-static json_t *reject(struct sn_rpc_server *srv, json_t *id, bool respond, int code,
-		      const char *msg)
-{
-	count_error(srv, code);
-	return respond ? error_response(id, code, msg) : NULL;
-}
-
-/* Returns the response to send (new reference) or NULL for none. */
-static json_t *dispatch(struct sn_rpc_server *srv, json_t *req)
-{
-	struct sn_rpc_error err = { 0 };
-	json_t *id, *ver, *mname, *params, *result, *resp, *v;
-	struct method *m;
-	const char *key;
-	char msg[300];
-
-	if (json_is_array(req))
-		return reject(srv, NULL, true, SN_RPC_INVALID_REQUEST,
-				      "batch requests are not supported");
-	if (!json_is_object(req))
-		return reject(srv, NULL, true, SN_RPC_INVALID_REQUEST,
-				      "request must be a JSON object");
-	id = json_object_get(req, "id");
-	if (id && !json_is_string(id) && !json_is_number(id) && !json_is_null(id))
-		return reject(srv, NULL, true, SN_RPC_INVALID_REQUEST,
-				      "id: must be a string, a number or null");
-	ver = json_object_get(req, "jsonrpc");
-	if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0") != 0)
-		return reject(srv, id, true, SN_RPC_INVALID_REQUEST, "jsonrpc: must be \"2.0\"");
-	json_object_foreach(req, key, v) {
-		if (!request_member(key)) {
-			snprintf(msg, sizeof(msg), "request: unknown member \"%.64s\"", key);
-			return reject(srv, id, true, SN_RPC_INVALID_REQUEST, msg);
-		}
-	}
-	mname = json_object_get(req, "method");
-	if (!json_is_string(mname))
-		return reject(srv, id, true, SN_RPC_INVALID_REQUEST, "method: must be a string");
-	params = json_object_get(req, "params");
-	if (params && !json_is_object(params) && !json_is_array(params))
-		return reject(srv, id, true, SN_RPC_INVALID_REQUEST,
-				      "params: must be an object or an array");
-
-	/* A valid request from here on: notifications get no response. */
-	m = method_find(srv, json_string_value(mname));
-	if (!m || !m->fn) {
-		snprintf(msg, sizeof(msg), "method %s: %.64s",
-			 m ? "not implemented" : "not found", json_string_value(mname));
-		return reject(srv, id, id != NULL, SN_RPC_METHOD_NOT_FOUND, msg);
-	}
-	if (params && json_is_array(params)) {
-		sn_rpc_fail(&err, SN_RPC_INVALID_PARAMS,
-			    "params: must be an object (named parameters)");
-		return reject(srv, id, id != NULL, err.code, err.message);
-	}
-	params = params ? json_incref(params) : json_object();
-	if (!params)
-		return reject(srv, id, id != NULL, SN_RPC_INTERNAL_ERROR, "out of memory");
-	if (params_validate(m->params, params, &err)) {
-		json_decref(params);
-		return reject(srv, id, id != NULL, err.code, err.message);
-	}
-	result = m->fn(params, m->arg, &err);
-	json_decref(params);
-	if (!result)
-		return reject(srv, id, id != NULL, err.code ? err.code : SN_RPC_INTERNAL_ERROR,
-			      err.message[0] ? err.message : "internal error");
-	if (!id) {
-		json_decref(result);
-		return NULL;
-	}
-	resp = json_pack("{s:s, s:o, s:O}", "jsonrpc", "2.0", "result", result, "id", id);
-	return resp ? resp : error_response(id, SN_RPC_INTERNAL_ERROR, "out of memory");
-}
-
 /* ---- clients ------------------------------------------------------------- */
 
 static size_t out_pending(const struct client *c)
@@ -609,177 +235,14 @@ static bool is_blank(const char *s, size_t len)
 	return true;
 }
 
-/* s14-R4: the overflowing integers are found in the text, not in a
- * re-parse with every number a double: a double cannot tell INT64_MAX
- * (which rounds to 2^63) from 2^63, nor INT64_MIN - 1 from INT64_MIN, so
- * an id of INT64_MAX next to an overflowing parameter was answered -32600
- * ("id out of range") instead of -32602. Each integer token beyond int64
- * is replaced by OVF, a JSON string shorter than any such token (>= 19
- * characters), and the copy parsed again exactly. A client string equal
- * to OVF in a parameter would be reported as an out-of-range integer too:
- * it is an invalid value either way. */
-#define OVF "\"\\u0001sn-ovf\""
-#define OVF_VALUE "\001sn-ovf"
-
-/* True if v is an OVF marker: an integer token beyond int64. */
-static bool out_of_int64(const json_t *v)
-{
-	return json_is_string(v) && !strcmp(json_string_value(v), OVF_VALUE);
-}
-
-/* True if the integer token s[0..n) (JSON syntax: [-]digits) is beyond int64. */
-static bool token_overflows(const char *s, size_t n)
-{
-	char buf[32];
-	long long v;
-	size_t d = n && s[0] == '-';
-
-	/* Only a valid JSON integer, -?(0|[1-9][0-9]*), is marked: any other
-	 * token (e.g. "99999999999999999999-1") is copied as it is, so that
-	 * the re-parse fails as the original did (-32700). */
-	if (d == n || (s[d] == '0' && n > d + 1))
-		return false;
-	for (size_t i = d; i < n; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-	if (n >= sizeof(buf))
-		return true;        /* > 30 digits: beyond int64 */
-	memcpy(buf, s, n);
-	buf[n] = '\0';
-	errno = 0;
-	v = strtoll(buf, NULL, 10);
-	(void)v;
-	return errno == ERANGE;
-}
-
-/* line with every integer token beyond int64 replaced by OVF (malloc'd,
- * *olen bytes, never longer than line); NULL on ENOMEM. Tokens outside
- * strings only: a string is skipped with its escapes. */
-static char *mark_overflows(const char *line, size_t len, size_t *olen)
-{
-	char *out = malloc(len ? len : 1);
-	size_t i = 0, o = 0;
-
-	if (!out)
-		return NULL;
-	while (i < len) {
-		size_t t = i;
-
-		if (line[i] == '"') {
-			for (out[o++] = line[i++]; i < len && line[i] != '"'; out[o++] = line[i++])
-				if (line[i] == '\\' && i + 1 < len)
-					out[o++] = line[i++];
-			if (i < len)
-				out[o++] = line[i++];
-			continue;
-		}
-		if (line[i] != '-' && (line[i] < '0' || line[i] > '9')) {
-			out[o++] = line[i++];
-			continue;
-		}
-		while (i < len && (line[i] == '-' || line[i] == '+' || line[i] == '.' ||
-				   line[i] == 'e' || line[i] == 'E' || (line[i] >= '0' && line[i] <= '9')))
-			i++;
-		if (!memchr(line + t, '.', i - t) && !memchr(line + t, 'e', i - t) &&
-		    !memchr(line + t, 'E', i - t) && token_overflows(line + t, i - t)) {
-			static_assert(sizeof(OVF) - 1 < 19, "OVF shorter than any int64 overflow");
-			memcpy(out + o, OVF, sizeof(OVF) - 1);
-			o += sizeof(OVF) - 1;
-		} else {
-			memcpy(out + o, line + t, i - t);
-			o += i - t;
-		}
-	}
-	*olen = o;
-	return out;
-}
-
-/* Path (".a.b[2]") of the first number beyond int64 under v into buf; false if none. */
-static bool find_overflow(json_t *v, char *buf, size_t size, size_t off)
-{
-	const char *key;
-	json_t *e;
-	size_t i;
-	int n;
-
-	if (out_of_int64(v))
-		return true;
-	if (json_is_object(v)) {
-		json_object_foreach(v, key, e) {
-			n = snprintf(buf + off, size - off, ".%.64s", key);
-			if (n > 0 && (size_t)n < size - off && find_overflow(e, buf, size, off + (size_t)n))
-				return true;
-		}
-	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, e) {
-			n = snprintf(buf + off, size - off, "[%zu]", i);
-			if (n > 0 && (size_t)n < size - off && find_overflow(e, buf, size, off + (size_t)n))
-				return true;
-		}
-	}
-	buf[off] = '\0';
-	return false;
-}
-
-/* s13-R3: valid JSON holding an integer beyond 64 bits, which jansson
- * refuses (json_error_numeric_overflow). Parsed again with those integers
- * marked (mark_overflows), it is answered like any out-of-range value:
- * -32602 naming the parameter (-32600 if it is the id or outside params),
- * the id echoed exactly. NULL with *answered false: not a request object,
- * a -32700 after all. */
-static json_t *overflow_response(struct sn_rpc_server *srv, const char *line, size_t len,
-				 bool *answered)
-{
-	json_error_t jerr;
-	json_t *req = NULL, *id, *resp;
-	char path[200] = "", msg[300];
-	size_t mlen = 0;
-	char *marked = mark_overflows(line, len, &mlen);
-
-	*answered = false;
-	if (marked)
-		req = json_loadb(marked, mlen, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
-	free(marked);
-	if (!req || !json_is_object(req)) {
-		json_decref(req);
-		return NULL;
-	}
-	*answered = true;
-	id = json_object_get(req, "id");
-	if (id && out_of_int64(id)) {
-		resp = reject(srv, NULL, true, SN_RPC_INVALID_REQUEST, "id: integer out of range");
-	} else if (find_overflow(json_object_get(req, "params"), path, sizeof(path), 0)) {
-		snprintf(msg, sizeof(msg), "params%s: integer out of range (beyond 64 bits)", path);
-		resp = reject(srv, id, id != NULL, SN_RPC_INVALID_PARAMS, msg);
-	} else {
-		resp = reject(srv, id, true, SN_RPC_INVALID_REQUEST,
-			      "request: integer out of range (beyond 64 bits)");
-	}
-	json_decref(req);
-	return resp;
-}
-
 /* Serves one line; returns 1 if it was a request (even an invalid one). */
 static int serve_line(struct sn_rpc_server *srv, struct client *c, const char *line, size_t len)
 {
-	json_error_t jerr;
-	json_t *req, *resp = NULL;
-	bool answered = false;
-	char msg[300];
+	json_t *resp;
 
 	if (is_blank(line, len))
 		return 0;
-	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
-	srv->st.requests++;
-	if (!req && json_error_code(&jerr) == json_error_numeric_overflow)
-		resp = overflow_response(srv, line, len, &answered);
-	if (!req && !answered) {
-		snprintf(msg, sizeof(msg), "parse error at column %d: %s", jerr.column, jerr.text);
-		resp = reject(srv, NULL, true, SN_RPC_PARSE_ERROR, msg);
-	} else if (req) {
-		resp = dispatch(srv, req);
-		json_decref(req);
-	}
+	resp = sn_rpc_answer(&srv->api, &srv->st, line, len);
 	if (resp)
 		client_queue(c, resp);
 	return 1;
@@ -814,7 +277,7 @@ static int client_process(struct sn_rpc_server *srv, struct client *c, uint64_t 
 
 			snprintf(msg, sizeof(msg), "request exceeds max_request_bytes (%zu)",
 				 srv->max_req);
-			client_queue(c, error_response(NULL, SN_RPC_INVALID_REQUEST, msg));
+			client_queue(c, sn_rpc_error_response(NULL, SN_RPC_INVALID_REQUEST, msg));
 			sn_log("rpc: client fd %d: %s, closing", c->fd, msg);
 			srv->st.requests++;
 			srv->st.oversize++;
@@ -1100,8 +563,7 @@ static int listen_on(struct sn_rpc_server *srv, const char *path)
  * by the caller): shared by the create error path and destroy. */
 static void server_free(struct sn_rpc_server *srv)
 {
-	json_decref(srv->schema);
-	free(srv->methods);
+	sn_rpc_api_free(&srv->api);
 	free(srv->pfds);
 	free(srv->clients);
 	free(srv->path);
@@ -1134,7 +596,7 @@ struct sn_rpc_server *sn_rpc_server_create(const struct sn_rpc_config *cfg)
 		rc = -ENOMEM;
 		goto err_free;
 	}
-	rc = schema_load(srv, cfg->api_json);
+	rc = sn_rpc_api_load(&srv->api, cfg->api_json);
 	if (rc)
 		goto err_free;
 	rc = listen_on(srv, cfg->path);

@@ -7,7 +7,7 @@
  * connection is closed.
  *
  * The method table (names, params with types/required, errors) is the API
- * schema backend/daemon/rpc_api.json, compiled into the daemon. Before a
+ * schema control/rpc_api.json, compiled into the daemon. Before a
  * handler runs, sn_rpc validates params against it: unknown method ->
  * -32601; params not an object, missing required, wrong type or unknown
  * key -> -32602 with a message naming the field. A method in the schema
@@ -91,5 +91,14 @@ void sn_rpc_server_destroy(struct sn_rpc_server *srv);
 /* Helper for handlers: fill err and return NULL. */
 json_t *sn_rpc_fail(struct sn_rpc_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Helper for handlers: the string param key, or def when absent (its type
+ * was checked against the schema before the handler runs). */
+static inline const char *sn_rpc_param_str(json_t *params, const char *key, const char *def)
+{
+	json_t *v = json_object_get(params, key);
+
+	return json_is_string(v) ? json_string_value(v) : def;
+}
 
 #endif /* SN_RPC_H */
