@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_policy_rpc.c — the JSON-RPC methods of the policy store: policy.get,
+ * policy.set (a whole policy, parsed and checked by sn_policy_parse())
+ * and policy.del (one port's entry). Each change is published with
+ * sn_policy_publish() and answered with the new generation.
+ *
+ * Main thread only (sn_ctl.h), the policy store's only writer.
+ */
+#include "sn_policy_rpc.h"
+
+#include <string.h>
+
+#include <jansson.h>
+
+#include "sn_ctl.h"
+#include "sn_policy.h"
+#include "sn_port.h"
+#include "sn_rpc.h"
+
+static json_t *h_policy_get(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const struct sn_policy *pol = sn_policy_main(ctl->policy);
+	json_t *r = sn_policy_to_json(pol);
+
+	(void)params;
+	if (!r || json_object_set_new(r, "generation", json_integer((json_int_t)pol->gen))) {
+		json_decref(r);
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+	}
+	return r;
+}
+
+/* Publish pol as the policy in force; {generation} or -32603. */
+static json_t *publish(struct sn_ctl *ctl, const struct sn_policy *pol, struct sn_rpc_error *err)
+{
+	int rc = sn_policy_publish(ctl->policy, pol);
+
+	if (rc)
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "policy: %s", strerror(-rc));
+	return json_pack("{s:I}", "generation", (json_int_t)sn_policy_main(ctl->policy)->gen);
+}
+
+static json_t *h_policy_set(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	struct sn_policy pol;
+	char msg[sizeof(err->message)];
+	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+
+	if (sn_policy_parse(json_object_get(params, "policy"), &pol, msg, sizeof(msg)))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "%s", msg);
+	for (unsigned i = 0; i < t->n; i++)
+		if (t->list[i]->type == SN_PORT_UPLINK && sn_policy_port_find(&pol, t->list[i]->name))
+			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "policy.ports.%s: the uplink is "
+					   "shaped by policy.uplink, not by a port entry",
+					   t->list[i]->name);
+	return publish(ctl, &pol, err);
+}
+
+static json_t *h_policy_del(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const char *name = sn_rpc_param_str(params, "port", NULL);
+	struct sn_policy pol = *sn_policy_main(ctl->policy);
+
+	if (!name)
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "port: required");
+	if (sn_policy_port_del(&pol, name))
+		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "policy has no entry for port %s", name);
+	return publish(ctl, &pol, err);
+}
+
+int sn_policy_rpc_register(struct sn_rpc_server *srv, struct sn_ctl *ctl)
+{
+	int rc = sn_rpc_register(srv, "policy.get", h_policy_get, ctl);
+
+	if (!rc)
+		rc = sn_rpc_register(srv, "policy.set", h_policy_set, ctl);
+	if (!rc)
+		rc = sn_rpc_register(srv, "policy.del", h_policy_del, ctl);
+	return rc;
+}
