@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_port.c — port registry, vhost-user driver registration and callbacks.
+/* sn_port.c — the port registry: slots, RCU publication, adding and
+ * deleting vhost-user ports and the uplink, counters, and the delivery
+ * of frames to a vhost-user port's RX queues.
  *
- * Design: ports live in 64 slots. The main thread owns the registry (a slot
- * array under reg->lock, which the vhost thread also takes to find a port
- * by socket path) and publishes a fresh immutable snapshot after every
- * change (copy, rcu_assign_pointer, synchronize_rcu, free the old one): the
- * worker never takes a lock (DESIGN.md "Control plane"; liburcu QSBR).
- * A vhost-user port is a DPDK vhost driver on a unix socket: server mode
- * creates the socket, client mode (RTE_VHOST_USER_CLIENT) connects to it and
- * the library reconnects by itself when the peer comes back. Port state
- * follows the library callbacks; see sn_port.h for who writes what.
+ * Ports live in 64 slots. The main thread owns the registry (a slot array
+ * under reg->lock, which the vhost thread also takes to find a port by
+ * socket path) and publishes a fresh immutable snapshot after every
+ * change (copy, rcu_assign_pointer, synchronize_rcu, free the old one):
+ * the worker never takes a lock (liburcu QSBR). A vhost-user port is a
+ * DPDK vhost driver on a unix socket: server mode creates the socket,
+ * client mode (RTE_VHOST_USER_CLIENT) connects to it and the library
+ * reconnects by itself when the peer comes back. Port state follows the
+ * library callbacks (sn_port_vhost.c); sn_port.h says who writes what.
  */
-#include "sn_port.h"
+#include "sn_port_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -58,321 +60,9 @@ static_assert(sizeof(struct sn_port) % RTE_CACHE_LINE_SIZE == 0, "sn_port size")
 static_assert(SN_PORT_QMAX == SN_CONFIG_QUEUES_MAX, "config \"queues\" range");
 static_assert(2 * SN_PORT_QMAX <= 32, "vring_on is a 32-bit mask");
 
-struct sn_ports {
-	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
-	struct sn_port *slot[SN_PORT_MAX];      /* authoritative, main writes */
-	/* s15-L: vid -> running deferred port, for ext_post(), which runs with
-	 * the library's queue locks held and so must not take lock (a holder
-	 * of lock may wait for a worker spinning on those queue locks:
-	 * destroy_device's grace period). hook_lock is taken inside lock or
-	 * alone, and nothing waits while holding it. */
-	pthread_mutex_t hook_lock;
-	struct { int vid; struct sn_port *p; } hook[SN_PORT_MAX];
-	struct sn_port_table *table;            /* RCU-published snapshot */
-	uint32_t next_gen;
-	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */
-};
+/* See sn_port_internal.h. */
+struct sn_ports *sn_ports_global;
 
-/* The vhost callbacks only get a vid; they reach the registry here. Set by
- * sn_ports_create() before any driver is registered, cleared by destroy. */
-static struct sn_ports *g_reg;
-
-static struct sn_port *find_by_path_locked(struct sn_ports *reg, const char *path)
-{
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
-		if (reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST &&
-		    !strcmp(reg->slot[i]->path, path))
-			return reg->slot[i];
-	return NULL;
-}
-
-/* Caller holds reg->lock. up = running and vrings 0 (VM RX) and 1 (VM TX)
- * enabled. Release: the worker's acquire load then sees vid. */
-static void update_up_locked(struct sn_port *p)
-{
-	uint32_t running = __atomic_load_n(&p->running, __ATOMIC_RELAXED);
-	uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED);
-	uint32_t up = running && (on & 3u) == 3u;
-
-	if (up != __atomic_load_n(&p->up, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&p->up, up, __ATOMIC_RELEASE);
-		sn_log("port %s: %s", p->name, up ? "up" : "down");
-	}
-}
-
-/* Caller holds reg->lock: recompute which TX queues the worker may poll.
- * A deferred queue is started the first time its vring is enabled while
- * the device runs and stays started (completions keep flowing while the
- * guest has it disabled) until destroy_device. */
-static void update_txq_locked(struct sn_port *p)
-{
-	uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED), ready = 0;
-	int vid = __atomic_load_n(&p->vid, __ATOMIC_RELAXED);
-
-	if (__atomic_load_n(&p->running, __ATOMIC_RELAXED)) {
-		for (unsigned i = 0; i < p->nq; i++) {
-			if (!(on & (1u << (2 * i + 1))))
-				continue;
-			if (p->q[i].vq && !(p->txq_started & (1u << i))) {
-				if (sn_vqtx_start(p->q[i].vq, vid)) {
-					sn_log("port %s: cannot take over TX queue %u of vid %d",
-					       p->name, i, vid);
-					continue;
-				}
-				p->txq_started |= 1u << i;
-			}
-			ready |= 1u << i;
-		}
-	}
-	/* Release pairs with the worker's acquire in sn_port_txq_ready(): it
-	 * sees the started ring state of every queue whose bit it sees. */
-	__atomic_store_n(&p->txq_ready, ready, __ATOMIC_RELEASE);
-}
-
-/* s14-D4: a deferred port's RX ring 0 as a prefetch view (sn_vring.h).
- * Deferred ports already read guest memory outside the library for the
- * same lifetime (new_device .. destroy_device, sn_vqtx_start()); immediate
- * ports keep all guest-memory access inside rte_vhost. A second
- * connection on a port that still runs gets no view (the worker may be
- * reading the first one's). */
-static void rxview_setup_locked(struct sn_port *p, int vid)
-{
-	struct rte_vhost_vring vr;
-	struct sn_vqtx_gmap *map;
-	struct sn_vring_mem lib;
-	uint64_t features = 0;
-	uint16_t hdr_len;
-	void *desc, *avail;
-
-	__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
-	if (!p->vq || __atomic_load_n(&p->running, __ATOMIC_RELAXED))
-		return;
-	/* Not running: no worker uses the view (destroy_device's grace
-	 * period), so a map left from before can go. */
-	sn_vqtx_gmap_free(p->rxmap);
-	p->rxmap = NULL;
-	if (rte_vhost_get_negotiated_features(vid, &features) ||
-	    rte_vhost_get_vhost_vring(vid, 0, &vr) || !(map = sn_vqtx_gmap_new(vid)))
-		return;
-	hdr_len = (features & ((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_NET_F_MRG_RXBUF))) ?
-		  12 : 10;
-	desc = sn_vqtx_gmap_xlate(map, vr.desc, 16ULL * vr.size);
-	avail = sn_vqtx_gmap_xlate(map, vr.avail, 6ULL + 2ULL * vr.size);
-	/* The rings are read through our mapping (safe across a remap); the
-	 * buffers are prefetched at the library's addresses, where its
-	 * enqueue writes them: one TLB entry per page, not two (s15-L: with
-	 * the prefetch targets in our mapping deferred ran ~30 % slower on
-	 * 4 KiB pages), and a prefetch of an address the library has since
-	 * unmapped is a no-op, never a fault. */
-	sn_vqtx_gmap_lib_mem(map, &lib);
-	if (desc && avail &&
-	    sn_vring_rxview_init(&p->rxview, desc, avail, vr.size, hdr_len, &lib) == 0) {
-		p->rxmap = map;
-		__atomic_store_n(&p->rxview_on, 1, __ATOMIC_RELAXED);
-	} else {
-		sn_vqtx_gmap_free(map);
-	}
-}
-
-/* s15-L: the library's post-message hook (rte_vhost_extern_callback_register
- * in new_device, deferred ports). VHOST thread, with the library's queue
- * locks held: nothing here may wait for a worker (one may be blocked on
- * those locks in rte_vhost_enqueue_burst). After a SET_MEM_TABLE on a
- * running device (memory hotplug) the library has unmapped the regions it
- * had and mapped the new table; our rings and frames are on our own
- * mappings (sn_vqtx.h), and each started TX queue is handed the new table
- * (sn_vqtx_remap: buffers in new regions are translated from the worker's
- * next pop on). The request code is the first 32-bit field of the message
- * (vhost-user wire format; the library passes its message first). */
-#define VHOST_USER_SET_MEM_TABLE_REQ 5u
-
-/* hook[] maintenance: vid >= 0: drop the entries of vid and of p, then
- * add (vid, p) unless p is NULL; vid < 0: drop every entry of p (port
- * going away). */
-static void hook_set(struct sn_ports *reg, int vid, struct sn_port *p)
-{
-	pthread_mutex_lock(&reg->hook_lock);
-	for (unsigned i = 0; i < SN_PORT_MAX; i++) {
-		if (reg->hook[i].p &&
-		    ((vid >= 0 && reg->hook[i].vid == vid) || (p && reg->hook[i].p == p)))
-			reg->hook[i].p = NULL;
-	}
-	for (unsigned i = 0; vid >= 0 && p && i < SN_PORT_MAX; i++) {
-		if (!reg->hook[i].p) {
-			reg->hook[i].vid = vid;
-			reg->hook[i].p = p;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&reg->hook_lock);
-}
-
-static enum rte_vhost_msg_result ext_post(int vid, void *msg)
-{
-	struct sn_ports *reg = g_reg;
-	struct sn_port *p = NULL;
-	uint32_t req;
-
-	memcpy(&req, msg, sizeof(req));
-	if (req != VHOST_USER_SET_MEM_TABLE_REQ || !reg)
-		return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
-	/* Not reg->lock (see hook_lock). The port's own callbacks, the only
-	 * writers of its queue state (txq_started, sn_vqtx_start/stop), run
-	 * on this thread or, for its destroy_device, on MAIN inside
-	 * rte_vhost_driver_unregister(), which waits until this message's
-	 * handling is over: none runs concurrently with this hook. */
-	pthread_mutex_lock(&reg->hook_lock);
-	for (unsigned i = 0; i < SN_PORT_MAX && !p; i++)
-		if (reg->hook[i].p && reg->hook[i].vid == vid)
-			p = reg->hook[i].p;
-	if (p && p->vq && __atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
-		unsigned moved = 0;
-
-		for (unsigned i = 0; i < p->nq; i++) {
-			int rc;
-
-			if (!(p->txq_started & (1u << i)))
-				continue;
-			rc = sn_vqtx_remap(p->q[i].vq, vid);
-			if (rc < 0)
-				sn_log("port %s: TX queue %u keeps its guest memory table: %s",
-				       p->name, i, strerror(-rc));
-			else if (rc == 0)
-				moved++;
-		}
-		if (moved)
-			sn_log("port %s: the guest memory table changed while running (memory "
-			       "hotplug?): %u TX queue%s follow it", p->name, moved,
-			       moved == 1 ? "" : "s");
-	}
-	pthread_mutex_unlock(&reg->hook_lock);
-	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
-}
-
-static const struct rte_vhost_user_extern_ops ext_ops = {
-	.pre_msg_handle = NULL,
-	.post_msg_handle = ext_post,
-};
-
-static int cb_new_device(int vid)
-{
-	char path[PATH_MAX];
-	struct sn_ports *reg = g_reg;
-	struct sn_port *p;
-
-	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
-		return -1;
-	pthread_mutex_lock(&reg->lock);
-	p = find_by_path_locked(reg, path);
-	if (p) {
-		/* We poll; the guest need not kick us on TX. */
-		for (uint16_t q = 0; q < rte_vhost_get_vring_num(vid); q++)
-			rte_vhost_enable_guest_notification(vid, q, 0);
-		/* Deferred: the worker takes the TX ring of queue 0 over when it
-		 * sees up; the other queues when they get enabled. */
-		if (p->vq && sn_vqtx_start(p->vq, vid)) {
-			sn_log("port %s: cannot take over the TX ring of vid %d", p->name, vid);
-			pthread_mutex_unlock(&reg->lock);
-			return -1;
-		}
-		p->txq_started = p->vq ? 1u : 0u;
-		rxview_setup_locked(p, vid);   /* before running and up */
-		/* s15-L: follow memory table changes (ext_post). */
-		if (p->vq) {
-			hook_set(reg, vid, p);
-			if (rte_vhost_extern_callback_register(vid, &ext_ops, NULL))
-				sn_log("port %s: cannot hook SET_MEM_TABLE (memory hotplug is "
-				       "not followed)", p->name);
-		}
-		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
-		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
-		/* Queue pair 0 is ready by definition of new_device. */
-		__atomic_store_n(&p->vring_on, __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED) | 3u,
-				 __ATOMIC_RELAXED);
-		sn_log("port %s: connected (vid %d, %u vrings)", p->name, vid,
-		       rte_vhost_get_vring_num(vid));
-		update_txq_locked(p);
-		update_up_locked(p);
-	}
-	pthread_mutex_unlock(&reg->lock);
-	return p ? 0 : -1;
-}
-
-static void cb_destroy_device(int vid)
-{
-	char path[PATH_MAX];
-	struct sn_ports *reg = g_reg;
-	struct sn_port *p;
-
-	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
-		return;
-	pthread_mutex_lock(&reg->lock);
-	p = find_by_path_locked(reg, path);
-	if (p && __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
-		hook_set(reg, vid, NULL);   /* s15-L */
-		__atomic_store_n(&p->running, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&p->vring_on, 0, __ATOMIC_RELAXED);
-		update_txq_locked(p);
-		update_up_locked(p);
-		/* Pairs with the worker's quiescent state: after this, no
-		 * iteration that saw up == 1 is still using vid. */
-		synchronize_rcu();
-		__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
-		sn_vqtx_gmap_free(p->rxmap);   /* s15-L: nobody reads the view now */
-		p->rxmap = NULL;
-		/* Deferred: every held descriptor of every queue completed and
-		 * the vring bases set before the library answers GET_VRING_BASE
-		 * / unmaps. */
-		for (unsigned i = 0; i < p->nq; i++)
-			if (p->txq_started & (1u << i))
-				sn_vqtx_stop(p->q[i].vq);
-		p->txq_started = 0;
-		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
-		sn_log("port %s: disconnected (vid %d)", p->name, vid);
-	}
-	pthread_mutex_unlock(&reg->lock);
-}
-
-static int cb_vring_state_changed(int vid, uint16_t queue_id, int enable)
-{
-	char path[PATH_MAX];
-	struct sn_ports *reg = g_reg;
-	struct sn_port *p;
-
-	if (!reg || queue_id >= 32 || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
-		return 0;
-	pthread_mutex_lock(&reg->lock);
-	p = find_by_path_locked(reg, path);
-	if (p) {
-		uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED);
-
-		on = enable ? on | (1u << queue_id) : on & ~(1u << queue_id);
-		__atomic_store_n(&p->vring_on, on, __ATOMIC_RELAXED);
-		if (enable && queue_id >= 2 * p->nq)
-			sn_log("port %s: the driver enabled vring %u, beyond queues=%u: not served",
-			       p->name, queue_id, p->nq);
-		if (__atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
-		    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
-			update_txq_locked(p);
-			update_up_locked(p);
-		}
-		/* No grace period here: the library may call this with the
-		 * vrings' access locks held (SET_VRING_ENABLE), which the worker
-		 * may be waiting for; a disabled vring is safe to call into (the
-		 * burst functions check vq->enabled under that lock). A deferred
-		 * queue the driver disables stays started: the worker stops
-		 * taking frames from it but keeps completing what it holds. */
-	}
-	pthread_mutex_unlock(&reg->lock);
-	return 0;
-}
-
-static const struct rte_vhost_device_ops vhost_ops = {
-	.new_device = cb_new_device,
-	.destroy_device = cb_destroy_device,
-	.vring_state_changed = cb_vring_state_changed,
-};
 
 /* Publish a snapshot of reg->slot[] and free the previous one once the
  * worker has passed a quiescent state. Main thread. */
@@ -411,7 +101,7 @@ struct sn_ports *sn_ports_create(void)
 		errno = ENOMEM;
 		return NULL;
 	}
-	g_reg = reg;
+	sn_ports_global = reg;
 	return reg;
 }
 
@@ -474,8 +164,8 @@ static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_
 
 static void port_free(struct sn_port *p)
 {
-	if (g_reg)
-		hook_set(g_reg, -1, p);   /* s15-L: no hook entry outlives p */
+	if (sn_ports_global)
+		sn_port_memhook_set(sn_ports_global, -1, p);   /* no hook entry outlives p */
 	for (unsigned i = 0; i < SN_PORT_QMAX; i++)
 		sn_vqtx_free(p->q[i].vq);
 	sn_vqtx_gmap_free(p->rxmap);
@@ -501,10 +191,10 @@ int sn_ports_mkdir_parents(const char *path)
 	return 0;
 }
 
-/* R3: a server port's path must be free before rte_vhost_driver_start():
+/* A server port's path must be free before rte_vhost_driver_start():
  * when its bind() fails, our error path's rte_vhost_driver_unregister()
  * unlinks the path (DPDK 22.11 lib/vhost/socket.c does so for every
- * server socket), which deleted whatever was there: a regular file, a
+ * server socket), which would delete whatever was there: a regular file, a
  * live socket of another process, the daemon's own control socket. A
  * leftover socket nobody listens on (a dead process's) is removed;
  * anything else is refused: -ENOTSOCK (not a socket), -EADDRINUSE (a live
@@ -629,7 +319,7 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	}
 	p->registered = true;
 	/* Trim, never set, features: set_features would make this an external
-	 * backend and disable the builtin RX enqueue (ENVIRONMENT.md).
+	 * backend and disable the builtin RX enqueue (DPDK lib/vhost/socket.c).
 	 * Immediate ports: guest GSO the switch can segment for the uplink is
 	 * TCP/IPv4 only (librte_gso, see sn_switch.c): don't offer TSO over
 	 * IPv6 or UFO, so guests segment those themselves; TSO4 stays (VM<->VM
@@ -648,7 +338,7 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		rc = -EIO;
 		goto err_unregister;
 	}
-	if (rte_vhost_driver_callback_register(path, &vhost_ops)) {
+	if (rte_vhost_driver_callback_register(path, &sn_port_vhost_ops)) {
 		sn_log("port %s: rte_vhost_driver_callback_register failed", name);
 		rc = -EIO;
 		goto err_unregister;
@@ -696,7 +386,7 @@ bool sn_port_tx_sync(uint16_t eth_port)
 	return false;
 }
 
-/* s14-S4: the direct uplink path (sn_port_uplink_enqueue) for a net_vhost
+/* The direct uplink path (sn_port_uplink_enqueue) for a net_vhost
  * uplink. The PMD calls this at the end of its new_device and
  * destroy_device (vhost thread, no PMD lock held), after setting the link
  * status. Link up: publish the peer's vid (release). Link down: withdraw
@@ -788,7 +478,7 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 	p->slot = (uint16_t)slot;
 	p->eth_port = eth_port;
 	p->tx_sync = sn_port_tx_sync(eth_port);
-	/* s14-S4: registered before the first read of the vid, so that no
+	/* Registered before the first read of the vid, so that no
 	 * link change falls between them. */
 	if (uplink_is_net_vhost(eth_port) &&
 	    rte_eth_dev_callback_register(eth_port, RTE_ETH_EVENT_INTR_LSC, uplink_lsc_cb, p) == 0)
@@ -856,7 +546,7 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 	if (p->type == SN_PORT_VHOST && p->registered)
 		unregister_driver(p);
 	if (p->type == SN_PORT_UPLINK)
-		uplink_lsc_unregister(p);   /* s14-S4: before p goes */
+		uplink_lsc_unregister(p);   /* before p goes */
 	sn_log("port %s: deleted", name);
 	port_free(p);
 	return 0;
@@ -869,7 +559,7 @@ void sn_ports_destroy(struct sn_ports *reg)
 	for (unsigned i = 0; i < SN_PORT_MAX; i++)
 		if (reg->slot[i])
 			sn_ports_del(reg, reg->slot[i]->name, true);
-	g_reg = NULL;
+	sn_ports_global = NULL;
 	synchronize_rcu();
 	free(reg->table);
 	pthread_mutex_destroy(&reg->lock);
@@ -982,7 +672,7 @@ static uint32_t rxq_mask(const struct sn_port *p)
 	return mask;
 }
 
-/* s13-M3: *sum += the bytes taken (the caller's port counters reuse the
+/* *sum += the bytes taken (the caller's port counters reuse the
  * queue's sum instead of a second pass over the frames). */
 static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, uint16_t n,
 			uint64_t *sum)
@@ -990,7 +680,7 @@ static uint16_t rxq_put(struct sn_port *p, unsigned qi, struct rte_mbuf **pkts, 
 	uint16_t k;
 	uint64_t bytes = 0;
 
-	/* s14-D4: the buffers this enqueue writes, asked for at once. */
+	/* The buffers this enqueue writes, asked for at once. */
 	if (qi == 0 && __atomic_load_n(&p->rxview_on, __ATOMIC_RELAXED)) {
 		uint16_t next, used;
 

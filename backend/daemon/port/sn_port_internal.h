@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_port_internal.h — the registry object shared by the port module's
+ * files: sn_port.c (registry, RCU publication, add/del, counters),
+ * sn_port_vhost.c (the vhost-user device callbacks) and sn_port_memhook.c
+ * (the guest memory-table hook). Not for other modules: they see
+ * sn_port.h.
+ *
+ * struct sn_ports, field by field (MAIN = the control thread, VHOST =
+ * DPDK's vhost-events thread):
+ *
+ *   field       written by             read by              synchronization
+ *   ----------  ---------------------  -------------------  ---------------------------
+ *   slot[]      MAIN, under lock       MAIN; VHOST under    lock (VHOST finds a port
+ *                                      lock                 by socket path)
+ *   table       MAIN (publish)         workers (RCU), MAIN  rcu_assign_pointer /
+ *                                                           rcu_dereference; old table
+ *                                                           freed after synchronize_rcu
+ *   hook[]      VHOST (new_device,     VHOST (memhook,      hook_lock; taken inside
+ *               destroy_device),       with the library's   lock or alone, and nothing
+ *               MAIN (port free)       queue locks held)    waits while holding it
+ *   next_gen,   MAIN                   MAIN                 none (one thread)
+ *   n_workers
+ *
+ * Lock order: lock, then hook_lock. The memory-table hook takes hook_lock
+ * only, never lock: it runs with the library's queue locks held, and a
+ * holder of lock may wait for a worker that spins on those queue locks
+ * (destroy_device's grace period).
+ */
+#ifndef SN_PORT_INTERNAL_H
+#define SN_PORT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <rte_vhost.h>
+
+#include "sn_port.h"
+
+struct sn_ports {
+	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
+	struct sn_port *slot[SN_PORT_MAX];      /* authoritative, main writes */
+	/* vid -> running deferred port, for the memory-table hook. */
+	pthread_mutex_t hook_lock;
+	struct { int vid; struct sn_port *p; } hook[SN_PORT_MAX];
+	struct sn_port_table *table;            /* RCU-published snapshot */
+	uint32_t next_gen;
+	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */
+};
+
+/* The vhost callbacks only get a vid; they reach the registry here. Set by
+ * sn_ports_create() before any driver is registered, cleared by destroy. */
+extern struct sn_ports *sn_ports_global;
+
+/* sn_port_vhost.c: the device callbacks every vhost-user port registers. */
+extern const struct rte_vhost_device_ops sn_port_vhost_ops;
+
+/* sn_port_memhook.c. hook[] maintenance (takes hook_lock): vid >= 0: drop
+ * the entries of vid and of p, then add (vid, p) unless p is NULL; vid <
+ * 0: drop every entry of p (port going away). */
+void sn_port_memhook_set(struct sn_ports *reg, int vid, struct sn_port *p);
+/* The post-message hook of a running deferred port's device (passed to
+ * rte_vhost_extern_callback_register() in new_device). */
+extern const struct rte_vhost_user_extern_ops sn_port_memhook_ops;
+
+#endif /* SN_PORT_INTERNAL_H */
