@@ -30,8 +30,7 @@
  * queued at the horizon ("clamp": no drop, the overrun is still charged
  * to the class so it is paid back once the offered load falls).
  * uplink.overload: "tail" (default: a full mailbox / scheduler queue drops
- * the arriving frame) or "fair" (seed 003 fair dropping in front of the
- * arbiter: per-flow virtual queues served max-min at uplink.rate_bps, a
+ * the arriving frame) or "fair" (fair dropping in front of the arbiter: per-flow virtual queues served max-min at uplink.rate_bps, a
  * frame whose flow's virtual queue exceeds θ is dropped; needs a rate).
  * uplink.rate_bps 0 = line rate (no link emulation limit); a port's
  * rate_bps 0 = no rate limit (the port still gets its weight on the
@@ -39,17 +38,28 @@
  * optional; unknown keys are errors; every message names the field, e.g.
  *   policy.ports.vm0.weight: must be 1..65536
  *
- * Publication contract (liburcu QSBR, the project's flavour):
- *  - MAIN thread is the only writer. sn_policy_publish() swaps the pointer
- *    with rcu_xchg_pointer() (its store-release pairs with the worker's
- *    rcu_dereference() in sn_policy_current()), waits synchronize_rcu()
- *    and frees the old table: no datapath thread can still hold it, since
- *    each announces a quiescent state once per poll-loop iteration.
- *  - DATAPATH threads read with sn_policy_current() between quiescent
- *    states and treat the table as immutable. A table is never modified
- *    after publication, so "validated as a whole, nothing half-applied"
- *    holds by construction: a new policy is parsed into a fresh table and
- *    only a fully valid one is published.
+ * Publication contract (liburcu QSBR), struct sn_policy_store and the
+ * tables it publishes:
+ *
+ *   who              may call / do                   pairs with
+ *   ---------------  ------------------------------  ------------------------------------
+ *   MAIN (only       sn_policy_store_*,              publish: rcu_xchg_pointer() (store-
+ *   writer)          sn_policy_main, _publish,       release) pairs with rcu_dereference()
+ *                    _tick; reads the current table  in sn_policy_current(); the old table
+ *                    without a read-side section     (and NBA instances no longer named) is
+ *                                                    freed after synchronize_rcu()
+ *   datapath lcores  sn_policy_current() between     each announces a quiescent state once
+ *   (QSBR readers)   quiescent states; the table is  per loop iteration, which ends the
+ *                    immutable                       grace period publish waits for
+ *   any thread       the pure functions: _parse,     no shared state
+ *                    _to_json, _port_find,
+ *                    _port_del, _agg_find
+ *
+ * A table is never modified after publication, so "validated as a whole,
+ * nothing half-applied" holds by construction: a new policy is parsed
+ * into a fresh table and only a fully valid one is published. The NBA
+ * core statistics of the aggregates are MAIN's too (sn_policy_tick runs
+ * the NBA there).
  */
 #ifndef SN_POLICY_H
 #define SN_POLICY_H

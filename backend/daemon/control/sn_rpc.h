@@ -14,10 +14,20 @@
  * with no registered handler answers -32601 too, so the test that compares
  * the schema with the daemon catches it.
  *
- * Concurrency: single-threaded. Only the daemon's main (control) thread
- * may call these functions; handlers run on that thread, inside
- * sn_rpc_poll(). Sockets are non-blocking: a slow or hung client never
- * blocks the daemon (idle/partial clients are dropped after a timeout).
+ * Concurrency: struct sn_rpc_server is single-threaded.
+ *
+ *   who                 may call                        note
+ *   ------------------  ------------------------------  -------------------------------
+ *   MAIN (the control   every function here             the server takes no lock; its
+ *   thread)                                             state, clients and counters
+ *                                                       are MAIN's alone
+ *   a handler (on MAIN  sn_rpc_fail, sn_rpc_param_str,  never sn_rpc_server_destroy()
+ *   inside              sn_rpc_stats_read               or sn_rpc_poll() (no re-entry)
+ *   sn_rpc_poll)
+ *   any other thread    nothing
+ *
+ * Sockets are non-blocking: a slow or hung client never blocks the daemon
+ * (idle/partial clients are dropped after a timeout).
  */
 #ifndef SN_RPC_H
 #define SN_RPC_H

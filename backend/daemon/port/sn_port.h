@@ -1,59 +1,89 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_port.h — the port registry: vhost-user ports and the uplink.
  *
- * Three parties touch ports, each with its own contract:
- *  - MAIN (control) thread: the only one that adds/deletes ports. It keeps
- *    the authoritative registry (by slot) under reg->lock and publishes an
- *    immutable snapshot, struct sn_port_table, to the worker with
- *    rcu_assign_pointer(); the old snapshot (and a deleted port) is freed
- *    only after synchronize_rcu() (liburcu QSBR: the worker announces a
- *    quiescent state once per poll-loop iteration).
- *  - VHOST thread (DPDK's vhost-events thread): runs new_device /
- *    destroy_device / vring_state_changed. It finds the port by socket path
- *    under reg->lock and changes only port->vid, port->up, the vring masks
- *    and, for a deferred port, starts/stops the per-queue sn_vqtx.
- *    destroy_device clears `up` (release) and then waits synchronize_rcu(),
- *    so that when it returns to the vhost library no worker iteration can
- *    still be using the vid being destroyed. For a deferred port it then
- *    takes the TX ring back from the worker (sn_vqtx_stop: handshake, every
- *    held descriptor completed, vring base set) before returning. For a
- *    net_vhost uplink (s14-S4) the PMD's link-state callback, on the same
- *    thread, publishes its peer's vid in uplink_vid and withdraws it with
- *    the same grace period before the PMD's destroy_device returns.
- *  - WORKER lcore: reads the snapshot between quiescent states, loads
- *    port->up with acquire (pairs with the release in new_device, which
- *    stored vid before) and only then uses port->vid. It is the only
- *    writer of port->st (relaxed atomic stores; readers use relaxed loads
- *    and may see a counter set torn between fields, never a torn field).
+ * Three parties touch ports: MAIN (the control thread, the only one that
+ * adds and deletes ports), VHOST (DPDK's vhost-events thread: the device
+ * callbacks, sn_port_vhost.c, and for a net_vhost uplink the PMD's
+ * link-state callback) and the datapath lcores (WORKER, and for the
+ * uplink's direct enqueue the arbiter). MAIN publishes an immutable
+ * snapshot, struct sn_port_table, with rcu_assign_pointer() and frees the
+ * old snapshot (and a deleted port) only after synchronize_rcu() (liburcu
+ * QSBR: each datapath lcore announces a quiescent state once per loop
+ * iteration).
+ *
+ * struct sn_port, field by field:
+ *
+ *   field                 written by                 read by              synchronization
+ *   --------------------  -------------------------  -------------------  -----------------------------
+ *   name, path, type,     MAIN, before publication   anyone               immutable once published
+ *   client, slot,                                                         (rcu_assign_pointer: release)
+ *   eth_port, tx_sync,
+ *   gen, nq, vq, hold
+ *   limits, q[].owner,
+ *   q[].vq (pointer)
+ *   registered            MAIN                       MAIN                 none (one thread)
+ *   vid                   VHOST under reg->lock      WORKER after up,     stored before up; up's
+ *                         (uplink: MAIN, before      MAIN                 release / acquire pair
+ *                         publication)
+ *   up                    VHOST under reg->lock      WORKER, MAIN         release store; acquire load
+ *                                                                         (sn_port_is_up), then vid
+ *   running, txq_started  VHOST under reg->lock      VHOST, memory hook   reg->lock; the hook runs on
+ *                                                                         the same thread (see
+ *                                                                         sn_port_memhook.c)
+ *   vring_on              VHOST under reg->lock      WORKER, MAIN         relaxed (the library checks
+ *                                                                         a vring's state under its
+ *                                                                         own lock)
+ *   txq_ready             VHOST under reg->lock      WORKER               release once queue i is
+ *                                                                         enabled (and its sn_vqtx
+ *                                                                         started); acquire in
+ *                                                                         sn_port_txq_ready()
+ *   uplink_vid            link-state callback        datapath lcores,     release exchange; acquire
+ *                         (VHOST) and MAIN's first   between quiescent    load (sn_port_uplink_vid);
+ *                         call, under                states               a withdrawal waits
+ *                         uplink_lsc_lock                                 synchronize_rcu() before
+ *                                                                         the callback returns
+ *   rxview, rxmap,        VHOST: new_device while    WORKER (queue 0      published by up's release;
+ *   rxview_on             down; cleared in           delivery)            rxview_on relaxed, cleared
+ *                         destroy_device                                  after the grace period,
+ *                                                                         before the library unmaps
+ *   st (port totals)      datapath lcores:           anyone:              relaxed atomics: a set may be
+ *                         sn_port_ctr_add()          sn_port_stats_read   torn between fields, never
+ *                         (fetch-add)                                     a field
+ *   q[i].st.rx_*          the owner of TX queue i    anyone               relaxed store, sole writer
+ *   q[i].st.tx_*,         any worker delivering to   anyone               relaxed fetch-add
+ *   ring_full             RX queue i
+ *
+ * struct sn_port_table: built and published by MAIN, immutable; datapath
+ * lcores read it with sn_ports_table_rcu() between quiescent states, MAIN
+ * with sn_ports_table_main() (its only writer).
+ *
+ * destroy_device clears up (release) and then waits synchronize_rcu(), so
+ * that when it returns to the vhost library no worker iteration can still
+ * be using the vid being destroyed; for a deferred port it then takes the
+ * TX ring back from the worker (sn_vqtx_stop: handshake, every held
+ * descriptor completed, vring base set) before returning.
  *
  * Queues (VIRTIO_NET_F_MQ, config "queues" = nq, 1..SN_PORT_QMAX). Queue
  * pair i of a vhost-user port is vring 2i (VM RX: we enqueue) and vring
  * 2i+1 (VM TX: we take). struct sn_portq is the unit of ownership:
  *  - Every TX queue is owned by exactly one worker lcore, q[i].owner (a
  *    worker index: 0 in layouts 1core/2core; in ncore from the config's
- *    ports[].workers, else balanced). Only the owner polls the queue,
- *    owns its sn_vqtx ring state (deferred: held descriptors, completions,
- *    the stop handshake; sn_vqtx.h contracts hold per queue) and writes
- *    q[i].st.rx_*. The owner is fixed while the port exists.
+ *    ports[].workers, else balanced). Only the owner polls the queue, owns
+ *    its sn_vqtx ring state (deferred: held descriptors, completions, the
+ *    stop handshake; sn_vqtx.h contracts hold per queue) and counts the
+ *    port's ingress (rx_*, ingress drops). The owner is fixed while the
+ *    port exists.
  *  - RX queue i is written (rte_vhost_enqueue_burst, which takes the
  *    library's per-vring lock, vq->access_lock in DPDK 22.11) by whatever
  *    worker delivers to the port: in layout ncore several workers may
  *    enqueue into one RX ring at once, serialized by that lock (PSPAT's
- *    "dispatch" done by the producer). q[i].st.tx_* and ring_full, and
- *    the port's tx_* and egress drop counters, may therefore have several
- *    writers: they are updated with relaxed atomic fetch-adds
- *    (sn_port_ctr_add), the ingress counters (rx_*, ingress drops) by
- *    the owner of the TX queue the frame came from (fetch-add as well: a
- *    port's queues may be on different workers). The uplink: RX queue 0
- *    is polled by worker 0 only; worker k transmits on uplink TX queue k,
- *    the arbiter lcore on queue W (sn_pipeline.h). The RX queue of a frame is a stable flow hash
- *    (sn_port_flow_hash) over the enabled RX queues, so a flow stays in
- *    order on one queue while the set of enabled queues does not change.
- *  - txq_ready bit i (release by the VHOST thread once TX queue i is
- *    enabled and, if deferred, its sn_vqtx started; acquire by the worker
- *    before polling it). vring_on bit v: vring v enabled by the driver
- *    (relaxed; written by the VHOST thread under reg->lock).
- * Port totals (st) stay what they were: each is the sum of the queues'.
+ *    "dispatch" done by the producer); hence the fetch-adds above.
+ *  - The uplink: RX queue 0 is polled by worker 0 only; worker k transmits
+ *    on uplink TX queue k, the arbiter lcore on queue W (sn_pipeline.h).
+ *  - The RX queue of a frame is a stable flow hash (sn_port_flow_hash)
+ *    over the enabled RX queues, so a flow stays in order on one queue
+ *    while the set of enabled queues does not change.
+ * Port totals (st) are the sums of the queues'.
  */
 #ifndef SN_PORT_H
 #define SN_PORT_H
@@ -145,30 +175,21 @@ struct sn_port {
 	uint32_t vring_on;    /* bit v set = vring v enabled by the driver */
 	uint32_t txq_ready;   /* bit i: TX queue i may be polled (release) */
 	uint32_t txq_started; /* deferred: bit i = q[i].vq started (vhost thread) */
-	int uplink_vid;       /* s14-S4: uplink on net_vhost: its peer's vid
-	                       * while connected, else -1 (any other PMD:
-	                       * always -1). Written by the PMD's link-state
-	                       * callback (vhost thread, release; a change away
-	                       * from a vid is followed by synchronize_rcu()
-	                       * before the callback returns, i.e. before the
-	                       * vhost library frees / unmaps the device), read
-	                       * by datapath lcores between quiescent states:
-	                       * sn_port_uplink_vid(), sn_port_uplink_enqueue(). */
-	/* s14-D4, deferred ports: queue 0's RX ring, for the worker's
-	 * sn_vring_rx_prefetch() before each enqueue into it. Written by the
-	 * vhost thread in new_device while the port is down, published by
-	 * the release store of up; rxview_on (atomic) cleared in
-	 * destroy_device after its grace period, before the library unmaps.
-	 * s15-L: the view reads the rings through rxmap, our own mapping of
-	 * the guest memory (sn_vqtx.h), made and unmapped with it, and
-	 * prefetches buffers at the library's addresses (hints: never a
-	 * fault); after a memory table change it keeps the table it was made
-	 * with (buffers in new regions are not prefetched). */
+	int uplink_vid;       /* uplink on net_vhost: its peer's vid while
+	                       * connected, else -1 (any other PMD: always -1);
+	                       * see the table above. */
+	/* Deferred ports: queue 0's RX ring, for the worker's
+	 * sn_vring_rx_prefetch() before each enqueue into it (lifetime: the
+	 * table above). The view reads the rings through rxmap, our own
+	 * mapping of the guest memory (sn_vqtx.h), made and unmapped with
+	 * it, and prefetches buffers at the library's addresses (hints:
+	 * never a fault); after a memory table change it keeps the table it
+	 * was made with (buffers in new regions are not prefetched). */
 	uint32_t rxview_on;
 	struct sn_vring_rxview rxview;
 	struct sn_vqtx_gmap *rxmap;
 
-	/* Counters: datapath workers, sn_port_ctr_add() (see "Queues"). */
+	/* Counters: datapath lcores, sn_port_ctr_add() (see the table). */
 	struct sn_port_stats st __rte_cache_aligned;
 
 	struct sn_portq q[SN_PORT_QMAX];   /* [0, nq) in use */
@@ -224,7 +245,7 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
  * mbuf until a later TX completion, beyond a device stop: it gets a copy.
  * MAIN, before the uplink is published. */
 bool sn_port_tx_sync(uint16_t eth_port);
-/* s14-S4 (issue 6 throughput). A datapath lcore registered with QSBR,
+/* A datapath lcore registered with QSBR,
  * between quiescent states: the vid to enqueue to when the uplink is a
  * net_vhost ethdev whose peer is connected (-1: transmit through the PMD).
  * Acquire: pairs with the release store of the link-state callback. */
@@ -232,7 +253,7 @@ static inline int sn_port_uplink_vid(const struct sn_port *up)
 {
 	return __atomic_load_n(&up->uplink_vid, __ATOMIC_ACQUIRE);
 }
-/* s14-S4. Same caller, vid from sn_port_uplink_vid() in the same interval
+/* Same caller, vid from sn_port_uplink_vid() in the same interval
  * between quiescent states: copy n frames into the peer's RX ring of TX
  * queue txq (vring 2 txq, as net_vhost maps it) with the vhost library,
  * as the PMD's tx_burst would (32-frame calls, stop at the first short
@@ -277,7 +298,7 @@ void sn_port_stats_read(const struct sn_port *p, struct sn_port_stats *out);
 void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_stats *out);
 
 /* WORKER: TX queue i of a vhost-user port may be polled (acquire; pairs
- * with the release in sn_port.c when the queue was enabled/started). */
+ * with the release in sn_port_vhost.c when the queue was enabled/started). */
 static inline uint32_t sn_port_txq_ready(const struct sn_port *p)
 {
 	return __atomic_load_n(&p->txq_ready, __ATOMIC_ACQUIRE);
@@ -298,7 +319,7 @@ uint32_t sn_port_flow_hash(const struct rte_mbuf *m);
  * pkts[k, n), each queue's frames in their original order. Counts the
  * RX queues' tx_* counters (not the port's: the caller does). */
 uint16_t sn_port_vhost_enqueue(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n);
-/* WORKER (s13-M3): sn_port_vhost_enqueue() that also adds the bytes of the
+/* WORKER: sn_port_vhost_enqueue() that also adds the bytes of the
  * taken frames to *bytes (the RX queues' own sum, so the caller's port
  * counters need no second pass over the frames). */
 uint16_t sn_port_vhost_enqueue_bytes(struct sn_port *p, struct rte_mbuf **pkts, uint16_t n,
