@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c — schednicd: command line, EAL, lifecycle.
  *
- * Threads (DESIGN.md "Control plane"): the main lcore runs the control
- * plane — sn_rpc_poll() with a 50 ms timeout, so signals and "shutdown"
- * are noticed within 50 ms; worker lcores (one; layout ncore: W) run
- * sn_switch_worker(), the busy-polling datapath (layouts 2core/ncore: plus
- * the arbiter lcore); DPDK's vhost-events thread runs the vhost-user
- * callbacks (sn_port.c). Start order: config, EAL, mempool, registry,
- * switch, uplink, RPC, ports, worker. Stop order is the reverse, with the
- * worker stopped first so that port teardown never races the datapath;
- * finally rte_eal_cleanup() and the DPDK runtime directory is removed.
+ * Threads (backend/daemon/README.md "Threads"): the main lcore runs the
+ * control plane — sn_rpc_poll() with a 50 ms timeout, so signals and
+ * "shutdown" are noticed within 50 ms; worker lcores (one; layout ncore:
+ * W) run sn_switch_worker(), the busy-polling datapath (layouts
+ * 2core/ncore: plus the arbiter lcore); DPDK's vhost-events thread runs
+ * the vhost-user callbacks (sn_port_vhost.c). Start order: config, EAL,
+ * mempool, registry, switch, uplink, RPC, ports, worker. Stop order is
+ * the reverse, with the worker stopped first so that port teardown never
+ * races the datapath; finally rte_eal_cleanup() and the DPDK runtime
+ * directory is removed.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -120,7 +121,7 @@ static int build_eal_argv(const struct sn_config *cfg, char *argv[EAL_ARGV_MAX],
 	return n;
 }
 
-/* issue 6: the policy table (from the config's "policy") and the
+/* The policy table (from the config's "policy") and the
  * scheduled stage of the worker. 0, or 1 after a log line. */
 static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 			struct sn_ports *reg, struct sn_policy_store **store,
@@ -344,7 +345,7 @@ static int run(struct sn_config *cfg)
 		/* 10 ms: the NBA periods (update_ms) are met within that. */
 		int n = sn_rpc_poll(srv, 10);
 
-		sn_policy_tick(pol_store, sn_ctl_now_ns());   /* issue 6: aggregates */
+		sn_policy_tick(pol_store, sn_ctl_now_ns());   /* aggregates (NBA) */
 
 		if (n < 0 && n != -EINTR) {
 			sn_log("control socket failed: %s", strerror(-n));

@@ -330,7 +330,7 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 				    i, SN_CONFIG_QUEUES_MAX);
 		p->queues = (unsigned)json_integer_value(v);
 	}
-	/* Queue -> worker map (issue 5/6); range checked in check_rules,
+	/* Queue -> worker map (layout ncore); range checked in check_rules,
 	 * which knows the number of workers. */
 	v = json_object_get(o, "workers");
 	p->has_workers = false;
@@ -504,7 +504,7 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 	rc = check_rules(cfg, err, errlen);
 	u = json_object_get(user, "policy");
 	if (!rc && u && !json_is_null(u)) {
-		/* issue 6: validated here so a bad file fails at startup with
+		/* Validated here so a bad file fails at startup with
 		 * the field named; sn_policy_parse runs again at publication. */
 		struct sn_policy pol;
 		char perr[SN_CONFIG_ERR_MAX - 16];

@@ -49,8 +49,7 @@ struct sn_config_port {
 #define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
 #define SN_CONFIG_WORKERS_MAX 8u           /* worker lcores (layout ncore) */
 
-/* Lcore layouts (issue 6, DESIGN.md "The pipeline"; thread model in
- * backend/daemon/README.md "Threads"). */
+/* Lcore layouts (thread model: backend/daemon/README.md "Threads"). */
 enum sn_layout {
 	SN_LAYOUT_1CORE = 0,   /* one worker: switch + shaper + arbiter + dispatch */
 	SN_LAYOUT_2CORE,       /* worker (switch + shaper) | arbiter (+ dispatch) */
@@ -77,11 +76,11 @@ struct sn_config {
 		unsigned mbufs, mbuf_cache, burst;
 		unsigned mac_table_size;       /* entries, power of two */
 		unsigned mac_aging_s;
-		unsigned max_flows;            /* issue 6: flow states per worker */
+		unsigned max_flows;            /* flow states per worker */
 		char layout_name[16];          /* "1core" | "2core" | "ncore" */
 		enum sn_layout layout;         /* decoded from layout_name */
 		unsigned idle_sleep_us;        /* 0 = busy poll; else spin-then-sleep */
-		unsigned cpu_fair_pct;         /* issue 6: CPU fair dropping budget, 0 = off */
+		unsigned cpu_fair_pct;         /* CPU fair dropping budget, 0 = off */
 		unsigned workers;              /* worker lcores: 1, ncore 2..8 (resolved) */
 	} datapath;
 	struct {

@@ -6,8 +6,8 @@
  * control thread parses a complete candidate (every field range-checked,
  * the sum of weights checked against the scheduler's limit, so the worker
  * can apply any published table without failing), then publishes it as
- * one pointer swap (DESIGN.md "Control plane": liburcu QSBR, each poll
- * loop iteration is a quiescent state). The worker derives its own
+ * one pointer swap (liburcu QSBR, each poll loop iteration is a
+ * quiescent state; the contract table is in sn_policy.h). The worker derives its own
  * per-port timestamping state (Carousel §5.1.1, sn_tstamp) and QFQ classes
  * (PSPAT §3.4) from the table it sees; see sn_pipeline.c.
  */
