@@ -177,6 +177,186 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	return 0;
 }
 
+/* EAL init with the arguments from cfg (eal_argv, mem and lcores: the
+ * caller's, alive while the EAL runs); the runtime directory's path in
+ * runtime_dir[PATH_MAX]. 0, or -1 after a log line (EAL not running). */
+static int eal_start(struct sn_config *cfg, char **eal_argv, char *mem, char *lcores,
+		     char *runtime_dir)
+{
+	int eal_argc;
+
+	if (!strcmp(cfg->eal.file_prefix, "auto"))
+		snprintf(cfg->eal.file_prefix, sizeof(cfg->eal.file_prefix), "schednic-%ld", (long)getpid());
+	eal_argc = build_eal_argv(cfg, eal_argv, mem, lcores);
+	if (rte_eal_init(eal_argc, eal_argv) < 0) {
+		const char *dir = rte_eal_get_runtime_dir();
+		size_t dl = dir ? strlen(dir) : 0, pl = strlen(cfg->eal.file_prefix);
+
+		sn_log("EAL init failed: %s", rte_strerror(rte_errno));
+		/* A failed init may already have created our runtime dir. */
+		if (dl > pl && !strcmp(dir + dl - pl, cfg->eal.file_prefix) && dir[dl - pl - 1] == '/')
+			nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+		return -1;
+	}
+	snprintf(runtime_dir, PATH_MAX, "%s", rte_eal_get_runtime_dir());
+	return 0;
+}
+
+/* The worker lcores (workers[nw]) and, in layouts 2core/ncore, the
+ * arbiter's (else RTE_MAX_LCORE), in EAL order. 0, or -1 after a log line. */
+static int find_lcores(const struct sn_config *cfg, const char *lcores, unsigned *workers,
+		       unsigned *arbiter)
+{
+	const unsigned nw = cfg->datapath.workers;
+
+	for (unsigned k = 0; k < nw; k++) {
+		workers[k] = rte_get_next_lcore(k ? workers[k - 1] : (unsigned)-1, 1, 0);
+		if (workers[k] >= RTE_MAX_LCORE) {
+			sn_log("no worker lcore %u (EAL --lcores %s)", k, lcores);
+			return -1;
+		}
+	}
+	*arbiter = RTE_MAX_LCORE;
+	if (cfg->datapath.layout != SN_LAYOUT_1CORE) {
+		*arbiter = rte_get_next_lcore(workers[nw - 1], 1, 0);
+		if (*arbiter >= RTE_MAX_LCORE) {
+			sn_log("no arbiter lcore (EAL --lcores %s)", lcores);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Per worker: its CPU fair dropping instance (cfs[k], cpu_fair_pct > 0)
+ * and its switch (sws[k]; worker 0's owns the shared MAC table). 0, or
+ * -1 after a log line with what was made left in cfs/sws for the
+ * caller to free. */
+static int workers_create(const struct sn_config *cfg, struct sn_ports *reg,
+			  struct rte_mempool *mp, struct sn_pipeline *pl,
+			  struct sn_cpufair **cfs, struct sn_switch **sws)
+{
+	const unsigned nw = cfg->datapath.workers;
+
+	/* CPU fair dropping: one instance per worker lcore, owned by it (its
+	 * own CPU time, the flows of the queues it polls; sn_cpufair.h). */
+	for (unsigned k = 0; cfg->datapath.cpu_fair_pct && k < nw; k++) {
+		cfs[k] = sn_cpufair_create(&(struct sn_cpufair_cfg){
+			.budget_pct = cfg->datapath.cpu_fair_pct,
+			.max_flows = cfg->datapath.max_flows });
+		if (!cfs[k]) {
+			sn_log("cpu fair dropping: %s", strerror(errno));
+			return -1;
+		}
+	}
+	for (unsigned k = 0; k < nw; k++) {
+		sws[k] = sn_switch_create(&(struct sn_switch_config){
+			.burst = cfg->datapath.burst,
+			.mac_table_size = cfg->datapath.mac_table_size,
+			.mac_aging_s = cfg->datapath.mac_aging_s,
+			.idle_sleep_us = cfg->datapath.idle_sleep_us,
+			.pipeline = sn_pipeline_worker(pl, k), .worker = k,
+			.cpufair = cfs[k],
+			.share = k ? sws[0] : NULL }, reg, mp);
+		if (!sws[k]) {
+			sn_log("switch: %s", strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The control server on cfg's socket with every method registered
+ * (handler context ctl); NULL after a log line. */
+static struct sn_rpc_server *control_start(const struct sn_config *cfg, struct sn_ctl *ctl)
+{
+	struct sn_rpc_server *srv;
+
+	if (sn_ports_mkdir_parents(cfg->control.socket)) {
+		sn_log("control.socket: cannot create the directory of %s", cfg->control.socket);
+		return NULL;
+	}
+	srv = sn_rpc_server_create(&(struct sn_rpc_config){
+		.path = cfg->control.socket,
+		.max_request_bytes = cfg->control.max_request_bytes,
+		.max_clients = cfg->control.max_clients,
+		.api_json = sn_rpc_api_json });
+	if (!srv) {
+		sn_log("control socket %s: %s", cfg->control.socket, strerror(errno));
+		return NULL;
+	}
+	if (sn_ctl_register(srv, ctl)) {
+		sn_log("control: handler registration failed");
+		sn_rpc_server_destroy(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+/* The config's vhost-user ports. 0, or -1 after a log line. */
+static int config_ports_add(const struct sn_config *cfg, struct sn_ports *reg)
+{
+	for (unsigned i = 0; i < cfg->n_ports; i++) {
+		const struct sn_config_port *p = &cfg->ports[i];
+		int err = sn_ports_add_vhost(reg, p->name, p->path, &(struct sn_vhost_opts){
+			.client = p->client, .deferred = p->deferred,
+			.max_hold_us = p->max_hold_us,
+			.unmarked_max_hold_us = p->unmarked_max_hold_us,
+			.queues = (uint16_t)p->queues,
+			.workers = p->has_workers ? p->workers : NULL });
+
+		if (err) {
+			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Launch worker k's loop on lcore workers[k] (counted in *n_running) and
+ * the arbiter's, if any (*arbiter_running). 0, or -1 after a log line:
+ * the caller stops whatever runs (workers that started must all stop
+ * together, sn_pipeline_drain). */
+static int launch(const struct sn_config *cfg, struct sn_switch **sws, const unsigned *workers,
+		  struct sn_pipeline *pl, unsigned arbiter, unsigned *n_running,
+		  bool *arbiter_running)
+{
+	for (unsigned k = 0; k < cfg->datapath.workers; k++) {
+		if (rte_eal_remote_launch(sn_switch_worker, sws[k], workers[k])) {
+			sn_log("cannot launch worker %u on lcore %u", k, workers[k]);
+			return -1;
+		}
+		(*n_running)++;
+	}
+	if (arbiter != RTE_MAX_LCORE) {
+		if (rte_eal_remote_launch(sn_pipeline_arbiter_main, pl, arbiter)) {
+			sn_log("cannot launch the arbiter on lcore %u", arbiter);
+			return -1;
+		}
+		*arbiter_running = true;
+		sn_log("layout %s: arbiter lcore %u on cpu %u", cfg->datapath.layout_name, arbiter,
+		       cfg->eal.arbiter_cpu);
+	}
+	return 0;
+}
+
+/* The control loop until a signal or "shutdown": 0, or 1 when the
+ * control socket failed (logged). */
+static int serve(struct sn_rpc_server *srv, struct sn_policy_store *pol_store)
+{
+	while (!g_stop) {
+		/* 10 ms: the NBA periods (update_ms) are met within that. */
+		int n = sn_rpc_poll(srv, 10);
+
+		sn_policy_tick(pol_store, sn_ctl_now_ns());   /* aggregates (NBA) */
+
+		if (n < 0 && n != -EINTR) {
+			sn_log("control socket failed: %s", strerror(-n));
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int run(struct sn_config *cfg)
 {
 	char *eal_argv[EAL_ARGV_MAX + 1], mem[16], lcores[LCORES_LEN], runtime_dir[PATH_MAX] = "";
@@ -194,38 +374,13 @@ static int run(struct sn_config *cfg)
 	bool uplink_open = false, arbiter_running = false;
 	unsigned arbiter = RTE_MAX_LCORE;
 	uint16_t uplink_port = 0;
-	int eal_argc, rc = 1;
+	int rc = 1;
 
-	if (!strcmp(cfg->eal.file_prefix, "auto"))
-		snprintf(cfg->eal.file_prefix, sizeof(cfg->eal.file_prefix), "schednic-%ld", (long)getpid());
-	eal_argc = build_eal_argv(cfg, eal_argv, mem, lcores);
-	if (rte_eal_init(eal_argc, eal_argv) < 0) {
-		const char *dir = rte_eal_get_runtime_dir();
-		size_t dl = dir ? strlen(dir) : 0, pl = strlen(cfg->eal.file_prefix);
-
-		sn_log("EAL init failed: %s", rte_strerror(rte_errno));
-		/* A failed init may already have created our runtime dir. */
-		if (dl > pl && !strcmp(dir + dl - pl, cfg->eal.file_prefix) && dir[dl - pl - 1] == '/')
-			nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	if (eal_start(cfg, eal_argv, mem, lcores, runtime_dir))
 		return 1;
-	}
-	snprintf(runtime_dir, sizeof(runtime_dir), "%s", rte_eal_get_runtime_dir());
 	ctl.start_ns = sn_ctl_now_ns();
-
-	for (unsigned k = 0; k < nw; k++) {
-		workers[k] = rte_get_next_lcore(k ? workers[k - 1] : (unsigned)-1, 1, 0);
-		if (workers[k] >= RTE_MAX_LCORE) {
-			sn_log("no worker lcore %u (EAL --lcores %s)", k, lcores);
-			goto out_eal;
-		}
-	}
-	if (cfg->datapath.layout != SN_LAYOUT_1CORE) {
-		arbiter = rte_get_next_lcore(workers[nw - 1], 1, 0);
-		if (arbiter >= RTE_MAX_LCORE) {
-			sn_log("no arbiter lcore (EAL --lcores %s)", lcores);
-			goto out_eal;
-		}
-	}
+	if (find_lcores(cfg, lcores, workers, &arbiter))
+		goto out_eal;
 	mp = rte_pktmbuf_pool_create("sn_mbufs", cfg->datapath.mbufs, cfg->datapath.mbuf_cache,
 				     0, RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
 	if (!mp) {
@@ -244,32 +399,8 @@ static int run(struct sn_config *cfg)
 	}
 	if (policy_setup(cfg, mp, reg, &pol_store, &pl))
 		goto out_ports;
-	/* CPU fair dropping: one instance per worker lcore, owned by it (its
-	 * own CPU time, the flows of the queues it polls; sn_cpufair.h). */
-	for (unsigned k = 0; cfg->datapath.cpu_fair_pct && k < nw; k++) {
-		cfs[k] = sn_cpufair_create(&(struct sn_cpufair_cfg){
-			.budget_pct = cfg->datapath.cpu_fair_pct,
-			.max_flows = cfg->datapath.max_flows });
-		if (!cfs[k]) {
-			sn_log("cpu fair dropping: %s", strerror(errno));
-			goto out_ports;
-		}
-	}
-	/* One switch per worker; worker 0's owns the shared MAC table. */
-	for (unsigned k = 0; k < nw; k++) {
-		sws[k] = sn_switch_create(&(struct sn_switch_config){
-			.burst = cfg->datapath.burst,
-			.mac_table_size = cfg->datapath.mac_table_size,
-			.mac_aging_s = cfg->datapath.mac_aging_s,
-			.idle_sleep_us = cfg->datapath.idle_sleep_us,
-			.pipeline = sn_pipeline_worker(pl, k), .worker = k,
-			.cpufair = cfs[k],
-			.share = k ? sws[0] : NULL }, reg, mp);
-		if (!sws[k]) {
-			sn_log("switch: %s", strerror(errno));
-			goto out_switch;
-		}
-	}
+	if (workers_create(cfg, reg, mp, pl, cfs, sws))
+		goto out_switch;
 	ctl.reg = reg;
 	ctl.control_socket = cfg->control.socket;
 	ctl.sw = sws[0];
@@ -289,69 +420,18 @@ static int run(struct sn_config *cfg)
 		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port))
 			goto out_switch;
 	}
-	if (sn_ports_mkdir_parents(cfg->control.socket)) {
-		sn_log("control.socket: cannot create the directory of %s", cfg->control.socket);
+	srv = control_start(cfg, &ctl);
+	if (!srv)
 		goto out_switch;
-	}
-	srv = sn_rpc_server_create(&(struct sn_rpc_config){
-		.path = cfg->control.socket,
-		.max_request_bytes = cfg->control.max_request_bytes,
-		.max_clients = cfg->control.max_clients,
-		.api_json = sn_rpc_api_json });
-	if (!srv) {
-		sn_log("control socket %s: %s", cfg->control.socket, strerror(errno));
-		goto out_switch;
-	}
-	if (sn_ctl_register(srv, &ctl)) {
-		sn_log("control: handler registration failed");
+	if (config_ports_add(cfg, reg))
 		goto out_rpc;
-	}
-	for (unsigned i = 0; i < cfg->n_ports; i++) {
-		const struct sn_config_port *p = &cfg->ports[i];
-		int err = sn_ports_add_vhost(reg, p->name, p->path, &(struct sn_vhost_opts){
-			.client = p->client, .deferred = p->deferred,
-			.max_hold_us = p->max_hold_us,
-			.unmarked_max_hold_us = p->unmarked_max_hold_us,
-			.queues = (uint16_t)p->queues,
-			.workers = p->has_workers ? p->workers : NULL });
-
-		if (err) {
-			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
-			goto out_rpc;
-		}
-	}
-	for (unsigned k = 0; k < nw; k++) {
-		if (rte_eal_remote_launch(sn_switch_worker, sws[k], workers[k])) {
-			/* Workers that started must all stop together
-			 * (sn_pipeline_drain): stop here. */
-			sn_log("cannot launch worker %u on lcore %u", k, workers[k]);
-			goto out_rpc;
-		}
-		n_running++;
-	}
-	if (arbiter != RTE_MAX_LCORE) {
-		if (rte_eal_remote_launch(sn_pipeline_arbiter_main, pl, arbiter)) {
-			sn_log("cannot launch the arbiter on lcore %u", arbiter);
-			goto out_rpc;
-		}
-		arbiter_running = true;
-		sn_log("layout %s: arbiter lcore %u on cpu %u", cfg->datapath.layout_name, arbiter,
-		       cfg->eal.arbiter_cpu);
-	}
+	if (launch(cfg, sws, workers, pl, arbiter, &n_running, &arbiter_running))
+		goto out_rpc;
 	sn_log("running: control socket %s, %u worker lcore%s (--lcores %s), %u mbufs",
 	       cfg->control.socket, nw, nw > 1 ? "s" : "", lcores, cfg->datapath.mbufs);
 
-	while (!g_stop) {
-		/* 10 ms: the NBA periods (update_ms) are met within that. */
-		int n = sn_rpc_poll(srv, 10);
-
-		sn_policy_tick(pol_store, sn_ctl_now_ns());   /* aggregates (NBA) */
-
-		if (n < 0 && n != -EINTR) {
-			sn_log("control socket failed: %s", strerror(-n));
-			goto out_rpc;
-		}
-	}
+	if (serve(srv, pol_store))
+		goto out_rpc;
 	rc = 0;
 	sn_log("stopping");
 
