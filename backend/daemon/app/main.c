@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c — schednicd: command line, EAL, lifecycle.
  *
- * Threads (backend/daemon/README.md "Threads"): the main lcore runs the
- * control plane — sn_rpc_poll() with a 50 ms timeout, so signals and
- * "shutdown" are noticed within 50 ms; worker lcores (one; layout ncore:
- * W) run sn_switch_worker(), the busy-polling datapath (layouts
- * 2core/ncore: plus the arbiter lcore); DPDK's vhost-events thread runs
- * the vhost-user callbacks (sn_port_vhost.c). Start order: config, EAL,
- * mempool, registry, switch, uplink, RPC, ports, worker. Stop order is
- * the reverse, with the worker stopped first so that port teardown never
+ * Threads (doc/threads.md): the main lcore runs the control plane —
+ * sn_rpc_poll() with a 50 ms timeout, so signals and "shutdown" are
+ * noticed within 50 ms; worker lcores (one; layout ncore: W) run
+ * sn_switch_worker(), the busy-polling datapath (layouts 2core/ncore:
+ * plus the arbiter lcore); DPDK's vhost-events thread runs the vhost-user
+ * callbacks (sn_port_vhost.c). Start order: config, EAL, mempool,
+ * registry, switch, uplink, RPC, ports, worker. Stop order is the
+ * reverse, with the worker stopped first so that port teardown never
  * races the datapath; finally rte_eal_cleanup() and the DPDK runtime
  * directory is removed.
  */

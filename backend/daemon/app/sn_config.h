@@ -49,7 +49,7 @@ struct sn_config_port {
 #define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
 #define SN_CONFIG_WORKERS_MAX 8u           /* worker lcores (layout ncore) */
 
-/* Lcore layouts (thread model: backend/daemon/README.md "Threads"). */
+/* Lcore layouts (thread model and layouts: doc/threads.md). */
 enum sn_layout {
 	SN_LAYOUT_1CORE = 0,   /* one worker: switch + shaper + arbiter + dispatch */
 	SN_LAYOUT_2CORE,       /* worker (switch + shaper) | arbiter (+ dispatch) */
