@@ -10,6 +10,7 @@
  */
 #include "sn_pipeline_rpc.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
