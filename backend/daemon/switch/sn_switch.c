@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_switch.c — transparent L2 learning switch (IEEE 802.1D style) on one
- * worker lcore.
+ * worker lcore: the poll loop, staging per destination, and the backlogs of
+ * deferred frames.
  *
- * Design. Per ingress burst: (1) learn each source MAC -> ingress port;
+ * Per ingress burst: (1) learn each source MAC -> ingress port (sn_mac.h);
  * (2) pick the destination: a learned, unexpired unicast MAC whose port
  * still exists (slot + generation match) gives one port, anything else is
- * flooded to every other up port (s13-M3: (1) and (2) are skipped for a
- * frame that repeats an earlier frame's source / the previous frame's
+ * flooded to every other up port ((1) and (2) are skipped for a frame
+ * that repeats an earlier frame's source / the previous frame's
  * destination within the burst, whose results they would repeat: see the
  * burst memo in switch_burst); (3) stage the packet on each destination;
  * (4) flush each destination with one burst call; (5) free the input
@@ -14,43 +15,8 @@
  * serves every vhost destination of a flood; the uplink's tx_burst takes
  * ownership, so the uplink gets its own reference (refcnt + 1). Every mbuf
  * is freed on every path: what a destination did not take is freed here and
- * counted as ring_full on that destination.
- *
- * MAC table: 4-way set-associative hash (mac_table_size entries), shared
- * by every worker (layout ncore: W switch instances, one per worker lcore;
- * the first one creates the table, the others share it). Concurrency
- * contract, per bucket: one rte_seqlock (DPDK's sequence lock: a spinlock
- * for writers + a sequence counter for readers). Readers (lookup, and the
- * fast path of learning: a known MAC on the same port) take no lock: they
- * read the bucket's entries with relaxed atomic loads between
- * rte_seqlock_read_begin() and rte_seqlock_read_retry() (acquire fences
- * inside pair with the writer's release in write_lock/unlock) and retry if
- * a writer was inside. Writers (a new MAC, a move to another port, aging)
- * take the bucket's write lock. `seen` alone is refreshed outside the lock
- * (relaxed store, at most once per SEEN_REFRESH of the aging time): a
- * racing refresh of an entry a writer just replaced only makes that entry
- * look fresh, which is harmless. Entries are values, never freed: no
- * reader holds a pointer into the table past its read section. Aging is
- * lazy on lookup (an expired entry is a miss) and a scan once a second,
- * AGE_SLICE entries per loop iteration, by worker 0 only. MAC stats are
- * updated with relaxed atomic fetch-adds (several writers).
- *
- * GSO frames (fix O). A guest with virtio-net offloads hands us TSO frames
- * (RTE_MBUF_F_TX_TCP_SEG + tso_segsz, up to 64 KiB, multi-segment) with a
- * partial checksum. vhost destinations take them as they are (the enqueue
- * writes a virtio-net GSO header: VM->VM stays fast). An ethdev (the
- * uplink) gets them segmented here in software with librte_gso
- * (TCP/IPv4; both checksums of every segment computed here), because
- * net_tap in DPDK 22.11 advertises TCP_TSO but rejects every TSO frame
- * whose mss + l2/l3/l4 headers exceed its MTU (it compares an L2 size with
- * an L3 MTU: mss 1448 + 66 > 1500), and a rejected frame stops its whole
- * tx burst. vhost ports do not offer TSO6/UFO (sn_port.c), which rte_gso
- * cannot do. A GSO frame we cannot segment (TSO6/UFO anyway, headers not
- * in the first segment, absurd mss, out of mbufs) is dropped and counted
- * as gso_failed on the egress port. See README.md "Counters".
- *
- * This is the issue-2 datapath (rte_vhost_dequeue/enqueue_burst); the
- * scheduled datapath of DESIGN.md replaces the VM TX side later.
+ * counted as ring_full on that destination. Ethdev destinations and GSO
+ * frames: sn_switch_gso.c.
  *
  * Deferred-completion ports (sn_vqtx.h, Carousel §5.2): their frames are
  * guest buffers wrapped zero-copy in mbufs, and the guest gets a
@@ -68,11 +34,11 @@
  * of its frames purged from them before sn_vqtx_stop_ack().
  */
 #define _LGPL_SOURCE
-/* rte_ipv4_udptcp_cksum_mbuf() (multi-segment TCP checksum) is still
- * experimental in DPDK 22.11. */
+/* rte_seqlock (sn_mac_impl.h) is experimental in DPDK 22.11. */
 #define ALLOW_EXPERIMENTAL_API
-#include "sn_switch.h"
+#include "sn_switch_impl.h"
 #include "sn_cpufair.h"
+#include "sn_mac_impl.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -83,261 +49,38 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
-#include <rte_gso.h>
-#include <rte_ip.h>
-#include <rte_tcp.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
-#include <rte_seqlock.h>
 #include <rte_vhost.h>
 #include <urcu-qsbr.h>
 
 #include "sn_config.h"
-#include "sn_log.h"
 #include "sn_pipeline.h"
 #include "sn_port.h"
 #include "sn_vqtx.h"
 
-#define MAC_WAYS   4
-#define MAC_VALID  (1ULL << 63)
-#define AGE_SLICE  256 /* MAC entries aged per loop iteration */
 #define IDLE_SPINS 20000 /* empty polls before napping */
 #define SN_MIN_U(a, b) ((a) < (b) ? (a) : (b))
-#define GSO_SEG_MAX 128  /* segments per GSO frame (64 KiB at mss >= 512) */
-#define GSO_FLAGS (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
-#define DIAG_LINES 16    /* frames logged per cause (diagnostics, bounded) */
-#define BACKLOG_MAX 1024u /* frames waiting per vhost destination (power of 2) */
-#define SEEN_REFRESH 64   /* `seen` is refreshed after 1/64 of the aging time */
-
-struct mac_entry {
-	uint64_t key;    /* MAC | MAC_VALID, 0 = empty */
-	uint64_t seen;   /* TSC of the last frame from it */
-	uint32_t gen;    /* port generation */
-	uint16_t slot;   /* port slot */
-	uint16_t pad;
-};
-
-struct mac_bucket {
-	rte_seqlock_t lock;
-	struct mac_entry e[MAC_WAYS];
-} __rte_cache_aligned;
-
-/* The MAC table shared by the workers (contract above). */
-struct mactab {
-	struct mac_bucket *b;
-	unsigned nb;                 /* buckets (pow2) */
-	unsigned bucket_shift;       /* 64 - log2(nb) */
-	uint64_t aging_tsc;
-	struct sn_mac_stats ms;      /* fetch-add by any worker */
-};
-
-/* Frames from deferred ports waiting for one vhost destination. */
-struct backlog {
-	uint32_t gen;          /* destination port generation */
-	uint32_t head, n;      /* ring of BACKLOG_MAX */
-	uint64_t next_check;   /* earliest hold deadline inside (TSC) */
-	struct rte_mbuf *m[BACKLOG_MAX];
-};
-
-struct stage {
-	struct sn_port *port;
-	uint16_t n;
-	struct rte_mbuf *pkts[SN_CONFIG_BURST_MAX];
-};
-
-struct sn_switch {
-	/* Read-mostly, set at create. */
-	struct sn_ports *reg;
-	struct rte_mempool *mp;
-	struct rte_gso_ctx gso;      /* gso_size set per frame (worker only) */
-	struct sn_pipeline *pl;      /* NULL: no policy enforcement; else this
-	                              * worker's instance */
-	struct sn_cpufair *cf;       /* issue 6: datapath.cpu_fair_pct; NULL = off */
-	unsigned burst;
-	unsigned idle_sleep_us;       /* 0 = busy poll (config datapath.idle_sleep_us) */
-	unsigned wk;                 /* worker index: polls the TX queues it owns */
-	uint16_t txq;                /* uplink TX queue (= wk) */
-	uint64_t aging_tsc;
-	uint64_t scan_tsc;
-	struct mactab *mt;           /* shared (owned by worker 0's switch) */
-	bool mt_owner;
-	unsigned mac_n;              /* buckets: the aging scan's range */
-
-	/* Main -> worker. */
-	uint32_t stop __rte_cache_aligned;
-
-	/* Worker only. */
-	uint64_t next_scan __rte_cache_aligned;
-	unsigned scan_pos;           /* == mac_n: no scan in progress (worker 0) */
-	unsigned n_touched;
-	uint16_t touched[SN_PORT_MAX];
-	unsigned diag_malformed, diag_txfail; /* log lines left (DIAG_LINES) */
-	struct stage stage[SN_PORT_MAX];
-	struct backlog *bl;          /* [SN_PORT_MAX], by destination slot */
-	uint64_t bl_busy;            /* bit i: bl[i] may be non-empty */
-};
-
-/* MAC table counter update (several writers); readers use relaxed loads. */
-static inline void ctr_add(uint64_t *c, uint64_t v)
-{
-	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
-}
-
-#define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
-#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-
-/* A MAC's table key: its 6 bytes as the low 48 bits of a little-endian
- * word, | MAC_VALID. s13-M3: both of a frame's keys with one 8-byte load
- * each (the 14-byte header is in the first segment, checked before). */
-static inline void eth_keys(const struct rte_ether_hdr *eth, uint64_t *dkey, uint64_t *skey)
-{
-	const uint8_t *h = (const uint8_t *)eth;
-	uint64_t d, s;
-
-	static_assert(sizeof(*eth) >= 6 + sizeof(s), "src MAC + 2 bytes of ethertype");
-	memcpy(&d, h, sizeof(d));
-	memcpy(&s, h + 6, sizeof(s));
-	*dkey = (rte_le_to_cpu_64(d) & 0xffffffffffffULL) | MAC_VALID;
-	*skey = (rte_le_to_cpu_64(s) & 0xffffffffffffULL) | MAC_VALID;
-}
-
-static inline struct mac_bucket *mac_bucket(const struct mactab *mt, uint64_t key)
-{
-	return &mt->b[(key * 0x9E3779B97F4A7C15ULL) >> mt->bucket_shift];
-}
-
-static inline bool expired(const struct mactab *mt, uint64_t seen, uint64_t now)
-{
-	return now - seen > mt->aging_tsc;
-}
-
-/* A lock-free snapshot of the entry for key in b: its way, or -1. */
-static int mac_read(const struct mac_bucket *b, uint64_t key, struct mac_entry *out)
-{
-	uint32_t sn;
-	int hit;
-
-	do {
-		sn = rte_seqlock_read_begin(&b->lock);
-		hit = -1;
-		for (unsigned w = 0; w < MAC_WAYS; w++) {
-			if (LD(b->e[w].key) == key) {
-				out->seen = LD(b->e[w].seen);
-				out->gen = LD(b->e[w].gen);
-				out->slot = LD(b->e[w].slot);
-				hit = (int)w;
-				break;
-			}
-		}
-	} while (rte_seqlock_read_retry(&b->lock, sn));
-	return hit;
-}
-
-/* mac_learn() results (s13-M3: what the burst memo in switch_burst needs). */
-enum learn_res {
-	LEARN_KNOWN,  /* key -> in already, nothing but `seen` written */
-	LEARN_WROTE,  /* key -> in now, the entry was written (new or moved) */
-	LEARN_FULL,   /* not learned: bucket full (counted) */
-};
-
-static enum learn_res mac_learn(struct sn_switch *sw, uint64_t key, const struct sn_port *in,
-				uint64_t now)
-{
-	struct mactab *mt = sw->mt;
-	struct mac_bucket *b = mac_bucket(mt, key);
-	struct mac_entry *free_e = NULL, cur = { 0 };
-	int hit = mac_read(b, key, &cur);
-	enum learn_res res = LEARN_WROTE;
-
-	if (hit >= 0 && cur.slot == in->slot && cur.gen == in->gen) {
-		/* Fast path, no lock (contract above). */
-		if (now - cur.seen > mt->aging_tsc / SEEN_REFRESH)
-			ST(b->e[hit].seen, now);
-		return LEARN_KNOWN;
-	}
-	rte_seqlock_write_lock(&b->lock);
-	for (unsigned w = 0; w < MAC_WAYS; w++) {
-		struct mac_entry *e = &b->e[w];
-
-		if (e->key == key) {
-			if (e->slot != in->slot || e->gen != in->gen) {
-				ST(e->slot, in->slot);
-				ST(e->gen, in->gen);
-				ctr_add(&mt->ms.moves, 1);
-			}
-			ST(e->seen, now);
-			goto unlock;
-		}
-		if (!free_e && (!e->key || expired(mt, LD(e->seen), now)))
-			free_e = e;
-	}
-	if (!free_e) {
-		ctr_add(&mt->ms.full, 1);
-		res = LEARN_FULL;
-		goto unlock;
-	}
-	if (free_e->key) {
-		ctr_add(&mt->ms.aged, 1);
-		ctr_add(&mt->ms.entries, -1ULL);
-	}
-	ST(free_e->key, key);
-	ST(free_e->seen, now);
-	ST(free_e->slot, in->slot);
-	ST(free_e->gen, in->gen);
-	ctr_add(&mt->ms.entries, 1);
-	ctr_add(&mt->ms.learned, 1);
-unlock:
-	rte_seqlock_write_unlock(&b->lock);
-	return res;
-}
+#define BACKLOG_MAX SN_SWITCH_BACKLOG_MAX
 
 /* The destination port of a unicast MAC, or NULL (unknown: flood). */
-static struct sn_port *mac_lookup(struct sn_switch *sw, const struct sn_port_table *t,
-				  uint64_t key, uint64_t now)
+static inline struct sn_port *mac_lookup(struct sn_switch *sw, const struct sn_port_table *t,
+					 uint64_t key, uint64_t now)
 {
-	struct mac_entry e;
 	struct sn_port *p;
+	uint32_t gen;
+	uint16_t slot;
 
-	if (mac_read(mac_bucket(sw->mt, key), key, &e) < 0 || expired(sw->mt, e.seen, now))
+	if (!sn_mac_lookup(sw->mt, key, now, &slot, &gen))
 		return NULL;
-	p = t->by_slot[e.slot];
-	return p && p->gen == e.gen ? p : NULL;
-}
-
-/* One slice of the aging scan (worker 0), so a large table never stalls
- * the loop. A bucket is locked only when it has an expired entry. */
-static void mac_age_slice(struct sn_switch *sw, uint64_t now)
-{
-	struct mactab *mt = sw->mt;
-	unsigned end = SN_MIN_U(sw->scan_pos + AGE_SLICE / MAC_WAYS, sw->mac_n);
-
-	for (unsigned i = sw->scan_pos; i < end; i++) {
-		struct mac_bucket *b = &mt->b[i];
-		bool any = false;
-
-		for (unsigned w = 0; w < MAC_WAYS; w++)
-			any |= LD(b->e[w].key) && expired(mt, LD(b->e[w].seen), now);
-		if (!any)
-			continue;
-		rte_seqlock_write_lock(&b->lock);
-		for (unsigned w = 0; w < MAC_WAYS; w++) {
-			struct mac_entry *e = &b->e[w];
-
-			if (e->key && expired(mt, LD(e->seen), now)) {
-				ST(e->key, 0);
-				ctr_add(&mt->ms.aged, 1);
-				ctr_add(&mt->ms.entries, -1ULL);
-			}
-		}
-		rte_seqlock_write_unlock(&b->lock);
-	}
-	sw->scan_pos = end;
+	p = t->by_slot[slot];
+	return p && p->gen == gen ? p : NULL;
 }
 
 static inline void stage_add(struct sn_switch *sw, struct sn_port *in, struct sn_port *p,
 			     struct rte_mbuf *m)
 {
-	struct stage *s = &sw->stage[p->slot];
+	struct sn_switch_stage *s = &sw->stage[p->slot];
 
 	if (p->type == SN_PORT_UPLINK) {
 		if (in->vq && !p->tx_sync) {
@@ -365,156 +108,18 @@ static inline void stage_add(struct sn_switch *sw, struct sn_port *in, struct sn
 	s->pkts[s->n++] = m;
 }
 
-static void diag_frame(unsigned *budget, const char *port, const char *what,
-		       const struct rte_mbuf *m)
-{
-	if (*budget == 0)
-		return;
-	(*budget)--;
-	sn_log("port %s: %s: pkt_len %u data_len %u segs %u ol_flags 0x%llx l2/l3/l4 %u/%u/%u tso_segsz %u",
-	       port, what, m->pkt_len, m->data_len, m->nb_segs, (unsigned long long)m->ol_flags,
-	       (unsigned)m->l2_len, (unsigned)m->l3_len, (unsigned)m->l4_len, (unsigned)m->tso_segsz);
-}
-
-/* tx_prepare fixes offload headers (no-op for most PMDs); frames it
- * rejects are dropped like unsent ones. Returns the sent prefix length. */
-static uint16_t eth_tx(struct sn_switch *sw, const struct sn_port *p,
-		       struct rte_mbuf **pkts, uint16_t n)
-{
-	uint16_t k = rte_eth_tx_prepare(p->eth_port, sw->txq, pkts, n);
-
-	if (k < n)
-		diag_frame(&sw->diag_txfail, p->name, "tx_prepare rejected", pkts[k]);
-	k = rte_eth_tx_burst(p->eth_port, sw->txq, pkts, k);
-	return k;
-}
-
-/* A segment of a TCP/IPv4 frame, headers alone in its first mbuf: compute
- * both checksums (rte_gso leaves them stale) and clear every offload flag
- * so the PMD sends it as is. */
-static void tcp4_finish(struct rte_mbuf *seg)
-{
-	struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(seg, struct rte_ipv4_hdr *, seg->l2_len);
-	struct rte_tcp_hdr *tcp = rte_pktmbuf_mtod_offset(seg, struct rte_tcp_hdr *,
-							  seg->l2_len + seg->l3_len);
-
-	ip->hdr_checksum = 0;
-	ip->hdr_checksum = rte_ipv4_cksum(ip);
-	tcp->cksum = 0;
-	tcp->cksum = rte_ipv4_udptcp_cksum_mbuf(seg, ip, seg->l2_len + seg->l3_len);
-	seg->ol_flags &= ~(GSO_FLAGS | RTE_MBUF_F_TX_L4_MASK | RTE_MBUF_F_TX_IP_CKSUM |
-			   RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IPV6);
-}
-
-/* Software-segment one guest TSO frame m (shared: other destinations of a
- * flood still read it, so its data and ol_flags are left as they were) and
- * send the segments. Returns 1 = every segment sent, 0 = not all sent
- * (ring full), -1 = cannot segment. Never takes m's reference. */
-static int gso_tx(struct sn_switch *sw, const struct sn_port *p, struct rte_mbuf *m)
-{
-	struct rte_mbuf *segs[GSO_SEG_MAX];
-	const struct rte_ipv4_hdr *ip;
-	unsigned hdr = (unsigned)m->l2_len + m->l3_len + m->l4_len;
-	uint64_t ol = m->ol_flags;
-	int n;
-	uint16_t k;
-
-	/* Untrusted guest metadata: only TCP/IPv4 with every header in the
-	 * first segment (rte_gso copies them from there). */
-	if ((ol & GSO_FLAGS) != RTE_MBUF_F_TX_TCP_SEG || !(ol & RTE_MBUF_F_TX_IPV4) ||
-	    m->l2_len < RTE_ETHER_HDR_LEN || m->l3_len < sizeof(struct rte_ipv4_hdr) ||
-	    m->l4_len < sizeof(struct rte_tcp_hdr) || m->data_len < hdr ||
-	    m->tso_segsz == 0 || hdr + m->tso_segsz > UINT16_MAX)
-		return -1;
-	ip = rte_pktmbuf_mtod_offset(m, const struct rte_ipv4_hdr *, m->l2_len);
-	if (ip->next_proto_id != IPPROTO_TCP || rte_ipv4_hdr_len(ip) != m->l3_len)
-		return -1;
-	sw->gso.gso_size = (uint16_t)(hdr + m->tso_segsz);
-	n = rte_gso_segment(m, &sw->gso, segs, GSO_SEG_MAX);
-	m->ol_flags = ol;   /* rte_gso clears TCP_SEG on its input */
-	if (n == 0) {
-		/* Fits in one segment (or an IP fragment): a private copy,
-		 * since the checksums are written in place. */
-		segs[0] = rte_pktmbuf_copy(m, sw->mp, 0, UINT32_MAX);
-		if (!segs[0])
-			return -1;
-		n = 1;
-	}
-	if (n < 0)
-		return -1;
-	for (int i = 0; i < n; i++)
-		tcp4_finish(segs[i]);
-	k = eth_tx(sw, p, segs, (uint16_t)n);
-	for (int i = k; i < n; i++)
-		rte_pktmbuf_free(segs[i]);
-	return k == n ? 1 : 0;
-}
-
 /* sn_pipeline's GSO hook: shaped ports' TSO frames for the uplink. */
 static int pipeline_gso(void *arg, const struct sn_port *p, struct rte_mbuf *m)
 {
-	return gso_tx(arg, p, m);
+	return sn_switch_gso_tx(arg, p, m);
 }
 
-/* An ethdev destination: plain frames in bursts, GSO frames segmented one
- * at a time. Counters are per switch frame (a GSO frame is one tx packet
- * when every segment went out, else one ring_full drop), so the stats.get
- * conservation rule holds. Frees every staged reference. */
-static void flush_eth(struct sn_switch *sw, struct sn_port *p, struct stage *s)
-{
-	uint64_t sent = 0, bytes = 0, full = 0, gso_failed = 0;
-	uint16_t run = 0;
-	bool blocked = false;   /* the PMD refused a frame: skip the rest */
-
-	for (uint16_t i = 0; i <= s->n; i++) {
-		struct rte_mbuf *m = i < s->n ? s->pkts[i] : NULL;
-		int rc;
-
-		if (m && !(m->ol_flags & GSO_FLAGS))
-			continue;
-		if (i > run) {   /* the run of plain frames [run, i) */
-			uint16_t n = i - run;
-			uint16_t k = blocked ? 0 : eth_tx(sw, p, &s->pkts[run], n);
-
-			for (uint16_t j = 0; j < k; j++)
-				bytes += s->pkts[run + j]->pkt_len;
-			for (uint16_t j = k; j < n; j++)
-				rte_pktmbuf_free(s->pkts[run + j]);
-			if (k < n && !blocked)
-				diag_frame(&sw->diag_txfail, p->name, "tx_burst refused", s->pkts[run + k]);
-			sent += k;
-			full += n - k;
-			blocked = blocked || k < n;
-		}
-		run = i + 1;
-		if (!m)
-			break;
-		rc = blocked ? 0 : gso_tx(sw, p, m);
-		if (rc == 1) {
-			sent++;
-			bytes += m->pkt_len;
-		} else if (rc == 0) {
-			full++;
-			blocked = true;
-		} else {
-			gso_failed++;
-			diag_frame(&sw->diag_txfail, p->name, "cannot segment", m);
-		}
-		rte_pktmbuf_free(m);    /* segments hold their own references */
-	}
-	sn_port_ctr_add(&p->st.tx_packets, sent);
-	sn_port_ctr_add(&p->st.tx_bytes, bytes);
-	if (full)
-		sn_port_ctr_add(&p->st.drop[SN_DROP_RING_FULL], full);
-	if (gso_failed)
-		sn_port_ctr_add(&p->st.drop[SN_DROP_GSO_FAILED], gso_failed);
-}
 
 /* ---- Backlogs (deferred frames waiting for a vhost destination). ---- */
 
 static_assert(SN_PORT_MAX <= 64, "bl_busy is one 64-bit mask");
 
-static void bl_push(struct sn_switch *sw, struct backlog *b, const struct sn_port *dst,
+static void bl_push(struct sn_switch *sw, struct sn_switch_backlog *b, const struct sn_port *dst,
 		    struct rte_mbuf *m, uint64_t deadline)
 {
 	sw->bl_busy |= 1ULL << dst->slot;
@@ -530,7 +135,7 @@ static void bl_push(struct sn_switch *sw, struct backlog *b, const struct sn_por
 }
 
 /* Hand what the destination takes to its RX ring, oldest first. */
-static void bl_drain(struct backlog *b, struct sn_port *p)
+static void bl_drain(struct sn_switch_backlog *b, struct sn_port *p)
 {
 	while (b->n) {
 		uint16_t cnt = (uint16_t)SN_MIN_U(SN_MIN_U(b->n, BACKLOG_MAX - b->head),
@@ -551,7 +156,7 @@ static void bl_drain(struct backlog *b, struct sn_port *p)
 
 /* Drop the frames for which drop(m) holds (freeing completes them); the
  * rest keeps its order. Returns how many were dropped. */
-static unsigned bl_filter(struct backlog *b, bool (*drop)(struct rte_mbuf *, void *), void *arg)
+static unsigned bl_filter(struct sn_switch_backlog *b, bool (*drop)(struct rte_mbuf *, void *), void *arg)
 {
 	uint32_t keep = 0, n = b->n, dropped = 0;
 	uint64_t next = UINT64_MAX;
@@ -624,7 +229,7 @@ static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 {
 	for (uint64_t busy = sw->bl_busy; busy; busy &= busy - 1) {
 		unsigned i = (unsigned)__builtin_ctzll(busy);
-		struct backlog *b = &sw->bl[i];
+		struct sn_switch_backlog *b = &sw->bl[i];
 		struct sn_port *p;
 
 		if (!b->n) {
@@ -695,14 +300,14 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 static void flush(struct sn_switch *sw)
 {
 	for (unsigned i = 0; i < sw->n_touched; i++) {
-		struct stage *s = &sw->stage[sw->touched[i]];
+		struct sn_switch_stage *s = &sw->stage[sw->touched[i]];
 		struct sn_port *p = s->port;
-		struct backlog *b;
+		struct sn_switch_backlog *b;
 		uint64_t bytes = 0;
 		uint16_t k;
 
 		if (p->type != SN_PORT_VHOST) {
-			flush_eth(sw, p, s);
+			sn_switch_flush_eth(sw, p, s);
 			s->n = 0;
 			continue;
 		}
@@ -786,8 +391,8 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	struct sn_port *sdst[SN_CONFIG_BURST_MAX];     /* one submit per burst */
 
 	/* s13-M3: burst memo. A frame with the source MAC of an earlier frame
-	 * of this burst that was learned (LEARN_KNOWN/WROTE: the entry maps
-	 * it to `in`) skips mac_learn(): with the same port and the same
+	 * of this burst that was learned (SN_MAC_KNOWN/WROTE: the entry maps
+	 * it to `in`) skips sn_mac_learn(): with the same port and the same
 	 * iteration clock it would find exactly that and write nothing. A
 	 * frame with the destination MAC of the previous lookup reuses its
 	 * result: the lookup depends on the table (our own writes below clear
@@ -795,7 +400,7 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	 * Another worker's concurrent write (ncore) is ordered as if it came
 	 * after the burst. Keys carry MAC_VALID, so 0 matches no frame.
 	 * OVS-DPDK groups its batches by flow for the same reason. Counters
-	 * keep their meaning: a MAC the table could not take (LEARN_FULL) is
+	 * keep their meaning: a MAC the table could not take (SN_MAC_FULL) is
 	 * not memoized, so `full` still counts every such frame. */
 	uint64_t memo_src = 0, memo_dst = 0;
 	struct sn_port *memo_dp = NULL;
@@ -808,27 +413,27 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 
 		bytes += m->pkt_len;
 		if (m->data_len < RTE_ETHER_HDR_LEN) {
-			diag_frame(&sw->diag_malformed, in->name, "malformed (runt)", m);
+			sn_switch_diag(&sw->diag_malformed, in->name, "malformed (runt)", m);
 			sn_port_ctr_add(&in->st.drop[SN_DROP_MALFORMED], 1);
 			rte_pktmbuf_free(m);
 			continue;
 		}
 		eth = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
 		if (rte_is_multicast_ether_addr(&eth->src_addr)) {
-			diag_frame(&sw->diag_malformed, in->name, "malformed (multicast source)", m);
+			sn_switch_diag(&sw->diag_malformed, in->name, "malformed (multicast source)", m);
 			sn_port_ctr_add(&in->st.drop[SN_DROP_MALFORMED], 1);
 			rte_pktmbuf_free(m);
 			continue;
 		}
-		eth_keys(eth, &dkey, &skey);
+		sn_mac_keys(eth, &dkey, &skey);
 		if (skey != memo_src) {
-			enum learn_res r = mac_learn(sw, skey, in, now);
+			enum sn_mac_learn_res r = sn_mac_learn(sw->mt, skey, in->slot, in->gen, now);
 
-			memo_src = r == LEARN_FULL ? 0 : skey;
+			memo_src = r == SN_MAC_FULL ? 0 : skey;
 			/* A write changes lookups; so does a known entry's
 			 * refreshed `seen` if it had expired (not yet aged
 			 * out): the memoized lookup of that very MAC. */
-			if (r == LEARN_WROTE || skey == memo_dst)
+			if (r == SN_MAC_WROTE || skey == memo_dst)
 				memo_dst = 0;
 		}
 		if (dkey == memo_dst) {
@@ -911,12 +516,74 @@ static void burst_in(struct sn_switch *sw, const struct sn_port_table *t, struct
 	sn_cpufair_account(sw->cf, sn_cpufair_clock() - t0);
 }
 
+/* Poll the enabled TX queues of vhost port p that this worker owns
+ * (multiqueue: sn_port.h) and switch what they hold. Returns the frames
+ * taken. */
+static __rte_always_inline unsigned poll_vhost(struct sn_switch *sw, const struct sn_port_table *t,
+					       struct sn_port *p, struct rte_mbuf **pkts,
+					       uint16_t burst, uint64_t now)
+{
+	unsigned got = 0;
+
+	for (uint32_t rdy = sn_port_txq_ready(p); rdy; rdy &= rdy - 1) {
+		unsigned qi = (unsigned)__builtin_ctz(rdy);
+		uint64_t bytes;
+		uint16_t n;
+
+		if (p->q[qi].owner != sw->wk)
+			continue;
+		/* after the owner check: no clock read for other workers'
+		 * queues (ncore) */
+		uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
+		if (p->q[qi].vq) {
+			uint16_t mx = burst;
+
+			/* An opted-in guest is backpressured by its
+			 * completions: while its port's rate limit is a wheel
+			 * horizon ahead, its frames wait in its ring rather
+			 * than being dropped at the horizon. */
+			if (sw->pl && sn_vqtx_opted_in(p->q[qi].vq)) {
+				mx = sn_pipeline_src_room(sw->pl, p, burst);
+				if (!mx) {
+					sn_vqtx_count_horizon_wait(p->q[qi].vq);
+					continue;
+				}
+			}
+			n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, mx, now, &bytes);
+		} else {
+			n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1), sw->mp, pkts,
+						    burst);
+			bytes = 0;
+			for (uint16_t j = 0; j < n; j++)
+				bytes += pkts[j]->pkt_len;
+		}
+		if (!n)
+			continue;
+		sn_port_count_txq(p, qi, n, bytes);
+		burst_in(sw, t, p, pkts, n, now, t0);
+		got += n;
+	}
+	return got;
+}
+
+/* The worker is leaving: nothing of a guest stays held by it. */
+static void worker_drain(struct sn_switch *sw)
+{
+	struct sn_port_table *t = sn_ports_table_rcu(sw->reg);
+
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (sw->bl[i].n)
+			bl_filter(&sw->bl[i], drop_all, NULL);
+	if (sw->pl)
+		sn_pipeline_drain(sw->pl);
+	vq_service(sw, t, rte_rdtsc());
+}
+
 int sn_switch_worker(void *arg)
 {
 	struct sn_switch *sw = arg;
 	struct rte_mbuf *pkts[SN_CONFIG_BURST_MAX];
 	const uint16_t burst = (uint16_t)sw->burst;
-
 	unsigned idle = 0;
 
 	rcu_register_thread();
@@ -928,57 +595,17 @@ int sn_switch_worker(void *arg)
 		uint64_t now = rte_rdtsc();
 		unsigned got = 0;
 
-		sn_vqtx_set_now(now);       /* s10-P: hold-time clock, one rdtsc per iteration */
+		sn_vqtx_set_now(now);       /* the hold-time clock: one rdtsc per iteration */
 		if (sw->pl)
-			sn_pipeline_run(sw->pl, t);   /* issue 6: due frames, arbiter */
+			sn_pipeline_run(sw->pl, t);   /* due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {
 			struct sn_port *p = t->list[i];
-			uint64_t bytes;
 			uint16_t n;
 
 			if (!sn_port_is_up(p))
 				continue;
 			if (p->type == SN_PORT_VHOST) {
-				/* Multiqueue: every enabled TX queue this worker
-				 * owns (sn_port.h). */
-				for (uint32_t rdy = sn_port_txq_ready(p); rdy; rdy &= rdy - 1) {
-					unsigned qi = (unsigned)__builtin_ctz(rdy);
-
-					if (p->q[qi].owner != sw->wk)
-						continue;
-					/* after the owner check: no clock read
-					 * for other workers' queues (ncore) */
-					uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
-					if (p->q[qi].vq) {
-						uint16_t mx = burst;
-
-						/* s11-V3 (issue 7): an opted-in guest is
-						 * backpressured by its completions; while
-						 * its port's rate limit is a wheel horizon
-						 * ahead, its frames wait in its ring rather
-						 * than being dropped at the horizon. */
-						if (sw->pl && sn_vqtx_opted_in(p->q[qi].vq)) {
-							mx = sn_pipeline_src_room(sw->pl, p, burst);
-							if (!mx) {
-								sn_vqtx_count_horizon_wait(p->q[qi].vq);
-								continue;
-							}
-						}
-						n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, mx, now,
-								 &bytes);
-					} else {
-						n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1),
-									    sw->mp, pkts, burst);
-						bytes = 0;
-						for (uint16_t j = 0; j < n; j++)
-							bytes += pkts[j]->pkt_len;
-					}
-					if (!n)
-						continue;
-					sn_port_count_txq(p, qi, n, bytes);
-					burst_in(sw, t, p, pkts, n, now, t0);
-					got += n;
-				}
+				got += poll_vhost(sw, t, p, pkts, burst, now);
 				continue;
 			}
 			if (sw->wk != 0)
@@ -991,7 +618,7 @@ int sn_switch_worker(void *arg)
 			got += n;
 		}
 		if (sw->pl)
-			sn_pipeline_flush(sw->pl);    /* issue 6: before t goes stale */
+			sn_pipeline_flush(sw->pl);    /* before t goes stale */
 		bl_service(sw, t, now);
 		vq_service(sw, t, now);
 		/* Ends the read-side use of t and of every port's vid: pairs
@@ -1000,7 +627,7 @@ int sn_switch_worker(void *arg)
 		if (sw->wk != 0) {
 			/* aging: worker 0 only */
 		} else if (sw->scan_pos < sw->mac_n) {
-			mac_age_slice(sw, now);
+			sw->scan_pos = sn_mac_age(sw->mt, sw->scan_pos, now);
 		} else if ((int64_t)(now - sw->next_scan) > 0) {
 			sw->scan_pos = 0;     /* a full scan once a second */
 			sw->next_scan = now + sw->scan_tsc;
@@ -1019,17 +646,7 @@ int sn_switch_worker(void *arg)
 							rte_get_tsc_hz());
 		}
 	}
-	/* Nothing of a guest stays held by a worker that is gone. */
-	{
-		struct sn_port_table *t = sn_ports_table_rcu(sw->reg);
-
-		for (unsigned i = 0; i < SN_PORT_MAX; i++)
-			if (sw->bl[i].n)
-				bl_filter(&sw->bl[i], drop_all, NULL);
-		if (sw->pl)
-			sn_pipeline_drain(sw->pl);
-		vq_service(sw, t, rte_rdtsc());
-	}
+	worker_drain(sw);
 	sn_vqtx_worker_exit(sw->wk);
 	rcu_unregister_thread();
 	return 0;
@@ -1039,10 +656,9 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 				   struct sn_ports *reg, struct rte_mempool *mp)
 {
 	struct sn_switch *sw;
-	unsigned buckets;
 
-	if (cfg->burst == 0 || cfg->burst > SN_CONFIG_BURST_MAX || cfg->mac_table_size < 16 ||
-	    (cfg->mac_table_size & (cfg->mac_table_size - 1))) {
+	if (cfg->burst == 0 || cfg->burst > SN_CONFIG_BURST_MAX ||
+	    !sn_mac_mem_size(cfg->mac_table_size)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -1051,33 +667,21 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 		errno = ENOMEM;
 		return NULL;
 	}
-	buckets = cfg->mac_table_size / MAC_WAYS;
 	if (cfg->share) {
 		sw->mt = cfg->share->mt;
 	} else {
-		sw->mt = rte_zmalloc("sn_mactab", sizeof(*sw->mt), RTE_CACHE_LINE_SIZE);
-		if (sw->mt)
-			sw->mt->b = rte_zmalloc("sn_mac", sizeof(*sw->mt->b) * buckets,
-						RTE_CACHE_LINE_SIZE);
+		sw->mt = sn_mac_create(cfg->mac_table_size,
+				       (uint64_t)cfg->mac_aging_s * rte_get_tsc_hz());
 		sw->mt_owner = true;
 	}
 	sw->bl = rte_zmalloc("sn_backlog", sizeof(*sw->bl) * SN_PORT_MAX, RTE_CACHE_LINE_SIZE);
-	if (!sw->mt || !sw->mt->b || !sw->bl) {
-		if (sw->mt_owner && sw->mt) {
-			rte_free(sw->mt->b);
-			rte_free(sw->mt);
-		}
+	if (!sw->mt || !sw->bl) {
+		if (sw->mt_owner)
+			sn_mac_free(sw->mt);
 		rte_free(sw->bl);
 		rte_free(sw);
 		errno = ENOMEM;
 		return NULL;
-	}
-	if (sw->mt_owner) {
-		for (unsigned i = 0; i < buckets; i++)
-			rte_seqlock_init(&sw->mt->b[i].lock);
-		sw->mt->nb = buckets;
-		sw->mt->bucket_shift = 64 - (unsigned)__builtin_ctz(buckets);
-		sw->mt->aging_tsc = (uint64_t)cfg->mac_aging_s * rte_get_tsc_hz();
 	}
 	sw->reg = reg;
 	sw->mp = mp;
@@ -1087,16 +691,15 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	sw->gso.indirect_pool = mp;  /* segment payloads: attached to the frame */
 	sw->gso.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
 	sw->gso.flag = 0;            /* incrementing IP ids, like a NIC's TSO */
-	sw->diag_malformed = DIAG_LINES;
-	sw->diag_txfail = DIAG_LINES;
+	sw->diag_malformed = SN_SWITCH_DIAG_LINES;
+	sw->diag_txfail = SN_SWITCH_DIAG_LINES;
 	sw->pl = cfg->pipeline;
 	if (sw->pl)
 		sn_pipeline_set_gso(sw->pl, pipeline_gso, sw);
 	sw->burst = cfg->burst;
 	sw->idle_sleep_us = cfg->idle_sleep_us;
 	sw->cf = cfg->cpufair;
-	sw->mac_n = sw->mt->nb;
-	sw->aging_tsc = sw->mt->aging_tsc;
+	sw->mac_n = sn_mac_buckets(sw->mt);
 	sw->scan_tsc = rte_get_tsc_hz();
 	sw->scan_pos = sw->mac_n;
 	return sw;
@@ -1111,21 +714,13 @@ void sn_switch_destroy(struct sn_switch *sw)
 {
 	if (!sw)
 		return;
-	if (sw->mt_owner) {
-		rte_free(sw->mt->b);
-		rte_free(sw->mt);
-	}
+	if (sw->mt_owner)
+		sn_mac_free(sw->mt);
 	rte_free(sw->bl);
 	rte_free(sw);
 }
 
 void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out)
 {
-	const struct sn_mac_stats *ms = &sw->mt->ms;
-
-	out->entries = __atomic_load_n(&ms->entries, __ATOMIC_RELAXED);
-	out->learned = __atomic_load_n(&ms->learned, __ATOMIC_RELAXED);
-	out->aged = __atomic_load_n(&ms->aged, __ATOMIC_RELAXED);
-	out->moves = __atomic_load_n(&ms->moves, __ATOMIC_RELAXED);
-	out->full = __atomic_load_n(&ms->full, __ATOMIC_RELAXED);
+	sn_mac_stats(sw->mt, out);
 }

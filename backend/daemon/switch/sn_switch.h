@@ -5,17 +5,17 @@
  * (layouts 1core/2core: one; ncore: W, sharing one MAC table): it
  * busy-polls the TX queues it owns (sn_port.h "Queues"; worker 0 also
  * the uplink's RX queue) of the RCU-published port table, learns source
- * MACs, forwards known unicast,
- * floods broadcast/multicast/unknown unicast to every other up port (never
- * back out of the ingress port) and counts every packet once.
+ * MACs, forwards known unicast, floods broadcast/multicast/unknown unicast
+ * to every other up port (never back out of the ingress port) and counts
+ * every packet once.
  *
  * Concurrency contract:
  *  - Staging buffers and backlogs belong to their worker alone. The MAC
  *    table is shared by the workers: per-bucket rte_seqlock, lock-free
- *    readers, locked writers (contract in sn_switch.c); aging runs on
+ *    readers, locked writers (contract in sn_mac.h); aging runs on
  *    worker 0.
- *  - Counters (per port in sn_port.st: sn_port_ctr_add, MAC table stats
- *    here: fetch-add) may have several writers; sn_switch_mac_stats()
+ *  - Counters (per port in sn_port.st: sn_port_ctr_add; the MAC table's:
+ *    fetch-add) may have several writers; sn_switch_mac_stats()
  *    may be called from any thread and reads them with relaxed loads.
  *  - sn_switch_stop() (main) sets a flag the worker reads each iteration
  *    (release/acquire); the main thread then waits with
@@ -25,6 +25,8 @@
 #define SN_SWITCH_H
 
 #include <stdint.h>
+
+#include "sn_mac.h"
 
 struct rte_mempool;
 struct sn_cpufair;
@@ -37,22 +39,14 @@ struct sn_switch_config {
 	unsigned mac_table_size;   /* entries, power of two >= 16 */
 	unsigned mac_aging_s;
 	unsigned idle_sleep_us;    /* nap after IDLE_SPINS empty polls; 0 = busy poll */
-	struct sn_pipeline *pipeline; /* policy enforcement (issue 6): this
-	                               * worker's instance; NULL = none */
+	struct sn_pipeline *pipeline; /* policy enforcement: this worker's
+	                               * instance; NULL = none */
 	unsigned worker;           /* worker index (0..W-1), uplink TX queue */
 	struct sn_switch *share;   /* NULL: create the MAC table; else use the
 	                            * table of this switch (freed with it, so
 	                            * destroy it last) */
-	struct sn_cpufair *cpufair;   /* CPU fair dropping (issue 6); NULL = off;
-	                               * the worker owns it while it runs */
-};
-
-struct sn_mac_stats {
-	uint64_t entries;  /* currently valid */
-	uint64_t learned;  /* new entries */
-	uint64_t aged;     /* removed by aging */
-	uint64_t moves;    /* MAC seen on another port */
-	uint64_t full;     /* could not learn: bucket full */
+	struct sn_cpufair *cpufair;   /* CPU fair dropping; NULL = off; the
+	                               * worker owns it while it runs */
 };
 
 /* Main thread, before the worker starts. NULL + errno. */
@@ -65,6 +59,7 @@ void sn_switch_stop(struct sn_switch *sw);
 /* Main thread, after the worker returned (or never started). */
 void sn_switch_destroy(struct sn_switch *sw);
 
+/* Any thread: the counters of the MAC table sw uses (sn_mac_stats()). */
 void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out);
 
 #endif /* SN_SWITCH_H */

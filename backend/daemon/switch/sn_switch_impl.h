@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_switch_impl.h — the switch's state, shared by its files: sn_switch.c
+ * (worker loop, staging, backlogs) and sn_switch_gso.c (ethdev egress,
+ * GSO segmentation). Not for other modules: their interface is
+ * sn_switch.h. Everything below except `stop` belongs to the worker.
+ */
+#ifndef SN_SWITCH_IMPL_H
+#define SN_SWITCH_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_gso.h>
+#include <rte_mbuf.h>
+
+#include "sn_config.h"
+#include "sn_port.h"
+#include "sn_switch.h"
+
+#define SN_SWITCH_GSO_FLAGS (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
+#define SN_SWITCH_DIAG_LINES 16    /* frames logged per cause (bounded) */
+#define SN_SWITCH_BACKLOG_MAX 1024u /* frames waiting per vhost destination (pow2) */
+
+/* Frames from deferred ports waiting for one vhost destination. */
+struct sn_switch_backlog {
+	uint32_t gen;          /* destination port generation */
+	uint32_t head, n;      /* ring of SN_SWITCH_BACKLOG_MAX */
+	uint64_t next_check;   /* earliest hold deadline inside (TSC) */
+	struct rte_mbuf *m[SN_SWITCH_BACKLOG_MAX];
+};
+
+/* The frames of one burst for one destination port. */
+struct sn_switch_stage {
+	struct sn_port *port;
+	uint16_t n;
+	struct rte_mbuf *pkts[SN_CONFIG_BURST_MAX];
+};
+
+struct sn_switch {
+	/* Read-mostly, set at create. */
+	struct sn_ports *reg;
+	struct rte_mempool *mp;
+	struct rte_gso_ctx gso;      /* gso_size set per frame (worker only) */
+	struct sn_pipeline *pl;      /* NULL: no policy enforcement; else this
+	                              * worker's instance */
+	struct sn_cpufair *cf;       /* datapath.cpu_fair_pct; NULL = off */
+	unsigned burst;
+	unsigned idle_sleep_us;      /* 0 = busy poll (config datapath.idle_sleep_us) */
+	unsigned wk;                 /* worker index: polls the TX queues it owns */
+	uint16_t txq;                /* uplink TX queue (= wk) */
+	uint64_t scan_tsc;
+	struct sn_mac *mt;           /* shared (owned by the first switch) */
+	bool mt_owner;
+	unsigned mac_n;              /* buckets: the aging scan's range */
+
+	/* Main -> worker. */
+	uint32_t stop __rte_cache_aligned;
+
+	/* Worker only. */
+	uint64_t next_scan __rte_cache_aligned;
+	unsigned scan_pos;           /* == mac_n: no scan in progress (worker 0) */
+	unsigned n_touched;
+	uint16_t touched[SN_PORT_MAX];
+	unsigned diag_malformed, diag_txfail; /* log lines left (SN_SWITCH_DIAG_LINES) */
+	struct sn_switch_stage stage[SN_PORT_MAX];
+	struct sn_switch_backlog *bl; /* [SN_PORT_MAX], by destination slot */
+	uint64_t bl_busy;            /* bit i: bl[i] may be non-empty */
+};
+
+/* Log one frame's metadata while *budget lasts (diagnostics, bounded). */
+void sn_switch_diag(unsigned *budget, const char *port, const char *what,
+		    const struct rte_mbuf *m);
+/* Send the staged frames of an ethdev destination (plain ones in bursts,
+ * GSO ones segmented), count them, free every staged reference. */
+void sn_switch_flush_eth(struct sn_switch *sw, struct sn_port *p, struct sn_switch_stage *s);
+/* Segment a TSO frame m for ethdev p and send it: 1 = every segment sent,
+ * 0 = not all sent (ring full), -1 = cannot segment. m stays the
+ * caller's. */
+int sn_switch_gso_tx(struct sn_switch *sw, const struct sn_port *p, struct rte_mbuf *m);
+
+#endif /* SN_SWITCH_IMPL_H */
