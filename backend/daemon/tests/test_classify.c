@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_classify.c — the flow classifier (sn_classify.h) without EAL.
+ *
+ * A table of frames crafted byte by byte in a buffer and wrapped in
+ * hand-built mbufs (one segment, or split at any offset into two) goes
+ * through sn_classify_frame() on one port with three classes; each row
+ * states the class the frame must match (first match wins) and the
+ * 5-tuple the classifier must extract, checked through
+ * sn_classify_flow_hash() (the jhash of that 5-tuple key; of the Ethernet
+ * addresses for a frame that is not IPv4; 0 below 12 bytes). Malformed
+ * and short frames match no class. Per-flow pacing gets one state per
+ * 5-tuple, class pacing one per class; a full flow table falls back to
+ * the class's state and counts it; idle flows are aged by tick(); the
+ * class counters add up.
+ *
+ * EAL-free: the classifier's memory (rte_zmalloc_socket, rte_free) and
+ * its flow table (rte_hash) are replaced by the small fakes below, which
+ * this executable's definitions take precedence over. Exit status 1 if
+ * any check failed.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_byteorder.h>
+#include <rte_ether.h>
+#include <rte_hash.h>
+#include <rte_ip.h>
+#include <rte_jhash.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+
+#include "sn_classify.h"
+
+#include "sn_check.h"
+
+/* ---- Fakes: heap memory and a linear-probe-free flow table. ---- */
+
+void *rte_zmalloc_socket(const char *type, size_t size, unsigned align, int socket)
+{
+	void *p;
+
+	(void)type, (void)socket;
+	if (posix_memalign(&p, align ? align : 64, size ? size : 1))
+		return NULL;
+	memset(p, 0, size);
+	return p;
+}
+
+void rte_free(void *p)
+{
+	free(p);
+}
+
+#define FAKE_KEY_MAX 16
+
+struct rte_hash {
+	uint32_t n, key_len, count;
+	uint8_t (*keys)[FAKE_KEY_MAX];
+	uint8_t *used;
+};
+
+struct rte_hash *rte_hash_create(const struct rte_hash_parameters *p)
+{
+	struct rte_hash *h = calloc(1, sizeof(*h));
+
+	if (!h || p->key_len > FAKE_KEY_MAX)
+		exit(2);
+	h->n = p->entries;
+	h->key_len = p->key_len;
+	h->keys = calloc(h->n, FAKE_KEY_MAX);
+	h->used = calloc(h->n, 1);
+	return h;
+}
+
+void rte_hash_free(struct rte_hash *h)
+{
+	if (!h)
+		return;
+	free(h->keys);
+	free(h->used);
+	free(h);
+}
+
+int32_t rte_hash_max_key_id(const struct rte_hash *h)
+{
+	return (int32_t)h->n - 1;
+}
+
+int32_t rte_hash_count(const struct rte_hash *h)
+{
+	return (int32_t)h->count;
+}
+
+int32_t rte_hash_lookup(const struct rte_hash *h, const void *key)
+{
+	for (uint32_t i = 0; i < h->n; i++)
+		if (h->used[i] && !memcmp(h->keys[i], key, h->key_len))
+			return (int32_t)i;
+	return -ENOENT;
+}
+
+int32_t rte_hash_add_key(const struct rte_hash *hc, const void *key)
+{
+	struct rte_hash *h = (struct rte_hash *)hc;
+	int32_t pos = rte_hash_lookup(h, key);
+
+	if (pos >= 0)
+		return pos;
+	for (uint32_t i = 0; i < h->n; i++)
+		if (!h->used[i]) {
+			h->used[i] = 1;
+			memcpy(h->keys[i], key, h->key_len);
+			h->count++;
+			return (int32_t)i;
+		}
+	return -ENOSPC;
+}
+
+int32_t rte_hash_del_key(const struct rte_hash *hc, const void *key)
+{
+	struct rte_hash *h = (struct rte_hash *)hc;
+	int32_t pos = rte_hash_lookup(h, key);
+
+	if (pos >= 0) {
+		h->used[pos] = 0;
+		h->count--;
+	}
+	return pos;
+}
+
+int32_t rte_hash_iterate(const struct rte_hash *h, const void **key, void **data, uint32_t *next)
+{
+	for (; *next < h->n; (*next)++)
+		if (h->used[*next]) {
+			*key = h->keys[*next];
+			*data = NULL;
+			return (int32_t)(*next)++;
+		}
+	return -ENOENT;
+}
+
+/* ---- Frames. ---- */
+
+#define SLOT 3
+#define NOW  1000000000ull
+
+enum { F_VLAN = 1, F_QINQ = 2 };
+
+/* A frame description; build() turns it into bytes. */
+struct frame {
+	uint16_t ethertype;        /* after the tags; 0 = IPv4 */
+	unsigned tags;             /* F_VLAN, F_QINQ */
+	uint8_t version, ihl;      /* 0 = 4, 5 */
+	uint8_t proto;
+	uint32_t src, dst;
+	uint16_t sport, dport;
+	uint16_t frag;             /* fragment_offset field (host order) */
+	unsigned len;              /* cut the frame here (0 = whole: 64 + payload) */
+};
+
+/* A row: the frame, where to split it into two segments (0 = one), the
+ * class it must match and whether the classifier must see an IPv4
+ * 5-tuple (then the tuple's ports: parsed ones, or 0 where it must not
+ * read any). */
+struct row {
+	const char *what;
+	struct frame f;
+	unsigned split;
+	int cls;                   /* -1: none */
+	int ipv4;                  /* 1: flow hash of the 5-tuple below */
+	uint16_t sport, dport;     /* the 5-tuple's ports */
+};
+
+#define IP(a, b, c, d) ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (d))
+#define TCP IPPROTO_TCP
+#define UDP IPPROTO_UDP
+#define A IP(10, 1, 2, 3)
+#define B IP(192, 168, 0, 1)
+#define C IP(172, 16, 0, 1)
+#define D IP(8, 8, 8, 8)
+
+static const struct row rows[] = {
+	{ "tcp to :80 (class 0, also matches class 1)",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 0, 0, 1, 1234, 80 },
+	{ "same flow behind an 802.1Q tag",
+	  { .tags = F_VLAN, .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 0, 0,
+	  1, 1234, 80 },
+	{ "same flow, split inside the IPv4 header",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 20, 0, 1, 1234, 80 },
+	{ "same flow, split inside the ports",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 35, 0, 1, 1234, 80 },
+	{ "same flow, split inside the MAC addresses",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 8, 0, 1, 1234, 80 },
+	{ "another tcp flow to :80",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1235, .dport = 80 }, 0, 0, 1, 1235, 80 },
+	{ "tcp to :80 with IP options (ihl 6)",
+	  { .ihl = 6, .proto = TCP, .src = C, .dst = B, .sport = 7, .dport = 80 }, 0, 0, 1, 7, 80 },
+	{ "first fragment (MF): ports read",
+	  { .proto = TCP, .src = C, .dst = B, .sport = 9, .dport = 80, .frag = 0x2000 }, 0, 0, 1,
+	  9, 80 },
+	{ "non-first fragment: no ports, src in 10/8 (class 1)",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80, .frag = 0x0010 }, 0, 1,
+	  1, 0, 0 },
+	{ "non-first fragment from outside 10/8: no class",
+	  { .proto = TCP, .src = C, .dst = B, .sport = 1, .dport = 80, .frag = 0x0001 }, 0, -1,
+	  1, 0, 0 },
+	{ "tcp to :443 from 10/8 (class 1)",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 443 }, 0, 1, 1, 1234, 443 },
+	{ "tcp cut after the IPv4 header: ports 0, class 1",
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80, .len = 34 }, 0, 1, 1,
+	  0, 0 },
+	{ "tcp cut inside the ports: ports 0, no class",
+	  { .proto = TCP, .src = C, .dst = B, .sport = 1234, .dport = 80, .len = 37 }, 0, -1, 1,
+	  0, 0 },
+	{ "udp (class 2)",
+	  { .proto = UDP, .src = C, .dst = D, .sport = 53, .dport = 53 }, 0, 2, 1, 53, 53 },
+	{ "icmp from outside 10/8: no class, ports 0",
+	  { .proto = IPPROTO_ICMP, .src = C, .dst = D, .sport = 8, .dport = 0 }, 0, -1, 1, 0, 0 },
+	{ "icmp from 10/8 (class 1)",
+	  { .proto = IPPROTO_ICMP, .src = A, .dst = D }, 0, 1, 1, 0, 0 },
+	/* Malformed, short or not IPv4: no class, hashed by MAC addresses. */
+	{ "runt: 10 bytes", { .proto = TCP, .src = A, .dst = B, .len = 10 }, 0, -1, 0, 0, 0 },
+	{ "13 bytes: addresses, no ethertype", { .proto = TCP, .src = A, .len = 13 }, 0, -1, 0,
+	  0, 0 },
+	{ "ethernet header only", { .proto = TCP, .src = A, .len = 14 }, 0, -1, 0, 0, 0 },
+	{ "ARP", { .ethertype = RTE_ETHER_TYPE_ARP, .src = A }, 0, -1, 0, 0, 0 },
+	{ "IPv6 ethertype", { .ethertype = RTE_ETHER_TYPE_IPV6, .proto = TCP, .src = A }, 0, -1,
+	  0, 0, 0 },
+	{ "802.1Q tag cut short", { .tags = F_VLAN, .proto = TCP, .src = A, .len = 16 }, 0, -1, 0,
+	  0, 0 },
+	{ "QinQ: one tag only is read", { .tags = F_QINQ, .proto = TCP, .src = A, .dport = 80 },
+	  0, -1, 0, 0, 0 },
+	{ "IPv4 header cut short", { .proto = TCP, .src = A, .dport = 80, .len = 33 }, 0, -1, 0,
+	  0, 0 },
+	{ "IP version 6 under the IPv4 ethertype",
+	  { .version = 6, .proto = TCP, .src = A, .dport = 80 }, 0, -1, 0, 0, 0 },
+	{ "ihl 4", { .ihl = 4, .proto = TCP, .src = A, .dport = 80 }, 0, -1, 0, 0, 0 },
+};
+
+static const uint8_t MAC_DST[6] = { 0x52, 0x54, 0x00, 0x00, 0x00, 0x02 };
+static const uint8_t MAC_SRC[6] = { 0x52, 0x54, 0x00, 0x00, 0x00, 0x01 };
+
+/* The frame's bytes into buf; returns its length. */
+static unsigned build(const struct frame *f, uint8_t *buf, unsigned size)
+{
+	unsigned off = 0, ihl = f->ihl ? f->ihl : 5;
+	uint16_t type = f->ethertype ? f->ethertype : RTE_ETHER_TYPE_IPV4;
+
+	memset(buf, 0, size);
+	memcpy(buf, MAC_DST, 6);
+	memcpy(buf + 6, MAC_SRC, 6);
+	off = 12;
+	for (unsigned t = 0; t < (f->tags & F_QINQ ? 2u : f->tags & F_VLAN ? 1u : 0u); t++) {
+		*(uint16_t *)(buf + off) = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
+		*(uint16_t *)(buf + off + 2) = rte_cpu_to_be_16(100);   /* TCI */
+		off += 4;
+	}
+	*(uint16_t *)(buf + off) = rte_cpu_to_be_16(type);
+	off += 2;
+	if (type == RTE_ETHER_TYPE_IPV4) {
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(buf + off);
+
+		ip->version_ihl = (uint8_t)((f->version ? f->version : 4) << 4 | ihl);
+		ip->total_length = rte_cpu_to_be_16(64);
+		ip->fragment_offset = rte_cpu_to_be_16(f->frag);
+		ip->time_to_live = 64;
+		ip->next_proto_id = f->proto;
+		ip->src_addr = rte_cpu_to_be_32(f->src);
+		ip->dst_addr = rte_cpu_to_be_32(f->dst);
+		off += 4 * ihl;
+		*(uint16_t *)(buf + off) = rte_cpu_to_be_16(f->sport);
+		*(uint16_t *)(buf + off + 2) = rte_cpu_to_be_16(f->dport);
+	} else if (type == RTE_ETHER_TYPE_IPV6) {
+		buf[off] = 0x60;
+	}
+	off += 64;   /* L4 header and payload */
+	return f->len ? f->len : off;
+}
+
+/* A frame in one mbuf, or in two split at `split`. */
+struct pkt {
+	struct rte_mbuf m[2];
+	uint8_t seg[2][256];
+};
+
+static void wrap(struct pkt *p, const uint8_t *data, unsigned len, unsigned split)
+{
+	unsigned l0 = split && split < len ? split : len;
+
+	memset(p->m, 0, sizeof(p->m));
+	for (unsigned i = 0; i < 2; i++) {
+		p->m[i].buf_addr = p->seg[i];
+		p->m[i].buf_len = sizeof(p->seg[i]);
+		p->m[i].data_off = 0;
+		p->m[i].nb_segs = 1;
+		p->m[i].refcnt = 1;
+	}
+	memcpy(p->seg[0], data, l0);
+	p->m[0].data_len = (uint16_t)l0;
+	p->m[0].pkt_len = len;
+	if (l0 < len) {
+		memcpy(p->seg[1], data + l0, len - l0);
+		p->m[1].data_len = (uint16_t)(len - l0);
+		p->m[1].pkt_len = len - l0;
+		p->m[0].next = &p->m[1];
+		p->m[0].nb_segs = 2;
+	}
+}
+
+/* The classifier's flow key, as sn_classify_flow_hash() hashes it. */
+struct key {
+	uint32_t src, dst;
+	uint16_t sport, dport;
+	uint16_t slot;
+	uint8_t proto, cls;
+};
+
+static uint32_t want_hash(const struct row *r)
+{
+	uint32_t words[sizeof(struct key) / 4];
+	struct key k;
+
+	if (!r->ipv4) {
+		unsigned len = r->f.len ? r->f.len : 100;
+		uint8_t eth[12];
+
+		if (len < 12)
+			return 0;
+		memcpy(eth, MAC_DST, 6);
+		memcpy(eth + 6, MAC_SRC, 6);
+		return rte_jhash(eth, sizeof(eth), 1);
+	}
+	memset(&k, 0, sizeof(k));
+	k.src = r->f.src;
+	k.dst = r->f.dst;
+	k.proto = r->f.proto;
+	k.sport = r->sport;
+	k.dport = r->dport;
+	/* rte_jhash reads 32-bit words: hash a copy of the key that has
+	 * that type (reading the 16-bit fields through uint32_t pointers
+	 * would break strict aliasing). */
+	memcpy(words, &k, sizeof(words));
+	return rte_jhash(words, sizeof(words), 0);
+}
+
+/* The port's classes: 0 "web" tcp to :80, paced per flow; 1 "net10"
+ * anything from 10/8, paced as a class ("clamp"); 2 "udp", no pacing. */
+static void policy(struct sn_policy_port *pp)
+{
+	memset(pp, 0, sizeof(*pp));
+	pp->n_classes = 3;
+	for (unsigned i = 0; i < 3; i++) {
+		struct sn_policy_class *c = &pp->classes[i];
+
+		c->m.sport_hi = c->m.dport_hi = 65535;
+		c->agg = -1;
+	}
+	snprintf(pp->classes[0].name, sizeof(pp->classes[0].name), "web");
+	pp->classes[0].m.proto = TCP;
+	pp->classes[0].m.dport_lo = pp->classes[0].m.dport_hi = 80;
+	pp->classes[0].rate_bps = 10000000;
+	pp->classes[0].burst_bytes = 3000;
+	pp->classes[0].scope = SN_POLICY_SCOPE_FLOW;
+	snprintf(pp->classes[1].name, sizeof(pp->classes[1].name), "net10");
+	pp->classes[1].m.src = IP(10, 0, 0, 0);
+	pp->classes[1].m.src_len = 8;
+	pp->classes[1].rate_bps = 20000000;
+	pp->classes[1].burst_bytes = 3000;
+	pp->classes[1].scope = SN_POLICY_SCOPE_CLASS;
+	pp->classes[1].horizon = SN_POLICY_HORIZON_CLAMP;
+	snprintf(pp->classes[2].name, sizeof(pp->classes[2].name), "udp");
+	pp->classes[2].m.proto = UDP;
+}
+
+static void classify(struct sn_classify *c, const struct row *r, struct sn_classify_res *res,
+		     unsigned *len)
+{
+	uint8_t data[256];
+	struct pkt p;
+
+	*len = build(&r->f, data, sizeof(data));
+	wrap(&p, data, *len, r->split);
+	memset(res, 0, sizeof(*res));
+	sn_classify_frame(c, SLOT, &p.m[0], NOW, res);
+	if (sn_classify_flow_hash(&p.m[0]) != want_hash(r)) {
+		fprintf(stderr, "%s: flow hash\n", r->what);
+		CHECK(!"the 5-tuple as expected");
+	}
+}
+
+static void test_table(void)
+{
+	struct sn_classify *c = sn_classify_create(0, 64, 0);
+	struct sn_policy_port pp;
+	struct sn_tstamp *flow_of_row[RTE_DIM(rows)] = { NULL };
+	struct sn_tstamp *class1_ts = NULL;
+	uint64_t offered[3] = { 0 }, bytes[3] = { 0 };
+	struct sn_classify_class_stats st;
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	policy(&pp);
+	CHECK(sn_classify_apply_port(c, SLOT, &pp, true, NOW) == 0);
+	CHECK(sn_classify_created(c, SLOT));
+	for (unsigned i = 0; i < RTE_DIM(rows); i++) {
+		const struct row *r = &rows[i];
+		struct sn_classify_res res;
+		int got;
+		unsigned len;
+
+		classify(c, r, &res, &len);
+		got = res.cls == SN_CLASSIFY_NONE ? -1 : res.cls;
+		if (got != r->cls) {
+			fprintf(stderr, "%s: class %d, want %d\n", r->what, got, r->cls);
+			CHECK(!"class as expected");
+			continue;
+		}
+		CHECK(res.slot == SLOT && !res.agg);
+		CHECK(res.clamp == (r->cls == 1));
+		/* Policies crossed: flow or class pacing for classes 0 and 1. */
+		CHECK(res.n == (r->cls == 0 || r->cls == 1 ? 1u : 0u));
+		if (r->cls == 0)
+			flow_of_row[i] = res.pol[0];
+		if (r->cls == 1) {
+			CHECK(class1_ts == NULL || class1_ts == res.pol[0]);
+			class1_ts = res.pol[0];
+		}
+		if (r->cls >= 0) {
+			offered[r->cls]++;
+			bytes[r->cls] += len;
+		}
+	}
+	/* Rows 0-4 are one flow, row 5 another, rows 6 and 7 two more. */
+	CHECK(flow_of_row[0] && flow_of_row[0] == flow_of_row[1] && flow_of_row[0] == flow_of_row[2] &&
+	      flow_of_row[0] == flow_of_row[3] && flow_of_row[0] == flow_of_row[4]);
+	CHECK(flow_of_row[5] && flow_of_row[5] != flow_of_row[0]);
+	CHECK(flow_of_row[6] && flow_of_row[7] && flow_of_row[6] != flow_of_row[7] &&
+	      flow_of_row[6] != flow_of_row[0] && flow_of_row[7] != flow_of_row[5]);
+	CHECK(class1_ts && class1_ts != flow_of_row[0]);
+	for (unsigned k = 0; k < 3; k++) {
+		CHECK(sn_classify_class_stats(c, SLOT, k, &st) == 0);
+		CHECK(st.offered_packets == offered[k] && st.offered_bytes == bytes[k]);
+	}
+	CHECK(offered[0] == 8 && offered[1] == 4 && offered[2] == 1);
+	CHECK(sn_classify_class_stats(c, SLOT, 0, &st) == 0);
+	CHECK(st.flows_created == 4 && st.flows_active == 4 && st.flow_table_full == 0);
+	CHECK(sn_classify_class_stats(c, SLOT, 3, &st) == -ENOENT);
+	CHECK(sn_classify_class_stats(c, SLOT + 1, 0, &st) == -ENOENT);
+	/* Idle for more than SN_CLASSIFY_AGE_NS, no pacing debt: aged. */
+	CHECK(sn_classify_tick(c, NOW + SN_CLASSIFY_AGE_NS / 2, 0) == 0);
+	CHECK(sn_classify_class_stats(c, SLOT, 0, &st) == 0 && st.flows_aged == 0);
+	CHECK(sn_classify_tick(c, NOW + SN_CLASSIFY_AGE_NS + 1, 0) == 0);
+	CHECK(sn_classify_class_stats(c, SLOT, 0, &st) == 0);
+	CHECK(st.flows_aged == 4 && st.flows_active == 0);
+	sn_classify_free(c);
+}
+
+/* A flow table of 4: the fifth and sixth flows are paced by the class's
+ * state, counted as flow_table_full on every frame. */
+static void test_table_full(void)
+{
+	struct sn_classify *c = sn_classify_create(0, 4, 0);
+	struct sn_policy_port pp;
+	struct sn_tstamp *ts[8];
+	struct sn_classify_class_stats st;
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	policy(&pp);
+	sn_classify_apply_port(c, SLOT, &pp, true, NOW);
+	for (unsigned i = 0; i < 8; i++) {
+		struct row r = { "flow", { .proto = TCP, .src = IP(192, 0, 2, 1), .dst = B,
+					   .sport = (uint16_t)(1000 + (i < 6 ? i : i - 2)),
+					   .dport = 80 }, 0, 0, 1, 0, 80 };
+		struct sn_classify_res res;
+		unsigned len;
+
+		r.sport = r.f.sport;
+		classify(c, &r, &res, &len);
+		CHECK(res.cls == 0 && res.n == 1);
+		ts[i] = res.pol[0];
+	}
+	/* Flows 0-3 have their own states; 4 and 5 (frames 4-7) share one. */
+	for (unsigned i = 0; i < 4; i++)
+		for (unsigned j = i + 1; j < 8; j++)
+			CHECK(ts[i] != ts[j]);
+	CHECK(ts[4] == ts[5] && ts[4] == ts[6] && ts[4] == ts[7]);
+	CHECK(sn_classify_class_stats(c, SLOT, 0, &st) == 0);
+	CHECK(st.flows_created == 4 && st.flow_table_full == 4 && st.offered_packets == 8);
+	sn_classify_free(c);
+}
+
+/* A port without classes classifies nothing; its frames cross no policy. */
+static void test_no_classes(void)
+{
+	struct sn_classify *c = sn_classify_create(0, 16, 0);
+	struct sn_classify_res res;
+	unsigned len;
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	sn_classify_apply_port(c, SLOT, NULL, true, NOW);
+	classify(c, &rows[0], &res, &len);
+	CHECK(res.cls == SN_CLASSIFY_NONE && res.n == 0);
+	sn_classify_free(c);
+}
+
+int main(void)
+{
+	test_table();
+	test_table_full();
+	test_no_classes();
+	return sn_check_exit("test_classify");
+}
