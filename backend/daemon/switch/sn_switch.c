@@ -85,7 +85,7 @@ static inline void stage_add(struct sn_switch *sw, struct sn_port *in, struct sn
 	if (p->type == SN_PORT_UPLINK) {
 		if (in->vq && !p->tx_sync) {
 			/* Guest memory must not outlive a device stop in a PMD
-			 * (s10-P: unless the PMD is done with it when tx_burst
+			 * (unless the PMD is done with it when tx_burst
 			 * returns, sn_port_tx_sync(); the worker's tx_burst
 			 * then frees, i.e. completes, the guest frame itself). */
 			m = rte_pktmbuf_copy(m, sw->mp, 0, UINT32_MAX);
@@ -94,10 +94,10 @@ static inline void stage_add(struct sn_switch *sw, struct sn_port *in, struct sn
 				return;
 			}
 		} else {
-			/* Every segment (fix O): rte_pktmbuf_free() frees each
-			 * segment by its own refcnt, so a head-only reference
-			 * let the PMD and the final free_bulk free a
-			 * multi-segment (TSO) frame's tail twice. */
+			/* Every segment: rte_pktmbuf_free() frees each segment
+			 * by its own refcnt, so a head-only reference would let
+			 * the PMD and the final free_bulk free a multi-segment
+			 * (TSO) frame's tail twice. */
 			rte_pktmbuf_refcnt_update(m, 1);
 		}
 	}
@@ -270,8 +270,8 @@ static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
  * is acknowledged once none is left; sn_vqtx_stop() waits for that. */
 static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
 {
-	/* s21: the hold-check bound over every queue this worker owns, after
-	 * the iteration's last pop (sn_vqtx_keep_all) */
+	/* The hold-check bound over every queue this worker owns, after the
+	 * iteration's last pop (sn_vqtx_keep_all). */
 	sn_vqtx_keep_bound_begin();
 	for (unsigned i = 0; i < t->n; i++) {
 		struct sn_port *p = t->list[i];
@@ -342,7 +342,7 @@ static void flush(struct sn_switch *sw)
 	sw->n_touched = 0;
 }
 
-/* s13-M3: free the frames of a burst that came in by copy (an immediate
+/* Free the frames of a burst that came in by copy (an immediate
  * port's rte_vhost_dequeue_burst, the uplink's rx_burst): what
  * rte_pktmbuf_free_bulk() does, with DPDK's own per-segment step
  * (rte_pktmbuf_prefree_seg: reference count, detach, next/nb_segs reset),
@@ -385,12 +385,12 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 {
 	uint64_t bytes = 0;
 	uint16_t keep = 0, ns = 0;
-	/* issue 6: frames of a port with a policy go through the shaper. */
+	/* Frames of a port with a policy go through the shaper. */
 	const bool shaped = sw->pl && sn_pipeline_shaped(sw->pl, in);
-	struct rte_mbuf *spkts[SN_CONFIG_BURST_MAX];   /* s11-S: shaped frames, */
+	struct rte_mbuf *spkts[SN_CONFIG_BURST_MAX];   /* shaped frames, */
 	struct sn_port *sdst[SN_CONFIG_BURST_MAX];     /* one submit per burst */
 
-	/* s13-M3: burst memo. A frame with the source MAC of an earlier frame
+	/* Burst memo. A frame with the source MAC of an earlier frame
 	 * of this burst that was learned (SN_MAC_KNOWN/WROTE: the entry maps
 	 * it to `in`) skips sn_mac_learn(): with the same port and the same
 	 * iteration clock it would find exactly that and write nothing. A
@@ -398,7 +398,7 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	 * result: the lookup depends on the table (our own writes below clear
 	 * the memo), the port snapshot t and `now`, all fixed for the burst.
 	 * Another worker's concurrent write (ncore) is ordered as if it came
-	 * after the burst. Keys carry MAC_VALID, so 0 matches no frame.
+	 * after the burst. Keys carry SN_MAC_VALID, so 0 matches no frame.
 	 * OVS-DPDK groups its batches by flow for the same reason. Counters
 	 * keep their meaning: a MAC the table could not take (SN_MAC_FULL) is
 	 * not memoized, so `full` still counts every such frame. */
@@ -456,7 +456,7 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 				continue;
 			}
 			if (shaped) {
-				/* s11-S: submitted as one burst below */
+				/* submitted as one burst below */
 				spkts[ns] = m;
 				sdst[ns++] = dp;
 				continue;
@@ -489,19 +489,18 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	if (ns)
 		sn_pipeline_submit_burst(sw->pl, in, spkts, sdst, ns);
 	flush(sw);
-	/* s11-D: deferred frames delivered by copy are completed and their
-	 * mbufs recycled without a detach (sn_vqtx.h); s13-M3: frames of a
-	 * port without deferred queues are plain copies. */
+	/* Deferred frames delivered by copy are completed and their mbufs
+	 * recycled without a detach (sn_vqtx.h); frames of a port without
+	 * deferred queues are plain copies. */
 	if (in->vq)
 		sn_vqtx_free_bulk(pkts, keep);
 	else
 		free_copied_bulk(pkts, keep);
 }
 
-/* issue 6 (seed 003 §III-E): with CPU fair dropping, a burst dequeued at
- * worker CPU time t0 (ns) first loses the frames of flows above their CPU
- * share, and its measured CPU time (dequeue included) is apportioned
- * afterwards (sn_cpufair.h). */
+/* With CPU fair dropping (sn_cpufair.h), a burst dequeued at worker CPU
+ * time t0 (ns) first loses the frames of flows above their CPU share, and
+ * its measured CPU time (dequeue included) is apportioned afterwards. */
 static void burst_in(struct sn_switch *sw, const struct sn_port_table *t, struct sn_port *in,
 		     struct rte_mbuf **pkts, uint16_t n, uint64_t now, uint64_t t0)
 {
