@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_classify.c — flow classes and aggregates of one worker.
  *
- * Design (Carousel, seed 002, §4 "policies" and §5.3 "NBA").
+ * Design (Carousel, Saeed et al., "Carousel: Scalable Traffic Shaping at
+ * End Hosts", SIGCOMM 2017, §4 "policies" and §5.3 "NBA").
  *  - Classification: the frame's Ethernet (+ one 802.1Q tag) / IPv4 /
  *    TCP|UDP headers are read with rte_pktmbuf_read (bounds-checked, any
  *    segmentation): guest data is untrusted, a short or odd frame simply
@@ -22,16 +23,15 @@
  *    (its demand, dropped frames included) and its backlog (the share's
  *    pacing debt: bytes it accepted that its grant has not yet let out)
  *    to the aggregate's sn_nba and adopts a new grant when the NBA epoch
- *    moved. A new grant applies to the share's queued frames too (s11,
- *    issue 6): LTS and the stamps of its frames in the wheel are rescaled
- *    by old / new grant from now (the caller restamps the wheel), so a
- *    saturated worker, whose share runs a full horizon (262 ms) ahead,
- *    follows its grant at once instead of 262 ms late. That lag made
- *    every grant moved from one worker to another take effect at once on
- *    the worker below its share and a horizon later on the saturated one:
- *    the aggregate's total swung around its rate (seen: 101.1 % over 2 s
- *    at a load average of 17), and in the contention model
- *    (tests/core/test_ref_nba.py) cost 0.2-3 % of it.
+ *    moved. A new grant applies to the share's queued frames too: LTS and
+ *    the stamps of its frames in the wheel are rescaled by old / new grant
+ *    from now (the caller restamps the wheel), so a saturated worker,
+ *    whose share runs a full horizon (262 ms) ahead, follows its grant at
+ *    once rather than a horizon late; otherwise a grant moved from one
+ *    worker to another would take effect at once on the worker below its
+ *    share and a horizon later on the saturated one, and the aggregate's
+ *    total would swing around its rate (the contention model of
+ *    tests/core/test_ref_nba.py).
  * All state is the worker's: no locks; counters are relaxed atomic stores.
  */
 #include "sn_classify.h"
@@ -76,8 +76,8 @@ struct cls {
 	uint32_t burst;
 	uint32_t version;
 	uint8_t scope, clamp;
-	uint8_t uid;               /* s14-R4: its flows' key (flow_key.cls), kept
-	                            * while the class keeps its name */
+	uint8_t uid;               /* its flows' key (flow_key.cls), kept while
+	                            * the class keeps its name */
 	int16_t agg;
 	bool has_ts;
 	char name[SN_POLICY_NAME_MAX + 1];
@@ -103,13 +103,12 @@ struct sn_classify {
 	uint32_t next_version;
 	uint8_t n_cls[SN_PORT_MAX];
 	uint8_t next_uid[SN_PORT_MAX];
-	/* s15-R5: live flow entries keyed with each (slot, uid). A uid is
-	 * given to a new class only when none is left: 8-bit uids wrapped
-	 * within the 2 s ageing time after 256 class creations, and the new
-	 * class took over the old one's flow states (its flows_created stayed
-	 * 0 and flows_active went to -1 as they aged). */
+	/* Live flow entries keyed with each (slot, uid). A uid is given to a
+	 * new class only when none is left: 8-bit uids can wrap within the
+	 * 2 s ageing time after 256 class creations, and a new class must not
+	 * take over a gone class's flow states (new_uid()). */
 	uint32_t uid_flows[SN_PORT_MAX][UID_N];
-	/* s14-R4: the last apply_port's old class index -> new index
+	/* The last apply_port's old class index -> new index
 	 * (SN_CLASSIFY_NONE: gone); moved: not the identity. */
 	bool moved[SN_PORT_MAX];
 	bool created[SN_PORT_MAX];   /* the last apply_port of the slot made a class */
@@ -205,9 +204,9 @@ static void purge_uid(struct sn_classify *c, uint16_t slot, uint8_t uid)
 	SN_VERIFY(c->uid_flows[slot][uid] == 0);
 }
 
-/* s14-R4: a flow key id for a new class of slot: one no kept class of the
- * new table uses (taken[]), rotating. s15-R5: and one no flow entry is
- * keyed with any more (those of a class that went away age out after
+/* A flow key id for a new class of slot: one no kept class of the new
+ * table uses (taken[]), rotating, and one no flow entry is keyed with any
+ * more (those of a class that went away age out after
  * SN_CLASSIFY_AGE_NS), so the new class starts with no flow state. Only
  * when every free uid still has entries (>= 240 classes with live flows
  * deleted within the ageing time) are the fewest of them deleted at once:
@@ -247,7 +246,7 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 	static_assert(UID_N == 1u << (8 * sizeof(((struct flow_key *)0)->cls)), "uid = key.cls");
 
 	memcpy(old, c->cls[slot], sizeof(old));
-	/* s14-R4: a class is its name (policy.set's identity): old index ->
+	/* A class is its name (policy.set's identity): old index ->
 	 * new index, so its counters, its flows and its frames queued in the
 	 * wheel (renumbered by the caller, sn_classify_renumber) follow it
 	 * when it moves in the list. */
@@ -290,15 +289,15 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 		if (k->rate_bps != pc->rate_bps || k->burst != pc->burst_bytes)
 			k->version = ++c->next_version;
 		if (!pc->rate_bps) {
-			/* s13-P4: pacing removed: its queued frames go back
-			 * without it (restamp_wheel) */
+			/* pacing removed: its queued frames go back without
+			 * it (restamp_wheel) */
 			if (k->has_ts)
 				restamp |= 1u << i;
 			k->has_ts = false;
 		} else if (k->has_ts && k->rate_bps != pc->rate_bps) {
-			/* s13-P3: a new pacing rate of a kept class (s14-R4:
-			 * also one that moved): a fresh chain from now, on which the caller
-			 * lays the class's queued frames again
+			/* A new pacing rate of a kept class (moved or not):
+			 * a fresh chain from now, on which the caller lays
+			 * the class's queued frames again
 			 * (sn_classify_restamp_ts; its flows restart when
 			 * their first queued frame is re-laid). */
 			SN_VERIFY(sn_tstamp_init(&k->ts, pc->rate_bps, pc->burst_bytes, now) == 0);
@@ -307,8 +306,8 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 			SN_VERIFY(sn_tstamp_set(&k->ts, pc->rate_bps, pc->burst_bytes) == 0);
 		} else {
 			SN_VERIFY(sn_tstamp_init(&k->ts, pc->rate_bps, pc->burst_bytes, now) == 0);
-			/* s13-P4: pacing added to a kept class: its queued
-			 * frames are laid on the new chain (restamp_wheel) */
+			/* pacing added to a kept class: its queued frames
+			 * are laid on the new chain (restamp_wheel) */
 			if (j < n_old)
 				restamp |= 1u << i;
 		}
@@ -356,8 +355,8 @@ void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, 
 			 * so does its epoch: a grant the NBA already moved
 			 * (an aggregate rate change recomputed before this
 			 * apply) is adopted by the next tick() with the
-			 * rescale of the share's queued frames (s12-I2: taken
-			 * here, it skipped that restamp). */
+			 * rescale of the share's queued frames (adopting it
+			 * here would skip that restamp). */
 			*a = old[j];
 			SN_VERIFY(sn_tstamp_set(&a->ts, a->ts.rate, pa->burst_bytes) == 0);
 		} else {
@@ -483,7 +482,7 @@ uint32_t sn_classify_restart_port(struct sn_classify *c, uint16_t slot, uint64_t
 {
 	uint32_t restamp = 0;
 
-	/* s13-P4: the port's limit got a new rate: restamp_wheel() re-lays
+	/* The port's limit got a new rate: restamp_wheel() re-lays
 	 * the port's queued frames from now, and a frame's release time is
 	 * the max over every policy it crosses (Carousel §5.1.1), so each
 	 * paced class's chain restarts at now too and its frames are laid on
@@ -519,7 +518,7 @@ struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, u
 	key.cls = kc->uid;
 	pos = rte_hash_lookup(c->h, &key);
 	if (pos < 0) {
-		/* s13-P4: a flow of a class whose pacing was just added has
+		/* A flow of a class whose pacing was just added has
 		 * no state yet: created from now (flow_ts); the table full,
 		 * the class's state paces it, as at submit */
 		struct sn_tstamp *t = flow_ts(c, kc, &key, now);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_classify.h — flow classes and aggregates of one worker (issue 6):
- * 5-tuple classification, per-flow / per-class pacing state, the worker's
- * share of every aggregate (Carousel §4, §5.3 NBA). Design: sn_classify.c.
+/* sn_classify.h — flow classes and aggregates of one worker: 5-tuple
+ * classification, per-flow / per-class pacing state, the worker's share of
+ * every aggregate (Carousel §4, §5.3 NBA). Design: sn_classify.c.
  *
  * For each frame of a shaped port the pipeline asks sn_classify_frame()
  * which timestamp policies (sn_tstamp) the frame crosses besides its
@@ -76,7 +76,7 @@ struct sn_classify_res {
 	uint16_t slot;
 	uint8_t cls;               /* SN_CLASSIFY_NONE = no class */
 	bool clamp;                /* the class says horizon "clamp" */
-	bool agg;                  /* s12-I2: pol[n - 1] is the aggregate share */
+	bool agg;                  /* pol[n - 1] is the aggregate share */
 };
 
 /* Main thread. max_flows 0 = SN_CLASSIFY_FLOWS_DEF. NULL + errno. */
@@ -89,15 +89,15 @@ void sn_classify_free(struct sn_classify *c);
  * rate on their next frame (a burst change keeps LTS). `fresh` = another
  * port took the slot: all state and counters restart. Returns the classes
  * (bit i: class i, new index) whose pacing rate changed (from one
- * non-zero rate to another; s13-P3; s13-P4: also from 0 to a rate and
- * from a rate to 0; s14-R4: also for a class that moved, see
- * sn_classify_renumber): their pacing chain restarts at now (none if
- * their rate is 0 now), and the caller must lay their frames queued in
- * the wheel on it again, in release order (sn_classify_restamp_ts),
- * before any new frame of the slot is classified. */
+ * non-zero rate to another, from 0 to a rate or from a rate to 0, for a
+ * class that stayed in place or moved, see sn_classify_renumber): their
+ * pacing chain restarts at now (none if their rate is 0 now), and the
+ * caller must lay their frames queued in the wheel on it again, in release
+ * order (sn_classify_restamp_ts), before any new frame of the slot is
+ * classified. */
 uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 				const struct sn_policy_port *pp, bool fresh, uint64_t now);
-/* Worker (s14-R4), after apply_port(slot): whether a class kept by name
+/* Worker, after apply_port(slot): whether a class kept by name
  * moved to another index or a class went away (its old index now names
  * another class or none), and the new index of a queued frame's old class
  * index (SN_CLASSIFY_NONE: its class went away). The caller renumbers
@@ -106,22 +106,22 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
  * its place. Valid until the next apply_port of the slot. */
 bool sn_classify_moved(const struct sn_classify *c, uint16_t slot);
 uint8_t sn_classify_renumber(const struct sn_classify *c, uint16_t slot, uint8_t cls);
-/* Worker (s15-R5 review), after apply_port(slot): whether it made a class
+/* Worker, after apply_port(slot): whether it made a class
  * (new name): its index may have counted another class's frames before. */
 bool sn_classify_created(const struct sn_classify *c, uint16_t slot);
-/* Worker (s13-P4), when the port limit of slot got a new rate (its queued
+/* Worker, when the port limit of slot got a new rate (its queued
  * frames are laid again from now): every paced class of the slot restarts
  * its chain at now (its flows on their first re-laid frame), as for a
  * class rate change; returns those classes (bit i: class i), whose frames
  * the caller lays again with sn_classify_restamp_ts, in release order,
  * before any new frame of the slot is classified. */
 uint32_t sn_classify_restart_port(struct sn_classify *c, uint16_t slot, uint64_t now);
-/* Worker (s13-P3), after apply_port returned class cls of slot in its
+/* Worker, after apply_port returned class cls of slot in its
  * mask: the pacing state a queued frame m of that class crosses (its
  * flow's for scope "flow", else the class's; NULL: the class has no
  * pacing), to peek / commit its new stamp. A flow's state restarts at
  * now on its first frame re-laid after the change; a flow not in the
- * table (pacing just added; s13-P4) is added from now, or paced by the
+ * table (pacing just added) is added from now, or paced by the
  * class's state if the table is full (flow_table_full), as at submit. */
 struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, uint8_t cls,
 					 const struct rte_mbuf *m, uint64_t now);
@@ -157,8 +157,8 @@ uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_
  * sn_classify_tick() returned `changed` at `now`: rescaled like the
  * aggregate's LTS (now + (a - now) * old / new) if the class's aggregate
  * is in `changed` and a > now, else a. The caller consolidates it with the
- * frame's other policies (s12-I2: classes with their own pacing and ports
- * with a limit too; sn_pipeline.c restamp_aggs). */
+ * frame's other policies (classes with their own pacing and ports with a
+ * limit too; sn_pipeline.c restamp_aggs). */
 uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uint8_t cls,
 				 uint32_t changed, uint64_t now, uint64_t a);
 /* Worker: the class (slot, cls) says horizon "clamp" (false: no such

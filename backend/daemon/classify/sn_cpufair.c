@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_cpufair.c — fair dropping of the worker's CPU time (seed 003 §III-E:
- * Algorithm 1 on per-flow virtual queues of CPU time, Algorithm 2's
- * apportioning of each burst's measured cost by type weight). The design
- * and the contract are in sn_cpufair.h; the shadow system is sn_fdrop
- * (core library, reference-tested against the paper's loop).
+/* sn_cpufair.c — fair dropping of the worker's CPU time (Addanki,
+ * Linguaglossa, Roberts, Rossi, "Controlling software router resource
+ * sharing by fair packet dropping", §III-E: Algorithm 1 on per-flow virtual
+ * queues of CPU time, Algorithm 2's apportioning of each burst's measured
+ * cost by type weight). The design and the contract are in sn_cpufair.h;
+ * the shadow system is sn_fdrop (core library, reference-tested against
+ * the paper's loop).
  *
- * Units: ns of the worker thread's CPU time (CLOCK_THREAD_CPUTIME_ID),
- * for the shadow system's clock and for the costs alike (sn_cpufair.h
- * "Clock"). The capacity is budget_pct % of it (1e7 x pct units/s). Algorithm 1's packet.length is
- * the estimate weight x cpw, cpw = ns per weight unit (Q16), an EWMA (gain
- * 1/16) of Algorithm 2's measured Δc / Σw: the paper's "real time updated
- * average based on packet.cost ... for previous batches".
+ * Units: ns of the worker thread's CPU time (CLOCK_THREAD_CPUTIME_ID), for
+ * the shadow system's clock and for the costs alike (sn_cpufair.h
+ * "Clock"). The capacity is budget_pct % of it (1e7 x pct units/s).
+ * Algorithm 1's packet.length is the estimate weight x cpw, cpw = ns per
+ * weight unit (Q16), an EWMA (gain 1/16) of Algorithm 2's measured
+ * Δc / Σw: the paper's "real time updated average based on packet.cost
+ * ... for previous batches".
  */
 #include "sn_cpufair.h"
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_cpufair.h — fair dropping of the worker's CPU time (seed 003,
- * "Controlling software router resource sharing by fair packet dropping",
- * §III-E CPU sharing: Algorithm 1 on CPU time + Algorithm 2's cost
- * apportioning), config datapath.cpu_fair_pct.
+/* sn_cpufair.h — fair dropping of the worker's CPU time (Addanki,
+ * Linguaglossa, Roberts, Rossi, "Controlling software router resource
+ * sharing by fair packet dropping", §III-E CPU sharing: Algorithm 1 on CPU
+ * time + Algorithm 2's cost apportioning), config datapath.cpu_fair_pct.
  *
  * The worker polls each input queue in bursts. When the CPU time it gets
  * does not cover what the guests send, flows whose packets cost more
@@ -27,13 +27,13 @@
  * the shadow system's clock and for the burst costs alike, not the TSC: on
  * a shared host the OS preempts the worker, and wall-clock time would
  * count the time it did not run as capacity (no drop ever) and charge
- * preemptions to the bursts they hit (measured on a loaded 2-vCPU VM: TSC
- * burst costs 5x the CPU-clock ones; a 2 ms stall filter did not fix it).
- * Busy-polling empty queues is CPU time too: spare capacity, so with
- * budget 100 % nothing is dropped until the worker has no idle polls left.
- * Cost: two clock reads per non-empty burst, only when enabled (0.7 µs of
- * CPU each on that VM: ~45 ns per frame in the full bursts of an
- * overload, when it matters).
+ * preemptions to the bursts they hit (on a loaded 2-vCPU VM, TSC burst
+ * costs come out 5x the CPU-clock ones; filtering out stalls does not
+ * help). Busy-polling empty queues is CPU time too: spare capacity, so
+ * with budget 100 % nothing is dropped until the worker has no idle polls
+ * left. Cost: two clock reads per non-empty burst, only when enabled
+ * (0.7 µs of CPU each on such a VM: ~45 ns per frame in the full bursts
+ * of an overload, when it matters).
  *
  * Weights (relative cost of a frame type, Algorithm 2's w_k): 256 + length
  * for a kept frame (a fixed part: descriptor, lookup, wheel; plus the
@@ -53,9 +53,10 @@
  * Concurrency: an instance belongs to one worker lcore: filter/account
  * only there. Layout ncore has one instance per worker lcore (main.c),
  * never shared: each sees its own thread's CPU time and the frames of the
- * queues it polls (the flows competing for that CPU). sn_cpufair_stats() may be called from any thread: the worker
- * publishes every counter with relaxed atomic stores after each burst,
- * the reader uses relaxed loads (counters only, no ordering needed).
+ * queues it polls (the flows competing for that CPU). sn_cpufair_stats()
+ * may be called from any thread: the worker publishes every counter with
+ * relaxed atomic stores after each burst, the reader uses relaxed loads
+ * (counters only, no ordering needed).
  */
 #ifndef SN_CPUFAIR_H
 #define SN_CPUFAIR_H
@@ -101,8 +102,9 @@ uint64_t sn_cpufair_clock(void);
 
 /* Worker: Algorithm 1 on a burst of n (<= SN_CPUFAIR_BURST_MAX) frames
  * dequeued from port `slot`, whose dequeue started at CPU time `cpu_ns`
- * (sn_cpufair_clock; full: the dequeue returned the whole burst size). Dropped frames are freed; the kept ones are moved to
- * the front of pkts in order; returns their number. Must be followed by
+ * (sn_cpufair_clock; full: the dequeue returned the whole burst size).
+ * Dropped frames are freed; the kept ones are moved to the front of pkts
+ * in order; returns their number. Must be followed by
  * sn_cpufair_account() once the burst was processed. */
 uint16_t sn_cpufair_filter(struct sn_cpufair *cf, uint16_t slot, struct rte_mbuf **pkts,
 			   uint16_t n, bool full, uint64_t cpu_ns);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_policy_nba.c — aggregates in the policy store (issue 6): the NBA
- * instances sn_policy_publish attaches, their per-worker publication path
- * with two fake workers, and their lifetime across publications.
+/* test_policy_nba.c — aggregates in the policy store: the NBA instances
+ * sn_policy_publish attaches, their per-worker publication path with two
+ * fake workers, and their lifetime across publications.
  *
  * No DPDK: the workers are simulated. Part 1 drives reports and the main
  * thread's sn_policy_tick with a simulated clock and checks the grants
