@@ -823,7 +823,7 @@ static void uplink_tx(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n
 	 * whether keep_run would keep them all (elsewhere, e.g. MAIN at
 	 * destroy, sn_vqtx_keep_all is false). Only for arb_release()'s
 	 * batches, whose pass already gave the flags (rr). */
-	if (rr && !remote && pl->n_wk == 1 && sn_vqtx_keep_all()) {
+	if (rr && !remote && pl->n_wk == 1 && sn_vqtx_keep_all(pl->wk_id)) {
 		ok = n;
 		ok_flags = rr->flags;
 	} else {

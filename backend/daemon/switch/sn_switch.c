@@ -272,7 +272,7 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 {
 	/* The hold-check bound over every queue this worker owns, after the
 	 * iteration's last pop (sn_vqtx_keep_all). */
-	sn_vqtx_keep_bound_begin();
+	sn_vqtx_keep_bound_begin(sw->wk);
 	for (unsigned i = 0; i < t->n; i++) {
 		struct sn_port *p = t->list[i];
 
@@ -294,7 +294,7 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 			}
 		}
 	}
-	sn_vqtx_keep_bound_end();
+	sn_vqtx_keep_bound_end(sw->wk);
 }
 
 static void flush(struct sn_switch *sw)
@@ -594,7 +594,7 @@ int sn_switch_worker(void *arg)
 		uint64_t now = rte_rdtsc();
 		unsigned got = 0;
 
-		sn_vqtx_set_now(now);       /* the hold-time clock: one rdtsc per iteration */
+		sn_vqtx_set_now(sw->wk, now);       /* the hold-time clock: one rdtsc per iteration */
 		if (sw->pl)
 			sn_pipeline_run(sw->pl, t);   /* due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {

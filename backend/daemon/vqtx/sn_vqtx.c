@@ -71,77 +71,76 @@ static_assert(SN_VQTX_UNMARKED_HOLD_US_DEFAULT == SN_CONFIG_UNMARKED_HOLD_US_DEF
 	      "one default for unmarked_max_hold_us");
 
 enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
-/* Per worker index (layout ncore: several workers, each owning the TX
- * queues assigned to it): state released by that worker, acquired by
- * stop; its lcore written by the worker at enter (relaxed: only the owner
- * itself compares against it in the free callback; others read it only
- * to abort). */
-static uint32_t g_worker_state[SN_VQTX_WORKERS_MAX];
-static unsigned g_worker_lcore[SN_VQTX_WORKERS_MAX] = {
-	[0 ... SN_VQTX_WORKERS_MAX - 1] = LCORE_ID_ANY };
-/* The calling worker's clock (TSC), set by sn_vqtx_set_now() at the start
- * of each loop iteration: the time base of hold times recorded by the free
- * callback and of the worker's hold-limit checks (one rdtsc per iteration
- * instead of one per completed frame; resolution one loop iteration).
- * Thread-local: every worker lcore (layout ncore) has its own. */
-static __thread uint64_t t_now_tsc __attribute__((tls_model("initial-exec")));
-/* Worker index + 1 on a worker lcore (set by sn_vqtx_worker_enter), 0
- * elsewhere: the free callback's owner check. Our own initial-exec TLS
- * variable: one %fs load, where rte_lcore_id() costs a __tls_get_addr call
- * per frame from here. */
-static __thread unsigned t_worker __attribute__((tls_model("initial-exec")));
+
 /* sn_vqtx_service() publishes counters at most this often (plus always at
  * teardown): readers (stats.get, ~ms apart) see them at most this late. */
 #define PUB_EVERY_US 100u
-static __thread uint64_t t_pub_tsc;  /* PUB_EVERY_US in TSC, set by worker_enter */
 /* Recycle stash (see the design note): completed single-segment frames'
- * mbufs of pool t_stash_mp, external, shinfo = &t_stash_shinfo. Worker
- * lcore only (TLS: one stash per worker). */
+ * mbufs, still external, kept for the worker's next sn_vqtx_recv(). */
 #define STASH_MAX (2 * SN_CONFIG_BURST_MAX)
-static __thread struct rte_mbuf *t_stash[STASH_MAX];
-static __thread unsigned t_nstash;
-static __thread struct rte_mempool *t_stash_mp;
-static __thread struct rte_mbuf_ext_shared_info t_stash_shinfo;
 /* Loop iterations since a frame was last stashed; at STASH_IDLE_ITERS the
  * stash goes back to the pool (sn_vqtx_set_now), so an idle worker holds
  * no mbufs and mempool in_use returns to its baseline (leak checks). */
 #define STASH_IDLE_ITERS 1024u
-static __thread unsigned t_stash_idle;
-/* s21 (issue 6 throughput): the hold check of a whole burst in one
- * comparison (sn_vqtx_keep_all). At the end of each loop iteration the
- * worker scans its queues (sn_vqtx_keep_bound_begin/add/end, from the
- * switch's vq_service) for the earliest time at which a frame popped so
- * far from one of them can reach its deadline: for each queue the oldest
- * held frame's stamp plus the queue's short limit (unmarked_hold_tsc, which
- * is <= max_hold_tsc when that is set: no frame's deadline is earlier).
- * The scan gives no bound (0) when some queue holds frames of an earlier
- * connection (late_out) or frames without a live ring. Frames popped after
- * the scan (the next iteration's own) have a stamp >= that iteration's
- * clock & ~1 and a limit >= g_min_hold_tsc >= 2 ticks: not due in their
- * own iteration. Stops are not part of the bound: sn_vqtx_keep_all() reads
- * the worker's count of open stop requests (g_stops_open) each time.
- * Worker lcore only (TLS). */
-static __thread uint64_t t_keep_until;   /* 0: no bound */
-static __thread uint64_t t_kb_min;       /* scan in progress: running minimum (0: none) */
-/* Per worker: its queues with a stop request open. sn_vqtx_stop()
- * counts a queue (q->stop_counted 0 -> 1, then the increment) before its
- * stop_req store: a worker that can see stop_req = 1 (as sn_vqtx_keep_run
- * would) sees the count too (seq_cst RMW and store, seq_cst load in
- * sn_vqtx_keep_all). stop_uncount() (q->stop_counted 1 -> 0, then the
- * decrement) runs in sn_vqtx_stop_ack() (the worker, once the queue's
- * frames left the pipeline) or when the VHOST thread tears down itself (no
- * worker running); the exchange makes each queue count at most once
- * however stops, acknowledgements and teardowns interleave. A queue left
- * stopping (sn_vqtx_stop's "did not release the ring" after STOP_WAIT_MS)
- * keeps its count: that worker's burst check stays off (the per-frame
- * check runs), never wrongly on. */
-static uint32_t g_stops_open[SN_VQTX_WORKERS_MAX];
-/* The smallest hold limit (TSC) any queue ever had: its unmarked_hold_tsc
- * (sn_vqtx_set_unmarked_hold caps it at max_hold_tsc, so no limit is
- * lower). MAIN writes (create and set_unmarked_hold run on it, before the
- * port is published), workers read (relaxed). No limit changes after that; a caller that lowered one
- * at run time would have to invalidate the workers' bounds first. */
-static uint64_t g_min_hold_tsc = UINT64_MAX;
+
+/* The state of one worker index (sn_vqtx.h "Threads"). The first group is
+ * the worker's own (its lcore only, between sn_vqtx_worker_enter and
+ * sn_vqtx_worker_exit); the second, on its own cache line, is shared with
+ * MAIN and the VHOST thread. */
+struct sn_vqtx_worker {
+	/* Iteration clock (TSC), set by sn_vqtx_set_now() at the start of
+	 * each loop iteration: the time base of hold times recorded by the
+	 * free callback, of the worker's hold-limit checks (one rdtsc per
+	 * iteration instead of one per frame) and of counter publication. */
+	uint64_t now;
+	uint64_t pub_tsc;             /* PUB_EVERY_US in TSC */
+	/* Burst hold bound (sn_vqtx_keep_all): the earliest TSC at which a
+	 * frame popped so far from one of this worker's queues can reach its
+	 * deadline, from the last scan (0: no bound); kb_min is the running
+	 * minimum of a scan in progress (0: none). */
+	uint64_t keep_until;
+	uint64_t kb_min;
+	/* Recycle stash: mbufs of pool stash_mp, external, shinfo =
+	 * &stash_shinfo (a dummy whose callback does nothing). */
+	unsigned nstash;
+	unsigned stash_idle;
+	struct rte_mempool *stash_mp;
+	struct rte_mbuf_ext_shared_info stash_shinfo;
+	struct rte_mbuf *stash[STASH_MAX];
+
+	/* WORKER_*: released by the worker at enter and exit, acquired by
+	 * sn_vqtx_stop() to decide who tears a queue down. */
+	uint32_t state __rte_cache_aligned;
+	/* This worker's queues with a stop request open (sn_vqtx_stop counts,
+	 * stop_uncount uncounts; seq_cst, read by sn_vqtx_keep_all). */
+	uint32_t stops_open;
+	/* The smallest hold limit (TSC) of any queue assigned to this worker:
+	 * its unmarked_hold_tsc, which sn_vqtx_set_unmarked_hold caps at
+	 * max_hold_tsc. MAIN lowers it before the queue's port is published,
+	 * the worker reads it (relaxed) at each bound scan. */
+	uint64_t min_hold_tsc;
+	unsigned lcore;               /* set at enter (relaxed: read to log only) */
+	unsigned idx;                 /* constant */
+};
+
+/* The contexts of all worker indexes. Process-wide because a queue names
+ * its worker by index before any worker runs (sn_vqtx_set_worker, from
+ * MAIN) and the VHOST thread must reach the owner's state from the queue
+ * (q->w) whether the worker runs, has not started or is gone. */
+#define W(i) [i] = { .idx = i, .lcore = LCORE_ID_ANY, .min_hold_tsc = UINT64_MAX }
+static struct sn_vqtx_worker g_workers[SN_VQTX_WORKERS_MAX] = {
+	W(0), W(1), W(2), W(3), W(4), W(5), W(6), W(7) };
+#undef W
+static_assert(SN_VQTX_WORKERS_MAX == 8, "one initializer per worker index");
+
+/* The calling thread's worker context (set by sn_vqtx_worker_enter), NULL
+ * on any other thread. Thread-local because it is the identity of the
+ * caller, which no argument can give: the mbuf free callback has only the
+ * slot, and the verdict functions run on workers (judged by their
+ * iteration clock) and on other datapath lcores (rte_rdtsc). Our own
+ * initial-exec variable: one %fs load, where rte_lcore_id() costs a
+ * __tls_get_addr call per frame from here. */
+static __thread struct sn_vqtx_worker *t_self __attribute__((tls_model("initial-exec")));
 
 struct slot {
 	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
@@ -158,7 +157,7 @@ struct sn_vqtx {
 	uint64_t unmarked_hold_tsc;   /* > 0 */
 	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one
 	                               * struct sn_vqtx per TX queue) */
-	unsigned worker;              /* owning worker index (sn_vqtx_set_worker) */
+	struct sn_vqtx_worker *w;     /* owning worker (sn_vqtx_set_worker) */
 
 	/* Handshake VHOST <-> WORKER. */
 	uint32_t stop_req;            /* release by stop, acquire by worker */
@@ -205,7 +204,7 @@ struct sn_vqtx {
 	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
 	uint32_t late_out;            /* s21: of them, popped before the last teardown
 	                               * (owner; VHOST when no worker runs) */
-	uint32_t stop_counted;        /* s21: counted in g_stops_open (exchanged by
+	uint32_t stop_counted;        /* s21: counted in w->stops_open (exchanged by
 	                               * VHOST and WORKER, seq_cst) */
 	bool dirty;
 	bool stats_pending;           /* counters changed since publish_stats() */
@@ -227,7 +226,7 @@ struct sn_vqtx {
 
 static void extbuf_free_cb(void *addr, void *opaque);
 static void stop_uncount(struct sn_vqtx *q);
-static void stash_flush(void);
+static void stash_flush(struct sn_vqtx_worker *w);
 static void gmap_free_list(struct sn_vqtx_gmap *g);
 
 uint64_t sn_vqtx_features_off(void)
@@ -247,11 +246,18 @@ static inline void ctr_inc(uint64_t *c)
 	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
-/* MAIN: a queue's short hold limit joins g_min_hold_tsc (sn_vqtx_keep_all). */
-static void note_min_hold(uint64_t t)
+/* MAIN: a queue's short hold limit joins its worker's min_hold_tsc
+ * (sn_vqtx_keep_bound_begin). */
+static void note_min_hold(struct sn_vqtx_worker *w, uint64_t t)
 {
-	if (t < __atomic_load_n(&g_min_hold_tsc, __ATOMIC_RELAXED))
-		__atomic_store_n(&g_min_hold_tsc, t, __ATOMIC_RELAXED);
+	if (t < __atomic_load_n(&w->min_hold_tsc, __ATOMIC_RELAXED))
+		__atomic_store_n(&w->min_hold_tsc, t, __ATOMIC_RELAXED);
+}
+
+static struct sn_vqtx_worker *worker_of(unsigned worker)
+{
+	SN_VERIFY(worker < SN_VQTX_WORKERS_MAX);
+	return &g_workers[worker];
 }
 
 struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
@@ -268,6 +274,7 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 	if (max_hold_us && !q->max_hold_tsc)
 		q->max_hold_tsc = 1;
 	q->vid = -1;
+	q->w = &g_workers[0];
 	q->occ_period = rte_get_tsc_hz() / 1000u;
 	sn_vqtx_set_unmarked_hold(q, SN_VQTX_UNMARKED_HOLD_US_DEFAULT);
 	q->vring = (uint16_t)(2 * txq + 1);
@@ -289,7 +296,7 @@ void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us)
 	if (q->max_hold_tsc && q->max_hold_tsc < t)
 		t = q->max_hold_tsc;
 	q->unmarked_hold_tsc = t;
-	note_min_hold(t);
+	note_min_hold(q->w, t);
 }
 
 void sn_vqtx_free(struct sn_vqtx *q)
@@ -746,9 +753,9 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 	if (!q->vr)
 		return;
 	/* s21: the worker's burst check (sn_vqtx_keep_all) gives way from
-	 * here until the acknowledgement (g_stops_open) */
+	 * here until the acknowledgement (w->stops_open) */
 	if (!__atomic_exchange_n(&q->stop_counted, 1, __ATOMIC_SEQ_CST))
-		__atomic_fetch_add(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&q->w->stops_open, 1, __ATOMIC_SEQ_CST);
 	/* Release (seq_cst) pairs with the worker's acquire in
 	 * sn_vqtx_stop_pending(). */
 	__atomic_store_n(&q->stop_req, 1, __ATOMIC_SEQ_CST);
@@ -758,9 +765,9 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 			break;
 		/* Acquire pairs with the release in sn_vqtx_worker_exit(): a
 		 * worker that is gone touches nothing any more. */
-		if (__atomic_load_n(&g_worker_state[q->worker], __ATOMIC_ACQUIRE) == WORKER_GONE ||
+		if (__atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE) == WORKER_GONE ||
 		    (waited >= STOP_WAIT_MS &&
-		     __atomic_load_n(&g_worker_state[q->worker], __ATOMIC_ACQUIRE) == WORKER_NONE)) {
+		     __atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE) == WORKER_NONE)) {
 			teardown(q);
 			stop_uncount(q);
 			break;
@@ -810,26 +817,29 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 
 void sn_vqtx_worker_enter(unsigned worker)
 {
-	SN_VERIFY(worker < SN_VQTX_WORKERS_MAX);
-	t_worker = worker + 1;
-	t_pub_tsc = rte_get_tsc_hz() / (1000000u / PUB_EVERY_US);
-	t_now_tsc = rte_rdtsc();
-	t_keep_until = 0;   /* no bound before the first scan */
-	__atomic_store_n(&g_worker_lcore[worker], rte_lcore_id(), __ATOMIC_RELAXED);
-	__atomic_store_n(&g_worker_state[worker], WORKER_RUNNING, __ATOMIC_RELEASE);
+	struct sn_vqtx_worker *w = worker_of(worker);
+
+	t_self = w;
+	w->pub_tsc = rte_get_tsc_hz() / (1000000u / PUB_EVERY_US);
+	w->now = rte_rdtsc();
+	w->keep_until = 0;   /* no bound before the first scan */
+	__atomic_store_n(&w->lcore, rte_lcore_id(), __ATOMIC_RELAXED);
+	__atomic_store_n(&w->state, WORKER_RUNNING, __ATOMIC_RELEASE);
 }
 
 void sn_vqtx_worker_exit(unsigned worker)
 {
-	stash_flush();
+	struct sn_vqtx_worker *w = worker_of(worker);
+
+	stash_flush(w);
 	/* Release: everything the worker wrote is visible to sn_vqtx_stop(). */
-	__atomic_store_n(&g_worker_state[worker], WORKER_GONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&w->state, WORKER_GONE, __ATOMIC_RELEASE);
 }
 
 void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker)
 {
-	SN_VERIFY(worker < SN_VQTX_WORKERS_MAX);
-	q->worker = worker;
+	q->w = worker_of(worker);
+	note_min_hold(q->w, q->unmarked_hold_tsc);
 }
 
 static void complete(struct sn_vqtx *q, uint16_t head)
@@ -879,11 +889,11 @@ static inline void late_done(struct sn_vqtx *q)
 }
 
 /* s21: the queue's stop request is closed (acknowledged, or torn down by
- * the VHOST thread): uncount it once (see g_stops_open). */
+ * the VHOST thread): uncount it once (see struct sn_vqtx_worker). */
 static void stop_uncount(struct sn_vqtx *q)
 {
 	if (__atomic_exchange_n(&q->stop_counted, 0, __ATOMIC_SEQ_CST))
-		__atomic_fetch_sub(&g_stops_open[q->worker], 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_sub(&q->w->stops_open, 1, __ATOMIC_SEQ_CST);
 }
 
 /* The frame of slot s is done (left, or dropped): its guest buffer is no
@@ -891,16 +901,16 @@ static void stop_uncount(struct sn_vqtx *q)
 static inline void frame_done(struct slot *s)
 {
 	struct sn_vqtx *q = s->q;
+	struct sn_vqtx_worker *w = q->w;
 
-	if (unlikely(t_worker != q->worker + 1)) {
+	if (unlikely(t_self != w)) {
 		sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
-		       rte_lcore_id(), q->worker,
-		       __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED));
+		       rte_lcore_id(), w->idx, __atomic_load_n(&w->lcore, __ATOMIC_RELAXED));
 		abort();
 	}
 	q->outstanding--;
 	ctr_set(&q->st.extbuf_in_use, q->outstanding);
-	hold_record(q, t_now_tsc > s->pop_tsc ? t_now_tsc - s->pop_tsc : 0);
+	hold_record(q, w->now > s->pop_tsc ? w->now - s->pop_tsc : 0);
 	if (s->epoch != q->epoch || !q->vr) {
 		ctr_inc(&q->st.late_free);
 		late_done(q);
@@ -925,28 +935,28 @@ static void stash_noop_cb(void *addr, void *opaque)
 /* Owner: the stash back to the pool. Stashed mbufs hold no guest buffer:
  * detached by the no-op callback (the dummy shinfo's count set to 1 before
  * each, as after an attach). */
-static void stash_flush(void)
+static void stash_flush(struct sn_vqtx_worker *w)
 {
-	while (t_nstash) {
-		rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
-		rte_pktmbuf_free(t_stash[--t_nstash]);
+	while (w->nstash) {
+		rte_mbuf_ext_refcnt_set(&w->stash_shinfo, 1);
+		rte_pktmbuf_free(w->stash[--w->nstash]);
 	}
-	t_stash_idle = 0;
+	w->stash_idle = 0;
 }
 
 /* Owner: return mbufs that get_mbufs() handed out and wrap_frame() did not
  * use: stashed ones back to the stash, fresh ones to the pool. A stashed
  * mbuf that does not fit is freed alone, its dummy shinfo's count set to
  * 1 first so that the detach finds it exactly as after an attach. */
-static void put_back(struct rte_mbuf **m, uint32_t n)
+static void put_back(struct sn_vqtx_worker *w, struct rte_mbuf **m, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		if (!RTE_MBUF_HAS_EXTBUF(m[i])) {
 			rte_pktmbuf_free(m[i]);
-		} else if (t_nstash < STASH_MAX) {
-			t_stash[t_nstash++] = m[i];
+		} else if (w->nstash < STASH_MAX) {
+			w->stash[w->nstash++] = m[i];
 		} else {
-			rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
+			rte_mbuf_ext_refcnt_set(&w->stash_shinfo, 1);
 			rte_pktmbuf_free(m[i]);
 		}
 	}
@@ -1013,15 +1023,14 @@ DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 static __rte_noinline void owner_abort(const struct sn_vqtx *q)
 {
 	sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
-	       rte_lcore_id(), q->worker,
-	       __atomic_load_n(&g_worker_lcore[q->worker], __ATOMIC_RELAXED));
+	       rte_lcore_id(), q->w->idx, __atomic_load_n(&q->w->lcore, __ATOMIC_RELAXED));
 	abort();
 }
 
 DONE_INLINE void run_start(struct done_run *r, const uint16_t *heads, struct sn_vqtx *q)
 {
 	run_flush(r, heads);
-	if (unlikely(t_worker != q->worker + 1))
+	if (unlikely(t_self != q->w))
 		owner_abort(q);
 	r->q = q;
 	r->n = 0;
@@ -1038,12 +1047,15 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 {
 	struct rte_mbuf *rest[SN_CONFIG_BURST_MAX];
 	uint16_t heads[SN_CONFIG_BURST_MAX];
-	unsigned nrest = 0, nstash = t_nstash;
-	const uint64_t now = t_now_tsc;
 	struct done_run r = { .q = NULL };
-	/* s20: the stash's pool in a local (the loop's stores may alias the
-	 * thread variable for the compiler) */
-	struct rte_mempool *smp = t_stash_mp;
+	/* The frames' worker, from the first frame of ours (run_start checks
+	 * that every one is of the calling worker), and its stash count, pool
+	 * and clock in locals (the loop's stores may alias w for the
+	 * compiler). Until then nstash 0 and smp NULL let that frame in. */
+	struct sn_vqtx_worker *w = NULL;
+	struct rte_mempool *smp = NULL;
+	unsigned nrest = 0, nstash = 0;
+	uint64_t now = 0;
 	bool stashed = false;
 
 	for (unsigned i = 0; i < n; i++) {
@@ -1059,8 +1071,17 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			struct sn_vqtx *q = s->q;
 			const uint64_t pop = s->pop_tsc;
 
-			if (q != r.q)
+			if (q != r.q) {
 				run_start(&r, heads, q);
+				if (w == NULL) {
+					w = q->w;
+					nstash = w->nstash;
+					smp = w->stash_mp;
+					now = w->now;
+					if (nstash >= STASH_MAX || (smp != NULL && m->pool != smp))
+						goto not_stashed;
+				}
+			}
 			r.n++;
 			/* s18: the frames of a burst were mostly popped in one
 			 * iteration (one pop_tsc per hold class): a frame with
@@ -1093,33 +1114,36 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				heads[r.nh++] = s->head;
 			}
 			if (smp == NULL) {
-				smp = t_stash_mp = m->pool;
-				t_stash_shinfo.free_cb = stash_noop_cb;
+				smp = w->stash_mp = m->pool;
+				w->stash_shinfo.free_cb = stash_noop_cb;
 			}
 			/* the dummy's count is set to 1 once, after the loop
 			 * (the state it had after each per-frame store before
 			 * s20): only a free of a stashed mbuf reads it, and each
 			 * of those sets it first (stash_flush, put_back) */
-			m->shinfo = &t_stash_shinfo;
-			t_stash[nstash++] = m;
+			m->shinfo = &w->stash_shinfo;
+			w->stash[nstash++] = m;
 			stashed = true;
 			continue;
 		}
+not_stashed:
 		rest[nrest++] = m;
 		if (nrest == SN_CONFIG_BURST_MAX) {
 			/* its completions come after those before it */
 			if (r.q)
 				heads_flush(&r, heads);
-			t_nstash = nstash;
+			if (w)
+				w->nstash = nstash;
 			rte_pktmbuf_free_bulk(rest, nrest);
 			nrest = 0;
 		}
 	}
 	run_flush(&r, heads);
-	t_nstash = nstash;
+	if (w)
+		w->nstash = nstash;
 	if (stashed) {
-		rte_mbuf_ext_refcnt_set(&t_stash_shinfo, 1);
-		t_stash_idle = 0;
+		rte_mbuf_ext_refcnt_set(&w->stash_shinfo, 1);
+		w->stash_idle = 0;
 	}
 	if (nrest)
 		rte_pktmbuf_free_bulk(rest, nrest);
@@ -1129,20 +1153,21 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
  * (reset like a fresh allocation, still external: wrap_frame re-attaches
  * every field of the buffer), the rest from the pool. Returns how many
  * (n, or the stashed count when the pool is short). */
-static uint32_t get_mbufs(struct rte_mempool *mp, struct rte_mbuf **out, uint32_t n)
+static uint32_t get_mbufs(struct sn_vqtx_worker *w, struct rte_mempool *mp,
+			  struct rte_mbuf **out, uint32_t n)
 {
 	uint32_t k = 0;
 
-	if (mp == t_stash_mp) {
-		uint32_t ns = t_nstash;   /* s20: in a register across the stores */
+	if (mp == w->stash_mp) {
+		uint32_t ns = w->nstash;   /* in a register across the stores */
 
 		while (k < n && ns) {
-			struct rte_mbuf *m = t_stash[--ns];
+			struct rte_mbuf *m = w->stash[--ns];
 
 			rte_pktmbuf_reset(m);   /* keeps RTE_MBUF_F_EXTERNAL */
 			out[k++] = m;
 		}
-		t_nstash = ns;
+		w->nstash = ns;
 	}
 	if (k < n && rte_pktmbuf_alloc_bulk(mp, out + k, n - k) == 0)
 		k = n;
@@ -1261,7 +1286,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	/* One mempool access per burst (the common frame is one segment);
 	 * frames that need more, or a pool too low for the whole burst, fall
 	 * back to one allocation per frame. Left-overs go back at the end. */
-	nstash = get_mbufs(mp, stash, n);
+	nstash = get_mbufs(q->w, mp, stash, n);
 	for (uint32_t i = 0; i < n; i++) {
 		struct sn_vring_pkt *p = &vp[i];
 		struct sn_vnethdr_offl o;
@@ -1295,7 +1320,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	}
 	*bytes = by;
 	if (nstash)
-		put_back(stash, nstash);
+		put_back(q->w, stash, nstash);
 	/* Per-frame counters once per burst (one writer: this worker). */
 	if (marked)
 		ctr_set(&q->st.marked, q->st.marked + marked);
@@ -1322,18 +1347,20 @@ void sn_vqtx_service(struct sn_vqtx *q, uint64_t now)
 	}
 	/* Counters: at most every PUB_EVERY_US (about 40 stores each time;
 	 * once per loop iteration they cost as much as a frame). */
-	if (t_now_tsc >= q->next_pub) {
+	if (q->w->now >= q->next_pub) {
 		publish_stats(q);
 		q->stats_pending = false;
-		q->next_pub = t_now_tsc + t_pub_tsc;
+		q->next_pub = q->w->now + q->w->pub_tsc;
 	}
 }
 
-void sn_vqtx_set_now(uint64_t now)
+void sn_vqtx_set_now(unsigned worker, uint64_t now)
 {
-	t_now_tsc = now;
-	if (unlikely(t_nstash != 0) && ++t_stash_idle >= STASH_IDLE_ITERS)
-		stash_flush();
+	struct sn_vqtx_worker *w = &g_workers[worker];
+
+	w->now = now;
+	if (unlikely(w->nstash != 0) && ++w->stash_idle >= STASH_IDLE_ITERS)
+		stash_flush(w);
 }
 
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q)
@@ -1382,7 +1409,7 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
 	*q = s->q;
 	if (sn_vqtx_stop_pending(s->q))
 		return SN_VQTX_STOPPING;
-	now = t_worker ? t_now_tsc : rte_rdtsc();
+	now = t_self ? t_self->now : rte_rdtsc();
 	return sn_vqtx_deadline(s->q, s->pop_tsc) <= now ? SN_VQTX_EXPIRED : SN_VQTX_KEEP;
 }
 
@@ -1391,7 +1418,8 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
  * the clock once per call (see the header). */
 uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol_or)
 {
-	const uint64_t now = t_worker ? t_now_tsc : rte_rdtsc();
+	const struct sn_vqtx_worker *self = t_self;
+	const uint64_t now = self ? self->now : rte_rdtsc();
 	const struct sn_vqtx *lq = NULL;
 	uint64_t unmarked = 0, maxh = 0, fl = 0;
 	uint16_t i;
@@ -1424,16 +1452,19 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
 	return i;
 }
 
-void sn_vqtx_keep_bound_begin(void)
+void sn_vqtx_keep_bound_begin(unsigned worker)
 {
-	t_kb_min = __atomic_load_n(&g_min_hold_tsc, __ATOMIC_RELAXED) >= 2 ? UINT64_MAX : 0;
+	struct sn_vqtx_worker *w = &g_workers[worker];
+
+	w->kb_min = __atomic_load_n(&w->min_hold_tsc, __ATOMIC_RELAXED) >= 2 ? UINT64_MAX : 0;
 }
 
 void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)
 {
+	struct sn_vqtx_worker *w = q->w;
 	int id;
 
-	if (!t_kb_min || !q->outstanding)
+	if (!w->kb_min || !q->outstanding)
 		return;
 	/* Every frame out is of the current connection, so its descriptor is
 	 * held and it was popped no earlier than the oldest held one, whose
@@ -1442,23 +1473,27 @@ void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)
 	 * belongs to). Acquire pairs with the release in sn_vqtx_start(). */
 	if (q->late_out || !__atomic_load_n(&q->live, __ATOMIC_ACQUIRE) ||
 	    (id = sn_vring_oldest_held(q->vr)) < 0) {
-		t_kb_min = 0;
+		w->kb_min = 0;
 		return;
 	}
-	t_kb_min = RTE_MIN(t_kb_min, (q->slots[id].pop_tsc & ~1ULL) + q->unmarked_hold_tsc);
+	w->kb_min = RTE_MIN(w->kb_min, (q->slots[id].pop_tsc & ~1ULL) + q->unmarked_hold_tsc);
 }
 
-void sn_vqtx_keep_bound_end(void)
+void sn_vqtx_keep_bound_end(unsigned worker)
 {
-	if (t_worker)
-		t_keep_until = t_kb_min;
+	struct sn_vqtx_worker *w = &g_workers[worker];
+
+	if (t_self == w)
+		w->keep_until = w->kb_min;
 }
 
-bool sn_vqtx_keep_all(void)
+bool sn_vqtx_keep_all(unsigned worker)
 {
-	/* seq_cst load: pairs with sn_vqtx_stop()'s increment (g_stops_open) */
-	return t_worker && t_now_tsc < t_keep_until &&
-	       __atomic_load_n(&g_stops_open[t_worker - 1], __ATOMIC_SEQ_CST) == 0;
+	const struct sn_vqtx_worker *w = &g_workers[worker];
+
+	/* seq_cst load: pairs with sn_vqtx_stop()'s increment (stops_open) */
+	return t_self == w && w->now < w->keep_until &&
+	       __atomic_load_n(&w->stops_open, __ATOMIC_SEQ_CST) == 0;
 }
 
 void sn_vqtx_count_timeout(struct sn_vqtx *q)

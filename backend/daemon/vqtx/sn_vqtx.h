@@ -255,7 +255,7 @@ void sn_vqtx_service(struct sn_vqtx *q, uint64_t now);
  * worker's TSC for this iteration, the clock of hold times (the free
  * callback records pop -> free at this resolution) and of counter
  * publication. */
-void sn_vqtx_set_now(uint64_t now);
+void sn_vqtx_set_now(unsigned worker, uint64_t now);
 /* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
  * worker then frees every mbuf of this queue it holds and calls
  * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes,
@@ -297,10 +297,10 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
  * TX queue it owns: sn_vqtx_keep_bound_begin(), sn_vqtx_keep_bound_add() for each,
  * sn_vqtx_keep_bound_end(). Valid only for frames of this worker's queues (a
  * caller that may hold other workers' frames uses sn_vqtx_keep_run). */
-void sn_vqtx_keep_bound_begin(void);
+void sn_vqtx_keep_bound_begin(unsigned worker);
 void sn_vqtx_keep_bound_add(const struct sn_vqtx *q);
-void sn_vqtx_keep_bound_end(void);
-bool sn_vqtx_keep_all(void);
+void sn_vqtx_keep_bound_end(unsigned worker);
+bool sn_vqtx_keep_all(unsigned worker);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */
 void sn_vqtx_count_timeout(struct sn_vqtx *q);
