@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_vqtx_hold.c — the hold verdict of deferred frames and the burst hold
+ * bound.
+ */
+#include "sn_vqtx_impl.h"
+
+#include <rte_cycles.h>
+
+struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc)
+{
+	const struct slot *s;
+
+	if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != sn_vqtx_extbuf_free_cb)
+		return NULL;
+	s = m->shinfo->fcb_opaque;
+	*pop_tsc = s->pop_tsc;
+	return s->q;
+}
+
+uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
+{
+	if (pop_tsc & 1)
+		return pop_tsc + q->unmarked_hold_tsc;
+	return q->max_hold_tsc ? pop_tsc + q->max_hold_tsc : UINT64_MAX;
+}
+
+enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q)
+{
+	const struct slot *s;
+	uint64_t now;
+
+	if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != sn_vqtx_extbuf_free_cb) {
+		*q = NULL;
+		return SN_VQTX_KEEP;
+	}
+	s = m->shinfo->fcb_opaque;
+	*q = s->q;
+	if (stop_pending(s->q))
+		return SN_VQTX_STOPPING;
+	now = sn_vqtx_self ? sn_vqtx_self->now : rte_rdtsc();
+	return sn_vqtx_deadline(s->q, s->pop_tsc) <= now ? SN_VQTX_EXPIRED : SN_VQTX_KEEP;
+}
+
+/* s15-P5 (issue 6 throughput): sn_vqtx_verdict() over a burst, the queue's
+ * stop flag and hold limits read once per run of frames of one queue and
+ * the clock once per call (see the header). */
+uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol_or)
+{
+	const struct sn_vqtx_worker *self = sn_vqtx_self;
+	const uint64_t now = self ? self->now : rte_rdtsc();
+	const struct sn_vqtx *lq = NULL;
+	uint64_t unmarked = 0, maxh = 0, fl = 0;
+	uint16_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct rte_mbuf *m = pkts[i];
+		const uint64_t f = m->ol_flags;
+		const struct slot *s;
+		uint64_t pop;
+
+		if (!(f & RTE_MBUF_F_EXTERNAL) || m->shinfo->free_cb != sn_vqtx_extbuf_free_cb) {
+			fl |= f;
+			continue;
+		}
+		s = m->shinfo->fcb_opaque;
+		if (s->q != lq) {
+			lq = s->q;
+			if (stop_pending(lq))
+				break;
+			unmarked = lq->unmarked_hold_tsc;
+			maxh = lq->max_hold_tsc;
+		}
+		/* sn_vqtx_deadline(lq, pop) <= now */
+		pop = s->pop_tsc;
+		if (pop & 1 ? pop + unmarked <= now : maxh && pop + maxh <= now)
+			break;
+		fl |= f;
+	}
+	*ol_or = fl;
+	return i;
+}
+
+void sn_vqtx_keep_bound_begin(unsigned worker)
+{
+	struct sn_vqtx_worker *w = &sn_vqtx_workers[worker];
+
+	w->kb_min = __atomic_load_n(&w->min_hold_tsc, __ATOMIC_RELAXED) >= 2 ? UINT64_MAX : 0;
+}
+
+void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)
+{
+	struct sn_vqtx_worker *w = q->w;
+	int id;
+
+	if (!w->kb_min || !q->outstanding)
+		return;
+	/* Every frame out is of the current connection, so its descriptor is
+	 * held and it was popped no earlier than the oldest held one, whose
+	 * slot has that pop's stamp (slots are zeroed at each start and a
+	 * stamp is written only at a pop: never later than the pop it
+	 * belongs to). Acquire pairs with the release in sn_vqtx_start(). */
+	if (q->late_out || !__atomic_load_n(&q->live, __ATOMIC_ACQUIRE) ||
+	    (id = sn_vring_oldest_held(q->vr)) < 0) {
+		w->kb_min = 0;
+		return;
+	}
+	w->kb_min = RTE_MIN(w->kb_min, (q->slots[id].pop_tsc & ~1ULL) + q->unmarked_hold_tsc);
+}
+
+void sn_vqtx_keep_bound_end(unsigned worker)
+{
+	struct sn_vqtx_worker *w = &sn_vqtx_workers[worker];
+
+	if (sn_vqtx_self == w)
+		w->keep_until = w->kb_min;
+}
+
+bool sn_vqtx_keep_all(unsigned worker)
+{
+	const struct sn_vqtx_worker *w = &sn_vqtx_workers[worker];
+
+	/* seq_cst load: pairs with sn_vqtx_stop()'s increment (stops_open) */
+	return sn_vqtx_self == w && w->now < w->keep_until &&
+	       __atomic_load_n(&w->stops_open, __ATOMIC_SEQ_CST) == 0;
+}

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_vqtx_impl.h — internals of the deferred TX virtqueue (sn_vqtx*.c):
+ * the queue, slot, guest-map and per-worker structures, and the helpers
+ * the per-frame paths inline. Not for use outside vqtx/.
+ */
+#ifndef SN_VQTX_IMPL_H
+#define SN_VQTX_IMPL_H
+
+#include "sn_vqtx.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_common.h>
+#include <rte_mbuf.h>
+
+#include "sn_common.h"
+#include "sn_config.h"
+#include "sn_vring.h"
+
+enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
+
+/* sn_vqtx_service() publishes counters at most this often (plus always at
+ * teardown): readers (stats.get, ~ms apart) see them at most this late. */
+#define PUB_EVERY_US 100u
+/* Recycle stash (see the design note): completed single-segment frames'
+ * mbufs, still external, kept for the worker's next sn_vqtx_recv(). */
+#define STASH_MAX (2 * SN_CONFIG_BURST_MAX)
+/* Loop iterations since a frame was last stashed; at STASH_IDLE_ITERS the
+ * stash goes back to the pool (sn_vqtx_set_now), so an idle worker holds
+ * no mbufs and mempool in_use returns to its baseline (leak checks). */
+#define STASH_IDLE_ITERS 1024u
+
+/* The state of one worker index (sn_vqtx.h "Threads"). The first group is
+ * the worker's own (its lcore only, between sn_vqtx_worker_enter and
+ * sn_vqtx_worker_exit); the second, on its own cache line, is shared with
+ * MAIN and the VHOST thread. */
+struct sn_vqtx_worker {
+	/* Iteration clock (TSC), set by sn_vqtx_set_now() at the start of
+	 * each loop iteration: the time base of hold times recorded by the
+	 * free callback, of the worker's hold-limit checks (one rdtsc per
+	 * iteration instead of one per frame) and of counter publication. */
+	uint64_t now;
+	uint64_t pub_tsc;             /* PUB_EVERY_US in TSC */
+	/* Burst hold bound (sn_vqtx_keep_all): the earliest TSC at which a
+	 * frame popped so far from one of this worker's queues can reach its
+	 * deadline, from the last scan (0: no bound); kb_min is the running
+	 * minimum of a scan in progress (0: none). */
+	uint64_t keep_until;
+	uint64_t kb_min;
+	/* Recycle stash: mbufs of pool stash_mp, external, shinfo =
+	 * &stash_shinfo (a dummy whose callback does nothing). */
+	unsigned nstash;
+	unsigned stash_idle;
+	struct rte_mempool *stash_mp;
+	struct rte_mbuf_ext_shared_info stash_shinfo;
+	struct rte_mbuf *stash[STASH_MAX];
+
+	/* WORKER_*: released by the worker at enter and exit, acquired by
+	 * sn_vqtx_stop() to decide who tears a queue down. */
+	uint32_t state __rte_cache_aligned;
+	/* This worker's queues with a stop request open (sn_vqtx_stop counts,
+	 * stop_uncount uncounts; seq_cst, read by sn_vqtx_keep_all). */
+	uint32_t stops_open;
+	/* The smallest hold limit (TSC) of any queue assigned to this worker:
+	 * its unmarked_hold_tsc, which sn_vqtx_set_unmarked_hold caps at
+	 * max_hold_tsc. MAIN lowers it before the queue's port is published,
+	 * the worker reads it (relaxed) at each bound scan. */
+	uint64_t min_hold_tsc;
+	unsigned lcore;               /* set at enter (relaxed: read to log only) */
+	unsigned idx;                 /* constant */
+};
+
+/* The table of worker contexts and the caller's own (sn_vqtx.c). */
+extern struct sn_vqtx_worker sn_vqtx_workers[SN_VQTX_WORKERS_MAX];
+extern __thread struct sn_vqtx_worker *sn_vqtx_self __attribute__((tls_model("initial-exec")));
+
+struct slot {
+	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
+	struct sn_vqtx *q;
+	uint64_t pop_tsc;
+	uint32_t epoch;
+	uint16_t head;
+	uint16_t mgen;                /* s15-L: q->mgen when popped */
+};
+
+struct sn_vqtx {
+	/* Read-mostly. */
+	uint64_t max_hold_tsc;        /* 0 = no limit */
+	uint64_t unmarked_hold_tsc;   /* > 0 */
+	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one
+	                               * struct sn_vqtx per TX queue) */
+	struct sn_vqtx_worker *w;     /* owning worker (sn_vqtx_set_worker) */
+
+	/* Handshake VHOST <-> WORKER. */
+	uint32_t stop_req;            /* release by stop, acquire by worker */
+	uint32_t stop_ack;            /* release by worker, acquire by stop */
+	uint32_t live;                /* ring owned by the worker: release in start */
+
+	/* Ring state: written by start/stop while not live, else WORKER only. */
+	int vid;
+	struct sn_vring *vr;
+	/* s15-L: our mapping of the guest memory the ring translates with
+	 * (map), and the ones it used before (older list: still mapped for
+	 * the rings and frames in flight); both WORKER while live. next_map:
+	 * a newer table handed over by sn_vqtx_remap(); exchanged atomically
+	 * by both sides, so each map is taken by exactly one of them
+	 * (VHOST xchg release -> WORKER xchg acquire). */
+	struct sn_vqtx_gmap *map;
+	struct sn_vqtx_gmap *next_map;
+	/* The newest map the VHOST thread made (start or remap): VHOST only;
+	 * it stays mapped until stop or until the worker retires it, which
+	 * happens only after it took a newer one (made later by this thread),
+	 * so its table can be compared. */
+	const struct sn_vqtx_gmap *last_map;
+	/* WORKER while live: the map the rings are read through (moved to the
+	 * newest map when the rings lie inside it), the rings' guest-physical
+	 * addresses (set at start), the map generation (slot.mgen) and the
+	 * frames still outstanding from older generations: at 0, every older
+	 * map but ring_map is unmapped (retire()). */
+	struct sn_vqtx_gmap *ring_map;
+	uint64_t ring_gpa[3];
+	uint16_t mgen;
+	uint32_t old_out;
+	/* Maps alive for this queue (VHOST adds, WORKER/VHOST subtract):
+	 * sn_vqtx_remap() refuses beyond SN_VQTX_MAPS_MAX (a front-end
+	 * alternating tables must not grow the daemon's mappings). */
+	uint32_t nmaps;
+	/* Maps abandoned at a stop with frames still outstanding (VHOST only):
+	 * unmapped at a later stop or free once nothing references them. */
+	struct sn_vqtx_gmap *grave;
+	const struct vring_avail *avail;  /* s11-V3: the guest's avail ring (waiting_now) */
+	struct slot *slots;
+	uint32_t size;
+	uint64_t used_bytes;          /* used ring size, for dirty logging */
+	uint32_t epoch;
+	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
+	uint32_t late_out;            /* s21: of them, popped before the last teardown
+	                               * (owner; VHOST when no worker runs) */
+	uint32_t stop_counted;        /* s21: counted in w->stops_open (exchanged by
+	                               * VHOST and WORKER, seq_cst) */
+	bool dirty;
+	bool stats_pending;           /* counters changed since publish_stats() */
+	uint64_t next_pub;            /* TSC: publish_stats() not before */
+	bool opted_out;               /* an unmarked frame on this connection */
+	uint32_t marked_run;          /* marked frames since start (capped) */
+	uint64_t occ_tsc;             /* occupancy accounted up to here (0: ring not
+	                               * live or not sampled yet); owner (teardown) only */
+	uint64_t occ_period;          /* account at least this often (1 ms) */
+	uint32_t occ_held;            /* held count since occ_tsc */
+	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
+
+	/* Exported counters: WORKER stores (relaxed), anyone loads. The ring's
+	 * own counters restart with each connection; acc keeps the sums of
+	 * the connections before (owner only). */
+	struct sn_vqtx_stats st;
+	struct sn_vqtx_stats acc;
+};
+
+/* s15-L, sn_vqtx.h "Guest memory mapped by us". older links retired maps
+ * of one queue (owner's list). */
+struct sn_vqtx_gmap {
+	struct sn_vqtx_gmap *older;
+	uint32_t nmap;                           /* mappings made (free: unmap these) */
+	void *addr[SN_VRING_MAX_REGIONS];
+	uint64_t len[SN_VRING_MAX_REGIONS];
+	uint64_t lib_hva[SN_VRING_MAX_REGIONS];  /* the library's host_user_addr */
+	uint64_t uaddr[SN_VRING_MAX_REGIONS];    /* the front-end's (guest_user_addr) */
+	struct sn_vring_mem mem;                 /* regions at our addresses */
+};
+
+/* Counters the worker stores and any thread loads (relaxed). */
+static inline void ctr_set(uint64_t *c, uint64_t v)
+{
+	__atomic_store_n(c, v, __ATOMIC_RELAXED);
+}
+
+static inline void ctr_inc(uint64_t *c)
+{
+	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+/* Owner: complete a descriptor with length 0 (ring state marked dirty). */
+static inline void complete(struct sn_vqtx *q, uint16_t head)
+{
+	if (sn_vring_used_put(q->vr, head, 0) == 0)
+		q->dirty = true;
+}
+
+/* s21: one frame of an earlier connection is done (late_free). Every
+ * such frame was out at the last teardown, which set late_out to
+ * outstanding. */
+static inline void late_done(struct sn_vqtx *q)
+{
+	SN_VERIFY(q->late_out > 0);
+	q->late_out--;
+}
+
+/* A stop is requested and not yet acknowledged (acquire; pairs with
+ * sn_vqtx_stop()). */
+static inline bool stop_pending(const struct sn_vqtx *q)
+{
+	return __atomic_load_n(&q->stop_req, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&q->stop_ack, __ATOMIC_RELAXED);
+}
+
+/* sn_vqtx_gmap.c */
+struct sn_vqtx_gmap;
+void sn_vqtx_gmap_free_list(struct sn_vqtx_gmap *g);
+uint64_t sn_vqtx_gmap_lib_gpa(const struct sn_vqtx_gmap *g, const void *p, uint64_t len);
+void sn_vqtx_take_map(struct sn_vqtx *q);
+void sn_vqtx_retire(struct sn_vqtx *q);
+
+/* Worker, frame_done() of a frame popped through an older map. */
+static inline void old_frame_done(struct sn_vqtx *q)
+{
+	if (q->old_out && --q->old_out == 0)
+		sn_vqtx_retire(q);
+}
+
+/* sn_vqtx_done.c */
+void sn_vqtx_extbuf_free_cb(void *addr, void *opaque);
+void sn_vqtx_stash_flush(struct sn_vqtx_worker *w);
+
+#endif /* SN_VQTX_IMPL_H */
