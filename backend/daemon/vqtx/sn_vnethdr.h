@@ -46,7 +46,7 @@ struct sn_vnethdr_offl {
  * (invalid or unsupported request: the caller drops the frame). */
 int sn_vnethdr_parse(const struct sn_vring_pkt *p, struct sn_vnethdr_offl *o);
 
-/* s12-D2: true when the header asks for nothing (the common frame; the
+/* True when the header asks for nothing (the common frame; the
  * same test sn_vnethdr_parse() starts with): the caller may skip the
  * parse and treat o->ol_flags as 0. */
 static inline bool sn_vnethdr_none(const struct sn_vring_pkt *p)

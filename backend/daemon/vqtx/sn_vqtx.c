@@ -1,38 +1,28 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vqtx.c — deferred, out-of-order TX completions on top of rte_vhost
- * (Carousel §5.2; the way SPDK's lib/vhost drives virtqueues itself).
+ * (Carousel §5.2 "Deferred Completions"; the ring driven by the backend
+ * itself, as SPDK's lib/vhost does): the life of a queue.
  *
- * Design. A descriptor chain the guest posts on its TX ring (vring 1) is
- * parsed by sn_vring (hardened: every malformed cause counted, bad chains
- * completed with length 0). Each payload segment becomes one mbuf whose
- * external buffer is the guest buffer itself; all segments of a chain share
- * one rte_mbuf_ext_shared_info (refcnt = segments) that lives in a per-head
- * slot, so the free callback fires exactly once, when the last segment of
- * the frame is freed, whatever path the frame took (delivered by a copying
- * vhost enqueue, sent by a PMD, dropped, timed out). The callback writes
- * the used entry {head, 0} in whatever order frames finish; the worker
- * publishes the used index once per loop iteration (sn_vqtx_service).
+ * A descriptor chain the guest posts on its TX ring is parsed by sn_vring
+ * (every malformed cause counted, bad chains completed with length 0).
+ * Each payload segment becomes one mbuf whose external buffer is the guest
+ * buffer itself; all segments of a chain share one
+ * rte_mbuf_ext_shared_info (refcnt = segments) in a per-head slot, so the
+ * free callback fires exactly once, when the last segment is freed,
+ * whatever path the frame took (sn_vqtx_pop.c, sn_vqtx_done.c). The
+ * callback writes the used entry {head, 0} in whatever order frames
+ * finish; sn_vqtx_service() publishes the used index once per loop
+ * iteration.
  *
- * Recycling (s11-D, issue 5 throughput): the common end of a deferred
- * frame is a copy into a peer VM's RX ring, after which the worker frees
- * it in switch_burst(). rte_pktmbuf_free() of an extbuf mbuf detaches it
- * (restores the mbuf's own buffer, looks up the pool's private sizes and
- * the object's IOVA) and returns it to the mempool, and the next burst
- * allocates it again only to attach another guest buffer: ~100
- * instructions per frame that the immediate path does not pay.
- * sn_vqtx_free_bulk() completes such a frame directly (the same code as
- * the free callback) and keeps the mbuf, still external, in a small
- * per-worker stash that the next sn_vqtx_recv() re-attaches first. A
- * stashed mbuf holds no guest reference: its shinfo is a per-worker
- * dummy whose callback does nothing, so freeing it the ordinary way (stash
- * overflow, worker exit) detaches it harmlessly.
- *
- * Device stop (GET_VRING_BASE -> destroy_device, or port deletion through
- * rte_vhost_driver_unregister): the worker frees every frame of the queue
- * it still holds, drop-completes anything else still held, publishes and
- * bumps the queue's epoch so that a later free of a stale frame writes
- * nothing; then the stopping thread sets the vring base. Slots are freed
- * only when no frame references them any more (otherwise leaked, logged).
+ * This file: create and free, start (ring state built while the port is
+ * down, then handed to the worker), the stop handshake (sn_vqtx.h), the
+ * worker contexts, service and the counters. At a device stop
+ * (GET_VRING_BASE -> destroy_device, or rte_vhost_driver_unregister) the
+ * worker frees every frame of the queue it holds, drop-completes what is
+ * still held, publishes and bumps the queue's epoch, so a later free of a
+ * stale frame writes nothing; then the stopping thread sets the vring
+ * base. Slots are freed only once no frame references them (else leaked,
+ * counted, logged).
  */
 #include "sn_vqtx_impl.h"
 
@@ -182,7 +172,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		       vid, (unsigned long long)features);
 		goto out;
 	}
-	/* s15-L: the rings and frames through our own mapping (sn_vqtx.h). */
+	/* The rings and frames through our own mapping (sn_vqtx.h). */
 	map = sn_vqtx_gmap_new(vid);
 	if (!map) {
 		rc = -errno;
@@ -259,7 +249,7 @@ static void publish_stats(struct sn_vqtx *q)
 	const struct sn_vring_stats *vs = sn_vring_stats(q->vr);
 	uint16_t a, u;
 
-	/* s11-V3: the guest writes avail->idx concurrently (a relaxed read of
+	/* The guest writes avail->idx concurrently (a relaxed read of
 	 * a 16-bit index; sn_vring_tx_pop() does the ordered read). */
 	sn_vring_get_base(q->vr, &a, &u);
 	ctr_set(&q->st.waiting_now,
@@ -339,11 +329,11 @@ static void teardown(struct sn_vqtx *q)
 	}
 	flush(q, false);
 	publish_stats(q);
-	ctr_set(&q->st.waiting_now, 0);   /* s11-V3: the ring is handed back */
+	ctr_set(&q->st.waiting_now, 0);   /* the ring is handed back */
 	q->stats_pending = false;
 	accumulate(q);
 	q->epoch++;
-	q->late_out = q->outstanding;   /* s21: each is a late_free to come */
+	q->late_out = q->outstanding;   /* each is a late_free to come */
 	q->dirty = false;
 	ctr_set(&q->st.opted_in, 0);
 	ctr_set(&q->st.opted_out, 0);
@@ -357,8 +347,8 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 
 	if (!q->vr)
 		return;
-	/* s21: the worker's burst check (sn_vqtx_keep_all) gives way from
-	 * here until the acknowledgement (w->stops_open) */
+	/* The worker's burst check (sn_vqtx_keep_all) gives way from here
+	 * until the acknowledgement: counted once per queue (stop_counted). */
 	if (!__atomic_exchange_n(&q->stop_counted, 1, __ATOMIC_SEQ_CST))
 		__atomic_fetch_add(&q->w->stops_open, 1, __ATOMIC_SEQ_CST);
 	/* Release (seq_cst) pairs with the worker's acquire in
@@ -447,8 +437,8 @@ void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker)
 	note_min_hold(q->w, q->unmarked_hold_tsc);
 }
 
-/* s21: the queue's stop request is closed (acknowledged, or torn down by
- * the VHOST thread): uncount it once (see struct sn_vqtx_worker). */
+/* The queue's stop request is closed (acknowledged, or torn down by the
+ * VHOST thread): uncount it once (stop_counted). */
 static void stop_uncount(struct sn_vqtx *q)
 {
 	if (__atomic_exchange_n(&q->stop_counted, 0, __ATOMIC_SEQ_CST))
@@ -490,7 +480,7 @@ void sn_vqtx_stop_ack(struct sn_vqtx *q)
 		teardown(q);
 	/* Release pairs with the acquire in sn_vqtx_stop(). */
 	__atomic_store_n(&q->stop_ack, 1, __ATOMIC_RELEASE);
-	stop_uncount(q);   /* s21: after the frames left (src_held) */
+	stop_uncount(q);   /* after the frames left (src_held) */
 }
 
 void sn_vqtx_count_timeout(struct sn_vqtx *q)

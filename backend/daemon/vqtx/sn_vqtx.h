@@ -1,63 +1,94 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_vqtx.h — our own VM TX virtqueue with deferred, out-of-order
- * completions, for vhost-user ports in "completion": "deferred" mode.
+/* sn_vqtx.h — the guest TX virtqueue of a vhost-user port in "completion":
+ * "deferred" mode: zero-copy frames, completed out of order when their
+ * last mbuf is freed.
  *
- * The builtin rte_vhost_dequeue_burst copies a guest frame and completes its
- * descriptor at once. A deferred port instead walks its TX split ring with
- * sn_vring (backend/virtio), wraps each guest buffer in mbufs with an
- * external buffer (zero-copy) and writes the used-ring entry only when the
- * last mbuf referencing that buffer is freed (Carousel §5.2 "Deferred
- * Completions"). The VM RX direction stays on the builtin
- * rte_vhost_enqueue_burst: features are trimmed with
- * rte_vhost_driver_disable_features(), never replaced (ENVIRONMENT.md,
- * "Traps in writing the used ring yourself").
+ * Follows Carousel (Saeed et al., SIGCOMM 2017) §5.2 "Deferred
+ * Completions": the shaper holds a guest's frames without copying them and
+ * returns each descriptor only when its frame leaves, so the guest's TX
+ * ring, not a queue in the shaper, is what backs the guest off. The
+ * builtin rte_vhost_dequeue_burst copies a frame and completes its
+ * descriptor at once; a deferred queue walks the split ring itself
+ * (sn_vring, backend/virtio), wraps each guest buffer in mbufs with an
+ * external buffer and writes the used-ring entry, in whatever order frames
+ * finish, from the free of the last mbuf referencing the buffer. The VM RX
+ * direction stays on rte_vhost_enqueue_burst; features are trimmed with
+ * rte_vhost_driver_disable_features() (sn_vqtx_features_off), never
+ * replaced.
  *
- * Threads and ownership (one struct sn_vqtx per TX queue of a deferred port
- * (multiqueue: queue i is vring 2i+1; each queue is its own unit with its
- * own held descriptors, counters and stop handshake), created and freed by
- * MAIN, alive as long as the port):
- *  - VHOST thread (new_device / destroy_device; or MAIN inside
- *    rte_vhost_driver_unregister): sn_vqtx_start() builds the ring state
- *    while the port is down, then the caller publishes port->up (release);
- *    from then on the WORKER owns the ring. sn_vqtx_stop() is called after
- *    port->up was cleared and a grace period passed; it hands the ring back
- *    with a request/ack handshake (stop_req release (seq_cst) -> worker
- *    acquire; stop_ack release -> vhost thread acquire), then sets the
- *    vring base. s21: before stop_req it counts the queue in its worker's
- *    open stops (g_stops_open, seq_cst), uncounted at the ack (or by the
- *    VHOST thread's own teardown when no worker runs).
- *    If the worker is not running (startup, shutdown), the caller tears
- *    down itself: nobody else can touch the ring then.
- *  - WORKER lcore (exactly one per queue: the one that called
- *    sn_vqtx_worker_enter() with the queue's worker index): sn_vqtx_recv(), sn_vqtx_service(),
- *    sn_vqtx_stop_ack() and every free of an mbuf that came from
- *    sn_vqtx_recv(). The extbuf free callback writes the used entry
- *    directly (this worker owns the ring: the "completion list" of a ring
- *    with one owner is the ring's own shadow used index); it verifies it
- *    runs on the owner lcore and aborts otherwise. The used index is
- *    published, and the guest notified, by sn_vqtx_service() once per loop
- *    iteration.
- *    Other datapath lcores (the 2-core arbiter, sn_pipeline.h) may hold
- *    such an mbuf, read it (copy it) and call sn_vqtx_of(),
- *    sn_vqtx_deadline() and sn_vqtx_stop_pending() (read-only: mbuf
- *    fields, an immutable limit, an acquire load), but never free it: they
- *    hand it back to the worker (sn_pipeline's return mailbox), and the
- *    worker keeps counting it as held until then.
- *  - Any thread: sn_vqtx_stats_read() (relaxed atomic loads of counters
- *    the worker stores with relaxed atomic stores).
- *  - s21, process-wide (sn_vqtx.c): g_stops_open[worker] (VHOST
- *    increments, WORKER or VHOST decrements, the worker reads in
- *    sn_vqtx_keep_all; seq_cst), g_min_hold_tsc (MAIN lowers it when a
- *    queue is created, before the port is published; workers read it), and
- *    each worker's hold-check bound (thread-local: sn_vqtx_keep_bound_*,
- *    sn_vqtx_keep_all).
+ * Notification: VIRTIO_RING_F_EVENT_IDX is not offered (rte_vhost_vring_call
+ * would judge our used index by the library's own last_used_idx), so the
+ * guest gets at most one interrupt per worker loop iteration per queue with
+ * new completions, unless it set VRING_AVAIL_F_NO_INTERRUPT (the Linux
+ * driver does while its TX napi polls).
  *
- * Notification: VIRTIO_RING_F_EVENT_IDX is not offered to deferred ports
- * (rte_vhost_vring_call would judge our used index by the library's own
- * last_used_idx). Without it the guest gets an interrupt for every flush
- * with new completions unless it set VRING_AVAIL_F_NO_INTERRUPT: at most one
- * per worker loop iteration per port, and the Linux driver keeps
- * NO_INTERRUPT set while its TX napi polls.
+ * Threads. One struct sn_vqtx per TX queue of a deferred port (vring
+ * 2 * txq + 1; each queue has its own held descriptors, counters and stop
+ * handshake), created and freed by MAIN, alive as long as the port. Each
+ * queue belongs to one worker index (sn_vqtx_set_worker); each worker
+ * index has one context (struct sn_vqtx_worker: clock, recycle stash,
+ * burst hold bound, open stops, smallest hold limit), reached from a queue
+ * as q->w. VHOST is the vhost-user message thread (new_device,
+ * destroy_device, the SET_MEM_TABLE hook), or MAIN inside
+ * rte_vhost_driver_unregister; the library serialises those per device.
+ *
+ *   call                                 thread                  concurrent with
+ *   create, set_unmarked_hold,           MAIN, queue not         nothing on this queue
+ *     set_worker                           published yet
+ *   free                                 MAIN, driver            nothing on this queue
+ *                                          unregistered
+ *   start                                VHOST, port down        readers only
+ *   remap                                VHOST, queue started    WORKER (hands a map over)
+ *   stop                                 VHOST, port down and    WORKER until its ack
+ *                                          a grace period past
+ *   worker_enter(w), worker_exit(w)      WORKER w                VHOST stop
+ *   set_now(w), keep_bound_begin(w),     WORKER w only           VHOST, other lcores
+ *     keep_bound_end(w), keep_all(w)
+ *   recv, service, stop_ack,             WORKER owning q only    VHOST, other lcores
+ *     keep_bound_add, count_*,
+ *     opted_in, free_bulk, any free
+ *     of an mbuf from recv
+ *   of, deadline, verdict, keep_run,     WORKER, or a datapath   everything (read-only)
+ *     stop_pending                         lcore holding the
+ *                                          frame (never frees it)
+ *   stats_read, hold_*_us, occ_*         any                     everything
+ *
+ * The free callback writes the used entry directly: the owner is the ring's
+ * only writer, so the ring's own shadow used index is the completion list.
+ * It checks that it runs on the owner's lcore and aborts otherwise. A
+ * datapath lcore other than the owner (the 2-core arbiter, sn_pipeline.h)
+ * may hold and copy a deferred frame but hands it back to the owner to be
+ * freed (sn_pipeline's return mailbox); the owner counts it as held until
+ * then.
+ *
+ * Ordering (release -> acquire):
+ *   start: q->live = 1, then the caller's port->up    -> WORKER loads of
+ *     live (service, keep_bound_add) or of port->up
+ *   stop: stops_open++ then stop_req = 1 (seq_cst)    -> WORKER stop_pending
+ *     (acquire); keep_all's seq_cst load of stops_open sees the count
+ *     whenever stop_req is visible
+ *   stop_ack: stop_ack = 1                            -> stop's acquire load
+ *   worker_enter/exit: w->state RUNNING / GONE        -> stop's acquire load
+ *   remap: exchange of next_map (acq_rel)             -> WORKER exchange
+ *     (each map is taken by exactly one side)
+ *   counters: WORKER relaxed stores                   -> relaxed loads (up to
+ *     100 us late, sn_vqtx_service)
+ *
+ * Stop handshake:
+ *   VHOST                                      WORKER (owner of q)
+ *   stop_counted 0 -> 1: w->stops_open++
+ *   stop_req = 1  ---------------------------> stop_pending(q) true,
+ *                                              keep_all(w) false;
+ *                                              frees every frame of q it holds
+ *                                              stop_ack(q): drop-complete the
+ *                                              rest, flush, epoch++;
+ *   wait for stop_ack (1 ms polls) <---------- stop_ack = 1;
+ *                                              stop_counted 1 -> 0: stops_open--
+ *   set the vring base, free the ring
+ * When q's worker is GONE (or still NONE after STOP_WAIT_MS), VHOST tears
+ * down and uncounts itself: nobody else can touch the ring. A RUNNING
+ * worker that does not ack within STOP_WAIT_MS leaves the queue stopping
+ * (logged); its count stays, which keeps that worker's burst check off.
  */
 #ifndef SN_VQTX_H
 #define SN_VQTX_H
@@ -73,8 +104,8 @@ struct sn_vqtx;
 
 #define SN_VQTX_HOLD_BUCKETS 48
 
-/* Held-occupancy histogram (issue 7, Carousel §7.1.2 Fig. 14-15: packets
- * held in the shaper per flow): time, in TSC cycles, during which the queue
+/* Held-occupancy histogram (Carousel §7.1.2 Fig. 14-15: packets held in
+ * the shaper per flow): time, in TSC cycles, during which the queue
  * held exactly k descriptor chains, for k < SN_VQTX_OCC_LINEAR; above, one
  * bucket per power of two [2^j, 2^(j+1)) up to the largest ring (32768). */
 #define SN_VQTX_OCC_LINEAR 128
@@ -93,24 +124,24 @@ struct sn_vqtx_stats {
 	uint64_t dest_deleted;   /* waited in the switch's backlog for a port that
 				  * was deleted: dropped and completed */
 	uint64_t late_free;      /* freed after its ring was torn down: ignored */
-	uint64_t mem_remaps;     /* s15-L: new guest memory tables taken while
+	uint64_t mem_remaps;     /* new guest memory tables taken while
 				  * running (memory hotplug, sn_vqtx_remap) */
-	uint64_t mem_maps;       /* s15-L: our mappings of guest memory alive
+	uint64_t mem_maps;       /* our mappings of guest memory alive
 				  * now (1 per started queue; more while frames
 				  * of a replaced table are out) */
-	/* issue 7 (leak check): frames popped whose guest buffer is still
+	/* Leak checks: frames popped whose guest buffer is still
 	 * referenced by an mbuf, all connections (0 when idle, else a leak);
 	 * frames still referenced when a ring's slot array was abandoned at
 	 * stop or free (the array is leaked on purpose: the free callback
 	 * still reads it). */
 	uint64_t extbuf_in_use;
 	uint64_t slots_leaked;
-	/* s11-V3 (issue 7): worker loop iterations in which this opted-in
+	/* Worker loop iterations in which this opted-in
 	 * queue was not polled because its port's rate limit was already a
 	 * wheel horizon ahead (sn_pipeline_src_room(): its frames wait in the
 	 * guest's ring instead of being dropped at the horizon). */
 	uint64_t horizon_waits;
-	/* s11-V3: descriptor chains the guest has posted on this ring that
+	/* Descriptor chains the guest has posted on this ring that
 	 * the worker has not taken yet (avail index - last avail index), as
 	 * of the latest counter publication: with held_now, what the guest
 	 * has outstanding at the device. */
@@ -142,7 +173,7 @@ struct sn_vqtx_stats {
  * stays offered (multiqueue: one struct sn_vqtx per TX queue). */
 uint64_t sn_vqtx_features_off(void);
 
-/* Guest opt-in (issue 7; contract in guest-driver-patch/README.md): the
+/* Guest opt-in (contract in guest-driver-patch/README.md): the
  * patched guest driver writes num_buffers = SN_VQTX_OPTIN_MAGIC in every TX
  * virtio-net header (12-byte header). A TX queue is opted in after
  * SN_VQTX_OPTIN_AFTER marked frames with no unmarked frame before them on
@@ -173,7 +204,7 @@ void sn_vqtx_free(struct sn_vqtx *q);
 /* VHOST thread, in new_device before the port goes up. 0 or -errno. */
 int sn_vqtx_start(struct sn_vqtx *q, int vid);
 
-/* Guest memory mapped by us (s15-L). The library maps the guest's memory
+/* Guest memory mapped by us. The library maps the guest's memory
  * regions itself and, on a SET_MEM_TABLE while the device runs (memory
  * hotplug, or the front-end moving a region), unmaps them under its queue
  * locks without telling the application (DPDK 22.11 tells only async-copy
@@ -218,14 +249,16 @@ int sn_vqtx_remap(struct sn_vqtx *q, int vid);
 void sn_vqtx_stop(struct sn_vqtx *q);
 
 /* WORKER with index `worker` (0 in layouts 1core/2core; 0..W-1 in ncore):
- * mark it running on the calling lcore / gone (release; sn_vqtx_stop
- * acquires the state of the queue's owner to decide who tears down). */
+ * bind the calling thread to that worker's context and mark it running /
+ * gone (release; sn_vqtx_stop acquires the state of the queue's owner to
+ * decide who tears down). exit returns the recycle stash to its pool. */
 #define SN_VQTX_WORKERS_MAX 8
 void sn_vqtx_worker_enter(unsigned worker);
 void sn_vqtx_worker_exit(unsigned worker);
 /* MAIN, before the port is published: the worker index that owns this TX
- * queue (sn_port.h "Queues"; default 0). Only that worker's lcore may
- * recv, service, ack a stop and free its mbufs. */
+ * queue (sn_port.h "Queues"; default 0) and whose context it uses (q->w).
+ * Only that worker's lcore may recv, service, ack a stop and free its
+ * mbufs. */
 void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker);
 
 /* WORKER, port up: take up to max frames as zero-copy mbuf chains into
@@ -235,15 +268,16 @@ void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker);
  * offload requests and frames without mbufs are completed with length 0
  * and counted here. now = TSC (the frames' pop stamp). Wraps the frames
  * with one mempool allocation per burst. *bytes = the returned frames'
- * pkt_len total (s20: for the port's RX counters, without another pass). */
+ * pkt_len total (for the port's RX counters, without another pass). */
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now, uint64_t *bytes);
 /* WORKER: free n mbufs like rte_pktmbuf_free_bulk(); a single-segment
  * frame of sn_vqtx_recv() that nothing else references (mbuf and guest
- * buffer refcnt 1) is completed here and its mbuf kept for the worker's
- * next sn_vqtx_recv() instead of being detached and returned to the pool
- * (s11-D: saves ~100 instructions per delivered frame). Any other mbuf is
- * freed normally. */
+ * buffer refcnt 1) is completed here and its mbuf kept in the recycle
+ * stash of its queue's worker (which must be the caller) for the next
+ * sn_vqtx_recv(), instead of being detached and returned to the pool
+ * (~100 instructions per delivered frame). Any other mbuf is freed
+ * normally. */
 void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n);
 /* WORKER, every loop iteration, up or not: publish new used entries,
  * notify the guest if sn_vring_used_flush() says so, log the used ring for
@@ -251,16 +285,16 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n);
  * time, taken before its pops), refresh the exported counters at most every
  * 100 us (always at teardown), so stats readers see them up to 100 us late. */
 void sn_vqtx_service(struct sn_vqtx *q, uint64_t now);
-/* WORKER, once per loop iteration before any sn_vqtx call: the calling
- * worker's TSC for this iteration, the clock of hold times (the free
- * callback records pop -> free at this resolution) and of counter
- * publication. */
+/* WORKER `worker`, once per loop iteration before any other sn_vqtx call:
+ * its TSC for this iteration, the clock of hold times (the free callback
+ * records pop -> free at this resolution), of its hold checks and of
+ * counter publication. Returns an idle worker's stash to the pool. */
 void sn_vqtx_set_now(unsigned worker, uint64_t now);
 /* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
  * worker then frees every mbuf of this queue it holds and calls
  * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes,
  * acknowledges (release) and closes the queue's count in the worker's open
- * stops (s21, sn_vqtx_keep_all). */
+ * stops (sn_vqtx_keep_all). */
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q);
 void sn_vqtx_stop_ack(struct sn_vqtx *q);
 
@@ -280,7 +314,7 @@ uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc);
  * iteration, not per frame), any other lcore by rte_rdtsc(). */
 enum sn_vqtx_verdict { SN_VQTX_KEEP, SN_VQTX_STOPPING, SN_VQTX_EXPIRED };
 enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q);
-/* s15-P5. Same callers as sn_vqtx_verdict: how many leading frames of
+/* Same callers as sn_vqtx_verdict: how many leading frames of
  * pkts[0..n) have the verdict SN_VQTX_KEEP (n: all); *ol_or = the OR of
  * those frames' ol_flags. The same checks per frame, with each queue's
  * stop flag (acquire, pairs with sn_vqtx_stop()) read once per run of
@@ -288,15 +322,16 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
  * instant. The caller judges the frame at the returned index with
  * sn_vqtx_verdict(). */
 uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol_or);
-/* s21. WORKER (the lcore that called sn_vqtx_worker_enter; false on any
- * other): true when sn_vqtx_keep_run() would keep every frame of this
- * worker's queues now (the iteration clock): none can be past its
- * deadline and no queue of the worker has a stop request open (read here,
- * each call). The deadline part comes from a bound the worker computes at
- * the end of each loop iteration, after its last pop, by scanning every
- * TX queue it owns: sn_vqtx_keep_bound_begin(), sn_vqtx_keep_bound_add() for each,
- * sn_vqtx_keep_bound_end(). Valid only for frames of this worker's queues (a
- * caller that may hold other workers' frames uses sn_vqtx_keep_run). */
+/* WORKER `worker` (false on any other thread): true when
+ * sn_vqtx_keep_run() would keep every frame of this worker's queues now
+ * (its iteration clock): none can be past its deadline and no queue of the
+ * worker has a stop request open (read here, each call). The deadline part
+ * is a bound the worker computes at the end of each loop iteration, after
+ * its last pop, by scanning every TX queue it owns:
+ * sn_vqtx_keep_bound_begin(), sn_vqtx_keep_bound_add() for each (q's
+ * owner), sn_vqtx_keep_bound_end(). Valid only for frames of this
+ * worker's queues (a caller that may hold other workers' frames uses
+ * sn_vqtx_keep_run). */
 void sn_vqtx_keep_bound_begin(unsigned worker);
 void sn_vqtx_keep_bound_add(const struct sn_vqtx *q);
 void sn_vqtx_keep_bound_end(unsigned worker);
@@ -304,7 +339,7 @@ bool sn_vqtx_keep_all(unsigned worker);
 /* WORKER: count one frame dropped for exceeding max_hold_us (the caller
  * frees it; the free completes it). */
 void sn_vqtx_count_timeout(struct sn_vqtx *q);
-/* s11-V3 (issue 7). WORKER (owner): the guest opted in on this queue and
+/* WORKER (owner): the guest opted in on this queue and
  * connection (marker confirmed, no unmarked frame): its frames may wait,
  * in the guest's ring or held, as long as completions come back in time
  * (max_hold_us). Count one loop iteration the queue was not polled for

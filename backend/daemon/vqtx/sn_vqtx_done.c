@@ -1,6 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vqtx_done.c — completion of deferred frames when their last mbuf is
- * freed, and the worker's mbuf recycle stash.
+ * freed (Carousel §5.2: the used entry is written when the frame leaves,
+ * in whatever order frames leave), and the worker's mbuf recycle stash.
+ *
+ * The free callback of a frame's shared info (sn_vqtx_extbuf_free_cb)
+ * completes it whatever path it took. The common end of a deferred frame
+ * is a copy into a peer VM's RX ring, after which the worker frees it:
+ * rte_pktmbuf_free() of an extbuf mbuf would detach it (restore its own
+ * buffer, look up the pool's private sizes and the object's IOVA) and
+ * return it to the mempool, only for the next burst to allocate it again
+ * and attach another guest buffer. sn_vqtx_free_bulk() instead completes
+ * such a frame directly (frame_done's accounting, per run of frames of one
+ * queue) and keeps the mbuf, still external, in its worker's stash, which
+ * the next sn_vqtx_recv() re-attaches first. A stashed mbuf holds no guest
+ * reference: its shinfo is the worker's dummy whose callback does nothing,
+ * so freeing it the ordinary way (stash overflow, idle, worker exit)
+ * detaches it harmlessly.
  */
 #include "sn_vqtx_impl.h"
 
@@ -69,7 +84,7 @@ void sn_vqtx_stash_flush(struct sn_vqtx_worker *w)
 	w->stash_idle = 0;
 }
 
-/* s15-P5 (issue 6 throughput): frame_done()'s accounting for a run of
+/* frame_done()'s accounting for a run of
  * frames of one queue, added once: the owner check once per run,
  * outstanding and extbuf_in_use once, the hold histogram per run of one
  * bucket, hold_max once (the same sums and maximum as per frame), and the
@@ -84,8 +99,8 @@ struct done_run {
 	uint64_t max;          /* longest hold of the run */
 	uint64_t last_pop;     /* pop_tsc whose bucket is b (valid while bn > 0) */
 	uint32_t nh;           /* heads to complete, in order */
-	/* s20: q's epoch and map generation and whether its ring exists,
-	 * read at run_start (nothing in sn_vqtx_free_bulk changes them) */
+	/* q's epoch and map generation and whether its ring exists, read at
+	 * run_start (nothing in sn_vqtx_free_bulk changes them) */
 	uint32_t epoch;
 	uint16_t mgen;
 	bool live;
@@ -190,7 +205,7 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				}
 			}
 			r.n++;
-			/* s18: the frames of a burst were mostly popped in one
+			/* the frames of a burst were mostly popped in one
 			 * iteration (one pop_tsc per hold class): a frame with
 			 * the previous frame's pop_tsc has its hold, bucket and
 			 * max, so only the bucket's count moves */
@@ -212,7 +227,7 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				ctr_inc(&q->st.late_free);
 				late_done(q);
 			} else {
-				/* s15-L: popped through an older guest memory map */
+				/* popped through an older guest memory map */
 				if (unlikely(s->mgen != r.mgen))
 					old_frame_done(q);
 				/* complete(q, s->head), in order */
@@ -224,10 +239,9 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				smp = w->stash_mp = m->pool;
 				w->stash_shinfo.free_cb = stash_noop_cb;
 			}
-			/* the dummy's count is set to 1 once, after the loop
-			 * (the state it had after each per-frame store before
-			 * s20): only a free of a stashed mbuf reads it, and each
-			 * of those sets it first (stash_flush, put_back) */
+			/* the dummy's count is set to 1 once, after the loop:
+			 * only a free of a stashed mbuf reads it, and each of
+			 * those sets it first (stash_flush, put_back) */
 			m->shinfo = &w->stash_shinfo;
 			w->stash[nstash++] = m;
 			stashed = true;

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_vqtx_gmap.c — our own mappings of a guest's memory (sn_vqtx.h
- * "Guest memory mapped by us"), and their hand-over to a running queue.
+/* sn_vqtx_gmap.c — our own MAP_SHARED mappings of a guest's memory
+ * regions (sn_vqtx.h "Guest memory mapped by us"): the library may unmap
+ * its own at a SET_MEM_TABLE while the device runs, ours stay until no
+ * frame or ring uses them. sn_vqtx_remap() hands a new table to the
+ * running queue's worker (sn_vqtx_take_map), which retires the older maps
+ * once the frames popped through them are all freed.
  */
 #include "sn_vqtx_impl.h"
 

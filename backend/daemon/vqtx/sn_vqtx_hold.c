@@ -1,5 +1,28 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_vqtx_hold.c — the hold verdict of deferred frames and the burst hold
+/* sn_vqtx_hold.c — how long a deferred frame may be held (Carousel §5.2:
+ * the shaper holds the guest's frames, whose descriptors stay out until
+ * they leave), and the check of a whole burst in one comparison.
+ *
+ * Verdict. A frame's stamp is its pop TSC, lowest bit = hold class (1: not
+ * opted in, the queue's unmarked_hold_tsc; 0: max_hold_tsc, 0 = no
+ * limit). A frame is kept until its deadline and while its queue has no
+ * stop pending; the worker judges by its iteration clock (w->now), any
+ * other lcore by rte_rdtsc().
+ *
+ * Burst bound. At the end of each loop iteration, after its last pop, the
+ * worker scans its queues (keep_bound_begin/add/end): for each, the oldest
+ * held frame's stamp plus the queue's short limit (no frame of the queue
+ * has an earlier deadline: every frame out was popped no earlier than the
+ * oldest held one, and unmarked_hold_tsc <= max_hold_tsc when that is
+ * set). The minimum is w->keep_until. The scan gives no bound (0) when a
+ * queue holds frames of an earlier connection (late_out) or frames
+ * without a live ring. Frames popped after the scan have a stamp >= the
+ * next iteration's clock & ~1 and a limit >= w->min_hold_tsc >= 2 ticks:
+ * not due within their own iteration. So while w->now < keep_until and
+ * the worker has no stop open (w->stops_open, read each time), every
+ * frame of its queues is kept: sn_vqtx_keep_all() is keep_run()'s verdict
+ * for the worker's own frames. No hold limit changes once its port is
+ * published; lowering one at run time would first have to invalidate the
  * bound.
  */
 #include "sn_vqtx_impl.h"
@@ -41,9 +64,9 @@ enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **
 	return sn_vqtx_deadline(s->q, s->pop_tsc) <= now ? SN_VQTX_EXPIRED : SN_VQTX_KEEP;
 }
 
-/* s15-P5 (issue 6 throughput): sn_vqtx_verdict() over a burst, the queue's
- * stop flag and hold limits read once per run of frames of one queue and
- * the clock once per call (see the header). */
+/* sn_vqtx_verdict() over a burst, the queue's stop flag and hold limits
+ * read once per run of frames of one queue and the clock once per call
+ * (see the header). */
 uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol_or)
 {
 	const struct sn_vqtx_worker *self = sn_vqtx_self;

@@ -23,16 +23,17 @@ enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
 /* sn_vqtx_service() publishes counters at most this often (plus always at
  * teardown): readers (stats.get, ~ms apart) see them at most this late. */
 #define PUB_EVERY_US 100u
-/* Recycle stash (see the design note): completed single-segment frames'
- * mbufs, still external, kept for the worker's next sn_vqtx_recv(). */
+/* Recycle stash (sn_vqtx_done.c): completed single-segment frames' mbufs,
+ * still external, kept for the worker's next sn_vqtx_recv(). */
 #define STASH_MAX (2 * SN_CONFIG_BURST_MAX)
 /* Loop iterations since a frame was last stashed; at STASH_IDLE_ITERS the
  * stash goes back to the pool (sn_vqtx_set_now), so an idle worker holds
  * no mbufs and mempool in_use returns to its baseline (leak checks). */
 #define STASH_IDLE_ITERS 1024u
 
-/* The state of one worker index (sn_vqtx.h "Threads"). The first group is
- * the worker's own (its lcore only, between sn_vqtx_worker_enter and
+/* The context of one worker index (sn_vqtx.h "Threads"): everything the
+ * worker-side calls read besides their queue. The first group is the
+ * worker's own (its lcore only, between sn_vqtx_worker_enter and
  * sn_vqtx_worker_exit); the second, on its own cache line, is shared with
  * MAIN and the VHOST thread. */
 struct sn_vqtx_worker {
@@ -42,7 +43,7 @@ struct sn_vqtx_worker {
 	 * iteration instead of one per frame) and of counter publication. */
 	uint64_t now;
 	uint64_t pub_tsc;             /* PUB_EVERY_US in TSC */
-	/* Burst hold bound (sn_vqtx_keep_all): the earliest TSC at which a
+	/* Burst hold bound (sn_vqtx_hold.c): the earliest TSC at which a
 	 * frame popped so far from one of this worker's queues can reach its
 	 * deadline, from the last scan (0: no bound); kb_min is the running
 	 * minimum of a scan in progress (0: none). */
@@ -59,8 +60,10 @@ struct sn_vqtx_worker {
 	/* WORKER_*: released by the worker at enter and exit, acquired by
 	 * sn_vqtx_stop() to decide who tears a queue down. */
 	uint32_t state __rte_cache_aligned;
-	/* This worker's queues with a stop request open (sn_vqtx_stop counts,
-	 * stop_uncount uncounts; seq_cst, read by sn_vqtx_keep_all). */
+	/* This worker's queues with a stop request open: sn_vqtx_stop counts
+	 * a queue before its stop_req store, sn_vqtx_stop_ack (or the VHOST
+	 * thread's own teardown) uncounts it; seq_cst, so sn_vqtx_keep_all
+	 * sees the count whenever it could see stop_req. */
 	uint32_t stops_open;
 	/* The smallest hold limit (TSC) of any queue assigned to this worker:
 	 * its unmarked_hold_tsc, which sn_vqtx_set_unmarked_hold caps at
@@ -75,13 +78,17 @@ struct sn_vqtx_worker {
 extern struct sn_vqtx_worker sn_vqtx_workers[SN_VQTX_WORKERS_MAX];
 extern __thread struct sn_vqtx_worker *sn_vqtx_self __attribute__((tls_model("initial-exec")));
 
+/* One per descriptor head: the shared info of the frame popped at that
+ * head (q, head, free_cb and fcb_opaque set at start, constant per
+ * connection), its pop stamp (TSC; lowest bit 1: not opted in, the short
+ * hold limit), the epoch and map generation it was popped in. */
 struct slot {
 	struct rte_mbuf_ext_shared_info shinfo;  /* fcb_opaque = this slot */
 	struct sn_vqtx *q;
 	uint64_t pop_tsc;
 	uint32_t epoch;
 	uint16_t head;
-	uint16_t mgen;                /* s15-L: q->mgen when popped */
+	uint16_t mgen;                /* q->mgen when popped */
 };
 
 struct sn_vqtx {
@@ -100,7 +107,7 @@ struct sn_vqtx {
 	/* Ring state: written by start/stop while not live, else WORKER only. */
 	int vid;
 	struct sn_vring *vr;
-	/* s15-L: our mapping of the guest memory the ring translates with
+	/* Our mapping of the guest memory the ring translates with
 	 * (map), and the ones it used before (older list: still mapped for
 	 * the rings and frames in flight); both WORKER while live. next_map:
 	 * a newer table handed over by sn_vqtx_remap(); exchanged atomically
@@ -129,15 +136,15 @@ struct sn_vqtx {
 	/* Maps abandoned at a stop with frames still outstanding (VHOST only):
 	 * unmapped at a later stop or free once nothing references them. */
 	struct sn_vqtx_gmap *grave;
-	const struct vring_avail *avail;  /* s11-V3: the guest's avail ring (waiting_now) */
+	const struct vring_avail *avail;  /* the guest's avail ring (waiting_now) */
 	struct slot *slots;
 	uint32_t size;
 	uint64_t used_bytes;          /* used ring size, for dirty logging */
 	uint32_t epoch;
 	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
-	uint32_t late_out;            /* s21: of them, popped before the last teardown
+	uint32_t late_out;            /* of them, popped before the last teardown
 	                               * (owner; VHOST when no worker runs) */
-	uint32_t stop_counted;        /* s21: counted in w->stops_open (exchanged by
+	uint32_t stop_counted;        /* counted in w->stops_open (exchanged by
 	                               * VHOST and WORKER, seq_cst) */
 	bool dirty;
 	bool stats_pending;           /* counters changed since publish_stats() */
@@ -157,8 +164,8 @@ struct sn_vqtx {
 	struct sn_vqtx_stats acc;
 };
 
-/* s15-L, sn_vqtx.h "Guest memory mapped by us". older links retired maps
- * of one queue (owner's list). */
+/* sn_vqtx.h "Guest memory mapped by us". older links retired maps of one
+ * queue (owner's list). */
 struct sn_vqtx_gmap {
 	struct sn_vqtx_gmap *older;
 	uint32_t nmap;                           /* mappings made (free: unmap these) */
@@ -187,9 +194,8 @@ static inline void complete(struct sn_vqtx *q, uint16_t head)
 		q->dirty = true;
 }
 
-/* s21: one frame of an earlier connection is done (late_free). Every
- * such frame was out at the last teardown, which set late_out to
- * outstanding. */
+/* One frame of an earlier connection is done (late_free). Every such
+ * frame was out at the last teardown, which set late_out to outstanding. */
 static inline void late_done(struct sn_vqtx *q)
 {
 	SN_VERIFY(q->late_out > 0);

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_vqtx_pop.c — the worker's TX pop: descriptor chains to zero-copy
- * mbufs around the guest buffers.
+/* sn_vqtx_pop.c — the worker's TX pop (Carousel §5.2: frames are taken
+ * without a copy, their descriptors left outstanding): each descriptor
+ * chain becomes a chain of mbufs whose external buffers are the guest
+ * buffers, sharing the head's slot shared info, so the last free
+ * completes the descriptor (sn_vqtx_done.c). The pop stamps the slot with
+ * the iteration clock and the frame's hold class (the opt-in marker,
+ * sn_vqtx.h), and takes mbufs from the worker's recycle stash first.
  */
 #include "sn_vqtx_impl.h"
 
@@ -108,8 +113,8 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 	s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
 	rte_mbuf_ext_refcnt_set(&s->shinfo, p->nseg);
 	if (likely(p->nseg == 1 && RTE_MBUF_HAS_EXTBUF(segs[0]))) {
-		/* s20: the common frame on a recycled mbuf, the loop below
-		 * for j = 0 of 1 without the loop */
+		/* the common frame on a recycled mbuf: the loop below for
+		 * j = 0 of 1, without the loop */
 		struct rte_mbuf *m = segs[0];
 		const uint16_t len = (uint16_t)p->iov[0].iov_len;
 
@@ -159,15 +164,15 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 
 	if (max > SN_CONFIG_BURST_MAX)
 		max = SN_CONFIG_BURST_MAX;
-	/* s9-C: a pop that returns nothing may still have counted (heads
-	 * skipped as head_oob/head_busy, or the ring broken by avail_jump):
-	 * mark dirty whenever the avail index moved or the ring broke, so
-	 * sn_vqtx_service() publishes those counters while the guest is
-	 * still connected (before, they showed only at device stop). */
+	/* A pop that returns nothing may still have counted (heads skipped
+	 * as head_oob/head_busy, or the ring broken by avail_jump): mark dirty
+	 * whenever the avail index moved or the ring broke, so
+	 * sn_vqtx_service() publishes those counters while the guest is still
+	 * connected. */
 	uint16_t a0, a1, u;
 	bool was_broken;
 
-	/* s15-L: a new guest memory table (memory hotplug), rare. */
+	/* A new guest memory table (memory hotplug), rare. */
 	if (unlikely(__atomic_load_n(&q->next_map, __ATOMIC_RELAXED) != NULL))
 		sn_vqtx_take_map(q);
 	was_broken = sn_vring_is_broken(q->vr);
@@ -195,8 +200,8 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 			continue;
 		}
 		hold_long = optin_frame(q, p, &marked);
-		/* s12-D2: a header asking for nothing (every frame of the
-		 * benchmark) skips the parser call and its memset. */
+		/* A header asking for nothing (the common frame) skips the
+		 * parser call and its memset. */
 		if (sn_vnethdr_none(p)) {
 			o.ol_flags = 0;
 		} else if (sn_vnethdr_parse(p, &o)) {
