@@ -74,8 +74,9 @@ static void stash_noop_cb(void *addr, void *opaque)
 
 /* Owner: the stash back to the pool. Stashed mbufs hold no guest buffer:
  * detached by the no-op callback (the dummy shinfo's count set to 1 before
- * each, as after an attach). */
-void sn_vqtx_stash_flush(struct sn_vqtx_worker *w)
+ * each, as after an attach). Out of line: sn_vqtx_set_now() stays a leaf
+ * without a frame on its per-iteration path. */
+__rte_noinline void sn_vqtx_stash_flush(struct sn_vqtx_worker *w)
 {
 	while (w->nstash) {
 		rte_mbuf_ext_refcnt_set(&w->stash_shinfo, 1);

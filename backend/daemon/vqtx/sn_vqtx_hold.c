@@ -110,13 +110,13 @@ void sn_vqtx_keep_bound_begin(unsigned worker)
 	w->kb_min = __atomic_load_n(&w->min_hold_tsc, __ATOMIC_RELAXED) >= 2 ? UINT64_MAX : 0;
 }
 
-void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)
+/* keep_bound_add() of a queue with frames out, out of line: the common
+ * case (nothing out, or no bound already) returns without a frame. */
+static __rte_noinline void keep_bound_scan(const struct sn_vqtx *q)
 {
 	struct sn_vqtx_worker *w = q->w;
 	int id;
 
-	if (!w->kb_min || !q->outstanding)
-		return;
 	/* Every frame out is of the current connection, so its descriptor is
 	 * held and it was popped no earlier than the oldest held one, whose
 	 * slot has that pop's stamp (slots are zeroed at each start and a
@@ -128,6 +128,12 @@ void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)
 		return;
 	}
 	w->kb_min = RTE_MIN(w->kb_min, (q->slots[id].pop_tsc & ~1ULL) + q->unmarked_hold_tsc);
+}
+
+void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)
+{
+	if (q->w->kb_min && q->outstanding)
+		keep_bound_scan(q);
 }
 
 void sn_vqtx_keep_bound_end(unsigned worker)
