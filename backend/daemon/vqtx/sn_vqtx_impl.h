@@ -18,6 +18,11 @@
 #include "sn_config.h"
 #include "sn_vring.h"
 
+/* Symbols shared by the sn_vqtx*.c files only: hidden, so that the
+ * per-frame paths take the free callback's address rip-relative instead of
+ * loading it from the GOT on every frame. */
+#define SN_VQTX_INTERNAL __attribute__((visibility("hidden")))
+
 enum { WORKER_NONE, WORKER_RUNNING, WORKER_GONE };
 
 /* sn_vqtx_service() publishes counters at most this often (plus always at
@@ -75,8 +80,9 @@ struct sn_vqtx_worker {
 };
 
 /* The table of worker contexts and the caller's own (sn_vqtx.c). */
-extern struct sn_vqtx_worker sn_vqtx_workers[SN_VQTX_WORKERS_MAX];
-extern __thread struct sn_vqtx_worker *sn_vqtx_self __attribute__((tls_model("initial-exec")));
+extern SN_VQTX_INTERNAL struct sn_vqtx_worker sn_vqtx_workers[SN_VQTX_WORKERS_MAX];
+extern SN_VQTX_INTERNAL __thread struct sn_vqtx_worker *sn_vqtx_self
+	__attribute__((tls_model("initial-exec")));
 
 /* One per descriptor head: the shared info of the frame popped at that
  * head (q, head, free_cb and fcb_opaque set at start, constant per
@@ -212,10 +218,11 @@ static inline bool stop_pending(const struct sn_vqtx *q)
 
 /* sn_vqtx_gmap.c */
 struct sn_vqtx_gmap;
-void sn_vqtx_gmap_free_list(struct sn_vqtx_gmap *g);
-uint64_t sn_vqtx_gmap_lib_gpa(const struct sn_vqtx_gmap *g, const void *p, uint64_t len);
-void sn_vqtx_take_map(struct sn_vqtx *q);
-void sn_vqtx_retire(struct sn_vqtx *q);
+SN_VQTX_INTERNAL void sn_vqtx_gmap_free_list(struct sn_vqtx_gmap *g);
+SN_VQTX_INTERNAL uint64_t sn_vqtx_gmap_lib_gpa(const struct sn_vqtx_gmap *g, const void *p,
+					       uint64_t len);
+SN_VQTX_INTERNAL void sn_vqtx_take_map(struct sn_vqtx *q);
+SN_VQTX_INTERNAL void sn_vqtx_retire(struct sn_vqtx *q);
 
 /* Worker, frame_done() of a frame popped through an older map. */
 static inline void old_frame_done(struct sn_vqtx *q)
@@ -225,7 +232,7 @@ static inline void old_frame_done(struct sn_vqtx *q)
 }
 
 /* sn_vqtx_done.c */
-void sn_vqtx_extbuf_free_cb(void *addr, void *opaque);
-void sn_vqtx_stash_flush(struct sn_vqtx_worker *w);
+SN_VQTX_INTERNAL void sn_vqtx_extbuf_free_cb(void *addr, void *opaque);
+SN_VQTX_INTERNAL void sn_vqtx_stash_flush(struct sn_vqtx_worker *w);
 
 #endif /* SN_VQTX_IMPL_H */
