@@ -174,7 +174,7 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 	/* The frames' worker, from the first frame of ours (run_start checks
 	 * that every one is of the calling worker), and its stash count, pool
 	 * and clock in locals (the loop's stores may alias w for the
-	 * compiler). Until then nstash 0 and smp NULL let that frame in. */
+	 * compiler). */
 	struct sn_vqtx_worker *w = NULL;
 	struct rte_mempool *smp = NULL;
 	unsigned nrest = 0, nstash = 0;
@@ -184,11 +184,11 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		/* Ours, one segment, no other reference to the mbuf or to the
-		 * guest buffer: complete here and keep the mbuf. */
+		 * guest buffer, room in the stash and of its pool: complete
+		 * here and keep the mbuf. */
 		if (RTE_MBUF_HAS_EXTBUF(m) && m->shinfo->free_cb == sn_vqtx_extbuf_free_cb &&
 		    m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1 &&
-		    rte_mbuf_ext_refcnt_read(m->shinfo) == 1 &&
-		    nstash < STASH_MAX && (smp == NULL || m->pool == smp)) {
+		    rte_mbuf_ext_refcnt_read(m->shinfo) == 1) {
 			/* frame_done(s), its counters per run (done_run) */
 			struct slot *s = m->shinfo->fcb_opaque;
 			struct sn_vqtx *q = s->q;
@@ -199,12 +199,18 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				if (w == NULL) {
 					w = q->w;
 					nstash = w->nstash;
-					smp = w->stash_mp;
 					now = w->now;
-					if (nstash >= STASH_MAX || (smp != NULL && m->pool != smp))
-						goto not_stashed;
+					if (w->stash_mp == NULL) {   /* its first frame stashed */
+						w->stash_mp = m->pool;
+						w->stash_shinfo.free_cb = stash_noop_cb;
+					}
+					smp = w->stash_mp;
 				}
 			}
+			/* a run started for a frame freed below instead only
+			 * splits the queue's completions in two bulk writes */
+			if (unlikely(nstash >= STASH_MAX || m->pool != smp))
+				goto not_stashed;
 			r.n++;
 			/* the frames of a burst were mostly popped in one
 			 * iteration (one pop_tsc per hold class): a frame with
@@ -235,10 +241,6 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 				if (unlikely(r.nh == RTE_DIM(heads)))
 					heads_flush(&r, heads);
 				heads[r.nh++] = s->head;
-			}
-			if (smp == NULL) {
-				smp = w->stash_mp = m->pool;
-				w->stash_shinfo.free_cb = stash_noop_cb;
 			}
 			/* the dummy's count is set to 1 once, after the loop:
 			 * only a free of a stashed mbuf reads it, and each of
