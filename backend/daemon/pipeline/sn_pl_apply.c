@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_pl_apply.c — live policy apply: rates, classes, weights, restamps of the wheel. */
+#include "sn_pl_internal.h"
+
+/* Worker half: fair dropping on/off/re-rated by policy.uplink. A new
+ * instance starts with empty virtual queues; on ENOMEM the old one stays
+ * (logged). */
+static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
+{
+	struct sn_fdrop *n;
+
+	pl->overhead = pol->uplink.overhead_bytes;
+	if (!pol->uplink.fair_drop) {
+		sn_fdrop_free(pl->fd);
+		pl->fd = NULL;
+		ctr_set(&pl->fair_st.on, 0);
+		return;
+	}
+	if (pl->fd && pl->fd_rate == pol->uplink.rate_bps)
+		return;
+	n = sn_fdrop_create(&(struct sn_fdrop_cfg){
+		.capacity = pol->uplink.rate_bps / 8,
+		.theta = RTE_MIN(RTE_MAX(pol->uplink.rate_bps / FAIR_THETA_DIV, FAIR_THETA_MIN),
+				 SN_FDROP_MAX_THETA) });
+	if (!n) {
+		sn_log("policy: fair dropping: %s", strerror(errno));
+		return;
+	}
+	sn_fdrop_free(pl->fd);
+	pl->fd = n;
+	pl->fd_rate = pol->uplink.rate_bps;
+	ctr_set(&pl->fair_st.on, 1);
+}
+
+/* Every frame of the wheel into pl->restamp_buf, in release order, and
+ * the wheel rewound to now, for restamp_wheel() and sn_pl_restamp_aggs() to
+ * insert them again; returns how many (0: empty, or more frames than the
+ * buffer holds, which the pool size rules out: logged, nothing taken). */
+static uint64_t wheel_take_all(struct sn_pipeline *pl)
+{
+	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
+	unsigned got;
+
+	SN_VERIFY(n == pl->wheel_n);   /* s12-R: the O(1) count arb_will_count() uses */
+
+	if (n == 0 || n > pl->cfg.pool_nodes) {
+		if (n)
+			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
+		return 0;
+	}
+	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
+						 (unsigned)RTE_MIN(n - k, (uint64_t)BATCH))) > 0)
+		k += got;
+	SN_VERIFY(sn_twheel_rewind(pl->wheel, pl->now) == 0);
+	return k;
+}
+
+/* Worker half. issue 6 (live change <= 100 ms): a port whose rate changed
+ * gets every frame it has in the wheel stamped again at the new rate, from
+ * now on (Carousel §5.1.1: a frame's release time is a function of the
+ * rate; the old stamps would keep the old rate for up to the 262 ms
+ * horizon). The wheel has no per-port removal, so all its frames are taken
+ * out in release order (the far-future extract keeps each port's order),
+ * the empty wheel is rewound to now, and every frame goes back: changed
+ * ports' frames on a fresh timestamp chain starting now, consolidated with
+ * their aggregate share's stamp (s12-I2) and (s13-P4, below) their class
+ * / flow pacing re-laid from now, the others at their own stamp (meta.ts; same slot
+ * order, so FIFO within a slot is kept). New arrivals chain after the
+ * restamped backlog. A restamped frame that lands beyond the horizon (a
+ * big rate cut with a full wheel) is what the shaper drops at the new rate
+ * anyway: counted as "horizon" (in its class too); one of a "clamp" class
+ * is queued at the horizon (s12-I2: it was dropped too). O(frames in the
+ * wheel), once per rate change, on the worker.
+ *
+ * s13-P3: the same for a flow class whose pacing rate changed
+ * (cls_changed[slot], bit = class, from sn_classify_apply_port(), which
+ * restarted the class's chain at now): its frames are laid again on the
+ * class's chain, or their flow's (scope "flow", sn_classify_restamp_ts),
+ * in release order, so each flow stays FIFO. Never earlier than their
+ * other policies: the aggregate share's stamp (agg_lag()), and for a port
+ * with a limit of its own (whose stamp is not kept apart from the
+ * class's) that limit's chain, which is then laid again from now over
+ * all the port's queued frames (relay[]; frames of its unchanged classes
+ * keep their stamp, or wait for the re-laid limit if it is later), so the
+ * port limit holds from now. Before, a class rate change kept the stamps
+ * of its queued frames and its (saturated) chain a horizon ahead: the old
+ * rate went on for up to 262 ms (tests/policy/test_live_change.py).
+ *
+ * s13-P4: a port whose limit changed has every paced class in
+ * cls_changed[] too (sn_classify_restart_port(), chains restarted at now),
+ * so its frames go back at max(new port chain, their class / flow chain
+ * re-laid from now, their aggregate stamp, now) in release order. Before,
+ * they were laid on the new port chain alone: after a raise 20 -> 40
+ * Mbit/s a class paced at 5 sent its ~160 queued frames at 10 Mbit/s in
+ * 130 ms, then nothing until its chain, still a horizon ahead, came due
+ * (test_port_rate_change_keeps_class_pacing).
+ *
+ * s14-R4: a frame's class index is renumbered first when its port's
+ * classes moved in the list (sn_classify_renumber): cls_changed[] and the
+ * counters use the classes' new indices. Every restamp_wheel() follows
+ * the apply_port() whose map it uses (a moved class makes sn_pl_apply() call it). */
+static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
+{
+	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
+	bool relay[SN_PORT_MAX];
+	uint64_t k;
+
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct pstate *ps = &pl->ps[s];
+
+		relay[s] = changed[s];
+		if (!changed[s] && cls_changed[s] && ps->has_rate) {
+			SN_VERIFY(sn_tstamp_init(&ps->ts, ps->ts.rate, ps->ts.burst, pl->now) == 0);
+			relay[s] = true;
+		}
+	}
+	k = wheel_take_all(pl);
+	for (uint64_t i = 0; i < k; i++) {
+		struct rte_mbuf *m = pl->restamp_buf[i];
+		struct meta *md = meta_of(pl, m);
+		/* s14-R4: first its class's new index (a class kept by name
+		 * that moved in the list; NONE if it went away), so the
+		 * counters and the restamp below are the class's own */
+		const uint8_t cls = md->cls = sn_classify_moved(pl->cls, md->src)
+			? sn_classify_renumber(pl->cls, md->src, md->cls) : md->cls;
+		struct pstate *ps = &pl->ps[md->src];
+		struct sn_classify_res r = { .slot = md->src, .cls = cls };
+		struct sn_tstamp_next nx, cnx;
+		struct sn_tstamp *cts = NULL;
+		uint64_t ts = md->ts, o, a = 0;
+		int32_t *lag = agg_lag(pl, m);
+		bool clamp = sn_classify_clamps(pl->cls, md->src, cls);
+		const bool cch = cls < 32 && ((cls_changed[md->src] >> cls) & 1);
+		int rc;
+
+		if (relay[md->src] || cch) {
+			if (*lag != AGG_NONE)
+				split_ts(md->ts, *lag, &o, &a);
+			else
+				o = md->ts;
+			/* O: from now for a changed port or a changed class,
+			 * else the old one; then the max over the re-laid
+			 * chains: the port limit's and (changed class, or any
+			 * paced class of a changed port, s13-P4) its class's or
+			 * flow's */
+			if (changed[md->src] || cch)
+				o = pl->now;
+			if (relay[md->src])
+				o = RTE_MAX(o, sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx));
+			if (cch && (cts = sn_classify_restamp_ts(pl->cls, md->src, cls, m,
+								 pl->now)) != NULL)
+				o = RTE_MAX(o, sn_tstamp_peek(cts, pl->now, m->pkt_len, &cnx));
+			ts = o;
+			if (*lag != AGG_NONE) {
+				*lag = lag_of(o, a);
+				ts = RTE_MAX(o, a);
+			}
+		}
+		rc = sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+		if (rc) {
+			sn_classify_dropped(pl->cls, &r, m->pkt_len,
+					    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
+			drop_taken(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+			continue;
+		}
+		if (clamp && ts >= hz && md->ts < hz)
+			sn_classify_accepted(pl->cls, &r, true);
+		md->ts = ts;
+		if (relay[md->src])
+			sn_tstamp_commit(&ps->ts, &nx);
+		if (cts) {
+			/* s13-P4: the class's (flow's) chain goes on from the
+			 * frame's release time, not from its own stamp alone:
+			 * re-laid behind a slower port limit (halving: the
+			 * class's part of the port's FIFO backlog goes out
+			 * below the class's rate), a chain left behind would
+			 * let the class's next frames out above its rate until
+			 * it caught up (7.5 Mbit/s in 100 ms for a class at 5,
+			 * test_port_rate_change_keeps_class_pacing). */
+			if (ts > cnx.lts + (cnx.lts_rem != 0)) {
+				cnx.lts = ts;
+				cnx.lts_rem = 0;
+			}
+			sn_tstamp_commit(cts, &cnx);
+		}
+	}
+}
+
+/* Worker half. s11-B2 (issue 6, NBA): a new grant of an aggregate applies
+ * to the frames its share already queued: sn_classify_tick() rescaled the
+ * share's LTS and returned the aggregates in `changed`; their frames in
+ * the wheel get the same rescaling of their aggregate stamp A
+ * (sn_classify_agg_restamp), and (s12-I2) their release time is the max
+ * over every policy they cross again: ts = max(O, A', now), O the stamp of
+ * their port limit and class / flow pacing (agg_lag()), so frames of a
+ * class with its own pacing and of ports with a limit follow the grant too
+ * (s11-B2 restamped only classes paced by the aggregate alone, on ports
+ * without a limit: the others kept the old grant for up to the 262 ms
+ * horizon). Per flow the order stays FIFO: A' and O are nondecreasing in
+ * a flow's arrival order, and the frames go back in release order. Same
+ * extract / rewind / reinsert as restamp_wheel(); a frame that lands beyond
+ * the horizon (a grant cut with a full wheel; the share's LTS is capped
+ * there) is what the share drops at the new grant anyway: counted as
+ * "horizon", or queued at the horizon for a "clamp" class (counted
+ * "clamped" if the restamp put it there). O(frames in the wheel), at most
+ * once per NBA period, only when the grant changed while the share owed
+ * bytes. */
+void sn_pl_restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
+{
+	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
+	uint64_t k = wheel_take_all(pl);
+
+	for (uint64_t i = 0; i < k; i++) {
+		struct rte_mbuf *m = pl->restamp_buf[i];
+		struct meta *md = meta_of(pl, m);
+		struct sn_classify_res r = { .slot = md->src, .cls = md->cls };
+		uint64_t ts = md->ts, o, a;
+		int32_t *lag = agg_lag(pl, m);
+		bool clamp = sn_classify_clamps(pl->cls, md->src, md->cls);
+
+		if (*lag != AGG_NONE) {
+			split_ts(ts, *lag, &o, &a);
+			a = sn_classify_agg_restamp(pl->cls, md->src, md->cls, changed, pl->now, a);
+			*lag = lag_of(o, a);
+			ts = RTE_MAX(RTE_MAX(o, a), pl->now);
+		}
+		if (sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT)) {
+			sn_classify_dropped(pl->cls, &r, m->pkt_len, SN_CL_DROP_HORIZON);
+			drop_taken(pl, m, SN_PL_DROP_HORIZON);
+			continue;
+		}
+		if (clamp && ts >= hz && md->ts < hz)
+			sn_classify_accepted(pl->cls, &r, true);
+		md->ts = ts;
+	}
+}
+
+/* Arbiter half (s14-R4): the remote arbiter's per-class uplink counters
+ * follow their class (policy.set's identity: its name) when classes move
+ * in the list or go away, as the worker's sn_classify counters do. s15-R5:
+ * by the map sn_classify_apply_port() built for worker 0 (old index ->
+ * new, SN_CLASSIFY_NONE: gone), handed over by sn_pl_clup_publish(), instead of
+ * a second match by name here. Frames in flight between the wheel and the
+ * uplink at the change (the mailbox and the scheduler's queues) carry
+ * their class's old index and count there. */
+static void clup_follow(struct pstate *ps, const uint8_t *map)
+{
+	uint64_t nw[SN_POLICY_CLASSES_MAX][2] = { { 0 } };
+
+	for (unsigned j = 0; j < SN_POLICY_CLASSES_MAX; j++) {
+		if (map[j] == SN_CLASSIFY_NONE)
+			continue;
+		SN_VERIFY(map[j] < SN_POLICY_CLASSES_MAX);
+		nw[map[j]][0] = ps->a_clup[j][0];
+		nw[map[j]][1] = ps->a_clup[j][1];
+	}
+	for (unsigned i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
+		ctr_set(&ps->a_clup[i][0], nw[i][0]);
+		ctr_set(&ps->a_clup[i][1], nw[i][1]);
+	}
+}
+
+/* Worker 0, after sn_classify_apply_port() of every slot: compose this
+ * apply's renumbering onto the maps not yet published. */
+static void clup_compose(struct sn_pipeline *pl)
+{
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		uint8_t *m = pl->clup_pend[s];
+
+		/* Identity on every old index, and no new class whose index
+		 * may hold a gone class's counts (a created class gets a map
+		 * too: clup_follow zeroes every index nothing maps to). */
+		if (!sn_classify_moved(pl->cls, (uint16_t)s) &&
+		    !sn_classify_created(pl->cls, (uint16_t)s))
+			continue;
+		if (!pl->clup_pend_moved[s])
+			for (unsigned j = 0; j < SN_POLICY_CLASSES_MAX; j++)
+				m[j] = (uint8_t)j;
+		for (unsigned j = 0; j < SN_POLICY_CLASSES_MAX; j++)
+			m[j] = sn_classify_renumber(pl->cls, (uint16_t)s, m[j]);
+		pl->clup_pend_moved[s] = true;
+		pl->clup_pending = true;
+	}
+}
+
+/* Worker 0: hand the composed maps to the arbiter half once it has taken
+ * the previous ones (else later: sn_pl_apply() and run()'s periodic work). */
+void sn_pl_clup_publish(struct sn_pipeline *pl)
+{
+	const uint32_t seq = __atomic_load_n(&pl->clup_seq, __ATOMIC_RELAXED);
+
+	/* Acquire pairs with the release of clup_ack in sn_pl_clup_take(): the
+	 * arbiter half has read the maps about to be overwritten. */
+	if (!pl->clup_pending || __atomic_load_n(&pl->clup_ack, __ATOMIC_ACQUIRE) != seq)
+		return;
+	memcpy(pl->clup_map, pl->clup_pend, sizeof(pl->clup_map));
+	memcpy(pl->clup_moved, pl->clup_pend_moved, sizeof(pl->clup_moved));
+	memset(pl->clup_pend_moved, 0, sizeof(pl->clup_pend_moved));
+	pl->clup_pending = false;
+	/* Release: pairs with the acquire in sn_pl_clup_take(): the maps are written. */
+	__atomic_store_n(&pl->clup_seq, seq + 1, __ATOMIC_RELEASE);
+}
+
+/* Arbiter half (instance 0): apply maps worker 0 published, if any. */
+void sn_pl_clup_take(struct sn_pipeline *pl)
+{
+	/* Acquire pairs with the release in sn_pl_clup_publish(). */
+	const uint32_t seq = __atomic_load_n(&pl->clup_seq, __ATOMIC_ACQUIRE);
+
+	if (seq == __atomic_load_n(&pl->clup_ack, __ATOMIC_RELAXED))
+		return;
+	for (unsigned s = 0; s < SN_PORT_MAX; s++)
+		if (pl->clup_moved[s])
+			clup_follow(&pl->ps[s], pl->clup_map[s]);
+	/* Release: pairs with the acquire in sn_pl_clup_publish(): the maps were read. */
+	__atomic_store_n(&pl->clup_ack, seq, __ATOMIC_RELEASE);
+}
+
+/* Arbiter half: the policy's algorithm, link and per-port classes. */
+void sn_pl_apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
+		      const struct sn_port_table *t)
+{
+	const struct sn_policy_port *want[SN_PORT_MAX];
+	struct sn_sched *sch;
+
+	pl->a_algo_retry = pol->uplink.algo != pl->aset->algo && pl->aset_old;
+	if (pol->uplink.algo != pl->aset->algo && !pl->aset_old) {
+		struct arbset *n = sn_pl_aset_create(pl, pol->uplink.algo);
+
+		/* On ENOMEM keep the old algorithm (and say so). */
+		if (!n) {
+			sn_log("policy: cannot switch the scheduler to %s: %s",
+			       sn_sched_algo_name(pol->uplink.algo), strerror(errno));
+		} else if (pl->arb_remote) {
+			/* The worker still pushes into the old set: scan it
+			 * until it acknowledges the new one (run()). */
+			pl->aset_old = pl->aset;
+			pl->aset = n;
+		} else {
+			sn_pl_aset_destroy(pl, pl->aset);
+			pl->aset = n;
+		}
+		if (n) {
+			for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+				pl->ps[s].a_has_class = false;
+				pl->ps[s].a_weight = 0;
+			}
+		}
+	}
+	sch = sn_arbiter_sched(pl->aset->arb);
+	SN_VERIFY(sn_arbiter_set_link(pl->aset->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
+				      : SN_ARBITER_MAX_LINK_BPS, pol->uplink.overhead_bytes) == 0);
+	pl->a_uplink = NULL;
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct sn_port *p = t->by_slot[s];
+		struct pstate *ps = &pl->ps[s];
+
+		if (p && p->type == SN_PORT_UPLINK)
+			pl->a_uplink = p;
+		want[s] = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		if (!p || ps->a_gen != p->gen) {
+			/* Another port (or none) in this slot: fresh counters. */
+			ps->a_gen = p ? p->gen : 0;
+			for (unsigned k = 0; k < pl->n_wk; k++) {
+				struct pstate *wps = &pl->wk[k]->ps[s];
+
+				for (size_t i = 0; i < sizeof(wps->ast) / sizeof(uint64_t); i++)
+					ctr_set((uint64_t *)&wps->ast + i, 0);
+			}
+			for (size_t i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
+				ctr_set(&ps->a_clup[i][0], 0);
+				ctr_set(&ps->a_clup[i][1], 0);
+			}
+		}
+	}
+	/* Pass 1: removals and weight decreases, so pass 2 never exceeds
+	 * the scheduler's weight sum (the policy's sum is validated). */
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct pstate *ps = &pl->ps[s];
+
+		if (!ps->a_has_class)
+			continue;
+		if (!want[s]) {
+			__atomic_store_n(&ps->a_ready, false, __ATOMIC_RELAXED);
+			SN_VERIFY(sn_sched_class_del(sch, s, sn_pl_class_drop, pl->aset) == 0);
+			pl->aset->weight[s] = 0;
+			ps->a_has_class = false;
+		} else if (want[s]->weight < ps->a_weight) {
+			SN_VERIFY(sn_sched_class_change(sch, s, want[s]->weight,
+							pl->aset->lmax[s]) == 0);
+			ps->a_weight = want[s]->weight;
+			pl->aset->weight[s] = ps->a_weight;
+		}
+	}
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct pstate *ps = &pl->ps[s];
+		const struct sn_policy_port *w = want[s];
+
+		if (!w)
+			continue;
+		if (!ps->a_has_class) {
+			SN_VERIFY(sn_sched_class_add(sch, s, w->weight, CLASS_LMAX_INIT) == 0);
+			ps->a_has_class = true;
+			ps->a_weight = w->weight;
+			pl->aset->weight[s] = w->weight;
+			pl->aset->lmax[s] = CLASS_LMAX_INIT;
+		} else if (w->weight > ps->a_weight) {
+			SN_VERIFY(sn_sched_class_change(sch, s, w->weight, pl->aset->lmax[s]) == 0);
+			ps->a_weight = w->weight;
+			pl->aset->weight[s] = w->weight;
+		}
+		__atomic_store_n(&ps->a_ready, true, __ATOMIC_RELAXED);
+	}
+	pl->a_pol_gen = pol->gen;
+	pl->a_t_seen = t;
+	/* Release: pairs with the worker's acquire in run() (the new set's
+	 * mailboxes are initialised before the worker may push into them). */
+	__atomic_store_n(&pl->aset_pub, pl->aset, __ATOMIC_RELEASE);
+}
+
+/* Worker half: rates, shaping flags, uplink pointer. */
+void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
+{
+	bool changed[SN_PORT_MAX] = { false }, any_change = false;
+	uint32_t cls_changed[SN_PORT_MAX] = { 0 };   /* s13-P3: classes with a new rate */
+
+	pl->uplink = NULL;
+	sn_classify_apply_aggs(pl->cls, pol, pl->now);   /* issue 6 */
+	apply_fair(pl, pol);
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		struct sn_port *p = t->by_slot[s];
+		struct pstate *ps = &pl->ps[s];
+		const struct sn_policy_port *w;
+
+		if (p && p->type == SN_PORT_UPLINK)
+			pl->uplink = p;
+		w = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		/* issue 6: the slot's flow classes (fresh if another port). */
+		cls_changed[s] = sn_classify_apply_port(pl->cls, (uint16_t)s, w,
+							!p || ps->gen != p->gen, pl->now);
+		/* s14-R4: classes moved: restamp_wheel() renumbers the frames */
+		any_change = any_change || cls_changed[s] || sn_classify_moved(pl->cls, (uint16_t)s);
+		if (!p || ps->gen != p->gen) {
+			/* Another port (or none) in this slot: fresh state and
+			 * counters; its scheduler class, if any, carries on. */
+			__atomic_store_n(&ps->gen, p ? p->gen : 0, __ATOMIC_RELAXED);
+			pl->clup_pend_moved[s] = false;   /* s15-R5: no map of its old port */
+			ps->has_rate = false;
+			ps->room_lmax = 0;    /* s11-V3 */
+			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
+				ctr_set((uint64_t *)&ps->st + i, 0);
+		}
+		__atomic_store_n(&ps->shaped, w != NULL, __ATOMIC_RELAXED);
+		ctr_set(&ps->st.rate_bps, w ? w->rate_bps : 0);
+		ctr_set(&ps->st.weight, w ? w->weight : 0);
+		ps->has_class = w != NULL;
+		ps->has_cls = w && w->n_classes;   /* s11-S */
+		if (!w || !w->rate_bps)
+			ps->has_rate = false;
+		else if (ps->has_rate && ps->ts.rate != w->rate_bps) {
+			/* fresh chain from now: restamp_wheel() lays the queued
+			 * frames on it */
+			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
+			changed[s] = any_change = true;
+			/* s13-P4: ... and on its paced classes' chains, restarted
+			 * from now too (ts = max over every policy). */
+			cls_changed[s] |= sn_classify_restart_port(pl->cls, (uint16_t)s, pl->now);
+		} else if (ps->has_rate)
+			SN_VERIFY(sn_tstamp_set(&ps->ts, w->rate_bps, w->burst_bytes) == 0);
+		else
+			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
+		ps->has_rate = w && w->rate_bps != 0;
+	}
+	if (any_change)
+		restamp_wheel(pl, changed, cls_changed);
+	if (pl->wk_id == 0) {
+		/* s15-R5: a_clup follows this renumbering (1-core: at once) */
+		clup_compose(pl);
+		sn_pl_clup_publish(pl);
+		if (!pl->split)
+			sn_pl_clup_take(pl);
+	}
+	pl->pol_gen = pol->gen;
+	pl->t_seen = t;
+	pl->dirty = false;
+}

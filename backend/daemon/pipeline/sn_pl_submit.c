@@ -1,0 +1,696 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_pl_submit.c — the worker half's submit: stamps, wheel, fast path, dispatch, VM staging. */
+#include "sn_pl_internal.h"
+
+static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf *m);
+
+/* s11-S, 1-core layout: the worker is the arbiter thread, so its frames of
+ * slot src enter the scheduler without the client-mailbox hop
+ * (sn_arbiter_enqueue_local: same order, same drop causes and counters as
+ * a scan of the mailbox). In this layout the mailboxes are never used, so
+ * nothing can be overtaken. Counted held before the enqueue: a refused
+ * frame leaves through arb_drop() at once. Takes ownership. */
+static void arb_local(struct sn_pipeline *pl, uint16_t src, struct rte_mbuf **pkts, uint16_t n)
+{
+	struct arbset *as = pl->w_aset;
+
+	ctr_add(&pl->ps[src].st.qfq_backlog, n);
+	pl->held += n;
+	(void)sn_arbiter_enqueue_local(as->arb, as->cl[pl->wk_id][src], (void *const *)pkts, n);
+}
+
+/* The uplink copy of a due frame: through the arbiter if its port has a
+ * class there (a_ready, see "Two halves"), else straight out on the
+ * worker's queue. Takes ownership of m. */
+static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
+{
+	const uint16_t src = meta_of(pl, m)->src;
+	struct pstate *ps = &pl->ps[src];
+	const struct pstate *aps = &pl->arbp->ps[src];   /* arbiter half's view */
+
+	/* Fair dropping (seed 003 Algorithm 1): the uplink is the overloaded
+	 * resource; a frame of a flow whose virtual queue is above θ is
+	 * dropped here instead of by arrival order at a full queue. Worker
+	 * half in both layouts (see "Integration"). */
+	if (pl->fd && sn_fdrop_decide(pl->fd, sn_classify_flow_hash(m), m->pkt_len + pl->overhead,
+				      pl->now) == SN_FDROP_DROP) {
+		drop(pl, m, SN_PL_DROP_FAIR);
+		return;
+	}
+	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
+		sn_pl_uplink_tx(pl, &m, 1, false, NULL);
+		return;
+	}
+	if (!pl->split) {
+		arb_local(pl, src, &m, 1);
+		return;
+	}
+	/* PSPAT immediate backpressure: a full mailbox is a counted drop
+	 * (the wheel upstream keeps the rate; deferred sources are held
+	 * back by their own ring). */
+	if (sn_arbiter_submit(pl->w_aset->clist[pl->wk_id], pl->w_aset->mbox[pl->wk_id][src], m)) {
+		drop(pl, m, SN_PL_DROP_MBOX_FULL);
+		return;
+	}
+	ctr_add(&ps->st.qfq_backlog, 1);
+	if (!pl->split)
+		pl->held++;
+}
+
+/* s11-S: the uplink copies of a burst of due frames of ONE port (submit's
+ * fast path), in order: fair dropping per frame as in to_uplink(), then
+ * one client-mailbox publication (sn_mbox_insert_burst + one client-list
+ * append: the same items in the same order as per-frame
+ * sn_arbiter_submit). Takes ownership. */
+static void to_uplink_burst(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n)
+{
+	const uint16_t src = meta_of(pl, pkts[0])->src;
+	struct pstate *ps = &pl->ps[src];
+	const struct pstate *aps = &pl->arbp->ps[src];   /* arbiter half's view */
+	struct sn_mbox *mb;
+	uint32_t k;
+
+	if (pl->fd) {
+		uint16_t kept = 0;
+
+		for (uint16_t i = 0; i < n; i++) {
+			struct rte_mbuf *m = pkts[i];
+
+			if (sn_fdrop_decide(pl->fd, sn_classify_flow_hash(m),
+					    m->pkt_len + pl->overhead, pl->now) == SN_FDROP_DROP)
+				drop(pl, m, SN_PL_DROP_FAIR);
+			else
+				pkts[kept++] = m;
+		}
+		n = kept;
+		if (!n)
+			return;
+	}
+	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
+		sn_pl_uplink_tx(pl, pkts, n, false, NULL);
+		return;
+	}
+	if (!pl->split) {
+		arb_local(pl, src, pkts, n);
+		return;
+	}
+	mb = pl->w_aset->mbox[pl->wk_id][src];
+	k = sn_mbox_insert_burst(mb, (void *const *)pkts, n);
+	if (k) {
+		(void)sn_mbox_cl_append(pl->w_aset->clist[pl->wk_id], mb);
+		ctr_add(&ps->st.qfq_backlog, k);
+		if (!pl->split)
+			pl->held += k;
+	}
+	/* PSPAT immediate backpressure, as in to_uplink(). */
+	for (uint32_t i = k; i < n; i++)
+		drop(pl, pkts[i], SN_PL_DROP_MBOX_FULL);
+}
+
+void sn_pl_flush_vm(struct sn_pipeline *pl)
+{
+	for (unsigned i = 0; i < pl->n_touched; i++) {
+		struct stage *s = &pl->stage[pl->touched[i]];
+		struct sn_port *p = s->port;
+		uint64_t bytes = 0;
+		uint16_t k = 0;
+
+		if (sn_port_is_up(p))
+			k = sn_port_vhost_enqueue(p, s->pkts, s->n); /* MQ: flow hash */
+		for (uint16_t j = 0; j < k; j++) {
+			bytes += s->pkts[j]->pkt_len;
+			count_sent(pl, s->pkts[j], false);
+		}
+		sn_port_ctr_add(&p->st.tx_packets, k);
+		sn_port_ctr_add(&p->st.tx_bytes, bytes);
+		if (k < s->n)
+			sn_port_ctr_add(&p->st.drop[SN_DROP_RING_FULL], s->n - k);
+		for (uint16_t j = k; j < s->n; j++)
+			sn_port_count_rxq_full(p, s->pkts[j]);
+		/* vhost enqueue copies: every staged reference is ours. */
+		rte_pktmbuf_free_bulk(s->pkts, s->n);
+		s->n = 0;
+	}
+	pl->n_touched = 0;
+}
+
+/* Stage one reference of m (the caller's) for VM port p. */
+static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf *m)
+{
+	struct stage *s = &pl->stage[p->slot];
+
+	if (s->n == BATCH)
+		sn_pl_flush_vm(pl);
+	if (s->n == 0) {
+		s->port = p;
+		pl->touched[pl->n_touched++] = p->slot;
+	}
+	s->pkts[s->n++] = m;
+}
+
+/* A frame left the wheel (or had no rate): deliver to its destination(s). */
+void sn_pl_dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
+{
+	const struct meta *md = meta_of(pl, m);
+	const struct sn_port_table *t = pl->t;
+	unsigned ndst = 0;
+
+	if (deferred_drop(pl, m, false))
+		return;
+
+	if (md->dst != DST_FLOOD) {
+		struct sn_port *p = t->by_slot[md->dst];
+
+		if (!p || p->gen != md->dst_gen || !sn_port_is_up(p)) {
+			drop(pl, m, SN_PL_DROP_DST_GONE);
+			return;
+		}
+		if (p->type == SN_PORT_UPLINK)
+			to_uplink(pl, m);
+		else
+			stage_vm(pl, p, m);
+		return;
+	}
+	for (unsigned j = 0; j < t->n; j++) {
+		struct sn_port *p = t->list[j];
+
+		if (p->slot == md->src || !sn_port_is_up(p))
+			continue;
+		/* Every segment: the PMD frees a chain segment by segment. */
+		rte_pktmbuf_refcnt_update(m, 1);
+		ndst++;
+		if (p->type == SN_PORT_UPLINK)
+			to_uplink(pl, m);
+		else
+			stage_vm(pl, p, m);
+	}
+	if (ndst == 0) {
+		/* No port up to take the flood: unknown_dst on the ingress
+		 * port, as the switch counts it (sn_switch.c). */
+		struct sn_port *in = t->by_slot[md->src];
+
+		if (in && in->gen == md->src_gen)
+			sn_port_ctr_add(&in->st.drop[SN_DROP_UNKNOWN_DST], 1);
+	}
+	rte_pktmbuf_free(m);
+}
+
+/* ---- s11-S (issue 6 throughput): per-burst submit -------------------------
+ * A burst of shaped frames from one port is classified, stamped and counted
+ * as a burst (one store per counter per burst, not per frame), and the
+ * frames that need no wheel round-trip leave at the end of the burst in
+ * order, their uplink copies with one client-mailbox publication.
+ *
+ * Carousel fast path (Carousel §5.1.2: the wheel holds a packet until its
+ * timestamp; one whose timestamp is not in the future is sent at once). A
+ * frame whose consolidated timestamp ts is not in the future (ts <= the
+ * iteration clock, else <= a clock read once per burst) while its port has
+ * no frame in the wheel goes straight to dispatch: the wheel would release
+ * it at its first extract at or after ts (sn_twheel.h "never released
+ * before ts"), ahead of nothing of its port (wheel_depth 0, and every
+ * earlier frame of this burst is ahead of it in due[]), so the port's FIFO
+ * order, its timestamps (the LTS is committed exactly as on insert) and
+ * hence its rate limit, class/flow pacing and aggregate share are the
+ * same; it only leaves up to one slot + one iteration earlier, never
+ * before ts. Frames with ts in the future, or whose port has frames
+ * queued, take the wheel as before. The released_* counters then include
+ * frames released up to one burst after clock_ns (the exact-pair contract
+ * of sn_pipeline_run_seq() is about frames due at clock_ns). */
+static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n);
+static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n,
+			  const struct sn_port *d);
+
+/* ---- s15-P5 (issue 6 throughput): submit's fast prefix --------------------
+ * The leading frames of a burst of a port without flow classes whose
+ * wheel is empty, in a loop of their own: the steps of submit_chunk's
+ * general loop for such a frame (underrun count, room_lmax, peek, the fast
+ * path's clock, commit, meta, release), with
+ *  - the port's tstamp in a local copy (no store to an mbuf can alias it:
+ *    rate and LTS stay in registers, the LTS is stored back once) and its
+ *    floor at `now` computed once (sn_tstamp_floor_at: sn_tstamp_peek() is
+ *    exactly floor + peek_at);
+ *  - the meta as three 8-byte words, rebuilt only when the destination
+ *    changes (the same bytes as the struct store);
+ *  - the loop compiled once with and once without a port rate.
+ * The first frame whose timestamp is in the future stops it uncounted and
+ * uncommitted: the general loop takes it and the rest exactly as before
+ * (a frame goes to the wheel, and with it every later one of the port).
+ * Returns the frames it released (due[0 .. i)). */
+struct fast_acc {
+	uint64_t tnow;            /* in/out: submit's fast path clock */
+	bool fresh;               /* in/out */
+	uint64_t under, bytes;    /* out (bytes: 0 without sum_bytes) */
+	const struct sn_port *d0; /* out: destination of due[0] */
+	bool same;                /* out: all released frames have d0 */
+};
+
+static inline __attribute__((always_inline)) uint16_t
+fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
+	    struct sn_port *const *dst, uint16_t n, struct meta mk, struct rte_mbuf **due,
+	    struct fast_acc *acc, const bool has_rate, const bool sum_bytes)
+{
+	const uint64_t now = pl->now;
+	const int moff = pl->meta_off;
+	struct sn_tstamp lt = ps->ts;
+	struct sn_tstamp_floor fl;
+	const struct sn_port *ld = NULL;
+	uint64_t tnow = acc->tnow, under = 0, bytes = 0, w[3];
+	uint32_t lmax = ps->room_lmax;
+	bool fresh = acc->fresh, same = true;
+	uint16_t i;
+
+	static_assert(sizeof(struct meta) == sizeof(w), "meta is three words");
+	mk.dst = DST_FLOOD;
+	mk.dst_gen = 0;
+	memcpy(w, &mk, sizeof(w));
+	if (has_rate)
+		sn_tstamp_floor_at(&lt, now, &fl);
+	for (i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		const uint32_t len = m->pkt_len;
+		char *md;
+
+		if (has_rate) {
+			struct sn_tstamp_next nx;
+			const bool u = lt.lts < now;
+			const uint64_t ts = sn_tstamp_peek_at(&lt, now, &fl, len, &nx);
+
+			if (unlikely(ts > tnow)) {
+				if (fresh)
+					break;
+				tnow = now_ns();
+				fresh = true;
+				if (ts > tnow)
+					break;
+			}
+			if (unlikely(len > lmax))
+				lmax = len;
+			under += u;
+			sn_tstamp_commit(&lt, &nx);
+		}
+		if (dst[i] != ld) {
+			if (i)
+				same = false;
+			ld = dst[i];
+			mk.dst = ld ? ld->slot : DST_FLOOD;
+			mk.dst_gen = ld ? ld->gen : 0;
+			memcpy(w, &mk, sizeof(w));
+		}
+		md = RTE_MBUF_DYNFIELD(m, moff, char *);
+		memcpy(md, &w[0], 8);
+		memcpy(md + 8, &w[1], 8);
+		memcpy(md + 16, &w[2], 8);
+		if (sum_bytes)   /* s20: else the caller has the burst's sum */
+			bytes += len;
+		due[i] = m;
+	}
+	if (has_rate) {
+		sn_tstamp_commit(&ps->ts, &(struct sn_tstamp_next){ lt.lts, lt.lts_rem });
+		ps->room_lmax = lmax;
+	}
+	acc->tnow = tnow;
+	acc->fresh = fresh;
+	acc->under = under;
+	acc->bytes = bytes;
+	acc->d0 = i ? dst[0] : NULL;
+	acc->same = same;
+	return i;
+}
+
+/* s18 (issue 6 throughput): fast_prefix's stamps of a whole burst at once.
+ * fast_prefix's per-frame stamps form one chain of dependent 64-bit divides
+ * (each frame's LTS is the previous one's plus its length at the rate):
+ * ~20 % of submit_chunk's time in perf. When every frame of the burst
+ * turns out due, the port's LTS after it and the last (largest) timestamp
+ * come from sn_tstamp_peek_run() instead, bit for bit the same values, and
+ * fast_prefix only writes the metas. Per frame, fast_prefix counts an
+ * underrun when the port's LTS is behind `now` before the frame; the LTS
+ * only grows along a burst and is at least the floor after the first
+ * frame, so with no burst allowance (floor = now) the first frame alone
+ * can count, and with one the count is 0 when the LTS starts at or after
+ * now; other cases, a burst over SN_TSTAMP_FAST_LEN bytes, and a last
+ * timestamp still in the future after the clock read that fast_prefix
+ * would also make (at most one per burst: fresh) return false with the
+ * port unchanged, for the per-frame loop (acc's clock kept). Returns true
+ * with the LTS and room_lmax committed, *under set and *sum = the burst's
+ * bytes. */
+static inline bool stamp_run(struct sn_pipeline *pl, struct pstate *ps,
+			     struct rte_mbuf *const *pkts, uint16_t n, struct fast_acc *acc,
+			     uint64_t *under, uint64_t *sum)
+{
+	const uint64_t now = pl->now;
+	const bool behind = ps->ts.lts < now;
+	uint32_t lmax = ps->room_lmax;
+	struct sn_tstamp_floor fl;
+	struct sn_tstamp_next nx;
+	uint64_t bytes = 0, ts;
+
+	if (n == 0 || (behind && (ps->ts.burst_ns | ps->ts.burst_rem) != 0))
+		return false;
+	for (uint16_t i = 0; i < n; i++) {
+		const uint32_t len = pkts[i]->pkt_len;
+
+		bytes += len;
+		lmax = len > lmax ? len : lmax;
+	}
+	if (bytes > SN_TSTAMP_FAST_LEN)
+		return false;
+	sn_tstamp_floor_at(&ps->ts, now, &fl);
+	ts = sn_tstamp_peek_run(&ps->ts, now, &fl, pkts[0]->pkt_len, (uint32_t)bytes, &nx);
+	if (ts > acc->tnow) {
+		if (acc->fresh)     /* not so from submit_chunk today: fast_prefix's rule */
+			return false;
+		acc->tnow = now_ns();
+		acc->fresh = true;
+		if (ts > acc->tnow)
+			return false;
+	}
+	sn_tstamp_commit(&ps->ts, &nx);
+	ps->room_lmax = lmax;
+	*under = behind;
+	*sum = bytes;
+	return true;
+}
+
+static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
+			 struct sn_port *const *dst, uint16_t n)
+{
+	struct pstate *ps = &pl->ps[in->slot];
+	struct rte_mbuf *due[BATCH];
+	const uint64_t now = pl->now;
+	const bool has_cls = ps->has_cls, has_rate = ps->has_rate;
+	uint64_t obytes = 0, rpk = 0, rbytes = 0, under = 0, wd = ps->st.wheel_depth, wd0 = wd;
+	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
+	bool fresh = false;
+	uint16_t nd = 0;
+	/* s12-R: a submit changes counters the stats reader pairs with
+	 * clock_ns (offered, released, drops, qfq_backlog through
+	 * sn_arbiter_enqueue_local): run_seq odd across the burst, as in a
+	 * run() that counts, and even again at its end if it was even before
+	 * (a lagging run's odd value stays for the next run() to clear); with
+	 * frames for VM ports staged (counted sent by sn_pl_flush_vm), at the end
+	 * of sn_pipeline_flush() instead. Before, a read inside a submit was
+	 * reported exact with frames offered and released but nowhere
+	 * downstream yet (tests/policy/test_stats_seq.py). One load, two
+	 * stores per burst. */
+	const uint64_t seq0 = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
+	/* s12-S2: the meta fields common to the burst are set once; each
+	 * frame's meta is then one struct store (ts is written on the wheel
+	 * path, ret_* when the arbiter returns the frame). */
+	struct meta mk = { .src = in->slot, .src_gen = in->gen, .wk = (uint8_t)pl->wk_id };
+	uint16_t i = 0;
+	/* s15-P5: every frame of due[] has destination d0 (then due_flush_one) */
+	const struct sn_port *d0 = NULL;
+	bool same = true;
+
+	seq_counting(pl);
+	if (!has_cls && wd == 0) {
+		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
+		uint64_t run_under = 0, run_bytes = 0;
+		bool run = false;
+
+		mk.cls = SN_CLASSIFY_NONE;
+		if (has_rate && stamp_run(pl, ps, pkts, n, &acc, &run_under, &run_bytes)) {
+			/* s18: stamped and committed; every frame is due */
+			i = fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false, false);
+			acc.bytes = run_bytes;   /* every frame: stamp_run's sum */
+			run = true;
+		} else {
+			i = has_rate ? fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, true, true)
+				     : fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false, true);
+		}
+		tnow = acc.tnow;
+		fresh = acc.fresh;
+		under = run ? run_under : acc.under;
+		obytes = rbytes = acc.bytes;
+		rpk = nd = i;
+		d0 = acc.d0;
+		same = acc.same;
+	}
+	for (; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
+		struct sn_classify_res cr;
+		const uint32_t len = m->pkt_len;
+		uint64_t ts;
+		int rc;
+
+		cr.n = 0;
+		cr.cls = SN_CLASSIFY_NONE;
+		cr.clamp = false;
+		cr.agg = false;    /* s12-I2: set by sn_classify_frame() */
+		mk.dst = dst[i] ? dst[i]->slot : DST_FLOOD;
+		mk.dst_gen = dst[i] ? dst[i]->gen : 0;
+		obytes += len;
+		/* The policies the frame crosses: port limit, then (issue 6
+		 * classes) its class or flow pacing and its aggregate share;
+		 * the release time is the max of theirs (Carousel §5.1.1). */
+		if (has_rate) {
+			cr.pol[cr.n++] = &ps->ts;
+			under += ps->ts.lts < now;
+		}
+		if (has_cls)
+			sn_classify_frame(pl->cls, in->slot, m, now, &cr);
+		mk.cls = cr.cls;
+		*meta_of(pl, m) = mk;
+		if (cr.n) {
+			if (unlikely(len > ps->room_lmax))
+				ps->room_lmax = len;   /* s11-V3: sn_pipeline_src_room() */
+			ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
+				       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
+			/* A timestamp is the end of the frame's transmission at
+			 * its rates (> now by len/rate): compared with a clock
+			 * read once per burst, when the iteration's is not late
+			 * enough. */
+			if (wd == 0 && ts > tnow && !fresh) {
+				tnow = now_ns();
+				fresh = true;
+			}
+			if (wd != 0 || ts > tnow) {
+				meta_of(pl, m)->ts = ts;
+				/* s12-I2: the aggregate's part of ts, for sn_pl_restamp_aggs() */
+				*agg_lag(pl, m) = cr.agg ? agg_lag_of(nx, cr.n, now) : AGG_NONE;
+				rc = sn_twheel_insert(pl->wheel, m, ts,
+						      cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+				if (rc) {
+					sn_classify_dropped(pl->cls, &cr, len,
+							    rc == -ERANGE ? SN_CL_DROP_HORIZON
+									  : SN_CL_DROP_POOL);
+					drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+					continue;
+				}
+				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+				if (cr.cls != SN_CLASSIFY_NONE)
+					sn_classify_accepted(pl->cls, &cr,
+							     cr.clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
+				wd++;
+				continue;
+			}
+			/* Carousel fast path (see above): ts is not in the
+			 * future and the port has nothing in the wheel. */
+			if (cr.n == 1)
+				sn_tstamp_commit(cr.pol[0], &nx[0]);
+			else
+				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
+		}
+		/* s12-S2 (review D1): released now, in one place for both
+		 * cases: a frame with no policy to cross (cr.n == 0) and one
+		 * on the Carousel fast path. */
+		rpk++;
+		rbytes += len;
+		if (cr.cls != SN_CLASSIFY_NONE)
+			sn_classify_released(pl->cls, in->slot, cr.cls, len);
+		if (!nd)
+			d0 = dst[i];
+		else if (dst[i] != d0)
+			same = false;
+		due[nd++] = m;
+	}
+	ctr_add(&ps->st.offered_packets, n);
+	ctr_add(&ps->st.offered_bytes, obytes);
+	if (under)
+		ctr_add(&ps->st.underruns, under);
+	if (wd != wd0) {
+		ctr_set(&ps->st.wheel_depth, wd);
+		pl->held += wd - wd0;
+		pl->wheel_n += wd - wd0;
+	}
+	if (nd) {
+		ctr_add(&ps->st.released_packets, rpk);
+		ctr_add(&ps->st.released_bytes, rbytes);
+		if (same && d0)
+			due_flush_one(pl, due, nd, d0);
+		else
+			due_flush(pl, due, nd);
+	}
+	/* s12-R: release: the counter stores above happen before the even
+	 * value; pairs with the reader's acquire load of its first value
+	 * (sn_pipeline_run_seq()), as run()'s final store does. */
+	if (seq0 & 1)
+		return;
+	if (pl->n_touched)
+		pl->seq_staged = true;
+	else
+		__atomic_store_n(&pl->run_seq, seq0 + 2, __ATOMIC_RELEASE);
+}
+
+void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
+			      struct sn_port *const *dst, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i += BATCH)
+		submit_chunk(pl, in, pkts + i, dst + i, (uint16_t)RTE_MIN(n - i, BATCH));
+}
+
+void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf *m,
+			struct sn_port *dst)
+{
+	submit_chunk(pl, in, &m, &dst, 1);
+}
+/* ---- end s11-S per-burst submit ---------------------------------------- */
+
+/* s11-S: deliver the frames submit released (all of one port, in order).
+ * They were taken from their ring in this iteration, so the hold check of
+ * sn_pl_dispatch() cannot fire for them (the hold clock is the iteration's); the
+ * uplink path checks again when the arbiter releases them (sn_pl_uplink_tx). */
+static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
+{
+	const struct sn_port_table *t = pl->t;
+	struct rte_mbuf *up[BATCH];
+	uint16_t nu = 0;
+	/* s15-P5: the destination checks once per run of frames with the same
+	 * (dst, dst_gen): one snapshot of the port's state for the run, as if
+	 * the frames had been delivered at one instant (a port going down
+	 * meanwhile is seen by the next run or burst, as before by the next
+	 * frame). kind: 0 drop, 1 uplink, 2 VM port lp. */
+	uint32_t ldst = UINT32_MAX, lgen = 0;
+	unsigned kind = 0;
+	struct sn_port *lp = NULL;
+
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = due[i];
+		const struct meta *md = meta_of(pl, m);
+
+		if (md->dst == DST_FLOOD) {
+			/* rare: the general path, after the uplink copies
+			 * before it (order on the uplink) */
+			if (nu)
+				to_uplink_burst(pl, up, nu);
+			nu = 0;
+			sn_pl_dispatch(pl, m);
+			continue;
+		}
+		if (md->dst != ldst || md->dst_gen != lgen) {
+			struct sn_port *p = t->by_slot[md->dst];
+
+			ldst = md->dst;
+			lgen = md->dst_gen;
+			lp = p;
+			if (!p || p->gen != md->dst_gen || !sn_port_is_up(p))
+				kind = 0;
+			else
+				kind = p->type == SN_PORT_UPLINK ? 1 : 2;
+		}
+		if (kind == 1)
+			up[nu++] = m;
+		else if (kind == 2)
+			stage_vm(pl, lp, m);
+		else
+			drop(pl, m, SN_PL_DROP_DST_GONE);
+	}
+	if (nu)
+		to_uplink_burst(pl, up, nu);
+}
+
+/* s15-P5: due_flush() of frames that all have destination d (their meta's
+ * dst / dst_gen are d's): the destination is checked once for the burst
+ * (as due_flush() does per run of one destination) and the uplink's frames
+ * go to to_uplink_burst() as they are. */
+static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n,
+			  const struct sn_port *d)
+{
+	struct sn_port *p = pl->t->by_slot[d->slot];
+
+	if (!p || p->gen != d->gen || !sn_port_is_up(p)) {
+		for (uint16_t i = 0; i < n; i++)
+			drop(pl, due[i], SN_PL_DROP_DST_GONE);
+	} else if (p->type == SN_PORT_UPLINK) {
+		to_uplink_burst(pl, due, n);
+	} else {
+		for (uint16_t i = 0; i < n; i++)
+			stage_vm(pl, p, due[i]);
+	}
+}
+
+bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
+{
+	const struct pstate *ps = &pl->ps[in->slot];
+
+	if (ps->gen != in->gen) {
+		/* A new port in this slot the last apply did not see. */
+		pl->dirty = true;
+		return false;
+	}
+	return ps->shaped;
+}
+
+void sn_pipeline_flush(struct sn_pipeline *pl)
+{
+	sn_pl_flush_vm(pl);
+	if (pl->seq_staged) {
+		/* s12-R: the odd value of the submit that staged them (see
+		 * submit_chunk); release pairs with the reader's acquire load
+		 * of its first value (sn_pipeline_run_seq()). */
+		pl->seq_staged = false;
+		__atomic_store_n(&pl->run_seq, __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELEASE);
+	}
+}
+
+uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
+{
+	return pl->held;
+}
+
+/* s11-V3 (issue 7): see sn_pipeline.h. The port limit's next release
+ * time is max(LTS, now) + len / rate; a frame is stamped beyond the horizon
+ * when that passes now + horizon (less 1/64 of it: the wheel's front may
+ * trail pl->now by the slots not yet swept). Per frame at most the longest
+ * frame the port submitted so far (at least SN_PIPELINE_ROOM_FRAME_MIN; a
+ * longer one than ever before may still land beyond the horizon, once) at
+ * ns_byte + 1 ns per byte (an upper bound of 8e9 / rate). */
+uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
+			      uint16_t max)
+{
+	const struct pstate *ps = &pl->ps[in->slot];
+	uint64_t h, end, start, k;
+
+	if (ps->gen != in->gen || !ps->shaped || !ps->has_rate)
+		return max;
+	h = sn_twheel_horizon_ns(pl->wheel);
+	end = pl->now + h - h / 64;
+	start = RTE_MAX(ps->ts.lts, pl->now);
+	k = start < end ? (end - start) / ((uint64_t)RTE_MAX(ps->room_lmax,
+							       SN_PIPELINE_ROOM_FRAME_MIN) *
+					   (ps->ts.ns_byte + 1)) : 0;
+	if (k == 0 && ps->ts.lts <= pl->now)
+		k = 1;
+	return (uint16_t)RTE_MIN(k, (uint64_t)max);
+}
+
+uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)
+{
+	const struct pstate *ps = &pl->ps[in->slot];
+
+	int64_t h;
+
+	if (ps->gen != in->gen)
+		return 0;
+	/* Signed: sn_pl_apply() zeroes the counters of a slot that got a new port
+	 * while frames of the old one were still held; those drive it below
+	 * zero as they leave, and are no frames of `in`. Frames on their way
+	 * back from a remote arbiter are still held (returning - returned). */
+	h = (int64_t)(ps->st.wheel_depth + ps->st.qfq_backlog +
+		      __atomic_load_n(&ps->ast.qfq_backlog, __ATOMIC_ACQUIRE) +
+		      __atomic_load_n(&ps->a_returning, __ATOMIC_RELAXED) - ps->w_returned);
+	return h > 0 ? (uint64_t)h : 0;
+}
