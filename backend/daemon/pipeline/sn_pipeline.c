@@ -1,111 +1,48 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_pipeline.c — scheduled datapath (DESIGN.md "The pipeline"), in the
- * 1-core layout (worker + arbiter + dispatcher run to completion in one
- * loop) or the 2-core layout (worker | arbiter + dispatcher, PSPAT §3-4).
+/* sn_pipeline.c — the scheduled datapath: per-port rate limits and
+ * weighted sharing of the uplink for the frames of ports with a policy.
  *
- * Design.
- *  - Timestamping (Carousel §5.1.1): each shaped port with rate_bps > 0
- *    owns a sn_tstamp; a frame's Earliest Release Time is
- *    max(LTS + len/rate, now). The LTS is committed only when the frame is
- *    accepted by the wheel, so an overloaded port keeps exactly its rate.
- *  - Timing wheel (Carousel §5.1.2, Eiffel cFFS): one per worker, global
- *    node pool. A port rate is a hard limit, so the insert uses REJECT:
- *    a frame beyond the horizon is dropped and counted (the horizon bounds
- *    the queueing delay the shaper may add; backpressure into the guest's
- *    ring comes with deferred completions, issue 5).
- *  - Due frames: VM destinations are staged and enqueued at once (VM->VM
- *    keeps its limit, never waits behind the uplink). The uplink copy goes
- *    into the port's private client mailbox (PSPAT §3.1); the arbiter's
- *    do_scan (PSPAT Fig. 5) moves mailboxes into the scheduler (class =
- *    port slot, weight from policy; QFQ by default) and emulates the link
- *    at policy.uplink.rate_bps (+overhead_bytes per frame); released frames
- *    go to rte_eth_tx_burst on the uplink (arbiter = dispatcher, §3.3).
- *  - Live policy: the worker compares the generation of the RCU-published
- *    table with the one it applied; on change it updates rates in place
- *    (sn_tstamp_set keeps LTS, so a rate change never resets pacing),
- *    changes QFQ weights (decreases before increases, so the weight sum
- *    never exceeds the limit mid-update), removes classes of ports that lost
- *    their entry (their queued frames are counted as "policy" drops) and
- *    rebuilds the arbiter only when the algorithm changes.
- *  - Per burst (s11-S, issue 6 throughput): the switch submits a port's
- *    shaped frames as one burst (submit_chunk: counters once per burst;
- *    Carousel's fast path for a frame whose timestamp is not in the future
- *    while its port has nothing in the wheel; one mailbox publication per
- *    burst); in the 1-core layout the worker, being the arbiter thread,
- *    enqueues into the scheduler directly (arb_local).
- * Every frame is freed exactly once on every path; each drop has a cause.
+ * A frame of a shaped port is stamped with its release time and held in a
+ * timing wheel until then (Carousel, Saeed et al., SIGCOMM 2017: §5.1.1
+ * timestamps, §5.1.2 the wheel); frames due for a VM port are delivered at
+ * once, frames due for the uplink go through the port's client mailbox to
+ * an arbiter that schedules them with QFQ (Checconi, Rizzo, Valente,
+ * IEEE/ACM ToN 2013; DRR or FIFO by policy) at the emulated link rate and
+ * transmits what it releases (PSPAT, Rizzo et al., ACM SIGCOMM CCR 2018:
+ * §3.1 client mailboxes, §3.3 the arbiter as dispatcher, §3.4 one client
+ * list per core, Fig. 5 the scan).
  *
- * Two halves. The code is split into a WORKER half (submit, wheel, VM
- * delivery, apply_worker: rates) and an ARBITER half (sn_pl_apply_arb: algorithm,
- * link, classes and weights; do_scan; release to the uplink). In the 1-core
- * layout the worker calls both. In the 2-core layout (PSPAT §3, "the
- * arbiter runs on a dedicated core") sn_pipeline_arbiter_main() runs the
- * arbiter half on its own lcore; the halves then talk only through:
- *  - the client mailboxes (sn_mbox SPSC, worker -> arbiter) and the client
- *    list of the arbiter set the worker uses (PSPAT §3.4);
- *  - the return mailbox (sn_mbox SPSC, arbiter -> worker): frames the
- *    arbiter must not free (deferred-completion frames: their free writes
- *    the worker-owned used ring, sn_vqtx.h) and guest GSO frames (segmented
- *    by the switch on the worker) go back with a verdict in their meta
- *    (sent / drop cause / transmit-GSO); the worker frees or sends them.
- *    If the return mailbox is full the arbiter parks them and stops
- *    scanning until they are returned (backpressure, nothing lost);
- *  - per-slot a_ready flags (relaxed: the class exists in the arbiter's
- *    scheduler before the worker may push into that slot's mailbox; the
- *    arbiter applies the policy before each scan, so an item pushed after
- *    the flag was seen finds its class unless a newer policy removed it,
- *    then it is a "policy"/"no_class" drop as in the 1-core layout). A
- *    port whose class is not ready yet goes straight to the uplink on the
- *    worker's own TX queue (still rate-limited by its wheel);
- *  - arbiter-set publication on an algorithm change: the arbiter builds a
- *    new set (arbiter + mailboxes), publishes it (release; the worker's
- *    acquire in run()), keeps scanning the old one until the worker
- *    acknowledges (w_ack release -> arbiter acquire: every insert into the
- *    old mailboxes happened before) and only then drains and frees it.
- * Integration (s9): which half owns which feature.
- *  - Worker half: flow classification, class/flow/aggregate pacing and the
- *    NBA (sn_classify, issue 6: one sn_classify per worker, worker-owned),
- *    fair dropping in front of the arbiter (sn_fdrop: decided in
- *    to_uplink() before the client mailbox, so its state, its
- *    re-configuration in sn_pl_apply() and its stats publication all stay on the
- *    worker in both layouts), the restamp of the wheel on a rate change
- *    (restamp_wheel), the run() sequence counter (clock_consistent), VM
- *    delivery through the per-queue flow hash (multiqueue ports,
- *    sn_port_vhost_enqueue) and the deferred-completion hold classes
- *    (sn_vqtx_deadline: marked / unmarked frames).
- *  - Arbiter half: scheduler, link emulation, uplink transmit, arbiter
- *    stats. Per-class uplink counters are the only sn_classify counters
- *    of the arbiter half: the worker's sn_classify is not touched by a
- *    remote arbiter, which counts them in its own a_clup[][] (summed by
- *    sn_pipeline_class_uplink()). In the 1-core layout the worker scans
- *    after every wheel batch (issue 6: a stall releases up to
- *    MAX_BATCHES * BATCH frames, one scan at the end overflowed the
- *    mailboxes); in the 2-core layout the arbiter scans continuously.
- * Counters: each half writes its own copy (st: worker, ast: arbiter);
- * readers sum both, so every counter keeps one writer. The uplink's TX
- * counters written by a remote arbiter live in pl->up (sn_pipeline_uplink_tx).
- * Uplink TX queues: queue 0 belongs to the worker (unshaped traffic and
- * its fallbacks), queue 1 to the remote arbiter (sn_uplink_open with 2
- * TX queues in the 2-core layout).
+ *  - Timestamps: each shaped port with rate_bps > 0 owns a sn_tstamp; a
+ *    frame's release time is max(LTS + len / rate, now), with its flow
+ *    class or flow pacing and aggregate share (sn_classify) the max over
+ *    every policy it crosses. The LTS is committed only when the wheel
+ *    accepts the frame, so an overloaded port keeps exactly its rate.
+ *  - Wheel: one per worker; a port rate is a hard limit (a frame beyond
+ *    the horizon is a counted drop; a deferred-completion guest is
+ *    backpressured before that, sn_pipeline_src_room()). A frame whose
+ *    stamp is not in the future while its port has nothing in the wheel
+ *    skips it (Carousel's fast path; sn_pl_submit.c).
+ *  - Arbiter: class = port slot, weight from the policy; in layout 1core
+ *    worker 0 runs it after every wheel batch and enqueues into the
+ *    scheduler directly; in layouts 2core and ncore it runs on its own
+ *    lcore (sn_pipeline_arbiter_main) and transmits on its own TX queue.
+ *  - Live policy: a new generation of the RCU-published policy is applied
+ *    in place (sn_pl_apply.c): rates keep their LTS, queued frames are
+ *    restamped when a rate changes, weights decrease before they increase,
+ *    a removed class's frames are counted policy drops; the arbiter set is
+ *    rebuilt only when the algorithm changes.
+ *  - Return path: what a remote arbiter must not free goes back to its
+ *    worker (sn_pl_ret.c).
  *
- * N-core layout (s10, DESIGN.md "WORKER lcore c (owns a set of VM
- * queues; one Carousel silo)"; PSPAT §3.4 one client list per core).
- * W worker lcores, each with its own instance of this struct (one
- * Carousel silo each: wheel, port tstamps, sn_classify with its NBA
- * worker index, fair dropper, staging, return mailbox; the instance's
- * wk_id is stamped in every frame's meta) and one arbiter lcore running
- * the arbiter half of instance 0 (arbp). The arbiter set has one client
- * per (worker, port slot), all clients of a slot feeding the slot's
- * scheduler class, and one client list per worker, so every mailbox
- * keeps one producer. What the arbiter half writes per frame (ast,
- * a_returning, the return mailbox) belongs to the frame's own instance
- * (owner_of()), so each worker's src_held() and return path stay its
- * own; what it keeps per slot (a_ready, classes, weights, a_clup) lives
- * in instance 0. Worker k transmits on uplink TX queue k, the arbiter on
- * queue W. A port's rate_bps is enforced by each worker on the frames of
- * the queues it owns (per-silo state, as Carousel's per-core policies);
- * a limit shared exactly across workers is an aggregate (NBA). Shutdown:
- * see sn_pipeline_drain(). The 1- and 2-core layouts are this with W = 1.
+ * Threads and ownership: sn_pl_internal.h (the worker half struct
+ * sn_pipeline, one per worker lcore; the arbiter half struct sn_pl_arb;
+ * the contract of everything they share). Layout ncore: each worker is a
+ * Carousel silo (its wheel, tstamps, classes, fair dropper, return
+ * mailbox) that transmits on uplink TX queue k; the arbiter uses queue W.
+ * A port's rate_bps is enforced by each worker on the frames of the
+ * queues it owns; a limit shared exactly across workers is an aggregate
+ * (NBA). Every frame is freed exactly once on every path; each drop has a
+ * cause.
  */
 #include "sn_pl_internal.h"
 
@@ -139,6 +76,7 @@ void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *ar
  * count says yes. */
 static bool arb_will_count(const struct sn_pipeline *pl)
 {
+	const struct sn_pl_arb *a = pl->arb;
 	uint64_t in_arb;
 	const struct sn_arbiter *arb;
 
@@ -151,9 +89,9 @@ static bool arb_will_count(const struct sn_pipeline *pl)
 	in_arb = pl->held - pl->wheel_n;
 	if (!in_arb)
 		return false;
-	if (pl->aset_old || !pl->aset)
+	if (a->aset_old || !a->aset)
 		return true;
-	arb = pl->aset->arb;
+	arb = a->aset->arb;
 	return in_arb != sn_arbiter_backlog(arb) ||
 	       (int64_t)(sn_arbiter_link_idle(arb) - pl->now) <= 0;
 }
@@ -161,6 +99,7 @@ static bool arb_will_count(const struct sn_pipeline *pl)
 void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 {
 	const struct sn_policy *pol = sn_policy_current(pl->store);
+	struct sn_pl_arb *a = pl->arb;
 	void *items[BATCH];
 	unsigned got, batches = 0;
 	uint64_t seq;
@@ -170,12 +109,12 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	pl->t = t;
 	if (pl->split) {
 		/* Acquire pairs with the release in sn_pl_apply_arb(). */
-		struct arbset *a = __atomic_load_n(&pl->arbp->aset_pub, __ATOMIC_ACQUIRE);
+		struct arbset *as = __atomic_load_n(&a->aset_pub, __ATOMIC_ACQUIRE);
 
-		if (a != pl->w_aset) {
-			pl->w_aset = a;
+		if (as != pl->w_aset) {
+			pl->w_aset = as;
 			/* Release: pairs with the acquire in sn_pl_arb_round(). */
-			__atomic_store_n(&pl->w_ack, a, __ATOMIC_RELEASE);
+			__atomic_store_n(&pl->w_ack, as, __ATOMIC_RELEASE);
 		}
 		sn_pl_ret_service(pl);
 	}
@@ -183,10 +122,10 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		seq_counting(pl);
 		sn_pl_apply(pl, pol, t);
 	}
-	if (!pl->split && (pol->gen != pl->a_pol_gen || sn_pl_arb_table_stale(pl, t))) {
+	if (!pl->split && (pol->gen != a->pol_gen || sn_pl_arb_table_stale(a, t))) {
 		seq_counting(pl);
-		sn_pl_apply_arb(pl, pol, t);
-		pl->w_aset = pl->aset;
+		sn_pl_apply_arb(a, pol, t);
+		pl->w_aset = a->aset;
 	}
 	/* The first batch before the clock: a run that releases nothing and
 	 * whose arbiter sends nothing leaves the counters as they are, so its
@@ -200,7 +139,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		for (unsigned i = 0; i < got; i++) {
 			struct rte_mbuf *m = items[i];
 
-			struct pstate *ps = &pl->ps[meta_of(pl, m)->src];
+			struct wslot *ps = &pl->ps[meta_of(pl, m)->src];
 
 			ctr_add(&ps->st.wheel_depth, -1ull);
 			ctr_add(&ps->st.released_packets, 1);
@@ -219,16 +158,16 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		 * (mbox_size 512) and they were lost as mailbox_full although
 		 * the link had room. (2-core: the arbiter scans on its own.) */
 		if (!pl->split && pl->held)
-			sn_pl_arb_round(pl, pol, t, pl->now);
+			sn_pl_arb_round(a, pol, t, pl->now);
 		if (got < BATCH || ++batches >= MAX_BATCHES)
 			break;
 		got = sn_twheel_extract(pl->wheel, pl->now, items, BATCH);
 	}
 	if (!pl->split && !pl->held) {
-		ctr_set(&pl->arb_clock_ns, pl->now);
-		if ((int64_t)(pl->now - pl->a_next_stats) >= 0) {
-			sn_pl_publish_arb_stats(pl);
-			pl->a_next_stats = pl->now + STATS_EVERY_NS;
+		ctr_set(&a->clock_ns, pl->now);
+		if ((int64_t)(pl->now - a->next_stats) >= 0) {
+			sn_pl_publish_arb_stats(a);
+			a->next_stats = pl->now + STATS_EVERY_NS;
 		}
 	}
 	/* Worker-half periodic work (its own timer in both layouts). */
@@ -261,22 +200,13 @@ void sn_pipeline_count_sleep(struct sn_pipeline *pl, uint64_t ns)
 	ctr_add(&pl->wts.sleep_ns, ns);
 }
 
-/* Worker k's instance: its worker half (wheel, classes, return mailbox;
- * instance 0 also carries the arbiter half). NULL + errno. */
-static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
-					   struct sn_policy_store *pol, unsigned k,
-					   struct sn_pipeline *arbp)
+/* Worker k's half: wheel, flow classes, return mailbox (split). NULL +
+ * errno. */
+static struct sn_pipeline *worker_create(const struct sn_pipeline_config *cfg,
+					 struct sn_policy_store *pol, unsigned k,
+					 struct sn_pl_shared *sh, int meta_off, int lag_off)
 {
-	static const struct rte_mbuf_dynfield desc = {
-		.name = "sn_pipeline_meta",
-		.size = sizeof(struct meta),
-		.align = __alignof__(struct meta),
-	};
-	static const struct rte_mbuf_dynfield lag_desc = {   /* s12-I2 */
-		.name = "sn_pipeline_agg_lag",
-		.size = sizeof(int32_t),
-		.align = __alignof__(int32_t),
-	};
+	struct sn_pl_arb *a = &sh->arb;
 	struct sn_pipeline *pl;
 	int e;
 
@@ -286,37 +216,21 @@ static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
 		return NULL;
 	}
 	pl->wk_id = k;
-	pl->n_wk = cfg->workers ? cfg->workers : 1;
-	pl->arbp = arbp ? arbp : pl;
+	pl->n_wk = sh->n_wk;
 	pl->txq = (uint16_t)k;
-	pl->store = pol;
-	pl->cfg = *cfg;
 	pl->split = cfg->split;
-	pl->arb_remote = cfg->split;
-	pl->arb_txq = cfg->split ? (uint16_t)pl->n_wk : 0;
-	pl->reg = cfg->reg;
-	pl->idle_sleep_us = cfg->idle_sleep_us;
-	pl->meta_off = rte_mbuf_dynfield_register(&desc);
-	pl->lag_off = rte_mbuf_dynfield_register(&lag_desc);
-	if (pl->meta_off < 0 || pl->lag_off < 0) {
-		e = rte_errno;
-		goto free_pl;
-	}
+	pl->meta_off = meta_off;
+	pl->lag_off = lag_off;
+	pl->pool_nodes = cfg->pool_nodes;
+	pl->store = pol;
+	pl->sh = sh;
+	pl->arb = a;
+	pl->actr = a->ctr[k];
 	if (cfg->split) {
 		pl->ret = sn_mbox_create(RET_MBOX_SIZE, NULL);
-		if (!pl->ret || !cfg->reg) {
-			e = !cfg->reg ? EINVAL : ENOMEM;
-			goto free_ret;
-		}
-	}
-	if (cfg->split && !arbp) {
-		/* Park room for every frame the arbiter can hold: all
-		 * mailboxes and class queues of two sets (during a switch). */
-		pl->pend_cap = 2u * SN_PORT_MAX * (pl->n_wk * cfg->mbox_size + cfg->queue_len);
-		pl->pend = rte_malloc("sn_pipeline_pend", pl->pend_cap * sizeof(pl->pend[0]), 0);
-		if (!pl->pend) {
+		if (!pl->ret) {
 			e = ENOMEM;
-			goto free_ret;
+			goto free_pl;
 		}
 	}
 	pl->now = now_ns();
@@ -336,8 +250,7 @@ static struct sn_pipeline *instance_create(const struct sn_pipeline_config *cfg,
 		e = errno;
 		goto free_ret;
 	}
-	/* issue 6: worker k of the NBA. */
-	pl->cls = sn_classify_create(k, cfg->max_flows, SOCKET_ID_ANY);
+	pl->cls = sn_classify_create(k, cfg->max_flows, SOCKET_ID_ANY);   /* NBA worker k */
 	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;
@@ -348,69 +261,128 @@ free_wheel:
 free_ret:
 	rte_free(pl->restamp_buf);
 	sn_mbox_free(pl->ret);
-	rte_free(pl->pend);
 free_pl:
 	rte_free(pl);
 	errno = e;
 	return NULL;
 }
 
-static void instance_free(struct sn_pipeline *pl)
+static void worker_free(struct sn_pipeline *pl)
 {
 	sn_fdrop_free(pl->fd);
 	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
 	rte_free(pl->restamp_buf);
 	sn_mbox_free(pl->ret);
-	rte_free(pl->pend);
 	rte_free(pl);
+}
+
+/* The arbiter half's read-mostly part and its allocations (its sets
+ * follow once the workers exist). */
+static int arb_init(struct sn_pl_arb *a, const struct sn_pipeline_config *cfg,
+		    struct sn_policy_store *pol, struct sn_pl_shared *sh, int meta_off)
+{
+	a->n_wk = sh->n_wk;
+	a->txq = cfg->split ? (uint16_t)a->n_wk : 0;
+	a->split = cfg->split;
+	a->remote = cfg->split;
+	a->meta_off = meta_off;
+	a->idle_sleep_us = cfg->idle_sleep_us;
+	a->cfg = *cfg;
+	a->store = pol;
+	a->reg = cfg->reg;
+	a->sh = sh;
+	a->ctr = rte_zmalloc("sn_pipeline_actr", a->n_wk * sizeof(*a->ctr), RTE_CACHE_LINE_SIZE);
+	if (!a->ctr)
+		return ENOMEM;
+	if (cfg->split) {
+		/* Park room for every frame the arbiter can hold: all
+		 * mailboxes and class queues of two sets (during a switch). */
+		a->pend_cap = 2u * SN_PORT_MAX * (a->n_wk * cfg->mbox_size + cfg->queue_len);
+		a->pend = rte_malloc("sn_pipeline_pend", a->pend_cap * sizeof(a->pend[0]), 0);
+		if (!a->pend)
+			return ENOMEM;
+	}
+	return 0;
+}
+
+static void shared_free(struct sn_pl_shared *sh)
+{
+	for (unsigned k = 0; k < sh->n_wk; k++)
+		if (sh->wk[k])
+			worker_free(sh->wk[k]);
+	rte_free(sh->arb.pend);
+	rte_free(sh->arb.ctr);
+	rte_free(sh);
 }
 
 struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 				       struct sn_policy_store *pol)
 {
+	static const struct rte_mbuf_dynfield desc = {
+		.name = "sn_pipeline_meta",
+		.size = sizeof(struct meta),
+		.align = __alignof__(struct meta),
+	};
+	static const struct rte_mbuf_dynfield lag_desc = {
+		.name = "sn_pipeline_agg_lag",
+		.size = sizeof(int32_t),
+		.align = __alignof__(int32_t),
+	};
 	const unsigned n = cfg->workers ? cfg->workers : 1;
-	struct sn_pipeline *pl;
-	int e;
+	struct sn_pl_shared *sh;
+	struct sn_pl_arb *a;
+	int meta_off, lag_off, e;
 
-	if (n > SN_PIPELINE_WORKERS_MAX || (n > 1 && !cfg->split)) {
+	if (n > SN_PIPELINE_WORKERS_MAX || (n > 1 && !cfg->split) || (cfg->split && !cfg->reg)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	pl = instance_create(cfg, pol, 0, NULL);
-	if (!pl)
+	meta_off = rte_mbuf_dynfield_register(&desc);
+	lag_off = rte_mbuf_dynfield_register(&lag_desc);
+	if (meta_off < 0 || lag_off < 0) {
+		errno = rte_errno;
 		return NULL;
-	pl->wk[0] = pl;
-	for (unsigned k = 1; k < n; k++) {
-		pl->wk[k] = instance_create(cfg, pol, k, pl);
-		if (!pl->wk[k]) {
-			e = errno;
-			goto free_wk;
-		}
 	}
-	pl->aset = sn_pl_aset_create(pl, SN_SCHED_QFQ);
-	if (!pl->aset) {
-		e = errno;
-		goto free_wk;
+	sh = rte_zmalloc("sn_pipeline_shared", sizeof(*sh), RTE_CACHE_LINE_SIZE);
+	if (!sh) {
+		errno = ENOMEM;
+		return NULL;
 	}
-	pl->aset_pub = pl->aset;
+	sh->n_wk = n;
+	a = &sh->arb;
+	e = arb_init(a, cfg, pol, sh, meta_off);
+	if (e)
+		goto free_sh;
 	for (unsigned k = 0; k < n; k++) {
-		pl->wk[k]->w_aset = pl->aset;
-		pl->wk[k]->w_ack = pl->aset;
+		sh->wk[k] = worker_create(cfg, pol, k, sh, meta_off, lag_off);
+		if (!sh->wk[k]) {
+			e = errno;
+			goto free_sh;
+		}
+		a->ret[k] = sh->wk[k]->ret;
 	}
-	return pl;
-free_wk:
-	for (unsigned k = 1; k < n; k++)
-		if (pl->wk[k])
-			instance_free(pl->wk[k]);
-	instance_free(pl);
+	a->local = sh->wk[0];
+	a->aset = sn_pl_aset_create(a, SN_SCHED_QFQ);
+	if (!a->aset) {
+		e = errno;
+		goto free_sh;
+	}
+	a->aset_pub = a->aset;
+	for (unsigned k = 0; k < n; k++) {
+		sh->wk[k]->w_aset = a->aset;
+		sh->wk[k]->w_ack = a->aset;
+	}
+	return sh->wk[0];
+free_sh:
+	shared_free(sh);
 	errno = e;
 	return NULL;
 }
 
 struct sn_pipeline *sn_pipeline_worker(const struct sn_pipeline *pl, unsigned k)
 {
-	return k < pl->arbp->n_wk ? pl->arbp->wk[k] : NULL;
+	return k < pl->n_wk ? pl->sh->wk[k] : NULL;
 }
 
 unsigned sn_pipeline_workers(const struct sn_pipeline *pl)
@@ -434,7 +406,7 @@ static void drain_wheel(struct sn_pipeline *pl)
 }
 
 /* Arbiter half: drop whatever the arbiter sets still hold. */
-static void drain_asets(struct sn_pipeline *a)
+static void drain_asets(struct sn_pl_arb *a)
 {
 	if (a->aset_old) {
 		sn_pl_aset_destroy(a, a->aset_old);
@@ -449,12 +421,12 @@ static void drain_asets(struct sn_pipeline *a)
 /* Worker half of pl: its return mailbox and its parked returns. */
 static void drain_returns(struct sn_pipeline *pl)
 {
-	struct sn_pipeline *a = pl->arbp;
+	const struct sn_pl_arb *a = pl->arb;
 
 	if (pl->ret)
 		sn_pl_ret_service(pl);
 	for (uint32_t i = 0; i < a->n_pend; i++)
-		if (meta_of(a, a->pend[i])->wk == pl->wk_id)
+		if (meta_of(pl, a->pend[i])->wk == pl->wk_id)
 			sn_pl_ret_handle(pl, a->pend[i]);
 }
 
@@ -467,19 +439,20 @@ static void wait_flag(const uint32_t *f, uint32_t v)
 
 void sn_pipeline_drain(struct sn_pipeline *pl)
 {
-	struct sn_pipeline *a = pl->arbp;
+	struct sn_pl_shared *sh = pl->sh;
+	struct sn_pl_arb *a = pl->arb;
 
 	if (pl->drained)
 		return;
-	if (a->n_wk == 1) {
+	if (sh->n_wk == 1) {
 		/* The arbiter lcore (if any) has returned: from here on the
 		 * arbiter half runs on this thread (the worker) and frees
 		 * what it holds. */
-		pl->arb_remote = false;
+		a->remote = false;
 		drain_returns(pl);
-		pl->n_pend = 0;
+		a->n_pend = 0;
 		drain_wheel(pl);
-		drain_asets(pl);
+		drain_asets(a);
 		pl->drained = true;
 		return;
 	}
@@ -488,21 +461,21 @@ void sn_pipeline_drain(struct sn_pipeline *pl)
 	 * the arbiter returned, then arrives; 2: once all arrived (nobody
 	 * pushes into a client mailbox any more), worker 0 drops what the
 	 * arbiter sets hold, returning other workers' deferred frames
-	 * through their return mailboxes (arb_remote: sn_pl_a_drop returns every
+	 * through their return mailboxes (remote: sn_pl_a_drop returns every
 	 * deferred frame, worker 0's own included), and says done; 3: each
 	 * worker takes its returns and its parked frames (pend is read-only
 	 * from here on). */
 	drain_wheel(pl);
 	if (pl->ret)
 		sn_pl_ret_service(pl);
-	__atomic_fetch_add(&a->drain_arrived, 1, __ATOMIC_RELEASE);
-	if (pl == a) {
-		wait_flag(&a->drain_arrived, a->n_wk);
-		a->arb_remote = true;
+	__atomic_fetch_add(&sh->drain_arrived, 1, __ATOMIC_RELEASE);
+	if (pl->wk_id == 0) {
+		wait_flag(&sh->drain_arrived, sh->n_wk);
+		a->remote = true;
 		drain_asets(a);
-		__atomic_store_n(&a->drain_done, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&sh->drain_done, 1, __ATOMIC_RELEASE);
 	} else {
-		wait_flag(&a->drain_done, 1);
+		wait_flag(&sh->drain_done, 1);
 	}
 	drain_returns(pl);
 	pl->drained = true;
@@ -510,12 +483,17 @@ void sn_pipeline_drain(struct sn_pipeline *pl)
 
 void sn_pipeline_destroy(struct sn_pipeline *pl)
 {
+	struct sn_pl_shared *sh;
+	struct sn_pl_arb *a;
+
 	if (!pl)
 		return;
+	sh = pl->sh;
+	a = &sh->arb;
 	/* Workers never ran or all returned: nothing runs concurrently. A
 	 * worker that never ran held no frame of a deferred port. */
-	for (unsigned k = 0; k < pl->n_wk; k++) {
-		struct sn_pipeline *w = pl->wk[k];
+	for (unsigned k = 0; k < sh->n_wk; k++) {
+		struct sn_pipeline *w = sh->wk[k];
 
 		if (!w->drained) {
 			drain_wheel(w);
@@ -523,14 +501,12 @@ void sn_pipeline_destroy(struct sn_pipeline *pl)
 				sn_pl_ret_service(w);
 		}
 	}
-	if (!pl->drained) {
-		pl->arb_remote = false;
-		drain_asets(pl);
-		for (uint32_t i = 0; i < pl->n_pend; i++)
-			sn_pl_ret_handle(owner_of(pl, pl->pend[i]), pl->pend[i]);
+	if (!sh->wk[0]->drained) {   /* worker 0's drain drains the arbiter sets */
+		a->remote = false;
+		drain_asets(a);
+		for (uint32_t i = 0; i < a->n_pend; i++)
+			sn_pl_ret_handle(sh->wk[meta_at(a->meta_off, a->pend[i])->wk], a->pend[i]);
 	}
-	pl->n_pend = 0;
-	for (unsigned k = 1; k < pl->n_wk; k++)
-		instance_free(pl->wk[k]);
-	instance_free(pl);
+	a->n_pend = 0;
+	shared_free(sh);
 }

@@ -43,7 +43,7 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
 
 	SN_VERIFY(n == pl->wheel_n);   /* s12-R: the O(1) count arb_will_count() uses */
 
-	if (n == 0 || n > pl->cfg.pool_nodes) {
+	if (n == 0 || n > pl->pool_nodes) {
 		if (n)
 			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
 		return 0;
@@ -106,7 +106,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 	uint64_t k;
 
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		struct pstate *ps = &pl->ps[s];
+		struct wslot *ps = &pl->ps[s];
 
 		relay[s] = changed[s];
 		if (!changed[s] && cls_changed[s] && ps->has_rate) {
@@ -123,7 +123,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 		 * counters and the restamp below are the class's own */
 		const uint8_t cls = md->cls = sn_classify_moved(pl->cls, md->src)
 			? sn_classify_renumber(pl->cls, md->src, md->cls) : md->cls;
-		struct pstate *ps = &pl->ps[md->src];
+		struct wslot *ps = &pl->ps[md->src];
 		struct sn_classify_res r = { .slot = md->src, .cls = cls };
 		struct sn_tstamp_next nx, cnx;
 		struct sn_tstamp *cts = NULL;
@@ -235,15 +235,13 @@ void sn_pl_restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 	}
 }
 
-/* Arbiter half (s14-R4): the remote arbiter's per-class uplink counters
- * follow their class (policy.set's identity: its name) when classes move
- * in the list or go away, as the worker's sn_classify counters do. s15-R5:
- * by the map sn_classify_apply_port() built for worker 0 (old index ->
- * new, SN_CLASSIFY_NONE: gone), handed over by sn_pl_clup_publish(), instead of
- * a second match by name here. Frames in flight between the wheel and the
- * uplink at the change (the mailbox and the scheduler's queues) carry
- * their class's old index and count there. */
-static void clup_follow(struct pstate *ps, const uint8_t *map)
+/* Arbiter half: the remote arbiter's per-class uplink counters follow
+ * their class (policy.set's identity: its name) when classes move in the
+ * list or go away, as the worker's sn_classify counters do, by the map
+ * sn_classify_apply_port() built for worker 0 (old index -> new,
+ * SN_CLASSIFY_NONE: gone). Frames in flight between the wheel and the
+ * uplink at the change carry their class's old index and count there. */
+static void clup_follow(struct aslot *as, const uint8_t *map)
 {
 	uint64_t nw[SN_POLICY_CLASSES_MAX][2] = { { 0 } };
 
@@ -251,12 +249,12 @@ static void clup_follow(struct pstate *ps, const uint8_t *map)
 		if (map[j] == SN_CLASSIFY_NONE)
 			continue;
 		SN_VERIFY(map[j] < SN_POLICY_CLASSES_MAX);
-		nw[map[j]][0] = ps->a_clup[j][0];
-		nw[map[j]][1] = ps->a_clup[j][1];
+		nw[map[j]][0] = as->clup[j][0];
+		nw[map[j]][1] = as->clup[j][1];
 	}
 	for (unsigned i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
-		ctr_set(&ps->a_clup[i][0], nw[i][0]);
-		ctr_set(&ps->a_clup[i][1], nw[i][1]);
+		ctr_set(&as->clup[i][0], nw[i][0]);
+		ctr_set(&as->clup[i][1], nw[i][1]);
 	}
 }
 
@@ -284,138 +282,146 @@ static void clup_compose(struct sn_pipeline *pl)
 }
 
 /* Worker 0: hand the composed maps to the arbiter half once it has taken
- * the previous ones (else later: sn_pl_apply() and run()'s periodic work). */
+ * the previous ones (else later: apply() and run()'s periodic work). */
 void sn_pl_clup_publish(struct sn_pipeline *pl)
 {
-	const uint32_t seq = __atomic_load_n(&pl->clup_seq, __ATOMIC_RELAXED);
+	struct sn_pl_arb *a = pl->arb;
+	const uint32_t seq = __atomic_load_n(&a->clup_seq, __ATOMIC_RELAXED);
 
-	/* Acquire pairs with the release of clup_ack in sn_pl_clup_take(): the
-	 * arbiter half has read the maps about to be overwritten. */
-	if (!pl->clup_pending || __atomic_load_n(&pl->clup_ack, __ATOMIC_ACQUIRE) != seq)
+	/* Acquire pairs with the release of clup_ack in sn_pl_clup_take():
+	 * the arbiter half has read the maps about to be overwritten. */
+	if (!pl->clup_pending || __atomic_load_n(&a->clup_ack, __ATOMIC_ACQUIRE) != seq)
 		return;
-	memcpy(pl->clup_map, pl->clup_pend, sizeof(pl->clup_map));
-	memcpy(pl->clup_moved, pl->clup_pend_moved, sizeof(pl->clup_moved));
+	memcpy(a->clup_map, pl->clup_pend, sizeof(a->clup_map));
+	memcpy(a->clup_moved, pl->clup_pend_moved, sizeof(a->clup_moved));
 	memset(pl->clup_pend_moved, 0, sizeof(pl->clup_pend_moved));
 	pl->clup_pending = false;
 	/* Release: pairs with the acquire in sn_pl_clup_take(): the maps are written. */
-	__atomic_store_n(&pl->clup_seq, seq + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&a->clup_seq, seq + 1, __ATOMIC_RELEASE);
 }
 
-/* Arbiter half (instance 0): apply maps worker 0 published, if any. */
-void sn_pl_clup_take(struct sn_pipeline *pl)
+/* Arbiter half: apply the maps worker 0 published, if any. */
+void sn_pl_clup_take(struct sn_pl_arb *a)
 {
 	/* Acquire pairs with the release in sn_pl_clup_publish(). */
-	const uint32_t seq = __atomic_load_n(&pl->clup_seq, __ATOMIC_ACQUIRE);
+	const uint32_t seq = __atomic_load_n(&a->clup_seq, __ATOMIC_ACQUIRE);
 
-	if (seq == __atomic_load_n(&pl->clup_ack, __ATOMIC_RELAXED))
+	if (seq == __atomic_load_n(&a->clup_ack, __ATOMIC_RELAXED))
 		return;
 	for (unsigned s = 0; s < SN_PORT_MAX; s++)
-		if (pl->clup_moved[s])
-			clup_follow(&pl->ps[s], pl->clup_map[s]);
+		if (a->clup_moved[s])
+			clup_follow(&a->slot[s], a->clup_map[s]);
 	/* Release: pairs with the acquire in sn_pl_clup_publish(): the maps were read. */
-	__atomic_store_n(&pl->clup_ack, seq, __ATOMIC_RELEASE);
+	__atomic_store_n(&a->clup_ack, seq, __ATOMIC_RELEASE);
+}
+
+/* Arbiter half: a new scheduling algorithm means a new arbiter set. A
+ * remote arbiter keeps scanning the old one until every worker pushes
+ * into the new one (sn_pl_arb_round()); on ENOMEM the old algorithm
+ * stays (logged). */
+static void apply_algo(struct sn_pl_arb *a, const struct sn_policy *pol)
+{
+	struct arbset *n;
+
+	a->algo_retry = pol->uplink.algo != a->aset->algo && a->aset_old;
+	if (pol->uplink.algo == a->aset->algo || a->aset_old)
+		return;
+	n = sn_pl_aset_create(a, pol->uplink.algo);
+	if (!n) {
+		sn_log("policy: cannot switch the scheduler to %s: %s",
+		       sn_sched_algo_name(pol->uplink.algo), strerror(errno));
+		return;
+	}
+	if (a->remote) {
+		a->aset_old = a->aset;
+		a->aset = n;
+	} else {
+		sn_pl_aset_destroy(a, a->aset);
+		a->aset = n;
+	}
+	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		a->slot[s].has_class = false;
+		a->slot[s].weight = 0;
+	}
 }
 
 /* Arbiter half: the policy's algorithm, link and per-port classes. */
-void sn_pl_apply_arb(struct sn_pipeline *pl, const struct sn_policy *pol,
-		      const struct sn_port_table *t)
+void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
+		     const struct sn_port_table *t)
 {
 	const struct sn_policy_port *want[SN_PORT_MAX];
 	struct sn_sched *sch;
 
-	pl->a_algo_retry = pol->uplink.algo != pl->aset->algo && pl->aset_old;
-	if (pol->uplink.algo != pl->aset->algo && !pl->aset_old) {
-		struct arbset *n = sn_pl_aset_create(pl, pol->uplink.algo);
-
-		/* On ENOMEM keep the old algorithm (and say so). */
-		if (!n) {
-			sn_log("policy: cannot switch the scheduler to %s: %s",
-			       sn_sched_algo_name(pol->uplink.algo), strerror(errno));
-		} else if (pl->arb_remote) {
-			/* The worker still pushes into the old set: scan it
-			 * until it acknowledges the new one (run()). */
-			pl->aset_old = pl->aset;
-			pl->aset = n;
-		} else {
-			sn_pl_aset_destroy(pl, pl->aset);
-			pl->aset = n;
-		}
-		if (n) {
-			for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-				pl->ps[s].a_has_class = false;
-				pl->ps[s].a_weight = 0;
-			}
-		}
-	}
-	sch = sn_arbiter_sched(pl->aset->arb);
-	SN_VERIFY(sn_arbiter_set_link(pl->aset->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
+	apply_algo(a, pol);
+	sch = sn_arbiter_sched(a->aset->arb);
+	SN_VERIFY(sn_arbiter_set_link(a->aset->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
 				      : SN_ARBITER_MAX_LINK_BPS, pol->uplink.overhead_bytes) == 0);
-	pl->a_uplink = NULL;
+	a->uplink = NULL;
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		struct sn_port *p = t->by_slot[s];
-		struct pstate *ps = &pl->ps[s];
+		struct aslot *as = &a->slot[s];
 
 		if (p && p->type == SN_PORT_UPLINK)
-			pl->a_uplink = p;
+			a->uplink = p;
 		want[s] = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
-		if (!p || ps->a_gen != p->gen) {
+		if (!p || as->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh counters. */
-			ps->a_gen = p ? p->gen : 0;
-			for (unsigned k = 0; k < pl->n_wk; k++) {
-				struct pstate *wps = &pl->wk[k]->ps[s];
+			as->gen = p ? p->gen : 0;
+			for (unsigned k = 0; k < a->n_wk; k++) {
+				struct sn_pipeline_port_stats *st = &a->ctr[k][s].st;
 
-				for (size_t i = 0; i < sizeof(wps->ast) / sizeof(uint64_t); i++)
-					ctr_set((uint64_t *)&wps->ast + i, 0);
+				for (size_t i = 0; i < sizeof(*st) / sizeof(uint64_t); i++)
+					ctr_set((uint64_t *)st + i, 0);
 			}
 			for (size_t i = 0; i < SN_POLICY_CLASSES_MAX; i++) {
-				ctr_set(&ps->a_clup[i][0], 0);
-				ctr_set(&ps->a_clup[i][1], 0);
+				ctr_set(&as->clup[i][0], 0);
+				ctr_set(&as->clup[i][1], 0);
 			}
 		}
 	}
 	/* Pass 1: removals and weight decreases, so pass 2 never exceeds
 	 * the scheduler's weight sum (the policy's sum is validated). */
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		struct pstate *ps = &pl->ps[s];
+		struct aslot *as = &a->slot[s];
 
-		if (!ps->a_has_class)
+		if (!as->has_class)
 			continue;
 		if (!want[s]) {
-			__atomic_store_n(&ps->a_ready, false, __ATOMIC_RELAXED);
-			SN_VERIFY(sn_sched_class_del(sch, s, sn_pl_class_drop, pl->aset) == 0);
-			pl->aset->weight[s] = 0;
-			ps->a_has_class = false;
-		} else if (want[s]->weight < ps->a_weight) {
+			__atomic_store_n(&as->ready, false, __ATOMIC_RELAXED);
+			SN_VERIFY(sn_sched_class_del(sch, s, sn_pl_class_drop, a->aset) == 0);
+			a->aset->weight[s] = 0;
+			as->has_class = false;
+		} else if (want[s]->weight < as->weight) {
 			SN_VERIFY(sn_sched_class_change(sch, s, want[s]->weight,
-							pl->aset->lmax[s]) == 0);
-			ps->a_weight = want[s]->weight;
-			pl->aset->weight[s] = ps->a_weight;
+							a->aset->lmax[s]) == 0);
+			as->weight = want[s]->weight;
+			a->aset->weight[s] = as->weight;
 		}
 	}
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
-		struct pstate *ps = &pl->ps[s];
+		struct aslot *as = &a->slot[s];
 		const struct sn_policy_port *w = want[s];
 
 		if (!w)
 			continue;
-		if (!ps->a_has_class) {
+		if (!as->has_class) {
 			SN_VERIFY(sn_sched_class_add(sch, s, w->weight, CLASS_LMAX_INIT) == 0);
-			ps->a_has_class = true;
-			ps->a_weight = w->weight;
-			pl->aset->weight[s] = w->weight;
-			pl->aset->lmax[s] = CLASS_LMAX_INIT;
-		} else if (w->weight > ps->a_weight) {
-			SN_VERIFY(sn_sched_class_change(sch, s, w->weight, pl->aset->lmax[s]) == 0);
-			ps->a_weight = w->weight;
-			pl->aset->weight[s] = w->weight;
+			as->has_class = true;
+			as->weight = w->weight;
+			a->aset->weight[s] = w->weight;
+			a->aset->lmax[s] = CLASS_LMAX_INIT;
+		} else if (w->weight > as->weight) {
+			SN_VERIFY(sn_sched_class_change(sch, s, w->weight, a->aset->lmax[s]) == 0);
+			as->weight = w->weight;
+			a->aset->weight[s] = w->weight;
 		}
-		__atomic_store_n(&ps->a_ready, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&as->ready, true, __ATOMIC_RELAXED);
 	}
-	pl->a_pol_gen = pol->gen;
-	pl->a_t_seen = t;
+	a->pol_gen = pol->gen;
+	a->t_seen = t;
 	/* Release: pairs with the worker's acquire in run() (the new set's
 	 * mailboxes are initialised before the worker may push into them). */
-	__atomic_store_n(&pl->aset_pub, pl->aset, __ATOMIC_RELEASE);
+	__atomic_store_n(&a->aset_pub, a->aset, __ATOMIC_RELEASE);
 }
 
 /* Worker half: rates, shaping flags, uplink pointer. */
@@ -429,7 +435,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 	apply_fair(pl, pol);
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		struct sn_port *p = t->by_slot[s];
-		struct pstate *ps = &pl->ps[s];
+		struct wslot *ps = &pl->ps[s];
 		const struct sn_policy_port *w;
 
 		if (p && p->type == SN_PORT_UPLINK)
@@ -474,11 +480,11 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 	if (any_change)
 		restamp_wheel(pl, changed, cls_changed);
 	if (pl->wk_id == 0) {
-		/* s15-R5: a_clup follows this renumbering (1-core: at once) */
+		/* the arbiter's clup follows this renumbering (1core: at once) */
 		clup_compose(pl);
 		sn_pl_clup_publish(pl);
 		if (!pl->split)
-			sn_pl_clup_take(pl);
+			sn_pl_clup_take(pl->arb);
 	}
 	pl->pol_gen = pol->gen;
 	pl->t_seen = t;

@@ -1,82 +1,94 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_pl_ret.c — the return mailbox (arbiter -> worker) and the drops of either half. */
+/* sn_pl_ret.c — the return mailbox (arbiter -> worker, PSPAT's arbiter
+ * never frees what only the worker may free) and the arbiter half's drops.
+ *
+ * A remote arbiter must not free a deferred-completion frame (its free
+ * callback writes the worker-owned used ring, sn_vqtx.h) nor segment a
+ * guest GSO frame (the switch's hook runs on the worker). It hands such a
+ * frame back to the worker that submitted it, with a verdict in its meta
+ * (sent / drop cause / transmit-GSO), through that worker's SPSC return
+ * mailbox; the worker frees or transmits it in run(). If the mailbox is
+ * full the frame is parked and the arbiter stops scanning until the park
+ * is empty again (backpressure, nothing lost). A returned frame stays
+ * counted in src_held() until the worker freed it.
+ */
 #include "sn_pl_internal.h"
 
-/* Arbiter half: hand m back to the worker with a verdict. The return
- * mailbox is SPSC (this thread -> worker); when it is full the frame is
- * parked (pend has room for every frame the arbiter can hold) and the
- * arbiter stops scanning until sn_pl_ret_flush() emptied the park. */
-void sn_pl_ret_push(struct sn_pipeline *pl, struct rte_mbuf *m, uint8_t kind, uint8_t cause)
+/* Arbiter half: hand m back to its worker with a verdict; parked (pend
+ * has room for every frame the arbiter can hold) while the park is not
+ * empty or the mailbox is full. */
+void sn_pl_ret_push(struct sn_pl_arb *a, struct rte_mbuf *m, uint8_t kind, uint8_t cause)
 {
-	struct meta *md = meta_of(pl, m);
+	struct meta *md = meta_at(a->meta_off, m);
 
 	md->ret_kind = kind;
 	md->ret_cause = cause;
-	ctr_add(&owner_of(pl, m)->ps[md->src].a_returning, 1);
-	if (pl->n_pend || sn_mbox_insert(owner_of(pl, m)->ret, m)) {
-		SN_VERIFY(pl->n_pend < pl->pend_cap);
-		pl->pend[pl->n_pend++] = m;
+	ctr_add(&a->ctr[md->wk][md->src].returning, 1);
+	if (a->n_pend || sn_mbox_insert(a->ret[md->wk], m)) {
+		SN_VERIFY(a->n_pend < a->pend_cap);
+		a->pend[a->n_pend++] = m;
 	}
 }
 
-/* Arbiter half: 1 while frames stay parked. */
-int sn_pl_ret_flush(struct sn_pipeline *pl)
+/* Arbiter half: move parked frames to their mailboxes, in order; 1 while
+ * some stay parked. */
+int sn_pl_ret_flush(struct sn_pl_arb *a)
 {
 	uint32_t i = 0;
 
-	while (i < pl->n_pend && sn_mbox_insert(owner_of(pl, pl->pend[i])->ret, pl->pend[i]) == 0)
+	while (i < a->n_pend &&
+	       sn_mbox_insert(a->ret[meta_at(a->meta_off, a->pend[i])->wk], a->pend[i]) == 0)
 		i++;
-	memmove(pl->pend, pl->pend + i, (pl->n_pend - i) * sizeof(pl->pend[0]));
-	pl->n_pend -= i;
-	return pl->n_pend != 0;
+	memmove(a->pend, a->pend + i, (a->n_pend - i) * sizeof(a->pend[0]));
+	a->n_pend -= i;
+	return a->n_pend != 0;
 }
 
 /* Arbiter half: count and free, or return a frame the worker must free. */
-void sn_pl_a_drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipeline_drop cause)
+void sn_pl_a_drop(struct sn_pl_arb *a, struct rte_mbuf *m, enum sn_pipeline_drop cause)
 {
-	struct meta *md = meta_of(pl, m);
 	uint64_t pop;
 
-	if (pl->arb_remote && sn_vqtx_of(m, &pop)) {
-		sn_pl_ret_push(pl, m, RET_DROP, (uint8_t)cause);
+	if (a->remote && sn_vqtx_of(m, &pop)) {
+		sn_pl_ret_push(a, m, RET_DROP, (uint8_t)cause);
 		return;
 	}
-	ctr_add(&owner_of(pl, m)->ps[md->src].ast.drop[cause], 1);
+	ctr_add(&actr_of(a, m)->st.drop[cause], 1);
 	rte_pktmbuf_free(m);
 }
 
-void sn_pl_deferred_drop_slow(struct sn_pipeline *pl, struct rte_mbuf *m,
-					      bool arb, struct sn_vqtx *q,
-					      enum sn_vqtx_verdict v)
+__rte_noinline void sn_pl_deferred_drop_slow(struct sn_pipeline *pl, struct sn_pl_arb *a,
+					     struct rte_mbuf *m, struct sn_vqtx *q,
+					     enum sn_vqtx_verdict v)
 {
 	const enum sn_pipeline_drop cause = v == SN_VQTX_STOPPING ? SN_PL_DROP_SRC_STOP
 								  : SN_PL_DROP_HOLD;
 
-	if (arb && pl->arb_remote) {
-		sn_pl_ret_push(pl, m, RET_DROP, (uint8_t)cause);
+	if (a && a->remote) {
+		sn_pl_ret_push(a, m, RET_DROP, (uint8_t)cause);
 		return;
 	}
 	if (cause == SN_PL_DROP_SRC_STOP)
 		sn_vqtx_count_forced(q);
 	else
 		sn_vqtx_count_timeout(q);
-	if (arb)
-		sn_pl_a_drop(pl, m, cause);
+	if (a)
+		sn_pl_a_drop(a, m, cause);
 	else
 		drop(pl, m, cause);
 }
 
-/* Worker half: one frame a remote arbiter handed back ("Two halves"). */
+/* Worker half: one frame the arbiter handed back. */
 void sn_pl_ret_handle(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	struct meta *md = meta_of(pl, m);
-	struct pstate *ps = &pl->ps[md->src];
+	struct wslot *ps = &pl->ps[md->src];
 	struct sn_vqtx *q;
 	uint64_t pop;
 
 	switch (md->ret_kind) {
 	case RET_GSO:
-		sn_pl_uplink_tx(pl, &m, 1, false, NULL);
+		sn_pl_uplink_tx(pl, NULL, &m, 1, NULL);
 		break;
 	case RET_DROP:
 		q = sn_vqtx_of(m, &pop);
@@ -92,9 +104,10 @@ void sn_pl_ret_handle(struct sn_pipeline *pl, struct rte_mbuf *m)
 	}
 	/* After the free: src_held() keeps the port held until the
 	 * descriptor is completed. */
-	ctr_add(&ps->w_returned, 1);
+	ctr_add(&ps->returned, 1);
 }
 
+/* Worker half: take back everything in the return mailbox. */
 void sn_pl_ret_service(struct sn_pipeline *pl)
 {
 	void *items[BATCH];

@@ -2,17 +2,18 @@
 /* sn_pl_stats.c — counters: publication and the *_stats readers. */
 #include "sn_pl_internal.h"
 
-void sn_pl_publish_arb_stats(struct sn_pipeline *pl)
+/* Arbiter half: its arbiter's counters, for sn_pipeline_arbiter_stats(). */
+void sn_pl_publish_arb_stats(struct sn_pl_arb *a)
 {
-	struct sn_arbiter_stats a;
-	const uint64_t *src = (const uint64_t *)&a;
-	uint64_t *dst = (uint64_t *)&pl->arb_st;
+	struct sn_arbiter_stats as;
+	const uint64_t *src = (const uint64_t *)&as;
+	uint64_t *dst = (uint64_t *)&a->arb_st;
 
-	static_assert(sizeof(a) % sizeof(uint64_t) == 0, "stats are u64 fields");
-	sn_arbiter_get_stats(pl->aset->arb, &a);
-	for (size_t i = 0; i < sizeof(a) / sizeof(uint64_t); i++)
+	static_assert(sizeof(as) % sizeof(uint64_t) == 0, "stats are u64 fields");
+	sn_arbiter_get_stats(a->aset->arb, &as);
+	for (size_t i = 0; i < sizeof(as) / sizeof(uint64_t); i++)
 		ctr_set(&dst[i], src[i]);
-	ctr_set(&pl->arb_backlog, sn_arbiter_backlog(pl->aset->arb));
+	ctr_set(&a->arb_backlog, sn_arbiter_backlog(a->aset->arb));
 }
 
 /* Worker half: fair dropping stats (its state is the worker's). */
@@ -39,10 +40,10 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 
 	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "stats are u64 fields");
 	memset(out, 0, sizeof(*out));
-	pl = pl->arbp;
 	for (unsigned k = 0; k < pl->n_wk; k++) {
-		const struct pstate *ps = &pl->wk[k]->ps[p->slot];
-		const uint64_t *w = (const uint64_t *)&ps->st, *a = (const uint64_t *)&ps->ast;
+		const struct wslot *ps = &pl->sh->wk[k]->ps[p->slot];
+		const uint64_t *w = (const uint64_t *)&ps->st;
+		const uint64_t *a = (const uint64_t *)&pl->arb->ctr[k][p->slot].st;
 
 		/* gen/shaped are worker-private; a relaxed read is enough for
 		 * a report (a stale answer is as good as one a moment
@@ -72,28 +73,28 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_stats *out,
 			       uint64_t *backlog)
 {
-	const uint64_t *src = (const uint64_t *)&pl->arb_st;
+	const uint64_t *src = (const uint64_t *)&pl->arb->arb_st;
 	uint64_t *dst = (uint64_t *)out;
 
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-	*backlog = __atomic_load_n(&pl->arb_backlog, __ATOMIC_RELAXED);
+	*backlog = __atomic_load_n(&pl->arb->arb_backlog, __ATOMIC_RELAXED);
 }
 
 void sn_pipeline_thread_stats(const struct sn_pipeline *pl, struct sn_pipeline_thread_stats *worker,
 			      struct sn_pipeline_thread_stats *arbiter)
 {
 	memset(worker, 0, sizeof(*worker));
-	for (unsigned k = 0; k < pl->arbp->n_wk; k++) {   /* summed over the workers */
-		const struct sn_pipeline *w = pl->arbp->wk[k];
+	for (unsigned k = 0; k < pl->n_wk; k++) {   /* summed over the workers */
+		const struct sn_pipeline *w = pl->sh->wk[k];
 
 		worker->loops += __atomic_load_n(&w->wts.loops, __ATOMIC_RELAXED);
 		worker->sleeps += __atomic_load_n(&w->wts.sleeps, __ATOMIC_RELAXED);
 		worker->sleep_ns += __atomic_load_n(&w->wts.sleep_ns, __ATOMIC_RELAXED);
 	}
-	arbiter->loops = __atomic_load_n(&pl->ats.loops, __ATOMIC_RELAXED);
-	arbiter->sleeps = __atomic_load_n(&pl->ats.sleeps, __ATOMIC_RELAXED);
-	arbiter->sleep_ns = __atomic_load_n(&pl->ats.sleep_ns, __ATOMIC_RELAXED);
+	arbiter->loops = __atomic_load_n(&pl->arb->ats.loops, __ATOMIC_RELAXED);
+	arbiter->sleeps = __atomic_load_n(&pl->arb->ats.sleeps, __ATOMIC_RELAXED);
+	arbiter->sleep_ns = __atomic_load_n(&pl->arb->ats.sleep_ns, __ATOMIC_RELAXED);
 }
 
 void sn_pipeline_worker_thread_stats(const struct sn_pipeline *pl, unsigned k,
@@ -111,9 +112,9 @@ void sn_pipeline_worker_thread_stats(const struct sn_pipeline *pl, unsigned k,
 
 void sn_pipeline_uplink_tx(const struct sn_pipeline *pl, struct sn_pipeline_uplink_tx *out)
 {
-	out->tx_packets = __atomic_load_n(&pl->up.tx_packets, __ATOMIC_RELAXED);
-	out->tx_bytes = __atomic_load_n(&pl->up.tx_bytes, __ATOMIC_RELAXED);
-	out->ring_full = __atomic_load_n(&pl->up.ring_full, __ATOMIC_RELAXED);
+	out->tx_packets = __atomic_load_n(&pl->arb->up.tx_packets, __ATOMIC_RELAXED);
+	out->tx_bytes = __atomic_load_n(&pl->arb->up.tx_bytes, __ATOMIC_RELAXED);
+	out->ring_full = __atomic_load_n(&pl->arb->up.ring_full, __ATOMIC_RELAXED);
 }
 
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
@@ -123,7 +124,7 @@ uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl)
 
 uint64_t sn_pipeline_arbiter_clock_ns(const struct sn_pipeline *pl)
 {
-	return __atomic_load_n(&pl->arb_clock_ns, __ATOMIC_RELAXED);
+	return __atomic_load_n(&pl->arb->clock_ns, __ATOMIC_RELAXED);
 }
 
 const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl)
@@ -133,7 +134,7 @@ const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl)
 
 const struct sn_classify *sn_pipeline_classify_of(const struct sn_pipeline *pl, unsigned k)
 {
-	return k < pl->arbp->n_wk ? pl->arbp->wk[k]->cls : NULL;
+	return k < pl->n_wk ? pl->sh->wk[k]->cls : NULL;
 }
 
 void sn_pipeline_class_uplink(const struct sn_pipeline *pl, uint16_t slot, unsigned cls,
@@ -142,16 +143,16 @@ void sn_pipeline_class_uplink(const struct sn_pipeline *pl, uint16_t slot, unsig
 	*packets = *bytes = 0;
 	if (slot >= SN_PORT_MAX || cls >= SN_POLICY_CLASSES_MAX)
 		return;
-	*packets = __atomic_load_n(&pl->ps[slot].a_clup[cls][0], __ATOMIC_RELAXED);
-	*bytes = __atomic_load_n(&pl->ps[slot].a_clup[cls][1], __ATOMIC_RELAXED);
+	*packets = __atomic_load_n(&pl->arb->slot[slot].clup[cls][0], __ATOMIC_RELAXED);
+	*bytes = __atomic_load_n(&pl->arb->slot[slot].clup[cls][1], __ATOMIC_RELAXED);
 }
 
 void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out)
 {
 	memset(out, 0, sizeof(*out));
 	/* One fair dropper per worker: counters summed, on/theta the same. */
-	for (unsigned k = 0; k < pl->arbp->n_wk; k++) {
-		const struct sn_pipeline_fair_stats *f = &pl->arbp->wk[k]->fair_st;
+	for (unsigned k = 0; k < pl->n_wk; k++) {
+		const struct sn_pipeline_fair_stats *f = &pl->sh->wk[k]->fair_st;
 
 		out->on = __atomic_load_n(&f->on, __ATOMIC_RELAXED);
 		out->theta = __atomic_load_n(&f->theta, __ATOMIC_RELAXED);

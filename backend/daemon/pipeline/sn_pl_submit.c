@@ -20,13 +20,13 @@ static void arb_local(struct sn_pipeline *pl, uint16_t src, struct rte_mbuf **pk
 }
 
 /* The uplink copy of a due frame: through the arbiter if its port has a
- * class there (a_ready, see "Two halves"), else straight out on the
- * worker's queue. Takes ownership of m. */
+ * class there (aslot.ready, sn_pl_internal.h), else straight out on
+ * the worker's queue. Takes ownership of m. */
 static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
 	const uint16_t src = meta_of(pl, m)->src;
-	struct pstate *ps = &pl->ps[src];
-	const struct pstate *aps = &pl->arbp->ps[src];   /* arbiter half's view */
+	struct wslot *ps = &pl->ps[src];
+	const struct aslot *aps = &pl->arb->slot[src];   /* arbiter half's */
 
 	/* Fair dropping (seed 003 Algorithm 1): the uplink is the overloaded
 	 * resource; a frame of a flow whose virtual queue is above θ is
@@ -37,8 +37,8 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 		drop(pl, m, SN_PL_DROP_FAIR);
 		return;
 	}
-	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
-		sn_pl_uplink_tx(pl, &m, 1, false, NULL);
+	if (!ps->has_class || !__atomic_load_n(&aps->ready, __ATOMIC_RELAXED)) {
+		sn_pl_uplink_tx(pl, NULL, &m, 1, NULL);
 		return;
 	}
 	if (!pl->split) {
@@ -53,8 +53,6 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 		return;
 	}
 	ctr_add(&ps->st.qfq_backlog, 1);
-	if (!pl->split)
-		pl->held++;
 }
 
 /* s11-S: the uplink copies of a burst of due frames of ONE port (submit's
@@ -65,8 +63,8 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 static void to_uplink_burst(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint16_t n)
 {
 	const uint16_t src = meta_of(pl, pkts[0])->src;
-	struct pstate *ps = &pl->ps[src];
-	const struct pstate *aps = &pl->arbp->ps[src];   /* arbiter half's view */
+	struct wslot *ps = &pl->ps[src];
+	const struct aslot *aps = &pl->arb->slot[src];   /* arbiter half's */
 	struct sn_mbox *mb;
 	uint32_t k;
 
@@ -86,8 +84,8 @@ static void to_uplink_burst(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint
 		if (!n)
 			return;
 	}
-	if (!ps->has_class || !__atomic_load_n(&aps->a_ready, __ATOMIC_RELAXED)) {
-		sn_pl_uplink_tx(pl, pkts, n, false, NULL);
+	if (!ps->has_class || !__atomic_load_n(&aps->ready, __ATOMIC_RELAXED)) {
+		sn_pl_uplink_tx(pl, NULL, pkts, n, NULL);
 		return;
 	}
 	if (!pl->split) {
@@ -99,8 +97,6 @@ static void to_uplink_burst(struct sn_pipeline *pl, struct rte_mbuf **pkts, uint
 	if (k) {
 		(void)sn_mbox_cl_append(pl->w_aset->clist[pl->wk_id], mb);
 		ctr_add(&ps->st.qfq_backlog, k);
-		if (!pl->split)
-			pl->held += k;
 	}
 	/* PSPAT immediate backpressure, as in to_uplink(). */
 	for (uint32_t i = k; i < n; i++)
@@ -119,7 +115,7 @@ void sn_pl_flush_vm(struct sn_pipeline *pl)
 			k = sn_port_vhost_enqueue(p, s->pkts, s->n); /* MQ: flow hash */
 		for (uint16_t j = 0; j < k; j++) {
 			bytes += s->pkts[j]->pkt_len;
-			count_sent(pl, s->pkts[j], false);
+			count_sent(pl, NULL, s->pkts[j]);
 		}
 		sn_port_ctr_add(&p->st.tx_packets, k);
 		sn_port_ctr_add(&p->st.tx_bytes, bytes);
@@ -155,7 +151,7 @@ void sn_pl_dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 	const struct sn_port_table *t = pl->t;
 	unsigned ndst = 0;
 
-	if (deferred_drop(pl, m, false))
+	if (deferred_drop(pl, NULL, m))
 		return;
 
 	if (md->dst != DST_FLOOD) {
@@ -245,7 +241,7 @@ struct fast_acc {
 };
 
 static inline __attribute__((always_inline)) uint16_t
-fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
+fast_prefix(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf **pkts,
 	    struct sn_port *const *dst, uint16_t n, struct meta mk, struct rte_mbuf **due,
 	    struct fast_acc *acc, const bool has_rate, const bool sum_bytes)
 {
@@ -334,7 +330,7 @@ fast_prefix(struct sn_pipeline *pl, struct pstate *ps, struct rte_mbuf **pkts,
  * port unchanged, for the per-frame loop (acc's clock kept). Returns true
  * with the LTS and room_lmax committed, *under set and *sum = the burst's
  * bytes. */
-static inline bool stamp_run(struct sn_pipeline *pl, struct pstate *ps,
+static inline bool stamp_run(struct sn_pipeline *pl, struct wslot *ps,
 			     struct rte_mbuf *const *pkts, uint16_t n, struct fast_acc *acc,
 			     uint64_t *under, uint64_t *sum)
 {
@@ -375,7 +371,7 @@ static inline bool stamp_run(struct sn_pipeline *pl, struct pstate *ps,
 static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			 struct sn_port *const *dst, uint16_t n)
 {
-	struct pstate *ps = &pl->ps[in->slot];
+	struct wslot *ps = &pl->ps[in->slot];
 	struct rte_mbuf *due[BATCH];
 	const uint64_t now = pl->now;
 	const bool has_cls = ps->has_cls, has_rate = ps->has_rate;
@@ -623,7 +619,7 @@ static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_
 
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
 {
-	const struct pstate *ps = &pl->ps[in->slot];
+	const struct wslot *ps = &pl->ps[in->slot];
 
 	if (ps->gen != in->gen) {
 		/* A new port in this slot the last apply did not see. */
@@ -661,7 +657,7 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
 uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
 			      uint16_t max)
 {
-	const struct pstate *ps = &pl->ps[in->slot];
+	const struct wslot *ps = &pl->ps[in->slot];
 	uint64_t h, end, start, k;
 
 	if (ps->gen != in->gen || !ps->shaped || !ps->has_rate)
@@ -679,8 +675,8 @@ uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port
 
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)
 {
-	const struct pstate *ps = &pl->ps[in->slot];
-
+	const struct wslot *ps = &pl->ps[in->slot];
+	const struct actr *ac = &pl->actr[in->slot];
 	int64_t h;
 
 	if (ps->gen != in->gen)
@@ -690,7 +686,7 @@ uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port
 	 * zero as they leave, and are no frames of `in`. Frames on their way
 	 * back from a remote arbiter are still held (returning - returned). */
 	h = (int64_t)(ps->st.wheel_depth + ps->st.qfq_backlog +
-		      __atomic_load_n(&ps->ast.qfq_backlog, __ATOMIC_ACQUIRE) +
-		      __atomic_load_n(&ps->a_returning, __ATOMIC_RELAXED) - ps->w_returned);
+		      __atomic_load_n(&ac->st.qfq_backlog, __ATOMIC_ACQUIRE) +
+		      __atomic_load_n(&ac->returning, __ATOMIC_RELAXED) - ps->returned);
 	return h > 0 ? (uint64_t)h : 0;
 }
