@@ -67,7 +67,7 @@ void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *ar
 	pl->gso_arg = arg;
 }
 
-/* 1-core layout (s11-L, issue 6 measurement): will sn_pl_arb_round() at now
+/* Layout 1core: will sn_pl_arb_round() at now
  * change a port counter? Only if items wait in the client mailboxes
  * (held counts wheel + mailboxes + scheduler; a mailbox item may be
  * dropped or released) or the scheduler has a backlog the emulated link
@@ -82,10 +82,8 @@ static bool arb_will_count(const struct sn_pipeline *pl)
 
 	if (pl->split)   /* its own lcore (and clock), and no aset of its own */
 		return false;
-	/* s12-R: wheel_n, not sn_twheel_count(): that walks every occupied
-	 * slot (~60 instructions each: 39.5k per call with 655, a 20 Mbit/s
-	 * port's full horizon of 1000 B frames), and this runs in every
-	 * iteration that releases nothing. */
+	/* wheel_n, not sn_twheel_count(): that walks every occupied slot,
+	 * and this runs in every iteration that releases nothing. */
 	in_arb = pl->held - pl->wheel_n;
 	if (!in_arb)
 		return false;
@@ -149,14 +147,13 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 			pl->held--;
 			sn_pl_dispatch(pl, m);
 		}
-		pl->wheel_n -= got;   /* s12-R */
+		pl->wheel_n -= got;
 		sn_pl_flush_vm(pl);
-		/* issue 6 (conformance), 1-core layout: scan after every
-		 * batch, not once per iteration. After a worker stall the
-		 * wheel releases up to MAX_BATCHES * BATCH due frames at once;
-		 * one scan at the end let them overflow the client mailbox
-		 * (mbox_size 512) and they were lost as mailbox_full although
-		 * the link had room. (2-core: the arbiter scans on its own.) */
+		/* Layout 1core: scan after every batch, not once per
+		 * iteration: after a worker stall the wheel releases up to
+		 * MAX_BATCHES * BATCH due frames at once, more than the
+		 * scheduler's queues take in one go. (split: the arbiter
+		 * scans on its own.) */
 		if (!pl->split && pl->held)
 			sn_pl_arb_round(a, pol, t, pl->now);
 		if (got < BATCH || ++batches >= MAX_BATCHES)
@@ -173,13 +170,13 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	/* Worker-half periodic work (its own timer in both layouts). */
 	if ((int64_t)(pl->now - pl->next_stats) >= 0) {
 		sn_pl_publish_fair_stats(pl);
-		sn_pl_clup_publish(pl);     /* s15-R5: maps the arbiter had not taken at sn_pl_apply() */
-		/* issue 6: NBA, flow ageing */
+		sn_pl_clup_publish(pl);     /* maps the arbiter had not taken at apply */
+		/* NBA, flow ageing */
 		uint32_t agg_changed = sn_classify_tick(pl->cls, pl->now,
 							sn_twheel_horizon_ns(pl->wheel));
 
-		if (agg_changed) {     /* s11-B2: new NBA grants apply to queued frames */
-			seq_counting(pl);   /* s12-R: its horizon drops move wheel_depth, drops */
+		if (agg_changed) {     /* new NBA grants apply to queued frames */
+			seq_counting(pl);   /* its horizon drops move wheel_depth, drops */
 			sn_pl_restamp_aggs(pl, agg_changed);
 		}
 		pl->next_stats = pl->now + STATS_EVERY_NS;
@@ -189,7 +186,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 	 * even. Release: pairs with the reader's acquire load of its first
 	 * value (sn_pipeline_run_seq()). Lagging: stays odd. */
 	seq = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
-	pl->seq_staged = false;   /* s12-R: sn_pl_flush_vm() above sent them; lagging: odd stays */
+	pl->seq_staged = false;   /* sn_pl_flush_vm() above sent them; lagging: odd stays */
 	if (got < BATCH && (seq & 1))
 		__atomic_store_n(&pl->run_seq, seq + 1, __ATOMIC_RELEASE);
 }

@@ -3,8 +3,8 @@
  * timing wheel per port, PSPAT client mailboxes, arbiter (QFQ/DRR/FIFO)
  * with link emulation, dispatch; in the 1-core layout (the worker runs it
  * all), the 2-core layout (worker | arbiter lcore, cfg.split) or the
- * N-core layout (cfg.workers W > 1: one instance per worker lcore, see
- * sn_pipeline_worker(), | one arbiter lcore; design in sn_pipeline.c).
+ * N-core layout (cfg.workers W > 1: one worker half per worker lcore,
+ * see sn_pipeline_worker(), | one arbiter lcore; design in sn_pipeline.c).
  *
  * Frames from a port that has a policy entry leave the L2 switch here:
  *   sn_pipeline_submit: stamp with the port's rate (sn_tstamp) and insert
@@ -14,10 +14,10 @@
  *     keeps its rate limit but never waits behind the uplink), the uplink
  *     copy goes through the port's client mailbox to the arbiter, whose
  *     released frames go to rte_eth_tx_burst on the uplink.
- * Ports without a policy entry never reach this module (unshaped, as the
- * issue-2 switch). Design and paper references: sn_pipeline.c.
+ * Ports without a policy entry never reach this module (the switch
+ * forwards them unshaped). Design and paper references: sn_pipeline.c.
  *
- * Deferred-completion sources (issue 5, sn_vqtx.h): their frames are guest
+ * Deferred-completion sources (sn_vqtx.h): their frames are guest
  * buffers whose descriptor completes when the mbuf is freed, so a shaped
  * deferred port is backpressured by the shaper itself (Carousel §5.2). The
  * pipeline frees each exactly once like any frame; in addition it copies
@@ -41,14 +41,15 @@
  *  - create / destroy: MAIN thread, before the datapath lcores start /
  *    after they returned (destroy frees every frame still held).
  *  - run / shaped / submit / flush / drain: the WORKER lcore only (N-core:
- *    worker k on its own instance), between its own quiescent states (the
+ *    worker k on its own handle), between its own quiescent states (the
  *    port table and the policy are RCU snapshots). The worker half (wheel,
  *    tstamps) is worker-owned.
  *  - arbiter half (scheduler, link emulation, uplink TX queue of the
  *    arbiter): the worker in the 1-core layout; the ARBITER lcore
  *    (sn_pipeline_arbiter_main, a registered QSBR reader) in the 2-core
  *    layout. The halves share only SPSC mailboxes and the flags and
- *    pointers whose barriers are named in sn_pipeline.c ("Two halves").
+ *    pointers whose barriers the contract table of sn_pl_internal.h
+ *    names.
  *  - *_stats: any thread. Each counter has one writer (the worker's copy
  *    and the arbiter's copy are summed by the reader; relaxed atomic
  *    stores and loads): a set may be torn between fields, never a field.
@@ -121,9 +122,9 @@ struct sn_pipeline_config {
 	 * uplink must have 2 TX queues; the worker keeps queue 0). */
 	bool split;
 	/* Layout ncore (requires split): W worker lcores, each with its own
-	 * instance (sn_pipeline_worker(): wheel, classes, tstamps, client
+	 * worker half (sn_pipeline_worker(): wheel, classes, tstamps, client
 	 * mailboxes, return mailbox), transmitting on uplink TX queue k; the
-	 * arbiter lcore (instance 0's arbiter half) uses TX queue W. 0 = 1. */
+	 * arbiter lcore uses TX queue W. 0 = 1. */
 	unsigned workers;
 	struct sn_ports *reg;      /* split: the port registry (required) */
 	unsigned idle_sleep_us;    /* split: arbiter spin-then-sleep nap, 0 = busy poll */
@@ -149,10 +150,11 @@ struct sn_pipeline *sn_pipeline_create(const struct sn_pipeline_config *cfg,
 				       struct sn_policy_store *pol);
 /* Main thread, worker stopped: free every held frame, then everything. */
 void sn_pipeline_destroy(struct sn_pipeline *pl);
-/* Any thread: worker k's instance (k < workers; instance 0 is the one
- * create returned and the handle of every *_stats call, which sums over
- * the workers), or NULL. Worker k passes it to run / shaped / submit /
- * flush / held / src_held / drain / count_sleep. */
+/* Any thread: worker k's handle (k < workers; worker 0's is the one
+ * create returned, and any worker's handle reaches the whole pipeline:
+ * the *_stats calls sum over the workers), or NULL. Worker k passes it to
+ * run / shaped / submit / flush / held / src_held / drain / count_sleep;
+ * clock_ns, run_seq and classify are worker k's own. */
 struct sn_pipeline *sn_pipeline_worker(const struct sn_pipeline *pl, unsigned k);
 unsigned sn_pipeline_workers(const struct sn_pipeline *pl);
 
@@ -176,7 +178,7 @@ bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in);
 void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf *m,
 			struct sn_port *dst);
 /* Worker: the same for a burst of n frames from `in`, frame i to dst[i]
- * (s11-S: counted per burst; frames that need no wheel round-trip are
+ * (counted per burst; frames that need no wheel round-trip are
  * delivered, or pushed to the arbiter, before it returns, in order). */
 void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			      struct sn_port *const *dst, uint16_t n);
@@ -184,7 +186,7 @@ void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct
  * copies submit() staged (staging holds port pointers of this iteration's
  * snapshot, which must not outlive the quiescent state). */
 void sn_pipeline_flush(struct sn_pipeline *pl);
-/* s11-V3 (issue 7). Worker: how many frames (at most max, each as long
+/* Worker: how many frames (at most max, each as long
  * as the longest the port submitted so far, at least
  * SN_PIPELINE_ROOM_FRAME_MIN bytes) port `in` may hand to submit() now
  * without its port rate limit stamping one beyond the wheel horizon (0:
@@ -194,7 +196,7 @@ void sn_pipeline_flush(struct sn_pipeline *pl);
  * horizon (a horizon drop only turns into a TCP retransmit), and the rate
  * stays a hard limit. When the port's limit is idle at least one frame is
  * allowed (progress even when one maximal frame spans the horizon: it is
- * then dropped as before). */
+ * then dropped at the horizon). */
 #define SN_PIPELINE_ROOM_FRAME_MIN 1518u
 uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
 			      uint16_t max);
@@ -205,7 +207,7 @@ uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port
 /* Worker, when its loop ends: free every held frame here, on the worker
  * (frames of deferred-completion ports must be freed by the worker, see
  * sn_vqtx.h). Only destroy() may follow. Layout ncore: every worker calls
- * it on its own instance after the arbiter lcore returned; the calls
+ * it on its own handle after the arbiter lcore returned; the calls
  * meet (worker 0 drains the arbiter sets once all arrived), so all
  * workers must be stopping. */
 void sn_pipeline_drain(struct sn_pipeline *pl);
@@ -221,20 +223,20 @@ void sn_pipeline_arbiter_stats(const struct sn_pipeline *pl, struct sn_arbiter_s
  * freezes both, so rates computed against it are what the shaper did,
  * independent of when the control thread sampled them. */
 uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
-/* Any thread (issue 6, measurement): a sequence that is odd while the
- * worker's run() changes counters (policy apply, releasing frames, the
- * 1-core arbiter sending), while a submit changes them (s12-R; until
- * sn_pipeline_flush() if it staged frames for VM ports) or lags (its
- * last run() hit the per-iteration bound with frames still due, e.g.
- * after a stall), and even between runs
+/* Any thread: a sequence that is odd while the worker's run() changes
+ * counters (policy apply, releasing frames, the 1-core arbiter sending),
+ * while a submit changes them (until sn_pipeline_flush() if it staged
+ * frames for VM ports) or lags (its last run() hit the per-iteration
+ * bound with frames still due, e.g. after a stall), and even between runs
  * that released everything due at clock_ns (acquire load); a run that
- * changes nothing moves clock_ns only. Counters read between two equal even values, with an acquire
- * fence before the second load, are exactly the state at clock_ns: a
- * worker preempted in the middle of a release batch cannot tear them.
+ * changes nothing moves clock_ns only. Counters read between two equal
+ * even values, with an acquire fence before the second load, are exactly
+ * the state at clock_ns: a worker preempted in the middle of a release
+ * batch cannot tear them.
  * 2-core layout: this covers the worker half; the arbiter half's counters
  * move on their own clock (sn_pipeline_arbiter_clock_ns). Layout ncore:
  * each worker has its own; a reader of a port whose TX queues are on
- * several workers checks every owner's (s13-P3, sn_ctl.c). */
+ * several workers checks every owner's (sn_ctl.c). */
 uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl);
 /* Any thread: fair dropping in front of the arbiter (policy.uplink.overload
  * "fair"), refreshed by the worker each ms (worker half in both layouts);
@@ -244,7 +246,7 @@ struct sn_pipeline_fair_stats {
 };
 void sn_pipeline_fair_stats(const struct sn_pipeline *pl, struct sn_pipeline_fair_stats *out);
 /* Any thread: the worker's flow classes and aggregate shares, for their
- * *_stats readers (issue 6, sn_classify.h). */
+ * *_stats readers (sn_classify.h). */
 const struct sn_classify *sn_pipeline_classify(const struct sn_pipeline *pl);
 /* Any thread: worker k's (NULL if k >= workers). */
 const struct sn_classify *sn_pipeline_classify_of(const struct sn_pipeline *pl, unsigned k);

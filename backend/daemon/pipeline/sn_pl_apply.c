@@ -1,5 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_pl_apply.c — live policy apply: rates, classes, weights, restamps of the wheel. */
+/* sn_pl_apply.c — live policy apply. The worker compares the generation
+ * of the RCU-published policy with the one it applied; on a change it
+ * updates rates in place (sn_tstamp_set keeps the LTS, so a rate change
+ * never resets pacing) and restamps the queued frames of changed rates.
+ * The arbiter half changes scheduler weights (decreases before increases,
+ * so the weight sum never exceeds the limit mid-update), removes classes
+ * of ports that lost their entry (their queued frames: "policy" drops)
+ * and builds a new arbiter set only when the algorithm changes. */
 #include "sn_pl_internal.h"
 
 /* Worker half: fair dropping on/off/re-rated by policy.uplink. A new
@@ -41,7 +48,7 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
 	uint64_t n = sn_twheel_count(pl->wheel), k = 0;
 	unsigned got;
 
-	SN_VERIFY(n == pl->wheel_n);   /* s12-R: the O(1) count arb_will_count() uses */
+	SN_VERIFY(n == pl->wheel_n);   /* the O(1) count arb_will_count() uses */
 
 	if (n == 0 || n > pl->pool_nodes) {
 		if (n)
@@ -55,50 +62,30 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
 	return k;
 }
 
-/* Worker half. issue 6 (live change <= 100 ms): a port whose rate changed
- * gets every frame it has in the wheel stamped again at the new rate, from
- * now on (Carousel §5.1.1: a frame's release time is a function of the
- * rate; the old stamps would keep the old rate for up to the 262 ms
- * horizon). The wheel has no per-port removal, so all its frames are taken
- * out in release order (the far-future extract keeps each port's order),
- * the empty wheel is rewound to now, and every frame goes back: changed
- * ports' frames on a fresh timestamp chain starting now, consolidated with
- * their aggregate share's stamp (s12-I2) and (s13-P4, below) their class
- * / flow pacing re-laid from now, the others at their own stamp (meta.ts; same slot
- * order, so FIFO within a slot is kept). New arrivals chain after the
- * restamped backlog. A restamped frame that lands beyond the horizon (a
- * big rate cut with a full wheel) is what the shaper drops at the new rate
- * anyway: counted as "horizon" (in its class too); one of a "clamp" class
- * is queued at the horizon (s12-I2: it was dropped too). O(frames in the
- * wheel), once per rate change, on the worker.
- *
- * s13-P3: the same for a flow class whose pacing rate changed
- * (cls_changed[slot], bit = class, from sn_classify_apply_port(), which
- * restarted the class's chain at now): its frames are laid again on the
- * class's chain, or their flow's (scope "flow", sn_classify_restamp_ts),
- * in release order, so each flow stays FIFO. Never earlier than their
- * other policies: the aggregate share's stamp (agg_lag()), and for a port
- * with a limit of its own (whose stamp is not kept apart from the
- * class's) that limit's chain, which is then laid again from now over
- * all the port's queued frames (relay[]; frames of its unchanged classes
- * keep their stamp, or wait for the re-laid limit if it is later), so the
- * port limit holds from now. Before, a class rate change kept the stamps
- * of its queued frames and its (saturated) chain a horizon ahead: the old
- * rate went on for up to 262 ms (tests/policy/test_live_change.py).
- *
- * s13-P4: a port whose limit changed has every paced class in
- * cls_changed[] too (sn_classify_restart_port(), chains restarted at now),
- * so its frames go back at max(new port chain, their class / flow chain
- * re-laid from now, their aggregate stamp, now) in release order. Before,
- * they were laid on the new port chain alone: after a raise 20 -> 40
- * Mbit/s a class paced at 5 sent its ~160 queued frames at 10 Mbit/s in
- * 130 ms, then nothing until its chain, still a horizon ahead, came due
- * (test_port_rate_change_keeps_class_pacing).
- *
- * s14-R4: a frame's class index is renumbered first when its port's
- * classes moved in the list (sn_classify_renumber): cls_changed[] and the
- * counters use the classes' new indices. Every restamp_wheel() follows
- * the apply_port() whose map it uses (a moved class makes sn_pl_apply() call it). */
+/* Worker half: after a rate change, every queued frame of the policies
+ * that changed is stamped again at the new rates from now on, and never
+ * earlier than any other policy it crosses (Carousel §5.1.1: a frame's
+ * release time is a function of the rates).
+ *  - changed[s]: port s's limit changed (its chain restarted at now);
+ *    cls_changed[s], bit c: class c's pacing changed (its chain, or its
+ *    flows', restarted at now by sn_classify_apply_port() or
+ *    sn_classify_restart_port(): a port whose limit changed has every
+ *    paced class here too).
+ *  - A changed frame goes back at max(port chain re-laid from now, its
+ *    class / flow chain re-laid from now, its aggregate stamp A, now); a
+ *    port with a limit of its own whose class changed has its limit
+ *    re-laid over all its queued frames too (relay[]), so the limit holds
+ *    from now. Other frames keep their stamp (meta.ts).
+ *  - Order: the wheel has no per-port removal, so every frame is taken out
+ *    in release order and reinserted in that order (wheel_take_all), so
+ *    each port and each flow stays FIFO.
+ *  - A frame restamped beyond the horizon is what the shaper drops at the
+ *    new rate anyway: counted "horizon" (in its class too); a "clamp"
+ *    class's frame is queued at the horizon.
+ *  - A frame's class index is renumbered first when its port's classes
+ *    moved in the list (sn_classify_renumber); this runs right after the
+ *    sn_classify_apply_port() whose map it uses.
+ * O(frames in the wheel), once per change, on the worker. */
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
 {
 	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
@@ -118,9 +105,9 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 	for (uint64_t i = 0; i < k; i++) {
 		struct rte_mbuf *m = pl->restamp_buf[i];
 		struct meta *md = meta_of(pl, m);
-		/* s14-R4: first its class's new index (a class kept by name
-		 * that moved in the list; NONE if it went away), so the
-		 * counters and the restamp below are the class's own */
+		/* First its class's new index (a class kept by name that
+		 * moved in the list; NONE if it went away), so the counters
+		 * and the restamp below are the class's own */
 		const uint8_t cls = md->cls = sn_classify_moved(pl->cls, md->src)
 			? sn_classify_renumber(pl->cls, md->src, md->cls) : md->cls;
 		struct wslot *ps = &pl->ps[md->src];
@@ -141,8 +128,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 			/* O: from now for a changed port or a changed class,
 			 * else the old one; then the max over the re-laid
 			 * chains: the port limit's and (changed class, or any
-			 * paced class of a changed port, s13-P4) its class's or
-			 * flow's */
+			 * paced class of a changed port) its class's or flow's */
 			if (changed[md->src] || cch)
 				o = pl->now;
 			if (relay[md->src])
@@ -169,14 +155,11 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 		if (relay[md->src])
 			sn_tstamp_commit(&ps->ts, &nx);
 		if (cts) {
-			/* s13-P4: the class's (flow's) chain goes on from the
-			 * frame's release time, not from its own stamp alone:
-			 * re-laid behind a slower port limit (halving: the
-			 * class's part of the port's FIFO backlog goes out
-			 * below the class's rate), a chain left behind would
-			 * let the class's next frames out above its rate until
-			 * it caught up (7.5 Mbit/s in 100 ms for a class at 5,
-			 * test_port_rate_change_keeps_class_pacing). */
+			/* The class's (flow's) chain goes on from the frame's
+			 * release time, not from its own stamp alone: behind
+			 * a slower port limit a chain left behind would let
+			 * the class's next frames out above its rate until it
+			 * caught up. */
 			if (ts > cnx.lts + (cnx.lts_rem != 0)) {
 				cnx.lts = ts;
 				cnx.lts_rem = 0;
@@ -186,25 +169,16 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 	}
 }
 
-/* Worker half. s11-B2 (issue 6, NBA): a new grant of an aggregate applies
- * to the frames its share already queued: sn_classify_tick() rescaled the
- * share's LTS and returned the aggregates in `changed`; their frames in
- * the wheel get the same rescaling of their aggregate stamp A
- * (sn_classify_agg_restamp), and (s12-I2) their release time is the max
- * over every policy they cross again: ts = max(O, A', now), O the stamp of
- * their port limit and class / flow pacing (agg_lag()), so frames of a
- * class with its own pacing and of ports with a limit follow the grant too
- * (s11-B2 restamped only classes paced by the aggregate alone, on ports
- * without a limit: the others kept the old grant for up to the 262 ms
- * horizon). Per flow the order stays FIFO: A' and O are nondecreasing in
- * a flow's arrival order, and the frames go back in release order. Same
- * extract / rewind / reinsert as restamp_wheel(); a frame that lands beyond
- * the horizon (a grant cut with a full wheel; the share's LTS is capped
- * there) is what the share drops at the new grant anyway: counted as
- * "horizon", or queued at the horizon for a "clamp" class (counted
- * "clamped" if the restamp put it there). O(frames in the wheel), at most
- * once per NBA period, only when the grant changed while the share owed
- * bytes. */
+/* Worker half: a new NBA grant of an aggregate applies to the frames its
+ * share already queued. sn_classify_tick() rescaled the share's LTS and
+ * returned the aggregates in `changed`; their frames get the same
+ * rescaling of their aggregate stamp A (sn_classify_agg_restamp) and go
+ * back at ts = max(O, A', now), O the stamp of their other policies
+ * (agg_lag()). Per flow the order stays FIFO: A' and O are nondecreasing
+ * in a flow's arrival order, and the frames go back in release order
+ * (wheel_take_all). Beyond the horizon: counted "horizon", or queued at
+ * the horizon for a "clamp" class. O(frames in the wheel), at most once
+ * per NBA period, only when a grant changed while its share owed bytes. */
 void sn_pl_restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 {
 	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
@@ -428,10 +402,10 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
 {
 	bool changed[SN_PORT_MAX] = { false }, any_change = false;
-	uint32_t cls_changed[SN_PORT_MAX] = { 0 };   /* s13-P3: classes with a new rate */
+	uint32_t cls_changed[SN_PORT_MAX] = { 0 };   /* classes with a new rate */
 
 	pl->uplink = NULL;
-	sn_classify_apply_aggs(pl->cls, pol, pl->now);   /* issue 6 */
+	sn_classify_apply_aggs(pl->cls, pol, pl->now);
 	apply_fair(pl, pol);
 	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
 		struct sn_port *p = t->by_slot[s];
@@ -441,18 +415,18 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 		if (p && p->type == SN_PORT_UPLINK)
 			pl->uplink = p;
 		w = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
-		/* issue 6: the slot's flow classes (fresh if another port). */
+		/* The slot's flow classes (fresh if another port). */
 		cls_changed[s] = sn_classify_apply_port(pl->cls, (uint16_t)s, w,
 							!p || ps->gen != p->gen, pl->now);
-		/* s14-R4: classes moved: restamp_wheel() renumbers the frames */
+		/* classes moved: restamp_wheel() renumbers the frames */
 		any_change = any_change || cls_changed[s] || sn_classify_moved(pl->cls, (uint16_t)s);
 		if (!p || ps->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh state and
 			 * counters; its scheduler class, if any, carries on. */
 			__atomic_store_n(&ps->gen, p ? p->gen : 0, __ATOMIC_RELAXED);
-			pl->clup_pend_moved[s] = false;   /* s15-R5: no map of its old port */
+			pl->clup_pend_moved[s] = false;   /* no map of its old port */
 			ps->has_rate = false;
-			ps->room_lmax = 0;    /* s11-V3 */
+			ps->room_lmax = 0;
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
 				ctr_set((uint64_t *)&ps->st + i, 0);
 		}
@@ -460,7 +434,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 		ctr_set(&ps->st.rate_bps, w ? w->rate_bps : 0);
 		ctr_set(&ps->st.weight, w ? w->weight : 0);
 		ps->has_class = w != NULL;
-		ps->has_cls = w && w->n_classes;   /* s11-S */
+		ps->has_cls = w && w->n_classes;
 		if (!w || !w->rate_bps)
 			ps->has_rate = false;
 		else if (ps->has_rate && ps->ts.rate != w->rate_bps) {
@@ -468,7 +442,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 			 * frames on it */
 			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
 			changed[s] = any_change = true;
-			/* s13-P4: ... and on its paced classes' chains, restarted
+			/* ... and on its paced classes' chains, restarted
 			 * from now too (ts = max over every policy). */
 			cls_changed[s] |= sn_classify_restart_port(pl->cls, (uint16_t)s, pl->now);
 		} else if (ps->has_rate)

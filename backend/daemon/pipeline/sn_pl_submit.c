@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_pl_submit.c — the worker half's submit: stamps, wheel, fast path, dispatch, VM staging. */
+/* sn_pl_submit.c — the worker half: submit (Carousel timestamps, the
+ * timing wheel and its fast path), dispatch of due frames to VM ports
+ * (staged, then one vhost enqueue per port) and to the uplink (the port's
+ * client mailbox, or the scheduler directly in layout 1core). */
 #include "sn_pl_internal.h"
 
 static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf *m);
 
-/* s11-S, 1-core layout: the worker is the arbiter thread, so its frames of
+/* Layout 1core: the worker is the arbiter thread, so its frames of
  * slot src enter the scheduler without the client-mailbox hop
  * (sn_arbiter_enqueue_local: same order, same drop causes and counters as
  * a scan of the mailbox). In this layout the mailboxes are never used, so
@@ -28,10 +31,10 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 	struct wslot *ps = &pl->ps[src];
 	const struct aslot *aps = &pl->arb->slot[src];   /* arbiter half's */
 
-	/* Fair dropping (seed 003 Algorithm 1): the uplink is the overloaded
-	 * resource; a frame of a flow whose virtual queue is above θ is
-	 * dropped here instead of by arrival order at a full queue. Worker
-	 * half in both layouts (see "Integration"). */
+	/* Fair dropping (sn_fdrop.h, Algorithm 1): the uplink is the
+	 * overloaded resource; a frame of a flow whose virtual queue is above
+	 * θ is dropped here instead of by arrival order at a full queue. On
+	 * the worker in every layout (its state is the worker's). */
 	if (pl->fd && sn_fdrop_decide(pl->fd, sn_classify_flow_hash(m), m->pkt_len + pl->overhead,
 				      pl->now) == SN_FDROP_DROP) {
 		drop(pl, m, SN_PL_DROP_FAIR);
@@ -55,7 +58,7 @@ static void to_uplink(struct sn_pipeline *pl, struct rte_mbuf *m)
 	ctr_add(&ps->st.qfq_backlog, 1);
 }
 
-/* s11-S: the uplink copies of a burst of due frames of ONE port (submit's
+/* The uplink copies of a burst of due frames of ONE port (submit's
  * fast path), in order: fair dropping per frame as in to_uplink(), then
  * one client-mailbox publication (sn_mbox_insert_burst + one client-list
  * append: the same items in the same order as per-frame
@@ -191,47 +194,43 @@ void sn_pl_dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 	rte_pktmbuf_free(m);
 }
 
-/* ---- s11-S (issue 6 throughput): per-burst submit -------------------------
+/* ---- Submit ------------------------------------------------------------------
  * A burst of shaped frames from one port is classified, stamped and counted
- * as a burst (one store per counter per burst, not per frame), and the
- * frames that need no wheel round-trip leave at the end of the burst in
- * order, their uplink copies with one client-mailbox publication.
+ * as a burst (one store per counter per burst), and the frames that need no
+ * wheel round-trip leave at the end of the burst in order, their uplink
+ * copies with one client-mailbox publication.
  *
- * Carousel fast path (Carousel §5.1.2: the wheel holds a packet until its
- * timestamp; one whose timestamp is not in the future is sent at once). A
- * frame whose consolidated timestamp ts is not in the future (ts <= the
- * iteration clock, else <= a clock read once per burst) while its port has
- * no frame in the wheel goes straight to dispatch: the wheel would release
- * it at its first extract at or after ts (sn_twheel.h "never released
- * before ts"), ahead of nothing of its port (wheel_depth 0, and every
- * earlier frame of this burst is ahead of it in due[]), so the port's FIFO
- * order, its timestamps (the LTS is committed exactly as on insert) and
- * hence its rate limit, class/flow pacing and aggregate share are the
- * same; it only leaves up to one slot + one iteration earlier, never
- * before ts. Frames with ts in the future, or whose port has frames
- * queued, take the wheel as before. The released_* counters then include
- * frames released up to one burst after clock_ns (the exact-pair contract
- * of sn_pipeline_run_seq() is about frames due at clock_ns). */
+ * Carousel fast path (§5.1.2: a packet whose timestamp is not in the future
+ * is sent at once). A frame whose consolidated timestamp ts is not in the
+ * future (ts <= the iteration clock, else <= a clock read once per burst)
+ * while its port has no frame in the wheel goes straight to dispatch: the
+ * wheel would release it at its first extract at or after ts, ahead of
+ * nothing of its port (wheel_depth 0, and every earlier frame of this burst
+ * is ahead of it in due[]), so the port's FIFO order, its timestamps (the
+ * LTS is committed exactly as on insert) and hence every limit it crosses
+ * are the same; it only leaves up to one slot + one iteration earlier,
+ * never before ts. The released_* counters may then include frames
+ * released up to one burst after clock_ns (the exact-pair contract of
+ * sn_pipeline_run_seq() is about frames due at clock_ns). */
 static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n);
 static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n,
 			  const struct sn_port *d);
 
-/* ---- s15-P5 (issue 6 throughput): submit's fast prefix --------------------
- * The leading frames of a burst of a port without flow classes whose
- * wheel is empty, in a loop of their own: the steps of submit_chunk's
- * general loop for such a frame (underrun count, room_lmax, peek, the fast
- * path's clock, commit, meta, release), with
+/* Submit's fast prefix: the leading frames of a burst of a port without
+ * flow classes whose wheel is empty, in a loop of their own, doing what
+ * submit_chunk's general loop does for such a frame (underrun count,
+ * room_lmax, peek, the fast path's clock, commit, meta, release), with
  *  - the port's tstamp in a local copy (no store to an mbuf can alias it:
  *    rate and LTS stay in registers, the LTS is stored back once) and its
- *    floor at `now` computed once (sn_tstamp_floor_at: sn_tstamp_peek() is
- *    exactly floor + peek_at);
+ *    floor at `now` computed once (sn_tstamp_peek() is exactly floor +
+ *    peek_at);
  *  - the meta as three 8-byte words, rebuilt only when the destination
  *    changes (the same bytes as the struct store);
  *  - the loop compiled once with and once without a port rate.
  * The first frame whose timestamp is in the future stops it uncounted and
- * uncommitted: the general loop takes it and the rest exactly as before
- * (a frame goes to the wheel, and with it every later one of the port).
- * Returns the frames it released (due[0 .. i)). */
+ * uncommitted: the general loop takes it and the rest (a frame goes to the
+ * wheel, and with it every later one of the port). Returns the frames it
+ * released (due[0 .. i)). */
 struct fast_acc {
 	uint64_t tnow;            /* in/out: submit's fast path clock */
 	bool fresh;               /* in/out */
@@ -296,7 +295,7 @@ fast_prefix(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf **pkts,
 		memcpy(md, &w[0], 8);
 		memcpy(md + 8, &w[1], 8);
 		memcpy(md + 16, &w[2], 8);
-		if (sum_bytes)   /* s20: else the caller has the burst's sum */
+		if (sum_bytes)   /* else the caller has the burst's sum */
 			bytes += len;
 		due[i] = m;
 	}
@@ -313,23 +312,19 @@ fast_prefix(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf **pkts,
 	return i;
 }
 
-/* s18 (issue 6 throughput): fast_prefix's stamps of a whole burst at once.
- * fast_prefix's per-frame stamps form one chain of dependent 64-bit divides
- * (each frame's LTS is the previous one's plus its length at the rate):
- * ~20 % of submit_chunk's time in perf. When every frame of the burst
- * turns out due, the port's LTS after it and the last (largest) timestamp
- * come from sn_tstamp_peek_run() instead, bit for bit the same values, and
- * fast_prefix only writes the metas. Per frame, fast_prefix counts an
- * underrun when the port's LTS is behind `now` before the frame; the LTS
- * only grows along a burst and is at least the floor after the first
- * frame, so with no burst allowance (floor = now) the first frame alone
- * can count, and with one the count is 0 when the LTS starts at or after
- * now; other cases, a burst over SN_TSTAMP_FAST_LEN bytes, and a last
- * timestamp still in the future after the clock read that fast_prefix
- * would also make (at most one per burst: fresh) return false with the
- * port unchanged, for the per-frame loop (acc's clock kept). Returns true
- * with the LTS and room_lmax committed, *under set and *sum = the burst's
- * bytes. */
+/* fast_prefix's stamps of a whole burst at once: per frame they form one
+ * chain of dependent 64-bit divides. When every frame of the burst turns
+ * out due, the port's LTS after it and the last (largest) timestamp come
+ * from sn_tstamp_peek_run() instead, bit for bit the same values, and
+ * fast_prefix only writes the metas. fast_prefix counts an underrun when
+ * the port's LTS is behind `now` before a frame; the LTS only grows along
+ * a burst and is at least the floor after the first frame, so with no
+ * burst allowance (floor = now) the first frame alone can count, and with
+ * one the count is 0 when the LTS starts at or after now. Other cases, a
+ * burst over SN_TSTAMP_FAST_LEN bytes, and a last timestamp still in the
+ * future after the clock read fast_prefix would also make return false
+ * with the port unchanged (acc's clock kept). Returns true with the LTS
+ * and room_lmax committed, *under set and *sum = the burst's bytes. */
 static inline bool stamp_run(struct sn_pipeline *pl, struct wslot *ps,
 			     struct rte_mbuf *const *pkts, uint16_t n, struct fast_acc *acc,
 			     uint64_t *under, uint64_t *sum)
@@ -354,7 +349,7 @@ static inline bool stamp_run(struct sn_pipeline *pl, struct wslot *ps,
 	sn_tstamp_floor_at(&ps->ts, now, &fl);
 	ts = sn_tstamp_peek_run(&ps->ts, now, &fl, pkts[0]->pkt_len, (uint32_t)bytes, &nx);
 	if (ts > acc->tnow) {
-		if (acc->fresh)     /* not so from submit_chunk today: fast_prefix's rule */
+		if (acc->fresh)     /* fast_prefix's rule */
 			return false;
 		acc->tnow = now_ns();
 		acc->fresh = true;
@@ -368,6 +363,78 @@ static inline bool stamp_run(struct sn_pipeline *pl, struct wslot *ps,
 	return true;
 }
 
+/* The fast prefix of a burst (see fast_prefix): in closed form when the
+ * whole burst is due (stamp_run), else frame by frame. acc->under and
+ * acc->bytes: its underruns and bytes. */
+static inline __attribute__((always_inline)) uint16_t
+submit_prefix(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf **pkts,
+	      struct sn_port *const *dst, uint16_t n, struct meta mk, struct rte_mbuf **due,
+	      struct fast_acc *acc)
+{
+	uint64_t run_under = 0, run_bytes = 0;
+	uint16_t i;
+
+	mk.cls = SN_CLASSIFY_NONE;
+	if (ps->has_rate && stamp_run(pl, ps, pkts, n, acc, &run_under, &run_bytes)) {
+		/* stamped and committed; every frame is due */
+		i = fast_prefix(pl, ps, pkts, dst, n, mk, due, acc, false, false);
+		acc->under = run_under;
+		acc->bytes = run_bytes;
+		return i;
+	}
+	return ps->has_rate ? fast_prefix(pl, ps, pkts, dst, n, mk, due, acc, true, true)
+			    : fast_prefix(pl, ps, pkts, dst, n, mk, due, acc, false, true);
+}
+
+/* A frame whose release time ts is in the future, or whose port has
+ * frames in the wheel, goes into the wheel; the stamps of the policies it
+ * crosses are committed only if the wheel takes it (a drop is counted).
+ * Returns 1 if queued. */
+static inline __attribute__((always_inline)) unsigned
+wheel_insert(struct sn_pipeline *pl, struct rte_mbuf *m, struct sn_classify_res *cr,
+	     struct sn_tstamp_next *nx, uint64_t ts, uint64_t now)
+{
+	const uint32_t len = m->pkt_len;
+	int rc;
+
+	meta_of(pl, m)->ts = ts;
+	/* the aggregate's part of ts, for sn_pl_restamp_aggs() */
+	*agg_lag(pl, m) = cr->agg ? agg_lag_of(nx, cr->n, now) : AGG_NONE;
+	rc = sn_twheel_insert(pl->wheel, m, ts, cr->clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+	if (rc) {
+		sn_classify_dropped(pl->cls, cr, len,
+				    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
+		drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
+		return 0;
+	}
+	sn_tstamp_consolidate_commit(cr->pol, cr->n, nx);
+	if (cr->cls != SN_CLASSIFY_NONE)
+		sn_classify_accepted(pl->cls, cr,
+				     cr->clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
+	return 1;
+}
+
+/* The end of a submit: run_seq even again if it was even before it, or
+ * at the end of sn_pipeline_flush() if VM frames are staged. Release: the
+ * counter stores happen before the even value; pairs with the reader's
+ * acquire load of its first value (sn_pipeline_run_seq()), as run()'s
+ * final store does. */
+static inline void submit_seq_end(struct sn_pipeline *pl, uint64_t seq0)
+{
+	if (seq0 & 1)
+		return;
+	if (pl->n_touched)
+		pl->seq_staged = true;
+	else
+		__atomic_store_n(&pl->run_seq, seq0 + 2, __ATOMIC_RELEASE);
+}
+
+/* A submit changes counters the stats reader pairs with clock_ns
+ * (offered, released, drops, qfq_backlog through sn_arbiter_enqueue_local):
+ * run_seq is odd across the burst, as in a run() that counts, and even
+ * again at its end if it was even before (a lagging run's odd value stays
+ * for the next run() to clear); with frames for VM ports staged (counted
+ * sent by sn_pl_flush_vm), at the end of sn_pipeline_flush() instead. */
 static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			 struct sn_port *const *dst, uint16_t n)
 {
@@ -379,45 +446,23 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
 	uint16_t nd = 0;
-	/* s12-R: a submit changes counters the stats reader pairs with
-	 * clock_ns (offered, released, drops, qfq_backlog through
-	 * sn_arbiter_enqueue_local): run_seq odd across the burst, as in a
-	 * run() that counts, and even again at its end if it was even before
-	 * (a lagging run's odd value stays for the next run() to clear); with
-	 * frames for VM ports staged (counted sent by sn_pl_flush_vm), at the end
-	 * of sn_pipeline_flush() instead. Before, a read inside a submit was
-	 * reported exact with frames offered and released but nowhere
-	 * downstream yet (tests/policy/test_stats_seq.py). One load, two
-	 * stores per burst. */
 	const uint64_t seq0 = __atomic_load_n(&pl->run_seq, __ATOMIC_RELAXED);
-	/* s12-S2: the meta fields common to the burst are set once; each
-	 * frame's meta is then one struct store (ts is written on the wheel
-	 * path, ret_* when the arbiter returns the frame). */
+	/* The meta fields common to the burst are set once; each frame's meta
+	 * is then one struct store (ts is written on the wheel path, ret_*
+	 * when the arbiter returns the frame). */
 	struct meta mk = { .src = in->slot, .src_gen = in->gen, .wk = (uint8_t)pl->wk_id };
 	uint16_t i = 0;
-	/* s15-P5: every frame of due[] has destination d0 (then due_flush_one) */
-	const struct sn_port *d0 = NULL;
+	const struct sn_port *d0 = NULL;   /* same: every frame of due[] goes to d0 */
 	bool same = true;
 
 	seq_counting(pl);
 	if (!has_cls && wd == 0) {
 		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
-		uint64_t run_under = 0, run_bytes = 0;
-		bool run = false;
 
-		mk.cls = SN_CLASSIFY_NONE;
-		if (has_rate && stamp_run(pl, ps, pkts, n, &acc, &run_under, &run_bytes)) {
-			/* s18: stamped and committed; every frame is due */
-			i = fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false, false);
-			acc.bytes = run_bytes;   /* every frame: stamp_run's sum */
-			run = true;
-		} else {
-			i = has_rate ? fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, true, true)
-				     : fast_prefix(pl, ps, pkts, dst, n, mk, due, &acc, false, true);
-		}
+		i = submit_prefix(pl, ps, pkts, dst, n, mk, due, &acc);
 		tnow = acc.tnow;
 		fresh = acc.fresh;
-		under = run ? run_under : acc.under;
+		under = acc.under;
 		obytes = rbytes = acc.bytes;
 		rpk = nd = i;
 		d0 = acc.d0;
@@ -429,18 +474,17 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		struct sn_classify_res cr;
 		const uint32_t len = m->pkt_len;
 		uint64_t ts;
-		int rc;
 
 		cr.n = 0;
 		cr.cls = SN_CLASSIFY_NONE;
 		cr.clamp = false;
-		cr.agg = false;    /* s12-I2: set by sn_classify_frame() */
+		cr.agg = false;    /* set by sn_classify_frame() */
 		mk.dst = dst[i] ? dst[i]->slot : DST_FLOOD;
 		mk.dst_gen = dst[i] ? dst[i]->gen : 0;
 		obytes += len;
-		/* The policies the frame crosses: port limit, then (issue 6
-		 * classes) its class or flow pacing and its aggregate share;
-		 * the release time is the max of theirs (Carousel §5.1.1). */
+		/* The policies the frame crosses: port limit, then its class
+		 * or flow pacing and its aggregate share; the release time is
+		 * the max of theirs (Carousel §5.1.1). */
 		if (has_rate) {
 			cr.pol[cr.n++] = &ps->ts;
 			under += ps->ts.lts < now;
@@ -451,7 +495,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		*meta_of(pl, m) = mk;
 		if (cr.n) {
 			if (unlikely(len > ps->room_lmax))
-				ps->room_lmax = len;   /* s11-V3: sn_pipeline_src_room() */
+				ps->room_lmax = len;   /* sn_pipeline_src_room() */
 			ts = cr.n == 1 ? sn_tstamp_peek(cr.pol[0], now, len, &nx[0])
 				       : sn_tstamp_consolidate_peek(cr.pol, cr.n, now, len, nx);
 			/* A timestamp is the end of the frame's transmission at
@@ -463,23 +507,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 				fresh = true;
 			}
 			if (wd != 0 || ts > tnow) {
-				meta_of(pl, m)->ts = ts;
-				/* s12-I2: the aggregate's part of ts, for sn_pl_restamp_aggs() */
-				*agg_lag(pl, m) = cr.agg ? agg_lag_of(nx, cr.n, now) : AGG_NONE;
-				rc = sn_twheel_insert(pl->wheel, m, ts,
-						      cr.clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
-				if (rc) {
-					sn_classify_dropped(pl->cls, &cr, len,
-							    rc == -ERANGE ? SN_CL_DROP_HORIZON
-									  : SN_CL_DROP_POOL);
-					drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
-					continue;
-				}
-				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
-				if (cr.cls != SN_CLASSIFY_NONE)
-					sn_classify_accepted(pl->cls, &cr,
-							     cr.clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
-				wd++;
+				wd += wheel_insert(pl, m, &cr, nx, ts, now);
 				continue;
 			}
 			/* Carousel fast path (see above): ts is not in the
@@ -489,9 +517,8 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 			else
 				sn_tstamp_consolidate_commit(cr.pol, cr.n, nx);
 		}
-		/* s12-S2 (review D1): released now, in one place for both
-		 * cases: a frame with no policy to cross (cr.n == 0) and one
-		 * on the Carousel fast path. */
+		/* Released now: a frame with no policy to cross (cr.n == 0)
+		 * or one on the Carousel fast path. */
 		rpk++;
 		rbytes += len;
 		if (cr.cls != SN_CLASSIFY_NONE)
@@ -519,15 +546,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		else
 			due_flush(pl, due, nd);
 	}
-	/* s12-R: release: the counter stores above happen before the even
-	 * value; pairs with the reader's acquire load of its first value
-	 * (sn_pipeline_run_seq()), as run()'s final store does. */
-	if (seq0 & 1)
-		return;
-	if (pl->n_touched)
-		pl->seq_staged = true;
-	else
-		__atomic_store_n(&pl->run_seq, seq0 + 2, __ATOMIC_RELEASE);
+	submit_seq_end(pl, seq0);
 }
 
 void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
@@ -542,9 +561,8 @@ void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_m
 {
 	submit_chunk(pl, in, &m, &dst, 1);
 }
-/* ---- end s11-S per-burst submit ---------------------------------------- */
 
-/* s11-S: deliver the frames submit released (all of one port, in order).
+/* Deliver the frames submit released (all of one port, in order).
  * They were taken from their ring in this iteration, so the hold check of
  * sn_pl_dispatch() cannot fire for them (the hold clock is the iteration's); the
  * uplink path checks again when the arbiter releases them (sn_pl_uplink_tx). */
@@ -553,11 +571,11 @@ static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
 	const struct sn_port_table *t = pl->t;
 	struct rte_mbuf *up[BATCH];
 	uint16_t nu = 0;
-	/* s15-P5: the destination checks once per run of frames with the same
+	/* The destination checks once per run of frames with the same
 	 * (dst, dst_gen): one snapshot of the port's state for the run, as if
 	 * the frames had been delivered at one instant (a port going down
-	 * meanwhile is seen by the next run or burst, as before by the next
-	 * frame). kind: 0 drop, 1 uplink, 2 VM port lp. */
+	 * meanwhile is seen by the next run or burst). kind: 0 drop, 1
+	 * uplink, 2 VM port lp. */
 	uint32_t ldst = UINT32_MAX, lgen = 0;
 	unsigned kind = 0;
 	struct sn_port *lp = NULL;
@@ -597,7 +615,7 @@ static void due_flush(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_t n)
 		to_uplink_burst(pl, up, nu);
 }
 
-/* s15-P5: due_flush() of frames that all have destination d (their meta's
+/* due_flush() of frames that all have destination d (their meta's
  * dst / dst_gen are d's): the destination is checked once for the burst
  * (as due_flush() does per run of one destination) and the uplink's frames
  * go to to_uplink_burst() as they are. */
@@ -633,7 +651,7 @@ void sn_pipeline_flush(struct sn_pipeline *pl)
 {
 	sn_pl_flush_vm(pl);
 	if (pl->seq_staged) {
-		/* s12-R: the odd value of the submit that staged them (see
+		/* The odd value of the submit that staged them (see
 		 * submit_chunk); release pairs with the reader's acquire load
 		 * of its first value (sn_pipeline_run_seq()). */
 		pl->seq_staged = false;
@@ -647,7 +665,7 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
 	return pl->held;
 }
 
-/* s11-V3 (issue 7): see sn_pipeline.h. The port limit's next release
+/* See sn_pipeline.h. The port limit's next release
  * time is max(LTS, now) + len / rate; a frame is stamped beyond the horizon
  * when that passes now + horizon (less 1/64 of it: the wheel's front may
  * trail pl->now by the slots not yet swept). Per frame at most the longest
