@@ -2,7 +2,7 @@
 /*
  * hdr-peek: show the virtio-net headers a guest puts on its TX ring, as a
  * vhost-user backend sees them. Test helper for the opt-in marker of
- * virtio_net-deferred.patch (README.md "Opt-in"): an independent reader on
+ * virtio_net-deferred.patch (README.md "Opt-in through stock QEMU 7.2 / libvirt 9.0"): an independent reader on
  * the device side, built on DPDK's rte_vhost, no schednic code.
  *
  * Usage: hdr-peek SOCKET COUNT TIMEOUT_S [EAL args...]

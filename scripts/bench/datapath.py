@@ -49,8 +49,7 @@ per tx_burst call and per loop, shares of calls / sink polls that found
 nothing), "daemon" (vm0's mean burst, share of worker iterations whose
 poll of it found nothing, held occupancy over the window) and "sched"
 (share of the window sn-gen's and the switch's busiest thread spent on a
-CPU and waiting for one); see backend/daemon/README.md "Deferred vs
-immediate".
+CPU and waiting for one); see doc/benchmarks.md.
 
 Generator options, the same for every mode and the testpmd baseline:
 --queue-size sets sn-gen's virtqueue size, --tx-free-thresh its TX reclaim
@@ -181,8 +180,7 @@ MODES = {
 # tx_free_thresh are used, and RX takes the mergeable path (sn-gen pays
 # 180-280 TSC cycles per sent frame and 120-390 per received one); with
 # tx_free_thresh = size - 64 and a non-mergeable, vectorized sink it pays
-# 120-200 and 110-140. backend/daemon/README.md "Deferred: the
-# generator's virtio paths".
+# 120-200 and 110-140 (doc/benchmarks.md).
 # in_order=0: sn-gen stands in for our users' guests, and their Linux 6.1
 # virtio-net driver never negotiates VIRTIO_F_IN_ORDER
 # (vring_transport_features clears it), so every port of every run

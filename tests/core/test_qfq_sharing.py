@@ -16,7 +16,7 @@ by at most 2 (6 L_k + phi_k (L - L_k)) / (phi_k B T) (relative). With
 lmax 1518 that is 3.0 / 1.5 / 0.6 % for weights 1 / 2 / 5; with 64 KiB it
 is 126 / 63 / 25 %, i.e. no useful guarantee, and the measured drift is
 real (printed). The daemon starts every class at lmax 1518
-(sn_pipeline.c CLASS_LMAX_INIT): asserted here, QFQ at 1518 keeps every
+(CLASS_LMAX_INIT, backend/daemon/pipeline/sn_pl_internal.h): asserted here, QFQ at 1518 keeps every
 window within its bound and within 2 %.
 """
 import bisect

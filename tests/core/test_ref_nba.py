@@ -277,8 +277,8 @@ def contention_sim(seed, secs=20, stall_p=0.02, stall_max=30, stalls=(), H=262, 
     LTS' = max(LTS + L/grant, now), dropped beyond the H ms horizon;
     releases every frame due; reports offered bytes and its backlog
     (LTS - now at the grant) to the NBA; a new grant rescales LTS and the
-    queued stamps by old / new from now, as the daemon does: restamp_aggs
-    in sn_pipeline.c). Each thread, when running,
+    queued stamps by old / new from now, as the daemon does: sn_pl_restamp_aggs
+    in pipeline/sn_pl_apply.c). Each thread, when running,
     stalls with probability stall_p per ms for 1..stall_max ms; `stalls`
     adds (thread, start ms, length ms). The NBA updates every 100 ms.
     Returns the aggregate's total per 2 s window (Mbit/s), per worker the

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A new NBA grant applies to the frames already queued, for every class
 an aggregate paces (a live change is in force within 100 ms, plus one NBA
-period for aggregates; sn_pipeline.c restamp_aggs).
+period for aggregates; sn_pl_restamp_aggs in pipeline/sn_pl_apply.c).
 
 A frame's release time is the max over every policy it crosses (Carousel
 §5.1.1): its port limit, its class / flow pacing and its worker's share of

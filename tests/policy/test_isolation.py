@@ -14,7 +14,7 @@ as "machine too loaded"). The same daemon then switches the
 arbiter to FIFO live (policy.set) and the victim's latency is measured
 again: reported, not asserted.
 
-Bound (also in backend/daemon/README.md "Isolation"). PSPAT eq. 1:
+Bound (also in doc/policy.md "Weighted sharing and isolation"). PSPAT eq. 1:
   T-WFI = T-WFI_SA + Delta_A + (2 + k) Delta_D,
 and a victim frame arriving to an empty victim queue completes in the
 fluid system after L_v / (phi_v B), so its latency is at most that plus
@@ -98,7 +98,7 @@ pytestmark = pytest.mark.accuracy
 LINK = 500_000
 OVH = 24
 FRAME = 200
-LMAX = 1518                       # sn_pipeline.c CLASS_LMAX_INIT
+LMAX = 1518                       # CLASS_LMAX_INIT, pipeline/sn_pl_internal.h
 W_VICTIM, W_OTHER, N_OTHER = 50, 1, 3
 PER_FLOW_PPS = 50                 # sn-gen --rate is shared round-robin by all flows
 FLOWS_PER_OTHER = 3

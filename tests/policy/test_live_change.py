@@ -2,8 +2,8 @@
 """Live policy change under traffic takes effect within 100 ms.
 
 When the worker applies a new policy, the port's frames already queued in
-the wheel are stamped again at the new rate (sn_pipeline.c
-restamp_wheel); kept, their stamps would let the old rate go on for up to
+the wheel are stamped again at the new rate (restamp_wheel
+in pipeline/sn_pl_apply.c); kept, their stamps would let the old rate go on for up to
 the 262 ms horizon.
 
 Measured on the shaper's output (policy uplink_bytes) against the worker's
@@ -53,7 +53,7 @@ def covered(pp, t0, t1):
     """The exact pairs span more than half of [t0, t1] (what rate_between
     needs). A window without (a stats reader starved of its CPU) is
     measured again, like one with shaper underruns. Only a worker loop
-    iteration that changes counters makes the pair inexact (sn_pipeline.c
+    iteration that changes counters makes the pair inexact (the pipeline's
     run_seq), so a worker descheduled inside an idle iteration does not
     hide the pairs for its time off the CPU."""
     a = [x for x in pp if x[0] >= t0]

@@ -328,7 +328,7 @@ def test_aggregate_nba_worker_below_its_share(schednicd, sngen, measured):
     for 200 ms idle. The
     NBA now keeps a reserve of half a period of such a worker's traffic
     queued and measures its rate over 4 periods (sn_nba.h rule 1,
-    backend/daemon/README.md "Layout ncore"; the contention case in the
+    doc/threads.md "Layouts"; the contention case in the
     model: tests/core/test_ref_nba.py)."""
     pol = {"aggregates": {"agg": {"rate_bps": AGG, "update_ms": 100}},
            "ports": {n: {"classes": [{"name": "bulk", "proto": "udp", "aggregate": "agg"}]}

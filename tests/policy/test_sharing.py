@@ -18,7 +18,7 @@ L_k = L = 64 KiB + 24 B: 393 KB; over 2 s at 20 Mbit/s vm0's share is
 timestamps to 64 KiB / phi_k virtual slots (sn-trace on an exact link,
 all three backlogged: up to 3.7 % for vm0, DRR 0.27 %). Classes start
 at lmax 1518 B and grow only for longer frames
-(sn_pipeline.c arb_oversize): the lag bound is 6 x 1542 B = 9.3 KB, 1.5 %
+(arb_oversize in pipeline/sn_pl_arbiter.c): the lag bound is 6 x 1542 B = 9.3 KB, 1.5 %
 of vm0's 2 s share (0.74 % vm1, 0.3 % vm2); a window can meet it at
 both edges, so QFQ guarantees 3 % for vm0 and 1.5 % / 0.6 % for vm1 / vm2,
 and sn-trace gives 0.29 / 0.14 / 0.04 %. 2 % is asserted below

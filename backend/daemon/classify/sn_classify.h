@@ -158,7 +158,7 @@ uint32_t sn_classify_tick(struct sn_classify *c, uint64_t now, uint64_t horizon_
  * aggregate's LTS (now + (a - now) * old / new) if the class's aggregate
  * is in `changed` and a > now, else a. The caller consolidates it with the
  * frame's other policies (classes with their own pacing and ports with a
- * limit too; sn_pipeline.c restamp_aggs). */
+ * limit too; sn_pl_restamp_aggs in pipeline/sn_pl_apply.c). */
 uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uint8_t cls,
 				 uint32_t changed, uint64_t now, uint64_t a);
 /* Worker: the class (slot, cls) says horizon "clamp" (false: no such

@@ -132,7 +132,7 @@ struct sn_pipeline_config {
 
 /* The uplink TX counters of a remote arbiter (split layout): the worker
  * writes the uplink port's own counters, so these are kept here and the
- * reader adds them (sn_ctl.c). Zero in the 1-core layout. */
+ * reader adds them (sn_pipeline_rpc.c). Zero in the 1-core layout. */
 struct sn_pipeline_uplink_tx {
 	uint64_t tx_packets, tx_bytes, ring_full;
 };
@@ -236,7 +236,7 @@ uint64_t sn_pipeline_clock_ns(const struct sn_pipeline *pl);
  * 2-core layout: this covers the worker half; the arbiter half's counters
  * move on their own clock (sn_pipeline_arbiter_clock_ns). Layout ncore:
  * each worker has its own; a reader of a port whose TX queues are on
- * several workers checks every owner's (sn_ctl.c). */
+ * several workers checks every owner's (sn_pipeline_rpc.c). */
 uint64_t sn_pipeline_run_seq(const struct sn_pipeline *pl);
 /* Any thread: fair dropping in front of the arbiter (policy.uplink.overload
  * "fair"), refreshed by the worker each ms (worker half in both layouts);

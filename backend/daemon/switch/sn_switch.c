@@ -621,7 +621,7 @@ int sn_switch_worker(void *arg)
 		bl_service(sw, t, now);
 		vq_service(sw, t, now);
 		/* Ends the read-side use of t and of every port's vid: pairs
-		 * with synchronize_rcu() in sn_port.c (publish, destroy). */
+		 * with synchronize_rcu() in port/ (publish, destroy). */
 		rcu_quiescent_state();
 		if (sw->wk != 0) {
 			/* aging: worker 0 only */

@@ -14,7 +14,7 @@
  * TSO6/UFO (sn_port.c), which rte_gso cannot do. A GSO frame we cannot
  * segment (TSO6/UFO anyway, headers not in the first segment, absurd mss,
  * out of mbufs) is dropped and counted as gso_failed on the egress port.
- * See README.md "Counters".
+ * The counters are described in doc/rpc.md (stats.get).
  */
 /* rte_ipv4_udptcp_cksum_mbuf() (multi-segment TCP checksum) is
  * experimental in DPDK 22.11. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_vnethdr.h — the TX virtio-net header of a guest frame (virtio 1.1
  * §5.1.6) as mbuf offload metadata, for deferred-completion ports
- * (sn_vqtx.c).
+ * (sn_vqtx_pop.c).
  *
  * rte_vhost_dequeue_burst does this for immediate ports (DPDK 22.11
  * vhost_dequeue_offload_legacy: NEEDS_CSUM -> RTE_MBUF_F_TX_IPV4/6 +

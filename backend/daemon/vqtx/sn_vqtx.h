@@ -210,7 +210,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid);
  * locks without telling the application (DPDK 22.11 tells only async-copy
  * applications, by vring_state_changed). Everything we read or write in
  * guest memory outside the library (the deferred TX ring, the frames it
- * wraps zero-copy, the RX prefetch view of sn_port.c) therefore goes
+ * wraps zero-copy, the RX prefetch view of port/sn_port_vhost.c) therefore goes
  * through our own MAP_SHARED mapping of the same region files: the
  * library's remap cannot pull it away. A map is immutable once made; its
  * owner unmaps it when nothing can use it any more (sn_vqtx_stop(), or
