@@ -459,8 +459,8 @@ static inline void count_sent(struct sn_pipeline *pl, const struct sn_pl_arb *a,
  * tx_direct()'s counters: the runs of frames of one (worker, port), run r
  * = frames [start[r], start[r + 1]) counted in ctr[r], with byte totals
  * bytes[r + 1] - bytes[r]; cls: some frame has a class. Valid for the
- * batch as arb_release() passed it to uplink_tx() (used only when
- * uplink_tx() sends it unchanged). */
+ * batch as arb_release() passed it to sn_pl_uplink_tx() (used only when
+ * sn_pl_uplink_tx() sends it unchanged). */
 struct rel_runs {
 	uint16_t nr;
 	bool cls;

@@ -279,9 +279,9 @@ void sn_pl_uplink_tx(struct sn_pipeline *pl, struct sn_pl_arb *a, struct rte_mbu
 
 	/* With one worker every deferred frame is of a queue of that worker;
 	 * on its lcore (not a remote arbiter) its bound says at once whether
-	 * keep_run would keep them all (elsewhere, e.g. MAIN at destroy,
-	 * sn_vqtx_keep_all is false). Only for arb_release()'s batches,
-	 * whose pass already gave the flags (rr). */
+	 * keep_run would keep them all (on any other thread sn_vqtx_keep_all
+	 * is false). Only for arb_release()'s batches, whose pass already
+	 * gave the flags (rr). */
 	if (rr && !remote && a->n_wk == 1 && sn_vqtx_keep_all(pl->wk_id)) {
 		ok = n;
 		ok_flags = rr->flags;

@@ -43,7 +43,9 @@
  *                                          a grace period past
  *   worker_enter(w), worker_exit(w)      WORKER w                VHOST stop
  *   set_now(w), keep_bound_begin(w),     WORKER w only           VHOST, other lcores
- *     keep_bound_end(w), keep_all(w)
+ *     keep_bound_end(w)
+ *   keep_all(w)                          any thread: false off   VHOST, other lcores
+ *                                          WORKER w
  *   recv, service, stop_ack,             WORKER owning q only    VHOST, other lcores
  *     keep_bound_add, count_*,
  *     opted_in, free_bulk, any free
