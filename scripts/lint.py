@@ -41,7 +41,7 @@ from pathlib import Path
 HEX = r"[0-9a-f]"
 RULES = [
     ("session-tag", re.compile(r"\b[sS][0-9]{1,2}(?:-[A-Z][A-Z0-9]*)?\b")),
-    ("issue-ref", re.compile(r"\b[Ii]ssues? ?#?[0-9]+\b")),
+    ("issue-ref", re.compile(r"\b[Ii]ssues?[- ]?#?[0-9]+\b")),
     ("iso-date", re.compile(r"\b(?:19|20)[0-9]{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])\b")),
     ("utc-time", re.compile(r"\b[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})? ?UTC\b")),
     ("next-step", re.compile(r"\b[Nn]ext step:")),

@@ -21,6 +21,7 @@ TAG_UPPER = "S" + "14-" + "S" + "4"
 ISSUE_PAREN = "(issue " + "6)"
 ISSUE_CAP = "Issue " + "5"
 ISSUE_HASH = "issue #" + "5"
+ISSUE_DASH = "issue-" + "6"
 DATE = "20" + "26-11-29"
 UTC = "09:45" + " UTC"
 UTC_RANGE = "10:17-10:46" + " UTC"
@@ -60,6 +61,7 @@ def repo(tmp_path):
     (f"/* deferred completions {ISSUE_PAREN} */", "issue-ref"),
     (f"/* {ISSUE_CAP} asks for it */", "issue-ref"),
     (f"/* {ISSUE_HASH} */", "issue-ref"),
+    (f"/* the {ISSUE_DASH} ncore case */", "issue-ref"),
     (f"/* measured on {DATE} */", "iso-date"),
     (f"/* run at {UTC} */", "utc-time"),
     (f"/* runs {UTC_RANGE} */", "utc-time"),
