@@ -38,8 +38,6 @@ TIERS = ("unit", "functional", "accuracy", "perf", "vm")
 
 # The documentation checks: a test of theirs without a tier marker of its
 # own is functional (it checks the docs against the daemon and schema).
-UNMARKED_MODULES = {"daemon/test_config_doc.py": "functional",
-                    "control/test_api_doc.py": "functional"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -49,11 +47,6 @@ def pytest_collection_modifyitems(config, items):
     bad = []
     for item in items:
         tiers = {m.name for m in item.iter_markers() if m.name in TIERS}
-        if not tiers:
-            rel = item.path.relative_to(REPO / "tests").as_posix()
-            if rel in UNMARKED_MODULES:
-                item.add_marker(UNMARKED_MODULES[rel])
-                continue
         if len(tiers) != 1:
             bad.append(f"  {item.nodeid}: tiers {sorted(tiers) or 'none'}")
         elif item.get_closest_marker("libvirt") and tiers != {"vm"}:

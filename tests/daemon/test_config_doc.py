@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.functional
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_C = REPO / "backend" / "daemon" / "app" / "sn_config.c"
 POLICY_C = REPO / "backend" / "daemon" / "control" / "sn_policy.c"
