@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=$2; shift 2 ;;
 	--force) force=1; shift ;;
-	-h|--help) sed -n '3,23p' "$0"; exit 0 ;;
+	-h|--help) awk 'NR > 2 && /^#/ { print; next } NR > 2 { exit }' "$0"; exit 0 ;;
 	*) echo "guest-driver build: unknown argument $1" >&2; exit 2 ;;
 	esac
 done

@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
 	--pidfile) pidfile=$2; shift 2 ;;
 	--dry-run) dry=1; shift ;;
 	--) shift; break ;;
-	-h|--help) sed -n '3,25p' "$0"; exit 0 ;;
+	-h|--help) awk 'NR > 2 && /^#/ { print; next } NR > 2 { exit }' "$0"; exit 0 ;;
 	*) echo "qemu-vm: unknown argument $1" >&2; exit 2 ;;
 	esac
 done

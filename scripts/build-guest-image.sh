@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
 		if [ "$1" = --out ]; then out=$2; else virtio_net_ko=$2; fi
 		shift 2 ;;
 	--force) force=1; shift ;;
-	-h|--help) sed -n '3,21p' "$0"; exit 0 ;;
+	-h|--help) awk 'NR > 2 && /^#/ { print; next } NR > 2 { exit }' "$0"; exit 0 ;;
 	*) echo "build-guest-image: unknown argument $1" >&2; exit 2 ;;
 	esac
 done

@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
         echo "demo: --seconds needs an integer 2..3600" >&2; exit 2
       fi
       secs=$2; shift 2 ;;
-    -h|--help) sed -n '3,13p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 2 && /^#/ { print; next } NR > 2 { exit }' "$0"; exit 0 ;;
     *) echo "demo: unknown option $1" >&2; exit 2 ;;
   esac
 done

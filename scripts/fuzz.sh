@@ -14,7 +14,7 @@ while [ $# -gt 0 ]; do
         echo "fuzz: --seconds needs a positive integer" >&2; exit 2
       fi
       secs=$2; shift 2 ;;
-    -h|--help) sed -n '3,5p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 2 && /^#/ { print; next } NR > 2 { exit }' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
