@@ -216,7 +216,7 @@ def test_backlogged_core_takes_the_rest(sn_trace):
 
 
 def test_worker_below_its_share_jittered(sn_trace):
-    """The issue-6 ncore finding in the model: 100 Mbit/s aggregate, worker
+    """The ncore case of tests/policy/test_ncore.py in the model: 100 Mbit/s aggregate, worker
     0 wants 28 Mbit/s, worker 1 123, arrivals jittered +-5 % per period,
     each worker queueing what its grant does not let out. C allocator and
     model agree on every update; the split is 28 / 72 (+ margin, jitter and
@@ -268,7 +268,7 @@ def test_bad_input_rejected(sn_trace):
 
 def contention_sim(seed, secs=20, stall_p=0.02, stall_max=30, stalls=(), H=262, ring=256,
                    L=1400, pps=(2500, 11000), A=12_500_000, restamp=True):
-    """The issue-6 ncore case (tests/policy/test_ncore.py, worker below its
+    """The ncore case (tests/policy/test_ncore.py, worker below its
     share) on a host where every thread time-shares a CPU, in 1 ms steps,
     driven by the model (equal to the C allocator: the tests above).
     Four threads: source i (a guest / sn-gen: sends pps[i] frames of L

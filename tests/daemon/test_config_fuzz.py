@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 N = int(os.environ.get("SN_CONFIG_FUZZ_N", "600"))
 
 FULL = {
-    "eal": {"memory_mb": 256, "file_prefix": "sn-R3-fuzz", "main_cpu": 0, "worker_cpu": 1,
+    "eal": {"memory_mb": 256, "file_prefix": "sn-cfg-fuzz", "main_cpu": 0, "worker_cpu": 1,
             "arbiter_cpu": 1, "worker_cpus": [1, 1], "extra_args": ["--log-level=lib.eal:notice"]},
     "control": {"socket": "/tmp/sn-r3-fuzz/ctl.sock", "max_request_bytes": 4096, "max_clients": 4},
     "datapath": {"mbufs": 8191, "mbuf_cache": 128, "burst": 32, "mac_table_size": 1024,

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """CPU fair dropping in the worker (seed 003 §III-E:
 Algorithm 1 on CPU time + Algorithm 2's per-burst cost apportioning;
-config datapath.cpu_fair_pct, backend/daemon/sn_cpufair.h).
+config datapath.cpu_fair_pct, backend/daemon/classify/sn_cpufair.h).
 
 Two VM ports send to the uplink as fast as sn-gen can: vm0 1500 B frames
 (expensive: two 1500 B copies per frame in the daemon), vm1 64 B frames

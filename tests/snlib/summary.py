@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Measurements shown in pytest's terminal summary (the CI log).
 
-Tests that compute a figure the issues ask to be quoted (a rate, a share,
+Tests that compute a figure worth quoting (a rate, a share,
 a latency against its bound) hand it to a Summary; the conftest of their
 directory writes it out in its pytest_terminal_summary hook, one section
 per directory. Two shapes:

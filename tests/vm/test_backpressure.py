@@ -96,7 +96,7 @@ pytestmark = pytest.mark.vm
 
 R_BPS = int(float(os.environ.get("SN_BP_RATE_MBPS", "20")) * 1e6)
 NS = (1, 4, 16)
-# EXPERIMENT (V3): SN_BP_HORIZON=clamp adds a catch-all class with horizon clamp
+# Experiment: SN_BP_HORIZON=clamp adds a catch-all class with horizon clamp
 VM0_POLICY = {"rate_bps": R_BPS}
 if os.environ.get("SN_BP_HORIZON") == "clamp":
     VM0_POLICY = {"rate_bps": R_BPS, "classes": [

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_config.h — schednicd configuration: JSON text -> validated struct.
  *
- * The default configuration is backend/daemon/default-config.json compiled
+ * The default configuration is backend/daemon/app/default-config.json compiled
  * in (sn_default_config). A user file replaces it key by key: every key is
  * optional, a missing key takes its default, an unknown key is an error.
  * "uplink": null means no uplink; "ports" replaces the default port list as
