@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_pipeline.c — the scheduled pipeline (pipeline/) driven through its
+ * public API, without a running daemon: frames of a shaped port are
+ * submitted, held in the timing wheel and released at the port's rate by
+ * sn_pipeline_run(); a newly published policy is applied by the next
+ * run() to the frames already queued. Properties:
+ *  - release at rate: after run() at the pipeline's clock C, the frames
+ *    released since the stamps' start T are floor((C - T) / P) (P = the
+ *    frame's time at the rate), less at most one wheel slot's worth
+ *    (tolerance: one slot, 10 us, and 1 us), never more; released_bytes is
+ *    that count times the frame length; held() and src_held() count the
+ *    rest; offered_* count every submitted frame;
+ *  - hard limit: frames stamped beyond the wheel horizon are "horizon"
+ *    drops, the others are released at the rate;
+ *  - live apply: a rate change published while frames are queued
+ *    restamps them from the apply on at the new rate, faster and slower;
+ *  - drain: every held frame is freed ("src_stopped"), the mbuf pool is
+ *    full again, and so after every case.
+ * The pipeline needs DPDK memory (rte_zmalloc, mbufs), so the test starts
+ * the EAL (no hugepages, no PCI, its own file prefix). It runs the 1-core
+ * layout with a port table built by hand (no registry, no vhost device):
+ * zeroed struct sn_port with the fields submit/run read (name, type,
+ * slot, gen, up). The destination port is down, so every released frame
+ * ends as a counted dst_gone drop (released_* count it before delivery).
+ * Time is real: the checks use the pipeline's own clock
+ * (sn_pipeline_clock_ns() of its latest run()), so a descheduled test only
+ * samples later, it does not fail. */
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "sn_pipeline.h"
+#include "sn_policy.h"
+#include "sn_port.h"
+
+#include "sn_check.h"
+
+#define US 1000ull
+#define MS 1000000ull
+
+#define GRAN_NS  (10 * US)               /* wheel slot */
+#define SLOTS    4096u                   /* horizon 40.96 ms */
+#define HORIZON  (SLOTS * GRAN_NS)
+#define SLACK_NS (1 * US)
+#define NB_MBUF  1023u
+
+static struct rte_mempool *mp;
+static unsigned avail0;
+
+/* The hand-built port table: vm0 (slot 0) is the shaped source, vm1
+ * (slot 1) the destination, down. */
+static struct sn_port ports[2];
+static struct sn_port_table table;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ns(uint64_t ns)
+{
+	const uint64_t end = mono_ns() + ns;
+
+	while (mono_ns() < end)
+		;
+}
+
+static void ports_init(void)
+{
+	static const char *const names[2] = { "vm0", "vm1" };
+
+	memset(ports, 0, sizeof(ports));
+	memset(&table, 0, sizeof(table));
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(ports[i].name, sizeof(ports[i].name), "%s", names[i]);
+		ports[i].type = SN_PORT_VHOST;
+		ports[i].slot = (uint16_t)i;
+		ports[i].gen = 100 + i;   /* != 0: a fresh slot has gen 0 */
+		ports[i].nq = 1;
+		ports[i].uplink_vid = -1;
+		table.list[i] = table.by_slot[i] = &ports[i];
+	}
+	table.n = 2;
+	ports[0].up = 1;
+	ports[1].up = 0;   /* every released frame: dst_gone */
+}
+
+static void parse(const char *text, struct sn_policy *p)
+{
+	char err[256] = "";
+	json_t *j = json_loads(text, 0, NULL);
+
+	CHECK(j != NULL);
+	if (sn_policy_parse(j, p, err, sizeof(err))) {
+		fprintf(stderr, "FAIL parse: %s\n", err);
+		failures++;
+	}
+	json_decref(j);
+}
+
+/* The policy: vm0 limited to rate_bps, vm1 unshaped. */
+static void pol_of(uint64_t rate, struct sn_policy *p)
+{
+	char buf[256];
+
+	snprintf(buf, sizeof(buf), "{\"ports\": {\"vm0\": {\"rate_bps\": %" PRIu64
+		 ", \"burst_bytes\": 0, \"weight\": 1}}}", rate);
+	parse(buf, p);
+}
+
+struct fix {
+	struct sn_policy_store *st;
+	struct sn_pipeline *pl;
+	uint64_t t_apply;   /* clock of the run that applied the policy */
+};
+
+/* Where the chain of a burst submitted at clock t0 to an idle port
+ * starts: frame i (from 1) is due at start + i p. The port's LTS starts
+ * at the apply (sn_tstamp_init at its clock) and a frame's stamp is
+ * max(LTS + p, now) (Carousel §5.1.1), so after an idle time longer than
+ * one frame the first one is due at t0 itself. */
+static uint64_t chain_start(const struct fix *f, uint64_t t0, uint64_t p)
+{
+	return RTE_MAX(f->t_apply, t0 - p);
+}
+
+/* A store with vm0 at `rate`, a pipeline, and one run() that applies it. */
+static int fix_open(struct fix *f, uint64_t rate)
+{
+	static struct sn_policy p;
+	const struct sn_pipeline_config cfg = {
+		.granularity_ns = GRAN_NS, .slots = SLOTS, .pool_nodes = 4096,
+		.mbox_size = 256, .queue_len = 256, .slack_ns = 10 * MS,
+		.idle_credit_ns = 1 * MS,
+	};
+	struct sn_pipeline_port_stats s;
+
+	ports_init();
+	pol_of(rate, &p);
+	f->st = sn_policy_store_create(&p);
+	CHECK(f->st != NULL);
+	if (!f->st)
+		return -1;
+	f->pl = sn_pipeline_create(&cfg, f->st);
+	CHECK(f->pl != NULL);
+	if (!f->pl) {
+		sn_policy_store_destroy(f->st);
+		return -1;
+	}
+	sn_pipeline_run(f->pl, &table);
+	f->t_apply = sn_pipeline_clock_ns(f->pl);
+	CHECK(sn_pipeline_shaped(f->pl, &ports[0]));
+	CHECK(!sn_pipeline_shaped(f->pl, &ports[1]));
+	CHECK(sn_pipeline_port_stats(f->pl, &ports[1], &s) == -ENOENT);
+	CHECK(sn_pipeline_port_stats(f->pl, &ports[0], &s) == 0 && s.rate_bps == rate);
+	return 0;
+}
+
+static void fix_close(struct fix *f)
+{
+	sn_pipeline_destroy(f->pl);
+	sn_policy_store_destroy(f->st);
+	/* Every frame freed exactly once: the pool is full again. */
+	CHECK(rte_mempool_avail_count(mp) == avail0);
+}
+
+static struct sn_pipeline_port_stats stats0(const struct fix *f)
+{
+	struct sn_pipeline_port_stats s;
+
+	CHECK(sn_pipeline_port_stats(f->pl, &ports[0], &s) == 0);
+	return s;
+}
+
+/* n frames of len bytes from vm0 to vm1, in one burst, right after a
+ * run() (the mbufs are made first): returns that run's clock, the one
+ * submit stamps from; *late: the clock after the submit (a frame due by
+ * then may have taken the fast path, released at submit). */
+static uint64_t submit(struct fix *f, unsigned n, uint32_t len, uint64_t *late)
+{
+	struct rte_mbuf *pkts[256];
+	struct sn_port *dst[256];
+	uint64_t t;
+
+	CHECK(n <= 256);
+	for (unsigned i = 0; i < n; i++) {
+		pkts[i] = rte_pktmbuf_alloc(mp);
+		CHECK(pkts[i] != NULL);
+		if (!pkts[i])
+			return 0;
+		CHECK(rte_pktmbuf_append(pkts[i], (uint16_t)len) != NULL);
+		memset(rte_pktmbuf_mtod(pkts[i], void *), 0, len);
+		dst[i] = &ports[1];
+	}
+	sn_pipeline_run(f->pl, &table);
+	t = sn_pipeline_clock_ns(f->pl);
+	sn_pipeline_submit_burst(f->pl, &ports[0], pkts, dst, (uint16_t)n);
+	sn_pipeline_flush(f->pl);
+	if (late)
+		*late = mono_ns();
+	return t;
+}
+
+/* The frame's time at rate (exact for the rates used: 8e9 / rate is a
+ * whole number of ns per byte). */
+static uint64_t frame_ns(uint64_t rate, uint32_t len)
+{
+	return (uint64_t)len * 8000000000ull / rate;
+}
+
+/* Frames released by the pipeline's clock c of a chain of n frames of
+ * period p starting at t (frame i due at t + i p, released at the first
+ * slot boundary at or after it): [lo, hi]. */
+static void due_range(uint64_t t, uint64_t p, unsigned n, uint64_t c, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t h = c + SLACK_NS > t ? (c + SLACK_NS - t) / p : 0;
+	uint64_t l = c > t + GRAN_NS + SLACK_NS ? (c - t - GRAN_NS - SLACK_NS) / p : 0;
+
+	*hi = RTE_MIN(h, (uint64_t)n);
+	*lo = RTE_MIN(l, (uint64_t)n);
+}
+
+/* run() every step ns until the chain (n frames held, of period p from
+ * t, rel0 frames released before it) is out; at each run the released,
+ * held and src_held counts are checked against the clock. Returns the
+ * number of samples. */
+static unsigned follow(struct fix *f, uint64_t t, uint64_t p, unsigned n, uint64_t rel0,
+		       uint32_t len, uint64_t step, const char *what)
+{
+	const uint64_t end = t + n * p + 50 * MS;
+	unsigned samples = 0, bad = 0;
+	uint64_t rel = 0, c;
+
+	do {
+		struct sn_pipeline_port_stats s;
+		uint64_t lo, hi;
+
+		spin_ns(step);
+		sn_pipeline_run(f->pl, &table);
+		c = sn_pipeline_clock_ns(f->pl);
+		s = stats0(f);
+		rel = s.released_packets - rel0;
+		due_range(t, p, n, c, &lo, &hi);
+		samples++;
+		if (rel < lo || rel > hi || s.released_bytes != s.released_packets * len ||
+		    sn_pipeline_held(f->pl) != n - rel ||
+		    sn_pipeline_src_held(f->pl, &ports[0]) != n - rel || s.wheel_depth != n - rel) {
+			if (bad++ < 5)
+				fprintf(stderr, "FAIL %s: at +%.3f ms released %" PRIu64
+					" (due %" PRIu64 "..%" PRIu64 "), held %" PRIu64
+					", src_held %" PRIu64 ", wheel %" PRIu64 "\n", what,
+					(double)(c - t) / MS, rel, lo, hi, sn_pipeline_held(f->pl),
+					sn_pipeline_src_held(f->pl, &ports[0]), s.wheel_depth);
+			failures++;
+		}
+	} while (rel < n && c < end);
+	CHECK(rel == n);
+	return samples;
+}
+
+/* ---- release at the port's rate ------------------------------------------ */
+
+static const struct rel_case {
+	uint64_t rate;
+	uint32_t len;
+	unsigned n;        /* n * frame time < horizon: all queued */
+} rel_cases[] = {
+	{ 10000000, 1000, 40 },    /* 800 us a frame, 32 ms */
+	{ 40000000, 1500, 100 },   /* 300 us a frame, 30 ms */
+	{ 100000000, 64, 200 },    /* 5.12 us a frame (< one slot), 1 ms */
+};
+
+static void release_at_rate(const struct rel_case *rc)
+{
+	const uint64_t p = frame_ns(rc->rate, rc->len);
+	struct sn_pipeline_port_stats s;
+	struct fix f;
+	uint64_t t0, t, late, rel0, t_end;
+	unsigned samples;
+
+	if (fix_open(&f, rc->rate))
+		return;
+	t0 = submit(&f, rc->n, rc->len, &late);
+	t = chain_start(&f, t0, p);
+	s = stats0(&f);
+	CHECK(s.offered_packets == rc->n && s.offered_bytes == (uint64_t)rc->n * rc->len);
+	/* Only frames already due by submit's own clock skip the wheel. */
+	rel0 = s.released_packets;
+	CHECK(rel0 <= (late - t) / p);
+	CHECK(sn_pipeline_held(f.pl) == rc->n - rel0);
+	CHECK(sn_pipeline_src_held(f.pl, &ports[0]) == rc->n - rel0);
+	samples = follow(&f, t, p, rc->n, 0, rc->len, RTE_MAX(p / 3, 20 * US), "release");
+	t_end = sn_pipeline_clock_ns(f.pl);
+	s = stats0(&f);
+	CHECK(s.released_packets == rc->n && s.released_bytes == (uint64_t)rc->n * rc->len);
+	CHECK(s.drop[SN_PL_DROP_DST_GONE] == rc->n);
+	for (unsigned d = 0; d < SN_PL_DROP_MAX; d++)
+		if (d != SN_PL_DROP_DST_GONE)
+			CHECK(s.drop[d] == 0);
+	CHECK(sn_pipeline_held(f.pl) == 0 && sn_pipeline_src_held(f.pl, &ports[0]) == 0);
+	/* The last frame is due at t + n p: released no earlier. */
+	CHECK(t_end + SLACK_NS >= t + rc->n * p);
+	printf("release %3" PRIu64 " Mbit/s x %4u B: %3u frames in %6.3f ms (due %6.3f ms), "
+	       "%.2f Mbit/s, %u samples\n", rc->rate / 1000000, rc->len, rc->n,
+	       (double)(t_end - t) / MS, (double)(rc->n * p) / MS,
+	       (double)s.released_bytes * 8 * 1000 / (double)(t_end - t), samples);
+	fix_close(&f);
+}
+
+/* ---- horizon drops ------------------------------------------------------- */
+
+static void horizon(void)
+{
+	const uint64_t rate = 1000000;   /* 8 ms a 1000-byte frame */
+	const uint32_t len = 1000;
+	const unsigned n = 12;
+	const uint64_t p = frame_ns(rate, len);
+	struct sn_pipeline_port_stats s;
+	struct fix f;
+	uint64_t t0, t, kept, keep_lo, keep_hi;
+
+	if (fix_open(&f, rate))
+		return;
+	t0 = submit(&f, n, len, NULL);
+	/* frame i, due at t + i p, goes in while its slot is within the
+	 * horizon of the wheel's front (at t0, possibly one slot behind) */
+	t = chain_start(&f, t0, p);
+	keep_lo = (t0 + HORIZON - 2 * GRAN_NS - t) / p;
+	keep_hi = (t0 + HORIZON - t) / p;
+	s = stats0(&f);
+	kept = sn_pipeline_held(f.pl);
+	CHECK(s.offered_packets == n && s.released_packets == 0);
+	CHECK(kept >= keep_lo && kept <= keep_hi);
+	CHECK(s.drop[SN_PL_DROP_HORIZON] == n - kept);
+	CHECK(sn_pipeline_src_held(f.pl, &ports[0]) == kept && s.wheel_depth == kept);
+	/* A dropped frame commits no stamp: the kept ones leave at the rate. */
+	follow(&f, t, p, (unsigned)kept, 0, len, 2 * MS, "horizon");
+	s = stats0(&f);
+	CHECK(s.drop[SN_PL_DROP_HORIZON] == n - kept && s.drop[SN_PL_DROP_DST_GONE] == kept);
+	printf("horizon %.2f ms at 1 Mbit/s x %u B: %u offered, %" PRIu64 " queued, %" PRIu64
+	       " horizon drops\n", (double)HORIZON / MS, len, n, kept,
+	       s.drop[SN_PL_DROP_HORIZON]);
+	fix_close(&f);
+}
+
+/* ---- live policy apply --------------------------------------------------- */
+
+static const struct live_case {
+	uint64_t rate0, rate1;
+	uint32_t len;
+	unsigned n;        /* n frames at either rate fit the horizon */
+} live_cases[] = {
+	{ 4000000, 100000000, 1000, 16 },   /* 2 ms -> 80 us a frame */
+	{ 100000000, 4000000, 1000, 16 },   /* 80 us -> 2 ms a frame */
+};
+
+static void live_apply(const struct live_case *lc)
+{
+	const uint64_t p1 = frame_ns(lc->rate1, lc->len);
+	struct sn_pipeline_port_stats s;
+	struct sn_policy p;
+	struct fix f;
+	uint64_t t0, t1, late, rel0, held1;
+	unsigned samples;
+
+	if (fix_open(&f, lc->rate0))
+		return;
+	t0 = submit(&f, lc->n, lc->len, &late);
+	pol_of(lc->rate1, &p);
+	CHECK(sn_policy_publish(f.st, &p) == 0);
+	/* The apply: every queued frame of vm0 is laid again on a chain of
+	 * the new rate starting at this run's clock t1, before it extracts. */
+	sn_pipeline_run(f.pl, &table);
+	t1 = sn_pipeline_clock_ns(f.pl);
+	s = stats0(&f);
+	rel0 = s.released_packets;
+	held1 = sn_pipeline_held(f.pl);
+	CHECK(s.rate_bps == lc->rate1);
+	/* none by the apply's run: only fast-path frames at submit */
+	CHECK(rel0 <= (late - chain_start(&f, t0, frame_ns(lc->rate0, lc->len))) /
+		      frame_ns(lc->rate0, lc->len));
+	CHECK(held1 == lc->n - rel0);
+	CHECK(s.drop[SN_PL_DROP_HORIZON] == 0);
+	samples = follow(&f, t1, p1, (unsigned)held1, rel0, lc->len,
+			 RTE_MAX(p1 / 3, 20 * US), "live apply");
+	s = stats0(&f);
+	CHECK(s.released_packets == lc->n && s.drop[SN_PL_DROP_DST_GONE] == lc->n);
+	printf("live apply %3" PRIu64 " -> %3" PRIu64 " Mbit/s: %" PRIu64 " queued frames out "
+	       "%6.3f ms after the apply (due %6.3f ms; old stamps to %6.3f ms after submit, "
+	       "apply at %.3f ms), %u samples\n",
+	       lc->rate0 / 1000000, lc->rate1 / 1000000, held1,
+	       (double)(sn_pipeline_clock_ns(f.pl) - t1) / MS, (double)(held1 * p1) / MS,
+	       (double)(lc->n * frame_ns(lc->rate0, lc->len)) / MS, (double)(t1 - t0) / MS,
+	       samples);
+	fix_close(&f);
+}
+
+/* ---- drain ---------------------------------------------------------------- */
+
+static void drain(void)
+{
+	const unsigned n = 10;   /* at 4 Mbit/s x 1000 B: 20 ms, all queued */
+	struct sn_pipeline_port_stats s;
+	struct fix f;
+
+	if (fix_open(&f, 4000000))
+		return;
+	submit(&f, n, 1000, NULL);
+	CHECK(sn_pipeline_held(f.pl) == n);
+	CHECK(rte_mempool_avail_count(mp) == avail0 - n);
+	sn_pipeline_drain(f.pl);
+	s = stats0(&f);
+	CHECK(sn_pipeline_held(f.pl) == 0 && sn_pipeline_src_held(f.pl, &ports[0]) == 0);
+	CHECK(s.drop[SN_PL_DROP_SRC_STOP] == n && s.wheel_depth == 0 && s.released_packets == 0);
+	CHECK(rte_mempool_avail_count(mp) == avail0);
+	printf("drain: %u held frames freed (src_stopped %" PRIu64 "), pool %u/%u free\n", n,
+	       s.drop[SN_PL_DROP_SRC_STOP], rte_mempool_avail_count(mp), avail0);
+	fix_close(&f);
+}
+
+/* ---- EAL ------------------------------------------------------------------- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+static int eal_start(void)
+{
+	static char prefix[64], lcores[32];
+	char *argv[] = { "test_pipeline", "--no-huge", "-m", "256", "--no-pci", "--no-telemetry",
+			 "--file-prefix", prefix, "--lcores", lcores, "--log-level=error", NULL };
+	cpu_set_t cpus;
+	int cpu = 0;
+
+	/* The main lcore on a CPU this process may run on. */
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+		while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &cpus))
+			cpu++;
+	snprintf(prefix, sizeof(prefix), "sn-ut-%d", (int)getpid());
+	snprintf(lcores, sizeof(lcores), "0@%d", cpu);
+	if (rte_eal_init((int)RTE_DIM(argv) - 1, argv) < 0) {
+		fprintf(stderr, "FAIL rte_eal_init: %s\n", rte_strerror(rte_errno));
+		return -1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	char runtime_dir[PATH_MAX];
+
+	if (eal_start())
+		return 1;
+	snprintf(runtime_dir, sizeof(runtime_dir), "%s", rte_eal_get_runtime_dir());
+	mp = rte_pktmbuf_pool_create("sn_ut_pl", NB_MBUF, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+				     SOCKET_ID_ANY);
+	CHECK(mp != NULL);
+	if (mp) {
+		avail0 = rte_mempool_avail_count(mp);
+		CHECK(avail0 == NB_MBUF);
+		for (size_t i = 0; i < RTE_DIM(rel_cases); i++)
+			release_at_rate(&rel_cases[i]);
+		horizon();
+		for (size_t i = 0; i < RTE_DIM(live_cases); i++)
+			live_apply(&live_cases[i]);
+		drain();
+		rte_mempool_free(mp);
+	}
+	rte_eal_cleanup();
+	nftw(runtime_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	return sn_check_exit("test_pipeline");
+}
