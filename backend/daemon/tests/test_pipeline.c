@@ -47,6 +47,7 @@
 #include "sn_port.h"
 
 #include "sn_check.h"
+#include "sn_test_policy.h"
 
 #define US 1000ull
 #define MS 1000000ull
@@ -101,19 +102,6 @@ static void ports_init(void)
 	ports[1].up = 0;   /* every released frame: dst_gone */
 }
 
-static void parse(const char *text, struct sn_policy *p)
-{
-	char err[256] = "";
-	json_t *j = json_loads(text, 0, NULL);
-
-	CHECK(j != NULL);
-	if (sn_policy_parse(j, p, err, sizeof(err))) {
-		fprintf(stderr, "FAIL parse: %s\n", err);
-		failures++;
-	}
-	json_decref(j);
-}
-
 /* The policy: vm0 limited to rate_bps, vm1 unshaped. */
 static void pol_of(uint64_t rate, struct sn_policy *p)
 {
@@ -121,7 +109,7 @@ static void pol_of(uint64_t rate, struct sn_policy *p)
 
 	snprintf(buf, sizeof(buf), "{\"ports\": {\"vm0\": {\"rate_bps\": %" PRIu64
 		 ", \"burst_bytes\": 0, \"weight\": 1}}}", rate);
-	parse(buf, p);
+	sn_test_policy_parse(buf, p);
 }
 
 struct fix {

@@ -28,21 +28,9 @@
 #include "sn_policy.h"
 
 #include "sn_check.h"
+#include "sn_test_policy.h"
 
 #define MS 1000000ull
-
-static void parse(const char *text, struct sn_policy *p)
-{
-	char err[256] = "";
-	json_t *j = json_loads(text, 0, NULL);
-
-	CHECK(j != NULL);
-	if (sn_policy_parse(j, p, err, sizeof(err))) {
-		fprintf(stderr, "FAIL parse: %s\n", err);
-		failures++;
-	}
-	json_decref(j);
-}
 
 static const char *pol_text(uint64_t rate, unsigned update_ms)
 {
@@ -84,7 +72,7 @@ static void part1(void)
 	struct sn_nba *nba, *nba2;
 	uint64_t g0, g1;
 
-	parse(pol_text(80000000, 10), &p);
+	sn_test_policy_parse(pol_text(80000000, 10), &p);
 	CHECK(p.n_aggs == 1 && p.aggs[0].nba == NULL);
 	CHECK(p.ports[0].classes[0].agg == 0);
 	st = sn_policy_store_create(&p);
@@ -107,7 +95,7 @@ static void part1(void)
 
 	/* Same name and period: the instance (and its demand estimates) carries
 	 * on, the new rate is in force at once. */
-	parse(pol_text(40000000, 10), &p);
+	sn_test_policy_parse(pol_text(40000000, 10), &p);
 	CHECK(sn_policy_publish(st, &p) == 0);
 	CHECK(sn_policy_main(st)->aggs[0].nba == nba);
 	sn_policy_tick(st, t_now + 1);   /* dirty: recomputed before the period ends */
@@ -117,7 +105,7 @@ static void part1(void)
 	CHECK(g0 + g1 <= 5000000 && g0 + g1 >= 5000000 - 2);
 
 	/* Another period: a new instance over both workers (A/n again). */
-	parse(pol_text(40000000, 20), &p);
+	sn_test_policy_parse(pol_text(40000000, 20), &p);
 	CHECK(sn_policy_publish(st, &p) == 0);
 	nba2 = sn_policy_main(st)->aggs[0].nba;
 	CHECK(nba2 != NULL);
@@ -129,7 +117,7 @@ static void part1(void)
 	CHECK(sn_nba_grant(nba2, 0) == 5000000 - 50000);
 
 	/* Aggregate removed: no instance left (ASan: freed exactly once). */
-	parse("{}", &p);
+	sn_test_policy_parse("{}", &p);
 	CHECK(sn_policy_publish(st, &p) == 0);
 	CHECK(sn_policy_main(st)->n_aggs == 0);
 	CHECK(sn_policy_tick(st, t_now + 1000 * MS) == 0);
@@ -182,7 +170,7 @@ static void part2(void)
 	struct sn_policy p;
 	pthread_t th[2];
 
-	parse(pol_text(80000000, 10), &p);
+	sn_test_policy_parse(pol_text(80000000, 10), &p);
 	g_st = sn_policy_store_create(&p);
 	CHECK(g_st && sn_policy_store_set_workers(g_st, 2) == 0);
 	atomic_store(&g_now, t_now);
@@ -197,7 +185,7 @@ static void part2(void)
 		/* Alternate: same instance kept / replaced / removed. */
 		const char *txt = k % 3 == 2 ? "{}" : pol_text(8000000 + k * 1000, k % 3 ? 10 : 20);
 
-		parse(txt, &p);
+		sn_test_policy_parse(txt, &p);
 		CHECK(sn_policy_publish(g_st, &p) == 0);
 		sn_policy_tick(g_st, t_now += MS);
 		atomic_store(&g_now, t_now);
