@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Reference tests for fair dropping (sn-trace fdrop), seed 003.
+"""Reference tests for fair dropping (sn-trace fdrop): the fair
+dropping of Addanki et al.
 
   - Table I of the paper: three Poisson flows at 1 / 0.6 / 0.1 packets per
     packet time on a unit link, buffer 30, θ = 10 packets, per-packet

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""CPU fair dropping in the worker (seed 003 §III-E:
+"""CPU fair dropping in the worker (Addanki et al., fair packet dropping, §III-E:
 Algorithm 1 on CPU time + Algorithm 2's per-burst cost apportioning;
 config datapath.cpu_fair_pct, backend/daemon/classify/sn_cpufair.h).
 

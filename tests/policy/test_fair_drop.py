@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Fair dropping in front of the arbiter (seed 003).
+"""Fair dropping in front of the arbiter (Addanki et al., fair packet dropping).
 
 Three unresponsive flows (three UDP 5-tuples of one port, vm0) offer 1,
 0.6 and 0.1 of a 20 Mbit/s uplink. sn-gen serves its --flow entries

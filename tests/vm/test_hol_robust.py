@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """No head-of-line blocking, and robustness of held descriptors, with real
-TCG guests (Carousel, seed 002, §5.2 and §7.1.2).
+TCG guests (Carousel, SIGCOMM 2017, §5.2 and §7.1.2).
 
 HOL: one VM, one TX queue, deferred port, two TCP flows to the uplink host
 sharing that queue: SLOW (dst port 5202) paced at 5 Mbit/s by a flow class,
