@@ -200,6 +200,19 @@ void sn_pipeline_flush(struct sn_pipeline *pl);
 #define SN_PIPELINE_ROOM_FRAME_MIN 1518u
 uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
 			      uint16_t max);
+/* Worker: how many frames a deferred queue of a guest that did not opt in
+ * may hand to submit() now (its frames are copied out rather than held
+ * past its short hold limit, sn_vqtx_copy_out): as many as keep the frames
+ * of port `in` in this worker's pipeline (descriptors held plus copies)
+ * within budget (the caller passes the port's ring size: copies take no
+ * more memory than a held ring) or its rate limit's stamps within
+ * SN_PIPELINE_COPY_AHEAD_NS of now (a queue deep enough to ride out a
+ * worker descheduled for a few ms on a shared host), and never beyond the
+ * wheel horizon (sn_pipeline_src_room). The rest waits in the guest's
+ * ring. max when the port is not shaped. */
+#define SN_PIPELINE_COPY_AHEAD_NS 20000000ull
+uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn_port *in,
+				   uint64_t budget, uint16_t max);
 /* Worker: frames held (wheel + arbiter); > 0 means run() has work later. */
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl);
 /* Worker: frames from port `in` held (wheel + mailbox + scheduler). */

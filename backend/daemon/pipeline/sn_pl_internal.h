@@ -117,7 +117,7 @@ struct meta {
 };
 
 /* What the worker does with a frame from the return mailbox. */
-enum { RET_SENT = 0, RET_DROP, RET_GSO };
+enum { RET_SENT = 0, RET_DROP, RET_GSO, RET_COPIED };
 
 /* The release time of a frame in the wheel is ts = max(O, A), A the stamp
  * of its aggregate share, O the max over its other policies (port limit,
@@ -415,24 +415,28 @@ static inline void drop_taken(struct sn_pipeline *pl, struct rte_mbuf *m,
 /* A frame of a deferred-completion port (sn_vqtx) that must not go on:
  * its device is stopping, or it was held past max_hold_us. Drops it
  * (freeing completes it) and returns true; false for any other frame.
+ * A frame of a guest that did not opt in found past its deadline is
+ * copied out instead (sn_vqtx_copy_out; a remote arbiter copies and
+ * returns the original, RET_COPIED): *mp becomes the copy and the result
+ * is false; without an mbuf for the copy it is dropped (no_mbuf).
  * Called by worker pl (a NULL) or by the arbiter half a (pl: the worker
  * it runs on, NULL when remote); a remote arbiter only reads the queue's
  * stop flag (acquire) and its immutable hold limit, and returns the frame:
  * the vqtx counters are the worker's. The per-frame check is inline (one
  * sn_vqtx_verdict call with the worker's iteration clock), the rare drop
  * out of line. */
-void sn_pl_deferred_drop_slow(struct sn_pipeline *pl, struct sn_pl_arb *a, struct rte_mbuf *m,
+bool sn_pl_deferred_drop_slow(struct sn_pipeline *pl, struct sn_pl_arb *a, struct rte_mbuf **mp,
 			      struct sn_vqtx *q, enum sn_vqtx_verdict v);
 
-static inline bool deferred_drop(struct sn_pipeline *pl, struct sn_pl_arb *a, struct rte_mbuf *m)
+static inline bool deferred_drop(struct sn_pipeline *pl, struct sn_pl_arb *a,
+				 struct rte_mbuf **mp)
 {
 	struct sn_vqtx *q;
-	enum sn_vqtx_verdict v = sn_vqtx_verdict(m, &q);
+	enum sn_vqtx_verdict v = sn_vqtx_verdict(*mp, &q);
 
 	if (likely(v == SN_VQTX_KEEP))
 		return false;
-	sn_pl_deferred_drop_slow(pl, a, m, q, v);
-	return true;
+	return sn_pl_deferred_drop_slow(pl, a, mp, q, v);
 }
 
 /* The counters of m of its sender: worker pl's own (a NULL), or the

@@ -57,16 +57,44 @@ void sn_pl_a_drop(struct sn_pl_arb *a, struct rte_mbuf *m, enum sn_pipeline_drop
 	rte_pktmbuf_free(m);
 }
 
-__rte_noinline void sn_pl_deferred_drop_slow(struct sn_pipeline *pl, struct sn_pl_arb *a,
-					     struct rte_mbuf *m, struct sn_vqtx *q,
+/* The stock-guest fallback of a frame found past its deadline (see
+ * deferred_drop): true if it was dropped for want of an mbuf. */
+static bool copy_late(struct sn_pl_arb *a, struct rte_mbuf **mp)
+{
+	struct rte_mbuf *m = *mp, *c;
+
+	if (a && a->remote) {
+		/* the copy here, the original's free on its worker */
+		c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
+		sn_pl_ret_push(a, m, RET_COPIED, c ? 0 : 1);
+		*mp = c;
+		return c == NULL;
+	}
+	c = sn_vqtx_copy_out(m);
+	*mp = c;
+	return c == NULL;
+}
+
+__rte_noinline bool sn_pl_deferred_drop_slow(struct sn_pipeline *pl, struct sn_pl_arb *a,
+					     struct rte_mbuf **mp, struct sn_vqtx *q,
 					     enum sn_vqtx_verdict v)
 {
 	const enum sn_pipeline_drop cause = v == SN_VQTX_STOPPING ? SN_PL_DROP_SRC_STOP
 								  : SN_PL_DROP_HOLD;
+	struct rte_mbuf *m = *mp;
 
+	if (cause == SN_PL_DROP_HOLD && sn_vqtx_is_stock(m)) {
+		struct sn_pipeline_port_stats *st = side_st(pl, a, m);
+
+		if (!copy_late(a, mp))
+			return false;
+		if (!(a && a->remote))
+			ctr_add(&st->drop[SN_PL_DROP_NO_MBUF], 1);
+		return true;
+	}
 	if (a && a->remote) {
 		sn_pl_ret_push(a, m, RET_DROP, (uint8_t)cause);
-		return;
+		return true;
 	}
 	if (cause == SN_PL_DROP_SRC_STOP)
 		sn_vqtx_count_forced(q);
@@ -76,6 +104,7 @@ __rte_noinline void sn_pl_deferred_drop_slow(struct sn_pipeline *pl, struct sn_p
 		sn_pl_a_drop(a, m, cause);
 	else
 		drop(pl, m, cause);
+	return true;
 }
 
 /* Worker half: one frame the arbiter handed back. */
@@ -89,6 +118,15 @@ void sn_pl_ret_handle(struct sn_pipeline *pl, struct rte_mbuf *m)
 	switch (md->ret_kind) {
 	case RET_GSO:
 		sn_pl_uplink_tx(pl, NULL, &m, 1, NULL);
+		break;
+	case RET_COPIED:   /* stock-guest fallback: copied (cause 0) or not */
+		q = sn_vqtx_of(m, &pop);
+		if (q)
+			sn_vqtx_count_copied(q, md->ret_cause == 0);
+		if (md->ret_cause == 0)
+			rte_pktmbuf_free(m);
+		else
+			drop(pl, m, SN_PL_DROP_NO_MBUF);
 		break;
 	case RET_DROP:
 		q = sn_vqtx_of(m, &pop);

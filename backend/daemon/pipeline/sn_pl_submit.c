@@ -150,12 +150,13 @@ static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf 
 /* A frame left the wheel (or had no rate): deliver to its destination(s). */
 void sn_pl_dispatch(struct sn_pipeline *pl, struct rte_mbuf *m)
 {
-	const struct meta *md = meta_of(pl, m);
+	const struct meta *md;
 	const struct sn_port_table *t = pl->t;
 	unsigned ndst = 0;
 
-	if (deferred_drop(pl, NULL, m))
+	if (deferred_drop(pl, NULL, &m))
 		return;
+	md = meta_of(pl, m);
 
 	if (md->dst != DST_FLOOD) {
 		struct sn_port *p = t->by_slot[md->dst];
@@ -386,6 +387,25 @@ submit_prefix(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf **pkts,
 			    : fast_prefix(pl, ps, pkts, dst, n, mk, due, acc, false, true);
 }
 
+/* The stock-guest fallback at submit (sn_vqtx_hold.c): a frame of a guest
+ * that did not opt in whose release time ts is past its copy-by time
+ * leaves its descriptor now and enters the wheel as a copy, in its place.
+ * Without an mbuf for the copy the frame is dropped before its stamps are
+ * committed: a drop keeps no rate-limit budget. NULL: dropped (counted). */
+static __rte_noinline struct rte_mbuf *copy_at_submit(struct sn_pipeline *pl, struct rte_mbuf *m,
+						      struct sn_classify_res *cr)
+{
+	const uint16_t src = meta_of(pl, m)->src;
+	const uint32_t len = m->pkt_len;
+	struct rte_mbuf *c = sn_vqtx_copy_out(m);
+
+	if (!c) {
+		sn_classify_dropped(pl->cls, cr, len, SN_CL_DROP_POOL);
+		ctr_add(&pl->ps[src].st.drop[SN_PL_DROP_NO_MBUF], 1);
+	}
+	return c;
+}
+
 /* A frame whose release time ts is in the future, or whose port has
  * frames in the wheel, goes into the wheel; the stamps of the policies it
  * crosses are committed only if the wheel takes it (a drop is counted).
@@ -397,6 +417,11 @@ wheel_insert(struct sn_pipeline *pl, struct rte_mbuf *m, struct sn_classify_res 
 	const uint32_t len = m->pkt_len;
 	int rc;
 
+	if (RTE_MBUF_HAS_EXTBUF(m) && ts > now && ts - now > sn_vqtx_copy_by_ns(m)) {
+		m = copy_at_submit(pl, m, cr);
+		if (!m)
+			return 0;
+	}
 	meta_of(pl, m)->ts = ts;
 	/* the aggregate's part of ts, for sn_pl_restamp_aggs() */
 	*agg_lag(pl, m) = cr->agg ? agg_lag_of(nx, cr->n, now) : AGG_NONE;
@@ -672,15 +697,11 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
  * frame the port submitted so far (at least SN_PIPELINE_ROOM_FRAME_MIN; a
  * longer one than ever before may still land beyond the horizon, once) at
  * ns_byte + 1 ns per byte (an upper bound of 8e9 / rate). */
-uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
-			      uint16_t max)
+static uint16_t room_within(const struct sn_pipeline *pl, const struct wslot *ps, uint64_t h,
+			    uint16_t max)
 {
-	const struct wslot *ps = &pl->ps[in->slot];
-	uint64_t h, end, start, k;
+	uint64_t end, start, k;
 
-	if (ps->gen != in->gen || !ps->shaped || !ps->has_rate)
-		return max;
-	h = sn_twheel_horizon_ns(pl->wheel);
 	end = pl->now + h - h / 64;
 	start = RTE_MAX(ps->ts.lts, pl->now);
 	k = start < end ? (end - start) / ((uint64_t)RTE_MAX(ps->room_lmax,
@@ -689,6 +710,34 @@ uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port
 	if (k == 0 && ps->ts.lts <= pl->now)
 		k = 1;
 	return (uint16_t)RTE_MIN(k, (uint64_t)max);
+}
+
+uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
+			      uint16_t max)
+{
+	const struct wslot *ps = &pl->ps[in->slot];
+
+	if (ps->gen != in->gen || !ps->shaped || !ps->has_rate)
+		return max;
+	return room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), max);
+}
+
+/* See sn_pipeline.h. */
+uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn_port *in,
+				   uint64_t budget, uint16_t max)
+{
+	const struct wslot *ps = &pl->ps[in->slot];
+	const uint64_t held = sn_pipeline_src_held(pl, in);
+	uint16_t k;
+
+	if (ps->gen != in->gen || !ps->shaped)
+		return max;
+	k = held < budget ? (uint16_t)RTE_MIN(budget - held, (uint64_t)max) : 0;
+	if (ps->has_rate) {
+		k = RTE_MAX(k, room_within(pl, ps, SN_PIPELINE_COPY_AHEAD_NS, max));
+		k = RTE_MIN(k, room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), max));
+	}
+	return k;
 }
 
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)

@@ -307,7 +307,7 @@ void sn_pl_uplink_tx(struct sn_pipeline *pl, struct sn_pl_arb *a, struct rte_mbu
 			/* pkts[i + 1 ..] are not compacted over yet (kept <= i) */
 			ok = (uint16_t)(i + 1 + sn_vqtx_keep_run(&pkts[i + 1], (uint16_t)(n - i - 1),
 								  &ok_flags));
-			if (!rgso && deferred_drop(pl, a, m))
+			if (!rgso && deferred_drop(pl, a, &m))
 				continue;
 		}
 		if (rgso) {

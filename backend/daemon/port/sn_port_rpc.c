@@ -319,6 +319,25 @@ static json_t *occ_json(const struct sn_vqtx_stats *vs)
 			 "hist", hist);
 }
 
+/* Adds the stock-guest fallback's counters (sn_vqtx_copy_out) to the
+ * "completion" object c. 0 or -1. */
+static int copy_add(json_t *c, const struct sn_vqtx_stats *vs)
+{
+	return json_object_set_new(c, "copied_out", json_integer((json_int_t)vs->copied_out)) ||
+	       json_object_set_new(c, "copy_no_mbuf", json_integer((json_int_t)vs->copy_no_mbuf))
+	       ? -1 : 0;
+}
+
+/* completion_json()'s object o with copy_add() (consumed; NULL on failure). */
+static json_t *copy_json(json_t *o, const struct sn_vqtx_stats *vs)
+{
+	if (o && copy_add(o, vs)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* The "completion" object of a vhost-user port (zeros in immediate mode). */
 static json_t *completion_json(const struct sn_port *p)
 {
@@ -334,7 +353,7 @@ static json_t *completion_json(const struct sn_port *p)
 			json_decref(errs);
 			return NULL;
 		}
-	return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+	return copy_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
@@ -358,7 +377,7 @@ static json_t *completion_json(const struct sn_port *p)
 			 "vring_errors", errs,
 			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
 			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs),
-			 "held_occupancy", occ_json(&vs));
+			 "held_occupancy", occ_json(&vs)), &vs);
 }
 
 /* The "queues" array of a vhost-user port: one object per queue pair. */
@@ -398,6 +417,10 @@ static json_t *queues_json(const struct sn_port *p)
 			      "csum_requests", (json_int_t)vs.csum_requests,
 			      "gso_requests", (json_int_t)vs.gso_requests,
 			      "held_occupancy", occ_json(&vs));
+		if (o && copy_add(json_object_get(o, "completion"), &vs)) {
+			json_decref(o);
+			o = NULL;
+		}
 		if (!o || json_array_append_new(a, o)) {
 			json_decref(a);
 			return NULL;

@@ -547,6 +547,15 @@ static __rte_always_inline unsigned poll_vhost(struct sn_switch *sw, const struc
 					sn_vqtx_count_horizon_wait(p->q[qi].vq);
 					continue;
 				}
+			} else if (sw->pl) {
+				/* A stock guest's frames are copied out rather
+				 * than held long (sn_vqtx_copy_out): its copies
+				 * stay within one ring per queue. */
+				mx = sn_pipeline_src_copy_room(sw->pl, p,
+							       (uint64_t)p->nq *
+							       sn_vqtx_ring_size(p->q[qi].vq), burst);
+				if (!mx)
+					continue;
 			}
 			n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, mx, now, &bytes);
 		} else {

@@ -165,6 +165,13 @@ struct sn_vqtx_stats {
 	 * Cumulative over connections: measure an interval by subtracting two
 	 * snapshots. */
 	uint64_t occ_cycles[SN_VQTX_OCC_BUCKETS];
+	/* Stock-guest fallback (sn_vqtx_copy_out): frames of a guest that
+	 * did not opt in copied into an mbuf of their pool and completed
+	 * at once because they would have been held past
+	 * unmarked_max_hold_us; and frames that had to be copied but found
+	 * no mbuf (dropped and completed instead). */
+	uint64_t copied_out;
+	uint64_t copy_no_mbuf;
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
@@ -348,6 +355,31 @@ void sn_vqtx_count_timeout(struct sn_vqtx *q);
  * that reason (horizon_waits). */
 bool sn_vqtx_opted_in(const struct sn_vqtx *q);
 void sn_vqtx_count_horizon_wait(struct sn_vqtx *q);
+/* WORKER: ns (the pipeline's clock) from now until a frame of a guest
+ * that did not opt in must have left schednic to stay zero-copy: the time
+ * left to its unmarked hold deadline (judged by the worker's iteration
+ * clock) less a margin of a quarter of unmarked_max_hold_us for the
+ * stages after the timing wheel (arbiter, QFQ, the uplink's TX).
+ * UINT64_MAX for any other frame (not deferred, or opted in: its class
+ * is never copied). 0 when the margin is already reached. */
+uint64_t sn_vqtx_copy_by_ns(const struct rte_mbuf *m);
+/* WORKER owning m's queue (m: a frame of sn_vqtx_recv that only the
+ * caller references): the stock-guest fallback. Copies m into an mbuf of
+ * its own pool (dynamic fields and offload metadata with it), frees m
+ * (the free completes its descriptor) and returns the copy, counted in
+ * copied_out. With no mbuf free, frees m and returns NULL, counted in
+ * copy_no_mbuf (the caller counts the drop cause it needs). */
+struct rte_mbuf *sn_vqtx_copy_out(struct rte_mbuf *m);
+/* Any datapath lcore holding m (read-only, as sn_vqtx_of): m is a frame
+ * of a guest that did not opt in (its hold class is the short limit). */
+bool sn_vqtx_is_stock(const struct rte_mbuf *m);
+/* WORKER owning q: count a copy made (ok) or refused for want of an mbuf
+ * (!ok) on another lcore (a remote arbiter copies a stock frame past its
+ * deadline and returns the original). */
+void sn_vqtx_count_copied(struct sn_vqtx *q, bool ok);
+/* WORKER owning q: the ring size of its current connection (0: not
+ * started), the stock-guest copy budget per queue (sn_pipeline.h). */
+uint32_t sn_vqtx_ring_size(const struct sn_vqtx *q);
 /* WORKER: count one frame dropped because its port is stopping. */
 void sn_vqtx_count_forced(struct sn_vqtx *q);
 /* WORKER: count one frame dropped because the port it waited for (the

@@ -24,6 +24,19 @@
  * for the worker's own frames. No hold limit changes once its port is
  * published; lowering one at run time would first have to invalidate the
  * bound.
+ *
+ * Stock-guest fallback. A guest that did not opt in must never fare worse
+ * than on an immediate port: a frame of its short hold class that would
+ * still be inside schednic at its deadline is copied out instead
+ * (sn_vqtx_copy_out: a private copy from the pool its mbufs come from,
+ * the original freed, which completes the descriptor) and the copy goes
+ * on in the frame's place. The pipeline asks at submit, when the port's
+ * rate limit has given the frame its release time (sn_vqtx_copy_by_ns:
+ * the deadline less a margin for the stages after the wheel), and again
+ * wherever a frame is found past its deadline later. The margin is a
+ * quarter of the limit (250 us at the 1 ms default): a ring that drains
+ * within three quarters of it (64 B at 1 Gbit/s: 256 frames in 172 us)
+ * is never copied.
  */
 #include "sn_vqtx_impl.h"
 
@@ -38,6 +51,55 @@ struct sn_vqtx *sn_vqtx_of(const struct rte_mbuf *m, uint64_t *pop_tsc)
 	s = m->shinfo->fcb_opaque;
 	*pop_tsc = s->pop_tsc;
 	return s->q;
+}
+
+bool sn_vqtx_is_stock(const struct rte_mbuf *m)
+{
+	const struct slot *s;
+
+	if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != sn_vqtx_extbuf_free_cb)
+		return false;
+	s = m->shinfo->fcb_opaque;
+	return (s->pop_tsc & 1) != 0;
+}
+
+uint64_t sn_vqtx_copy_by_ns(const struct rte_mbuf *m)
+{
+	const struct slot *s;
+	uint64_t now, dl, margin;
+
+	if (!RTE_MBUF_HAS_EXTBUF(m) || m->shinfo->free_cb != sn_vqtx_extbuf_free_cb)
+		return UINT64_MAX;
+	s = m->shinfo->fcb_opaque;
+	if (!(s->pop_tsc & 1))
+		return UINT64_MAX;
+	now = sn_vqtx_self ? sn_vqtx_self->now : rte_rdtsc();
+	dl = s->pop_tsc + s->q->unmarked_hold_tsc;
+	margin = s->q->unmarked_hold_tsc / 4;
+	if (dl <= now + margin)
+		return 0;
+	return (uint64_t)((double)(dl - now - margin) * 1e9 / (double)rte_get_tsc_hz());
+}
+
+struct rte_mbuf *sn_vqtx_copy_out(struct rte_mbuf *m)
+{
+	const struct slot *s = m->shinfo->fcb_opaque;
+	struct sn_vqtx *q = s->q;
+	struct rte_mbuf *c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
+
+	rte_pktmbuf_free(m);   /* completes the descriptor */
+	ctr_inc(c ? &q->st.copied_out : &q->st.copy_no_mbuf);
+	return c;
+}
+
+void sn_vqtx_count_copied(struct sn_vqtx *q, bool ok)
+{
+	ctr_inc(ok ? &q->st.copied_out : &q->st.copy_no_mbuf);
+}
+
+uint32_t sn_vqtx_ring_size(const struct sn_vqtx *q)
+{
+	return q->vr ? q->size : 0;
 }
 
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
