@@ -11,7 +11,9 @@
  * the oldest held stamp plus the short limit, or none (late frames, no live
  * ring, a tiny hold limit); keep_all is true only on the worker's own
  * thread, before the bound and with no stop open; and whenever keep_all is
- * true, keep_run keeps the whole burst.
+ * true, keep_run keeps the whole burst; the stock-guest fallback's
+ * copy-by time (deadline less a quarter of the short limit, none for the
+ * long class).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +150,36 @@ static void test_verdict(void)
 	CHECK(sn_vqtx_verdict(&m, &got) == SN_VQTX_STOPPING);
 	q.stop_ack = 1;   /* acknowledged: no longer pending */
 	CHECK(sn_vqtx_verdict(&m, &got) == SN_VQTX_KEEP);
+	sn_vqtx_self = NULL;
+}
+
+/* The stock-guest fallback's copy-by time: the short class's deadline
+ * less a quarter of its limit, by the worker's clock; never for the long
+ * class or a plain mbuf. */
+static void test_copy_by(void)
+{
+	struct sn_vqtx_worker *w = &sn_vqtx_workers[0];
+	struct sn_vqtx q;
+	struct rte_mbuf m, plain;
+	struct slot s;
+
+	queue(&q, w, 400, 1000);
+	sn_vqtx_self = w;
+	memset(&plain, 0, sizeof(plain));
+	CHECK(sn_vqtx_copy_by_tsc(&plain) == UINT64_MAX && !sn_vqtx_is_stock(&plain));
+	frame(&m, &s, &q, 2, 1001, 0);     /* short class: deadline 1401, copy by 1301 */
+	CHECK(sn_vqtx_is_stock(&m));
+	w->now = 1001;
+	CHECK(sn_vqtx_copy_by_tsc(&m) == 300);
+	w->now = 1300;
+	CHECK(sn_vqtx_copy_by_tsc(&m) == 1);
+	w->now = 1301;
+	CHECK(sn_vqtx_copy_by_tsc(&m) == 0);
+	w->now = 5000;                     /* past the deadline */
+	CHECK(sn_vqtx_copy_by_tsc(&m) == 0 && sn_vqtx_copy_by_ns(&m) == 0);
+	s.pop_tsc = 1000;                  /* long class: never copied */
+	CHECK(sn_vqtx_copy_by_tsc(&m) == UINT64_MAX && !sn_vqtx_is_stock(&m));
+	CHECK(sn_vqtx_copy_by_ns(&m) == UINT64_MAX);
 	sn_vqtx_self = NULL;
 }
 
@@ -337,6 +369,7 @@ int main(void)
 {
 	test_deadline();
 	test_verdict();
+	test_copy_by();
 	test_keep_run();
 	test_bound();
 	test_bound_implies_keep();

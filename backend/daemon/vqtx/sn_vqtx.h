@@ -363,6 +363,8 @@ void sn_vqtx_count_horizon_wait(struct sn_vqtx *q);
  * UINT64_MAX for any other frame (not deferred, or opted in: its class
  * is never copied). 0 when the margin is already reached. */
 uint64_t sn_vqtx_copy_by_ns(const struct rte_mbuf *m);
+/* The same in TSC cycles. */
+uint64_t sn_vqtx_copy_by_tsc(const struct rte_mbuf *m);
 /* WORKER owning m's queue (m: a frame of sn_vqtx_recv that only the
  * caller references): the stock-guest fallback. Copies m into an mbuf of
  * its own pool (dynamic fields and offload metadata with it), frees m

@@ -63,7 +63,7 @@ bool sn_vqtx_is_stock(const struct rte_mbuf *m)
 	return (s->pop_tsc & 1) != 0;
 }
 
-uint64_t sn_vqtx_copy_by_ns(const struct rte_mbuf *m)
+uint64_t sn_vqtx_copy_by_tsc(const struct rte_mbuf *m)
 {
 	const struct slot *s;
 	uint64_t now, dl, margin;
@@ -76,9 +76,16 @@ uint64_t sn_vqtx_copy_by_ns(const struct rte_mbuf *m)
 	now = sn_vqtx_self ? sn_vqtx_self->now : rte_rdtsc();
 	dl = s->pop_tsc + s->q->unmarked_hold_tsc;
 	margin = s->q->unmarked_hold_tsc / 4;
-	if (dl <= now + margin)
-		return 0;
-	return (uint64_t)((double)(dl - now - margin) * 1e9 / (double)rte_get_tsc_hz());
+	return dl <= now + margin ? 0 : dl - now - margin;
+}
+
+uint64_t sn_vqtx_copy_by_ns(const struct rte_mbuf *m)
+{
+	const uint64_t t = sn_vqtx_copy_by_tsc(m);
+
+	if (t == 0 || t == UINT64_MAX)
+		return t;
+	return (uint64_t)((double)t * 1e9 / (double)rte_get_tsc_hz());
 }
 
 struct rte_mbuf *sn_vqtx_copy_out(struct rte_mbuf *m)
