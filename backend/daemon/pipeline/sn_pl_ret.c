@@ -6,8 +6,10 @@
  * callback writes the worker-owned used ring, sn_vqtx.h) nor segment a
  * guest GSO frame (the switch's hook runs on the worker). It hands such a
  * frame back to the worker that submitted it, with a verdict in its meta
- * (sent / drop cause / transmit-GSO), through that worker's SPSC return
- * mailbox; the worker frees or transmits it in run(). If the mailbox is
+ * (sent / drop cause / transmit-GSO / copied: a stock guest's frame past
+ * its hold limit that the arbiter copied and sent, sn_vqtx_copy_out),
+ * through that worker's SPSC return mailbox; the worker frees or
+ * transmits it in run(). If the mailbox is
  * full the frame is parked and the arbiter stops scanning until the park
  * is empty again (backpressure, nothing lost). A returned frame stays
  * counted in src_held() until the worker freed it.

@@ -49,9 +49,10 @@
  *   recv, service, stop_ack,             WORKER owning q only    VHOST, other lcores
  *     keep_bound_add, count_*,
  *     opted_in, free_bulk, any free
- *     of an mbuf from recv
+ *     of an mbuf from recv, copy_out,
+ *     copy_by_ns/_tsc, ring_size
  *   of, deadline, verdict, keep_run,     WORKER, or a datapath   everything (read-only)
- *     stop_pending                         lcore holding the
+ *     stop_pending, is_stock               lcore holding the
  *                                          frame (never frees it)
  *   stats_read, hold_*_us, occ_*         any                     everything
  *
