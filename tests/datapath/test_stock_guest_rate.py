@@ -60,9 +60,9 @@ def run(schednicd, sngen, sn_tmpdir, rate, size):
                  "everything sent")
     c = t["completion"]
     r = {"delivered": delivered, "ratio": round(delivered / rate, 4),
-         "copied": b["completion"]["copied_out"] - a["completion"]["copied_out"],
+         "copied": b["completion"].get("copied_out", 0) - a["completion"].get("copied_out", 0),
          "popped": b["completion"]["popped"] - a["completion"]["popped"],
-         "hold_timeouts": c["hold_timeouts"], "copy_no_mbuf": c["copy_no_mbuf"],
+         "hold_timeouts": c["hold_timeouts"], "copy_no_mbuf": c.get("copy_no_mbuf", 0),
          "hold_max_us": c["hold_us"]["max"], "drops": {k: v for k, v in
                                                       t["policy"]["drops"].items() if v},
          "host": host}
