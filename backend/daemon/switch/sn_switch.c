@@ -26,7 +26,9 @@
  * destination's BACKLOG (FIFO, BACKLOG_MAX frames, drained before anything
  * new goes to that destination, so a flow stays in order) until the
  * destination takes it, goes down (port_down) or the frame's hold time
- * passes its port's max_hold_us (dropped, counted as hold_timeouts). Its
+ * passes its port's max_hold_us (dropped, counted as hold_timeouts; a
+ * frame of a guest that did not opt in is copied out instead and its copy
+ * waits on, sn_vqtx_copy_out). Its
  * descriptor stays held meanwhile, so the guest's TX ring, not our
  * mempool, absorbs the queue. Frames to the uplink are copied (a PMD may
  * keep an mbuf past a device stop, and guest memory must not outlive it).
@@ -213,6 +215,30 @@ static bool drop_expired(struct rte_mbuf *m, void *arg)
 	return true;
 }
 
+/* The stock-guest fallback (sn_vqtx_copy_out): a frame of a guest that
+ * did not opt in, past its hold limit, is copied in its place and goes on
+ * waiting (its descriptor is completed); without an mbuf for the copy it
+ * is dropped (counted as copy_no_mbuf). Before drop_expired, which then
+ * finds only opted-in frames past their limit. */
+static void bl_copy_expired(struct sn_switch_backlog *b, uint64_t now)
+{
+	uint32_t keep = 0, n = b->n;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = b->m[(b->head + i) & (BACKLOG_MAX - 1)];
+		uint64_t pop;
+		struct sn_vqtx *q = sn_vqtx_of(m, &pop);
+
+		if (q && sn_vqtx_is_stock(m) && sn_vqtx_deadline(q, pop) <= now) {
+			m = sn_vqtx_copy_out(m);
+			if (!m)
+				continue;
+		}
+		b->m[(b->head + keep++) & (BACKLOG_MAX - 1)] = m;
+	}
+	b->n = keep;
+}
+
 static bool drop_of_queue(struct rte_mbuf *m, void *arg)
 {
 	uint64_t pop;
@@ -246,8 +272,10 @@ static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 			continue;
 		}
 		bl_drain(b, p);
-		if (b->n && now >= b->next_check)
+		if (b->n && now >= b->next_check) {
+			bl_copy_expired(b, now);
 			bl_filter(b, drop_expired, &now);
+		}
 	}
 }
 

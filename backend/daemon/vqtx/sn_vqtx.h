@@ -194,9 +194,9 @@ uint64_t sn_vqtx_features_off(void);
  * carries the marker and no unmarked frame came before it on this queue
  * and connection (so the first frames of a patched guest are not dropped
  * while the opt-in is being confirmed); every other frame (stock guests)
- * is held at most unmarked_max_hold_us and then dropped and completed
- * (hold_timeouts), so a driver that cannot take long holds never sees
- * one. */
+ * is held at most unmarked_max_hold_us and then copied out and completed
+ * (copied_out, sn_vqtx_copy_out), so a driver that cannot take long holds
+ * never sees one. */
 #define SN_VQTX_OPTIN_MAGIC 0x5344
 #define SN_VQTX_OPTIN_AFTER 8
 #define SN_VQTX_UNMARKED_HOLD_US_DEFAULT 1000
@@ -366,10 +366,10 @@ void sn_vqtx_count_horizon_wait(struct sn_vqtx *q);
 uint64_t sn_vqtx_copy_by_ns(const struct rte_mbuf *m);
 /* The same in TSC cycles. */
 uint64_t sn_vqtx_copy_by_tsc(const struct rte_mbuf *m);
-/* WORKER owning m's queue (m: a frame of sn_vqtx_recv that only the
- * caller references): the stock-guest fallback. Copies m into an mbuf of
+/* WORKER owning m's queue (m: a frame of sn_vqtx_recv; the caller's
+ * reference): the stock-guest fallback. Copies m into an mbuf of
  * its own pool (dynamic fields and offload metadata with it), frees m
- * (the free completes its descriptor) and returns the copy, counted in
+ * (the last free completes its descriptor) and returns the copy, counted in
  * copied_out. With no mbuf free, frees m and returns NULL, counted in
  * copy_no_mbuf (the caller counts the drop cause it needs). */
 struct rte_mbuf *sn_vqtx_copy_out(struct rte_mbuf *m);
