@@ -103,7 +103,8 @@ def test_stock_guest_gets_its_rate_limit(schednicd, sngen, sn_tmpdir, size):
 
 def test_stock_guest_not_copied_where_its_ring_drains(schednicd, sngen, sn_tmpdir):
     """64 B at 1 Gbit/s: 256 frames leave in 0.13 ms, well inside the
-    limit less its margin: (nearly) zero-copy."""
+    limit less its margin: zero-copy but for the frames a worker
+    descheduled past the limit finds late (at most 2 %)."""
     measure(schednicd, sngen, sn_tmpdir, 1_000_000_000, 64,
-            lambda r: (r["popped"] > 1000 and r["copied"] <= r["popped"] // 100
+            lambda r: (r["popped"] > 1000 and r["copied"] <= r["popped"] // 50
                        and r["hold_timeouts"] == 0))
