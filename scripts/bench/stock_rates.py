@@ -151,7 +151,11 @@ def main():
         for size in [int(x) for x in o.sizes.split(",")]:
             for guest in o.guests.split(","):
                 window = max(o.window, 5.0) if rate < 5 else o.window
-                r = point(build, rate, size, guest, window, o.warmup)
+                try:
+                    r = point(build, rate, size, guest, window, o.warmup)
+                except (OSError, RuntimeError, TimeoutError, KeyError) as e:
+                    print(f"{rate:>6g} Mb {size:>5} {guest:>6} failed: {e!r}", flush=True)
+                    continue
                 if o.json:
                     print(json.dumps(r), flush=True)
                     continue
