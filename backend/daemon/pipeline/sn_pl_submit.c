@@ -690,7 +690,9 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
 	return pl->held;
 }
 
-/* See sn_pipeline.h. The port limit's next release
+/* How many frames port slot ps may submit with its port limit stamping
+ * none beyond now + h (sn_pipeline_src_room: h = the wheel horizon; see
+ * sn_pipeline.h). The port limit's next release
  * time is max(LTS, now) + len / rate; a frame is stamped beyond the horizon
  * when that passes now + horizon (less 1/64 of it: the wheel's front may
  * trail pl->now by the slots not yet swept). Per frame at most the longest
@@ -712,6 +714,7 @@ static uint16_t room_within(const struct sn_pipeline *pl, const struct wslot *ps
 	return (uint16_t)RTE_MIN(k, (uint64_t)max);
 }
 
+/* See sn_pipeline.h. */
 uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
 			      uint16_t max)
 {
