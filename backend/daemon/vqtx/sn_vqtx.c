@@ -275,9 +275,33 @@ static void accumulate(struct sn_vqtx *q)
 		q->acc.err[i] += vs->err[i];
 }
 
+/* VHOST_F_LOG_ALL negotiated now (the front-end turns it on and off while
+ * the device runs; the library's features word, read without its lock as
+ * rte_vhost_log_used_vring() itself does). */
+static bool log_all(const struct sn_vqtx *q)
+{
+	uint64_t f = 0;
+
+	return rte_vhost_get_negotiated_features(q->vid, &f) == 0 &&
+	       (f & (1ULL << VHOST_F_LOG_ALL));
+}
+
 /* Owner: publish used entries, notify (unless the device is stopping: the
  * library may hold the vring locks then, and the driver resets the queue
- * anyway), dirty-log the used ring. */
+ * anyway), dirty-log the used ring.
+ *
+ * Live migration (VHOST_F_LOG_ALL): the library logs what it writes
+ * itself (the RX path); the TX used ring is ours. Every used entry since
+ * the last publication and the index are written before this call (entries
+ * by completions, the index by sn_vring_used_flush() here), so logging the
+ * whole used ring after the index store covers them all, whatever order
+ * they were written in; the library's fence orders the stores before the
+ * bitmap update, so a page the front-end syncs clean was copied after the
+ * store. Also on the teardown path: drop-completions at a device stop are
+ * logged before GET_VRING_BASE is answered, which is when QEMU takes its
+ * last bitmap. The flags word (NO_NOTIFY, written once at start) is in the
+ * same pages. Nothing else of guest memory is written here: frames are
+ * only read. */
 static void flush(struct sn_vqtx *q, bool notify)
 {
 	uint16_t a, before, after;
@@ -286,9 +310,12 @@ static void flush(struct sn_vqtx *q, bool notify)
 	if (sn_vring_used_flush(q->vr) && notify)
 		rte_vhost_vring_call(q->vid, q->vring);
 	sn_vring_get_base(q->vr, &a, &after);
-	/* No-op unless VHOST_F_LOG_ALL is negotiated (live migration). */
-	if (after != before)
+	if (after != before && log_all(q)) {
+		/* offset 0 = used->flags; used_bytes covers idx, ring[] and
+		 * avail_event */
 		rte_vhost_log_used_vring(q->vid, q->vring, 0, q->used_bytes);
+		ctr_inc(&q->st.log_writes);
+	}
 }
 
 static unsigned occ_bucket(uint32_t held)

@@ -173,6 +173,10 @@ struct sn_vqtx_stats {
 	 * no mbuf (dropped and completed instead). */
 	uint64_t copied_out;
 	uint64_t copy_no_mbuf;
+	/* Live migration: publications of the used index while
+	 * VHOST_F_LOG_ALL was negotiated, each followed by a dirty-log write
+	 * of the used ring's pages (sn_vqtx.c flush()). */
+	uint64_t log_writes;
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
