@@ -265,6 +265,12 @@ static int workers_create(const struct sn_config *cfg, struct sn_ports *reg,
 	return 0;
 }
 
+/* sn_port_announce_fn: the shared MAC table learns the guest's MAC on p. */
+static int announce(void *sw, const struct sn_port *p, const uint8_t mac[6])
+{
+	return sn_switch_learn(sw, p, mac);
+}
+
 /* The control server on cfg's socket with every method registered
  * (handler context ctl); NULL after a log line. */
 static struct sn_rpc_server *control_start(const struct sn_config *cfg, struct sn_ctl *ctl)
@@ -401,6 +407,9 @@ static int run(struct sn_config *cfg)
 		goto out_ports;
 	if (workers_create(cfg, reg, mp, pl, cfs, sws))
 		goto out_switch;
+	/* A migrated guest's MAC follows it (sn_port_rarp.c); the ports,
+	 * hence the hook, go before the switches. */
+	sn_ports_set_announce(reg, announce, sws[0]);
 	ctl.reg = reg;
 	ctl.control_socket = cfg->control.socket;
 	ctl.sw = sws[0];

@@ -189,6 +189,12 @@ struct sn_port {
 	struct sn_vring_rxview rxview;
 	struct sn_vqtx_gmap *rxmap;
 
+	/* Live migration, deferred ports (sn_port_rarp.c): SEND_RARP
+	 * messages the port's device received, and of them those whose MAC
+	 * the switch learned on this port. VHOST stores (relaxed), any
+	 * thread loads. */
+	uint64_t rarp_received, rarp_learned;
+
 	/* Counters: datapath lcores, sn_port_ctr_add() (see the table). */
 	struct sn_port_stats st __rte_cache_aligned;
 
@@ -209,6 +215,15 @@ struct sn_ports;
 struct sn_ports *sn_ports_create(void);
 /* Main thread: delete every port (uplink included), free the registry. */
 void sn_ports_destroy(struct sn_ports *reg);
+
+/* What makes the switch learn a migrated guest's MAC on port p (its
+ * deferred port got VHOST_USER_SEND_RARP, sn_port_rarp.c): called on the
+ * VHOST thread with the library's queue locks held, so it must not wait
+ * for a worker. 0 = learned, else -errno. */
+typedef int (*sn_port_announce_fn)(void *arg, const struct sn_port *p, const uint8_t mac[6]);
+/* Main thread, any time (serialised with the hook; NULL fn: none, the
+ * message is only counted). */
+void sn_ports_set_announce(struct sn_ports *reg, sn_port_announce_fn fn, void *arg);
 
 struct sn_vhost_opts {
 	bool client;          /* mode "client" */

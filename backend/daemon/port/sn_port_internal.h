@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_port_internal.h — the registry object shared by the port module's
  * files: sn_port.c (registry, RCU publication, add/del, counters),
- * sn_port_vhost.c (the vhost-user device callbacks) and sn_port_memhook.c
- * (the guest memory-table hook). Not for other modules: they see
- * sn_port.h.
+ * sn_port_vhost.c (the vhost-user device callbacks), sn_port_memhook.c
+ * (the guest memory-table hook) and sn_port_rarp.c (the SEND_RARP hook).
+ * Not for other modules: they see sn_port.h.
  *
  * struct sn_ports, field by field (MAIN = the control thread, VHOST =
  * DPDK's vhost-events thread):
@@ -18,6 +18,8 @@
  *   hook[]      VHOST (new_device,     VHOST (memhook,      hook_lock; taken inside
  *               destroy_device),       with the library's   lock or alone, and nothing
  *               MAIN (port free)       queue locks held)    waits while holding it
+ *   announce,   MAIN                   VHOST (SEND_RARP     hook_lock
+ *   announce_arg                       hook)
  *   next_gen,   MAIN                   MAIN                 none (one thread)
  *   n_workers
  *
@@ -45,6 +47,9 @@ struct sn_ports {
 	struct sn_port_table *table;            /* RCU-published snapshot */
 	uint32_t next_gen;
 	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */
+	/* sn_ports_set_announce() (under hook_lock; called under it too). */
+	sn_port_announce_fn announce;
+	void *announce_arg;
 };
 
 /* The vhost callbacks only get a vid; they reach the registry here. Set by
@@ -61,5 +66,7 @@ void sn_port_memhook_set(struct sn_ports *reg, int vid, struct sn_port *p);
 /* The post-message hook of a running deferred port's device (passed to
  * rte_vhost_extern_callback_register() in new_device). */
 extern const struct rte_vhost_user_extern_ops sn_port_memhook_ops;
+/* sn_port_rarp.c: the pre-message hook of the same devices (SEND_RARP). */
+enum rte_vhost_msg_result sn_port_rarp_pre(int vid, void *msg);
 
 #endif /* SN_PORT_INTERNAL_H */

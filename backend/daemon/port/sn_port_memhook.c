@@ -95,6 +95,6 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 }
 
 const struct rte_vhost_user_extern_ops sn_port_memhook_ops = {
-	.pre_msg_handle = NULL,
+	.pre_msg_handle = sn_port_rarp_pre,   /* SEND_RARP (sn_port_rarp.c) */
 	.post_msg_handle = ext_post,
 };

@@ -13,7 +13,8 @@
  * Concurrency contract (one table shared by every worker lcore):
  *  - create / init / free: main thread, no worker running.
  *  - sn_mac_learn(), sn_mac_lookup() (sn_mac_impl.h): any worker, at any
- *    time. Per bucket, one rte_seqlock (a spinlock for writers + a
+ *    time; sn_mac_learn() also on the VHOST thread (sn_switch_learn, a
+ *    migrated guest's announce), a writer like the others. Per bucket, one rte_seqlock (a spinlock for writers + a
  *    sequence counter for readers). Readers (lookup, and learning's fast
  *    path: a known MAC on the same port) take no lock: they read the
  *    bucket's entries with relaxed atomic loads between

@@ -760,3 +760,16 @@ void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out)
 {
 	sn_mac_stats(sw->mt, out);
 }
+
+/* See sn_switch.h: the key a frame from mac would give (sn_mac_keys). */
+int sn_switch_learn(struct sn_switch *sw, const struct sn_port *p, const uint8_t mac[6])
+{
+	struct rte_ether_hdr eth = { 0 };
+	uint64_t dkey, skey;
+
+	memcpy(eth.src_addr.addr_bytes, mac, RTE_ETHER_ADDR_LEN);
+	if (rte_is_multicast_ether_addr(&eth.src_addr) || rte_is_zero_ether_addr(&eth.src_addr))
+		return -EINVAL;
+	sn_mac_keys(&eth, &dkey, &skey);
+	return sn_mac_learn(sw->mt, skey, p->slot, p->gen, rte_rdtsc()) == SN_MAC_FULL ? -ENOSPC : 0;
+}

@@ -58,6 +58,12 @@ int sn_switch_worker(void *sw);
 void sn_switch_stop(struct sn_switch *sw);
 /* Main thread, after the worker returned (or never started). */
 void sn_switch_destroy(struct sn_switch *sw);
+/* Any thread (the VHOST thread for a migrated guest, sn_port_rarp.c),
+ * while sw exists: learn mac on port p now, as a frame from it would
+ * (one bucket's write lock at most, never a wait for a worker). 0, or
+ * -EINVAL (multicast or zero MAC), -ENOSPC (its bucket is full). */
+struct sn_port;
+int sn_switch_learn(struct sn_switch *sw, const struct sn_port *p, const uint8_t mac[6]);
 
 /* Any thread: the counters of the MAC table sw uses (sn_mac_stats()). */
 void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out);
