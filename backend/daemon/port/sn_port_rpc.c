@@ -429,6 +429,20 @@ static json_t *queues_json(const struct sn_port *p)
 	return a;
 }
 
+/* The "migration" object of a vhost-user port (live migration:
+ * sn_vqtx.c flush(), sn_port_rarp.c). */
+static json_t *migration_json(const struct sn_port *p)
+{
+	struct sn_vqtx_stats vs;
+
+	completion_sum(p, &vs);
+	return json_pack("{s:I, s:I, s:I}", "log_writes", (json_int_t)vs.log_writes,
+			 "rarp_received",
+			 (json_int_t)__atomic_load_n(&p->rarp_received, __ATOMIC_RELAXED),
+			 "rarp_learned",
+			 (json_int_t)__atomic_load_n(&p->rarp_learned, __ATOMIC_RELAXED));
+}
+
 /* See sn_port_rpc.h. */
 json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
@@ -471,7 +485,8 @@ json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 
 		if (!c || json_object_set_new(o, "completion", c) ||
 		    json_object_set_new(o, "completion_mode", json_string(completion_mode_str(p))) ||
-		    !q || json_object_set_new(o, "queues", q)) {
+		    !q || json_object_set_new(o, "queues", q) ||
+		    json_object_set_new(o, "migration", migration_json(p))) {
 			json_decref(o);
 			return NULL;
 		}
