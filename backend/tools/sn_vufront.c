@@ -495,6 +495,120 @@ static void sc_rewrite(struct sn_vufront *f, uint32_t count)
 	}
 }
 
+/* ---- Dirty log (live migration) ---- */
+
+/* Pages of the TX used ring the back-end wrote while the used index went
+ * from u0 to u1 (the index word and entries u0..u1-1) whose bit is not
+ * set in the bitmap: appended to miss (at most nmax), returns the number
+ * of pages written; *nmiss counts the unmarked ones. */
+static unsigned log_missing(const struct sn_vufront *f, uint16_t u0, uint16_t u1,
+			    uint64_t *written, unsigned nmax, unsigned *nmiss)
+{
+	const uint64_t used = sn_vufront_used_gpa(f);
+	unsigned n = 0;
+
+	*nmiss = 0;
+	for (uint32_t k = 0; k <= (uint16_t)(u1 - u0); k++) {
+		/* k == span: the index word; else entry u0 + k */
+		uint64_t lo = k == (uint16_t)(u1 - u0) ? used + 2 :
+			      used + 4 + 8ull * ((uint16_t)(u0 + k) & (f->q - 1));
+		uint64_t pgs[2] = { lo / LOG_PAGE, (lo + (k == (uint16_t)(u1 - u0) ? 1 : 7)) /
+						   LOG_PAGE };
+
+		if (u1 == u0)
+			break;
+		for (unsigned j = 0; j < 2; j++) {
+			bool dup = false;
+
+			for (unsigned i = 0; i < n; i++)
+				dup |= written[i] == pgs[j];
+			if (dup || n >= nmax)
+				continue;
+			written[n++] = pgs[j];
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!sn_vufront_log_test(f, written[i]))
+			(*nmiss)++;
+	return n;
+}
+
+/* One phase's check as JSON (appended to f->log_json); wait_s: how long
+ * the bitmap may lag the used index (0: it must already be marked). */
+static void log_phase(struct sn_vufront *f, const char *name, uint16_t u0, uint16_t u1,
+		      double wait_s)
+{
+	uint64_t written[16];
+	unsigned n, nmiss;
+	double deadline = sn_vufront_now() + wait_s;
+	size_t len = strlen(f->log_json);
+	char pages[256] = "";
+
+	for (;;) {
+		n = log_missing(f, u0, u1, written, 16, &nmiss);
+		if (nmiss == 0 || sn_vufront_now() >= deadline)
+			break;
+		sn_vufront_nap_us(1000);
+	}
+	for (unsigned i = 0, off = 0; i < n && off < sizeof(pages) - 40; i++)
+		off += (unsigned)snprintf(pages + off, sizeof(pages) - off, "%s[%" PRIu64 ",%s]",
+					  i ? "," : "", written[i],
+					  sn_vufront_log_test(f, written[i]) ? "true" : "false");
+	if (u1 == u0 || nmiss)
+		f->log_failed = true;
+	snprintf(f->log_json + len, sizeof(f->log_json) - len,
+		 "%s\"%s\":{\"used_from\":%u,\"used_to\":%u,\"pages\":[%s],\"unmarked\":%u}",
+		 len ? "," : "", name, u0, u1, pages, nmiss);
+}
+
+/* The dirty log of a live migration, read as QEMU reads it. Phase
+ * "running": count frames are posted (the test makes the back-end hold
+ * them), then logging starts (sn_vufront_log_start) and the bitmap is
+ * cleared; the back-end completes them while logging (its hold limit):
+ * every page of the used ring it wrote since must get its bit. Phase
+ * "stop": the bitmap cleared again, count more frames posted and the
+ * device stopped at once (GET_VRING_BASE on both rings, as QEMU's
+ * vhost_dev_stop before its last bitmap sync): the back-end
+ * drop-completes what it holds before replying, and those pages must be
+ * marked by then. The queue is sized so that the second phase's entries
+ * cross into the used ring's second page. Needs --no-stop (the scenario
+ * stops the device itself). */
+static void sc_dirty_log(struct sn_vufront *f, uint32_t count)
+{
+	uint32_t n = count < f->q / 2 ? count : f->q / 2;
+	uint16_t u0, u1, a0, base;
+
+	for (uint32_t i = 0; i < n; i++)
+		add_head(f, chain_good(f), false, true);
+	publish(f);
+	sn_vufront_log_start(f);
+	sn_vufront_log_clear(f);
+	u0 = used_idx(f);
+	wait_used(f);
+	u1 = used_idx(f);
+	log_phase(f, "running", u0, u1, 2.0);
+	if (f->timed_out)
+		return;
+
+	sn_vufront_log_clear(f);
+	u0 = used_idx(f);
+	a0 = f->avail_idx;
+	f->nd = 0;
+	for (uint32_t i = 0; i < n; i++)
+		add_head(f, chain_good(f), false, true);
+	publish(f);
+	sn_vufront_nap_us(300000);   /* taken by the back-end, still held */
+	base = (uint16_t)sn_vufront_get_base(f, 1);
+	(void)sn_vufront_get_base(f, 0);
+	/* Only the chains the back-end took are owed a used entry. */
+	f->expect -= n - (uint16_t)(base - a0);
+	collect(f);
+	u1 = used_idx(f);
+	if (u1 != base)
+		f->log_failed = true;   /* a chain taken and not completed */
+	log_phase(f, "stop", u0, u1, 0);
+}
+
 static const struct scenario scenarios[] = {
 	{ "good", 128, sc_good },
 	{ "hold", 256, sc_hold },
@@ -516,6 +630,7 @@ static const struct scenario scenarios[] = {
 	{ "avail_jump", 128, sc_avail_jump, avail_jump_repent },
 	{ "rewrite", 128, sc_rewrite },
 	{ "hotplug", 128, sc_hotplug },
+	{ "dirty_log", 256, sc_dirty_log },
 };
 
 /* ---- main ---- */
@@ -552,6 +667,8 @@ static void usage(FILE *o)
 "                    addr_oob cross_region zero_len oversized too_short\n"
 "                    bad_indirect write_only head_oob head_busy avail_jump rewrite\n"
 "                    hotplug (memory hotplug while running)\n"
+"                    dirty_log (live migration's dirty log: see sc_dirty_log;\n"
+"                    with --no-stop)\n"
 "  --count N         frames for good/hold (hotplug: per phase), rounds for rewrite\n"
 "                    (default 8)\n"
 "  --queue-size N    TX/RX ring size, power of two 2..%u (default per scenario)\n"
@@ -572,8 +689,11 @@ static void print_result(const struct sn_vufront *f, const char *name, const cha
 	printf("],\"bad_heads\":[");
 	for (uint32_t i = 0; i < f->nbad; i++)
 		printf("%s%u", i ? "," : "", f->bad[i]);
-	printf("],\"timeout\":%s,\"wait_ms\":%.3f,\"stop\":%s,\"ok\":%s}\n",
-	       f->timed_out ? "true" : "false", f->wait_ms, stop, ok ? "true" : "false");
+	printf("],\"timeout\":%s,\"wait_ms\":%.3f,\"stop\":%s,", f->timed_out ? "true" : "false",
+	       f->wait_ms, stop);
+	if (f->dirty_log)
+		printf("\"dirty_log\":{%s},", f->log_json);
+	printf("\"ok\":%s}\n", ok ? "true" : "false");
 	fflush(stdout);
 }
 
@@ -671,6 +791,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	f.q = q ? (uint32_t)q : sc->q;
+	f.dirty_log = sc->run == sc_dirty_log;
 
 	sn_vufront_map(&f);
 	sn_vufront_connect(&f, path);
@@ -691,7 +812,7 @@ int main(int argc, char **argv)
 		snprintf(stop, sizeof(stop), "{\"tx_base\":%u,\"rx_base\":%u,\"used_idx\":%lu}",
 			 tx, rx, v);
 	}
-	ok = !f.timed_out && bad_completed(&f) && f.used_total >= f.expect;
+	ok = !f.timed_out && bad_completed(&f) && f.used_total >= f.expect && !f.log_failed;
 	print_result(&f, sc->name, stop, ok);
 	close(f.sock);
 	return ok ? 0 : 1;

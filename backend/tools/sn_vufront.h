@@ -35,6 +35,11 @@
 #define MAX_Q     256u
 #define MAX_SEEN  4096u
 #define MAX_PRINT 64u
+/* Dirty log: the TX used ring straddles a page boundary (entries 128..
+ * on the next page), the bitmap covers LOG_BYTES * 8 pages of 4 KiB. */
+#define TX_USED_LOG 0x2c00u
+#define LOG_PAGE  4096u
+#define LOG_BYTES 4096u
 
 /* One front-end: its connection, memory and TX ring, and what it saw.
  * Single-threaded: the only concurrent party is the back-end (device). */
@@ -63,6 +68,14 @@ struct sn_vufront {
 	uint32_t used_total;
 	bool timed_out;
 	double wait_ms;
+	/* Dirty log (--scenario dirty_log, sn_vufront_log_*): negotiated
+	 * with LOG_SHMFD; the bitmap this front-end shares (SET_LOG_BASE);
+	 * the check's JSON object and verdict. */
+	bool dirty_log;
+	int logfd;
+	uint64_t *log;
+	bool log_failed;
+	char log_json[1024];
 };
 
 /* Print "sn-vufront: what: strerror(errno)" and exit(3). */
@@ -90,5 +103,20 @@ void sn_vufront_hotplug(struct sn_vufront *f);
 void sn_vufront_resend_table(struct sn_vufront *f);
 /* GET_VRING_BASE (device stop): the back-end's next avail index. */
 uint32_t sn_vufront_get_base(struct sn_vufront *f, uint32_t index);
+
+/* Dirty log, as QEMU starts a live migration: with f->dirty_log set
+ * before sn_vufront_negotiate() (which then also negotiates
+ * VHOST_USER_F_PROTOCOL_FEATURES with LOG_SHMFD and enables the rings),
+ * share a zeroed memfd bitmap (SET_LOG_BASE), SET_FEATURES with
+ * VHOST_F_LOG_ALL, SET_VRING_ADDR with VHOST_VRING_F_LOG (log address =
+ * the used ring's GPA) for both rings, then wait for a GET_FEATURES
+ * reply (every message applied). Exits (3) if the back-end lacks them. */
+void sn_vufront_log_start(struct sn_vufront *f);
+/* The bitmap's bit of guest page pg (relaxed), and clearing the whole
+ * bitmap (atomic exchanges, as QEMU's sync). */
+bool sn_vufront_log_test(const struct sn_vufront *f, uint64_t pg);
+void sn_vufront_log_clear(struct sn_vufront *f);
+/* GPA of the TX used ring. */
+uint64_t sn_vufront_used_gpa(const struct sn_vufront *f);
 
 #endif /* SN_VUFRONT_H */

@@ -30,6 +30,10 @@ enum {
 	VU_GET_VRING_BASE = 11,
 	VU_SET_VRING_KICK = 12,
 	VU_SET_VRING_CALL = 13,
+	VU_SET_LOG_BASE = 6,
+	VU_GET_PROTOCOL_FEATURES = 15,
+	VU_SET_PROTOCOL_FEATURES = 16,
+	VU_SET_VRING_ENABLE = 18,
 };
 #define VU_VERSION      0x1u
 #define VU_REPLY        0x4u
@@ -46,9 +50,14 @@ struct vu_msg {
 		struct { uint32_t index, num; } state;
 		struct { uint32_t index, flags; uint64_t desc, used, avail, log; } addr;
 		struct { uint32_t nregions, padding; struct vu_region r[VU_MAX_REGIONS]; } mem;
+		struct { uint64_t size, offset; } log;
 	} p;
 } __attribute__((packed));
 #define VU_HDR 12u
+#define F_PROTOCOL_FEATURES 30
+#define F_LOG_ALL           26
+#define PF_LOG_SHMFD        1
+#define VRING_F_LOG         0
 _Static_assert(sizeof(struct vu_msg) == VU_HDR + 8 + 32 * VU_MAX_REGIONS,
 	       "vhost-user header + largest payload (memory table)");
 
@@ -74,6 +83,8 @@ void sn_vufront_nap_us(long us)
 }
 
 /* ---- vhost-user messaging ---- */
+
+static void log_negotiate(struct sn_vufront *f, uint64_t offered);
 
 static void vu_send(struct sn_vufront *f, struct vu_msg *m, const int *fds, int nfds)
 {
@@ -227,7 +238,8 @@ void sn_vufront_map(struct sn_vufront *f)
 	}
 	f->desc = (struct sn_vring_desc *)(void *)(f->base[0] + TX_DESC);
 	f->avail = (struct sn_vring_avail *)(void *)(f->base[0] + TX_AVAIL);
-	f->used = (struct sn_vring_used *)(void *)(f->base[0] + TX_USED);
+	f->used = (struct sn_vring_used *)(void *)(f->base[0] +
+						   (f->dirty_log ? TX_USED_LOG : TX_USED));
 }
 
 static uint64_t va(const struct sn_vufront *f, unsigned off)
@@ -301,6 +313,8 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 	 * enabled at SET_VRING_KICK), no IOMMU, no offloads. */
 	f->features = offered & (1ULL << F_VERSION_1);
 	f->hdr_len = f->features ? 12 : 10;
+	if (f->dirty_log)
+		log_negotiate(f, offered);
 	vu_u64(f, VU_SET_FEATURES, f->features, NULL, 0);
 
 	f->nreg = 2;
@@ -314,7 +328,7 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 		m.p.addr.flags = 0;
 		m.p.addr.desc = va(f, ring_off[r][0]);
 		m.p.addr.avail = va(f, ring_off[r][1]);
-		m.p.addr.used = va(f, ring_off[r][2]);
+		m.p.addr.used = r ? (uint64_t)(uintptr_t)f->used : va(f, ring_off[r][2]);
 		m.p.addr.log = 0;
 		vu_send(f, &m, NULL, 0);
 		f->kickfd[r] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -323,6 +337,86 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 			sn_vufront_die("eventfd");
 		vu_u64(f, VU_SET_VRING_KICK, r, &f->kickfd[r], 1);
 		vu_u64(f, VU_SET_VRING_CALL, r, &f->callfd[r], 1);
+		if (f->dirty_log)    /* protocol features: rings start disabled */
+			vu_state(f, VU_SET_VRING_ENABLE, r, 1);
 	}
 }
 
+
+/* ---- Dirty log (live migration, as QEMU drives it) ---- */
+
+/* Between GET_FEATURES and SET_FEATURES: VHOST_USER_F_PROTOCOL_FEATURES
+ * with LOG_SHMFD only (no REPLY_ACK: replies come only where the protocol
+ * always has one). */
+static void log_negotiate(struct sn_vufront *f, uint64_t offered)
+{
+	struct vu_msg m = { .request = VU_GET_PROTOCOL_FEATURES, .size = 0 };
+
+	if (!(offered & (1ULL << F_PROTOCOL_FEATURES)) || !(offered & (1ULL << F_LOG_ALL))) {
+		fprintf(stderr, "sn-vufront: back-end offers no PROTOCOL_FEATURES/LOG_ALL "
+			"(%#llx)\n", (unsigned long long)offered);
+		exit(3);
+	}
+	f->features |= 1ULL << F_PROTOCOL_FEATURES;
+	vu_send(f, &m, NULL, 0);
+	vu_reply(f, VU_GET_PROTOCOL_FEATURES, &m, 8);
+	if (!(m.p.u64 & (1ULL << PF_LOG_SHMFD))) {
+		fprintf(stderr, "sn-vufront: back-end lacks protocol feature LOG_SHMFD\n");
+		exit(3);
+	}
+	vu_u64(f, VU_SET_PROTOCOL_FEATURES, 1ULL << PF_LOG_SHMFD, NULL, 0);
+}
+
+uint64_t sn_vufront_used_gpa(const struct sn_vufront *f)
+{
+	return GPA0 + (uint64_t)((const unsigned char *)f->used - f->base[0]);
+}
+
+void sn_vufront_log_start(struct sn_vufront *f)
+{
+	static const unsigned ring_off[2][3] = {
+		{ RX_DESC, RX_AVAIL, RX_USED }, { TX_DESC, TX_AVAIL, 0 } };
+	struct vu_msg m = { .request = VU_SET_LOG_BASE, .size = 16 };
+
+	f->logfd = memfd_create("sn-vufront-log", MFD_CLOEXEC);
+	if (f->logfd < 0)
+		sn_vufront_die("memfd_create log");
+	if (ftruncate(f->logfd, LOG_BYTES))
+		sn_vufront_die("ftruncate log");
+	f->log = mmap(NULL, LOG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, f->logfd, 0);
+	if (f->log == MAP_FAILED)
+		sn_vufront_die("mmap log");
+	m.p.log.size = LOG_BYTES;
+	m.p.log.offset = 0;
+	vu_send(f, &m, &f->logfd, 1);
+	vu_reply(f, VU_SET_LOG_BASE, &m, 0);
+	vu_u64(f, VU_SET_FEATURES, f->features | (1ULL << F_LOG_ALL), NULL, 0);
+	for (uint32_t r = 0; r < 2; r++) {
+		uint64_t used = r ? (uint64_t)(uintptr_t)f->used : va(f, RX_USED);
+
+		m = (struct vu_msg){ .request = VU_SET_VRING_ADDR, .size = 40 };
+		m.p.addr.index = r;
+		m.p.addr.flags = 1u << VRING_F_LOG;
+		m.p.addr.desc = va(f, ring_off[r][0]);
+		m.p.addr.avail = va(f, ring_off[r][1]);
+		m.p.addr.used = used;
+		m.p.addr.log = GPA0 + (used - va(f, 0));
+		vu_send(f, &m, NULL, 0);
+	}
+	m = (struct vu_msg){ .request = VU_GET_FEATURES, .size = 0 };
+	vu_send(f, &m, NULL, 0);
+	vu_reply(f, VU_GET_FEATURES, &m, 8);
+}
+
+bool sn_vufront_log_test(const struct sn_vufront *f, uint64_t pg)
+{
+	if (pg >= 8ull * LOG_BYTES)
+		return false;
+	return (__atomic_load_n(&f->log[pg / 64], __ATOMIC_RELAXED) >> (pg % 64)) & 1;
+}
+
+void sn_vufront_log_clear(struct sn_vufront *f)
+{
+	for (size_t i = 0; i < LOG_BYTES / sizeof(uint64_t); i++)
+		(void)__atomic_exchange_n(&f->log[i], 0, __ATOMIC_ACQ_REL);
+}
