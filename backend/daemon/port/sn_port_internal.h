@@ -63,8 +63,9 @@ extern const struct rte_vhost_device_ops sn_port_vhost_ops;
  * the entries of vid and of p, then add (vid, p) unless p is NULL; vid <
  * 0: drop every entry of p (port going away). */
 void sn_port_memhook_set(struct sn_ports *reg, int vid, struct sn_port *p);
-/* The post-message hook of a running deferred port's device (passed to
- * rte_vhost_extern_callback_register() in new_device). */
+/* The message hooks of a running deferred port's device (passed to
+ * rte_vhost_extern_callback_register() in new_device): post, the memory
+ * table (sn_port_memhook.c); pre, SEND_RARP (sn_port_rarp.c). */
 extern const struct rte_vhost_user_extern_ops sn_port_memhook_ops;
 /* sn_port_rarp.c: the pre-message hook of the same devices (SEND_RARP). */
 enum rte_vhost_msg_result sn_port_rarp_pre(int vid, void *msg);

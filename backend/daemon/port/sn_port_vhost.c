@@ -146,12 +146,13 @@ static int cb_new_device(int vid)
 		}
 		p->txq_started = p->vq ? 1u : 0u;
 		rxview_setup_locked(p, vid);   /* before running and up */
-		/* Follow memory table changes (sn_port_memhook.c). */
+		/* Follow memory table changes (sn_port_memhook.c) and a
+		 * migrated guest's announce (sn_port_rarp.c). */
 		if (p->vq) {
 			sn_port_memhook_set(reg, vid, p);
 			if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
-				sn_log("port %s: cannot hook SET_MEM_TABLE (memory hotplug is "
-				       "not followed)", p->name);
+				sn_log("port %s: cannot hook SET_MEM_TABLE and SEND_RARP (memory "
+				       "hotplug and migrations are not followed)", p->name);
 		}
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
