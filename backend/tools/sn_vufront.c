@@ -609,6 +609,29 @@ static void sc_dirty_log(struct sn_vufront *f, uint32_t count)
 	log_phase(f, "stop", u0, u1, 0);
 }
 
+/* The announce of a migrated guest (VHOST_USER_SEND_RARP, as the
+ * destination QEMU sends it for a guest without GUEST_ANNOUNCE) for the
+ * --src MAC, after one frame from another MAC so the device runs; then
+ * two malformed ones the back-end must ignore: a multicast MAC and a
+ * payload of 4 bytes. The test then checks where the switch sends
+ * frames for that MAC (--wait-file). */
+static void sc_rarp(struct sn_vufront *f, uint32_t count)
+{
+	static const unsigned char mcast[6] = { 0x01, 0x00, 0x5e, 0, 0, 1 };
+	unsigned char mac[6];
+
+	(void)count;
+	memcpy(mac, f->src, 6);
+	f->src[5] ^= 0x80;           /* the frame is not from the announced MAC */
+	add_head(f, chain_good(f), false, true);
+	publish(f);
+	wait_used(f);
+	memcpy(f->src, mac, 6);
+	sn_vufront_send_rarp(f, mac, 8);
+	sn_vufront_send_rarp(f, mcast, 8);
+	sn_vufront_send_rarp(f, mac, 4);
+}
+
 static const struct scenario scenarios[] = {
 	{ "good", 128, sc_good },
 	{ "hold", 256, sc_hold },
@@ -631,6 +654,7 @@ static const struct scenario scenarios[] = {
 	{ "rewrite", 128, sc_rewrite },
 	{ "hotplug", 128, sc_hotplug },
 	{ "dirty_log", 256, sc_dirty_log },
+	{ "rarp", 128, sc_rarp },
 };
 
 /* ---- main ---- */
@@ -668,7 +692,7 @@ static void usage(FILE *o)
 "                    bad_indirect write_only head_oob head_busy avail_jump rewrite\n"
 "                    hotplug (memory hotplug while running)\n"
 "                    dirty_log (live migration's dirty log: see sc_dirty_log;\n"
-"                    with --no-stop)\n"
+"                    with --no-stop), rarp (SEND_RARP for the --src MAC)\n"
 "  --count N         frames for good/hold (hotplug: per phase), rounds for rewrite\n"
 "                    (default 8)\n"
 "  --queue-size N    TX/RX ring size, power of two 2..%u (default per scenario)\n"
@@ -691,7 +715,7 @@ static void print_result(const struct sn_vufront *f, const char *name, const cha
 		printf("%s%u", i ? "," : "", f->bad[i]);
 	printf("],\"timeout\":%s,\"wait_ms\":%.3f,\"stop\":%s,", f->timed_out ? "true" : "false",
 	       f->wait_ms, stop);
-	if (f->dirty_log)
+	if (f->log_json[0])
 		printf("\"dirty_log\":{%s},", f->log_json);
 	printf("\"ok\":%s}\n", ok ? "true" : "false");
 	fflush(stdout);
@@ -791,7 +815,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	f.q = q ? (uint32_t)q : sc->q;
-	f.dirty_log = sc->run == sc_dirty_log;
+	f.migration = sc->run == sc_dirty_log || sc->run == sc_rarp;
 
 	sn_vufront_map(&f);
 	sn_vufront_connect(&f, path);

@@ -68,10 +68,12 @@ struct sn_vufront {
 	uint32_t used_total;
 	bool timed_out;
 	double wait_ms;
-	/* Dirty log (--scenario dirty_log, sn_vufront_log_*): negotiated
-	 * with LOG_SHMFD; the bitmap this front-end shares (SET_LOG_BASE);
-	 * the check's JSON object and verdict. */
-	bool dirty_log;
+	/* Live migration (scenarios dirty_log and rarp): migration set
+	 * before negotiating means protocol features LOG_SHMFD and RARP, as
+	 * QEMU negotiates them; the bitmap this front-end shares
+	 * (SET_LOG_BASE, sn_vufront_log_*); the dirty-log check's JSON object
+	 * and verdict. */
+	bool migration;
 	int logfd;
 	uint64_t *log;
 	bool log_failed;
@@ -104,9 +106,10 @@ void sn_vufront_resend_table(struct sn_vufront *f);
 /* GET_VRING_BASE (device stop): the back-end's next avail index. */
 uint32_t sn_vufront_get_base(struct sn_vufront *f, uint32_t index);
 
-/* Dirty log, as QEMU starts a live migration: with f->dirty_log set
+/* Dirty log, as QEMU starts a live migration: with f->migration set
  * before sn_vufront_negotiate() (which then also negotiates
- * VHOST_USER_F_PROTOCOL_FEATURES with LOG_SHMFD and enables the rings),
+ * VHOST_USER_F_PROTOCOL_FEATURES with LOG_SHMFD and RARP and enables the
+ * rings),
  * share a zeroed memfd bitmap (SET_LOG_BASE), SET_FEATURES with
  * VHOST_F_LOG_ALL, SET_VRING_ADDR with VHOST_VRING_F_LOG (log address =
  * the used ring's GPA) for both rings, then wait for a GET_FEATURES
@@ -118,5 +121,9 @@ bool sn_vufront_log_test(const struct sn_vufront *f, uint64_t pg);
 void sn_vufront_log_clear(struct sn_vufront *f);
 /* GPA of the TX used ring. */
 uint64_t sn_vufront_used_gpa(const struct sn_vufront *f);
+/* VHOST_USER_SEND_RARP with mac and the given payload size (8 is
+ * well-formed), as the destination QEMU announces a migrated guest, then
+ * the GET_FEATURES wait. */
+void sn_vufront_send_rarp(struct sn_vufront *f, const unsigned char mac[6], uint32_t size);
 
 #endif /* SN_VUFRONT_H */

@@ -34,6 +34,7 @@ enum {
 	VU_GET_PROTOCOL_FEATURES = 15,
 	VU_SET_PROTOCOL_FEATURES = 16,
 	VU_SET_VRING_ENABLE = 18,
+	VU_SEND_RARP = 19,
 };
 #define VU_VERSION      0x1u
 #define VU_REPLY        0x4u
@@ -57,6 +58,7 @@ struct vu_msg {
 #define F_PROTOCOL_FEATURES 30
 #define F_LOG_ALL           26
 #define PF_LOG_SHMFD        1
+#define PF_RARP             2
 #define VRING_F_LOG         0
 _Static_assert(sizeof(struct vu_msg) == VU_HDR + 8 + 32 * VU_MAX_REGIONS,
 	       "vhost-user header + largest payload (memory table)");
@@ -239,7 +241,7 @@ void sn_vufront_map(struct sn_vufront *f)
 	f->desc = (struct sn_vring_desc *)(void *)(f->base[0] + TX_DESC);
 	f->avail = (struct sn_vring_avail *)(void *)(f->base[0] + TX_AVAIL);
 	f->used = (struct sn_vring_used *)(void *)(f->base[0] +
-						   (f->dirty_log ? TX_USED_LOG : TX_USED));
+						   (f->migration ? TX_USED_LOG : TX_USED));
 }
 
 static uint64_t va(const struct sn_vufront *f, unsigned off)
@@ -313,7 +315,7 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 	 * enabled at SET_VRING_KICK), no IOMMU, no offloads. */
 	f->features = offered & (1ULL << F_VERSION_1);
 	f->hdr_len = f->features ? 12 : 10;
-	if (f->dirty_log)
+	if (f->migration)
 		log_negotiate(f, offered);
 	vu_u64(f, VU_SET_FEATURES, f->features, NULL, 0);
 
@@ -337,7 +339,7 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 			sn_vufront_die("eventfd");
 		vu_u64(f, VU_SET_VRING_KICK, r, &f->kickfd[r], 1);
 		vu_u64(f, VU_SET_VRING_CALL, r, &f->callfd[r], 1);
-		if (f->dirty_log)    /* protocol features: rings start disabled */
+		if (f->migration)    /* protocol features: rings start disabled */
 			vu_state(f, VU_SET_VRING_ENABLE, r, 1);
 	}
 }
@@ -346,8 +348,8 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 /* ---- Dirty log (live migration, as QEMU drives it) ---- */
 
 /* Between GET_FEATURES and SET_FEATURES: VHOST_USER_F_PROTOCOL_FEATURES
- * with LOG_SHMFD only (no REPLY_ACK: replies come only where the protocol
- * always has one). */
+ * with LOG_SHMFD and RARP only (no REPLY_ACK: replies come only where the
+ * protocol always has one). */
 static void log_negotiate(struct sn_vufront *f, uint64_t offered)
 {
 	struct vu_msg m = { .request = VU_GET_PROTOCOL_FEATURES, .size = 0 };
@@ -360,11 +362,12 @@ static void log_negotiate(struct sn_vufront *f, uint64_t offered)
 	f->features |= 1ULL << F_PROTOCOL_FEATURES;
 	vu_send(f, &m, NULL, 0);
 	vu_reply(f, VU_GET_PROTOCOL_FEATURES, &m, 8);
-	if (!(m.p.u64 & (1ULL << PF_LOG_SHMFD))) {
-		fprintf(stderr, "sn-vufront: back-end lacks protocol feature LOG_SHMFD\n");
+	if ((m.p.u64 & ((1ULL << PF_LOG_SHMFD) | (1ULL << PF_RARP))) !=
+	    ((1ULL << PF_LOG_SHMFD) | (1ULL << PF_RARP))) {
+		fprintf(stderr, "sn-vufront: back-end lacks protocol feature LOG_SHMFD or RARP\n");
 		exit(3);
 	}
-	vu_u64(f, VU_SET_PROTOCOL_FEATURES, 1ULL << PF_LOG_SHMFD, NULL, 0);
+	vu_u64(f, VU_SET_PROTOCOL_FEATURES, (1ULL << PF_LOG_SHMFD) | (1ULL << PF_RARP), NULL, 0);
 }
 
 uint64_t sn_vufront_used_gpa(const struct sn_vufront *f)
@@ -419,4 +422,16 @@ void sn_vufront_log_clear(struct sn_vufront *f)
 {
 	for (size_t i = 0; i < LOG_BYTES / sizeof(uint64_t); i++)
 		(void)__atomic_exchange_n(&f->log[i], 0, __ATOMIC_ACQ_REL);
+}
+
+void sn_vufront_send_rarp(struct sn_vufront *f, const unsigned char mac[6], uint32_t size)
+{
+	struct vu_msg m = { .request = VU_SEND_RARP, .size = size };
+
+	m.p.u64 = 0;
+	memcpy(&m.p.u64, mac, 6);
+	vu_send(f, &m, NULL, 0);
+	m = (struct vu_msg){ .request = VU_GET_FEATURES, .size = 0 };
+	vu_send(f, &m, NULL, 0);
+	vu_reply(f, VU_GET_FEATURES, &m, 8);
 }

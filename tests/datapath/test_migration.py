@@ -1,5 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Live migration's dirty log on a deferred port, read from the bitmap.
+"""Live migration on a deferred port, driven by sn-vufront as QEMU drives
+it: the dirty log, read from the bitmap, and the announce (SEND_RARP).
+
+Dirty log.
 
 A deferred port writes its guests' TX used rings itself, outside the vhost
 library, so the library cannot log those writes: the daemon must
@@ -15,11 +18,20 @@ held (GET_VRING_BASE, before QEMU's last bitmap sync), the second batch
 crossing into the used ring's second page. The daemon's counters must
 agree: the frames were held and completed by the paths the phases name,
 and log_writes moved.
+
+Announce. After a migration QEMU sends VHOST_USER_SEND_RARP for a guest
+without GUEST_ANNOUNCE; the vhost library would inject the RARP only in
+rte_vhost_dequeue_burst(), which a deferred port does not call. The
+switch must learn the MAC on the port at once (sn_port_rarp.c): frames for
+that MAC, until then delivered to the port that had it, go to the
+deferred port, though no frame from the MAC came in there; malformed
+announces (multicast MAC, short payload) are counted and ignored.
 """
 import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -91,3 +103,49 @@ def test_used_ring_writes_are_dirty_logged(schednicd, sngen, sn_tmpdir, vufront_
     assert c["migration"]["log_writes"] > c0["migration"]["log_writes"], c["migration"]
     print("w:", {k: cc[k] - cc0[k] for k in ("popped", "completed", "hold_timeouts", "forced")},
           "log_writes", c["migration"]["log_writes"])
+
+
+FWD = 40
+
+
+def test_send_rarp_moves_the_mac(schednicd, sngen, sn_tmpdir, vufront_bin, spawn):
+    d = schednicd(ports=[dport(sn_tmpdir, "w", completion="deferred"),
+                         dport(sn_tmpdir, "vm1"), dport(sn_tmpdir, "vm2")])
+    g = sngen([d.vhost_path("vm1"), d.vhost_path("vm2")],
+              "--flow", f"src=0,dst=1,count={FWD},phase=0",
+              "--flow", f"src=0,dst=1,count={FWD},phase=1")
+    g.wait("ready")
+    for n in ("vm1", "vm2"):
+        d.wait_port_state(n, "up")
+    g.go("learn")
+    wait_settled(d, lambda t: t["vm1"]["rx_packets"] == 1 and t["vm2"]["rx_packets"] == 1)
+    t0 = port_table(d.stats())
+    g.go(0)             # vm2's MAC is on vm2: its frames arrive there
+    wait_settled(d, lambda t: t["vm2"]["tx_packets"] == t0["vm2"]["tx_packets"] + FWD)
+    go = sn_tmpdir / "rarp-done"
+    p = spawn([vufront_bin, "--socket", d.vhost_path("w"), "--scenario", "rarp",
+               "--src", peer_mac(1), "--timeout", "30", "--wait-file", go],
+              name="vufront", stdout=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while port_table(d.stats())["w"]["migration"]["rarp_received"] < 3:
+        assert time.monotonic() < deadline, port_table(d.stats())["w"]
+        assert p.poll() is None, (p.returncode, d.log_tail())
+        time.sleep(0.05)
+    st = d.stats()
+    t1 = port_table(st)
+    # the well-formed announce only; the multicast MAC and the short
+    # payload are ignored
+    assert t1["w"]["migration"] == {"log_writes": 0, "rarp_received": 3, "rarp_learned": 1}, \
+        t1["w"]["migration"]
+    g.go(1)             # now vm2's MAC is on w
+    t = wait_settled(d, lambda t: t["vm1"]["rx_packets"] == t1["vm1"]["rx_packets"] + FWD)
+    w_got = (t["w"]["tx_packets"] + sum(t["w"]["drops"].values())
+             - t1["w"]["tx_packets"] - sum(t1["w"]["drops"].values()))
+    print("after SEND_RARP: vm2 got", t["vm2"]["tx_packets"] - t1["vm2"]["tx_packets"],
+          "w got", w_got, "mac moves", d.stats()["mac_table"]["moves"] - st["mac_table"]["moves"])
+    assert t["vm2"]["tx_packets"] == t1["vm2"]["tx_packets"], (t1["vm2"], t["vm2"])
+    assert w_got == FWD, (t1["w"], t["w"])
+    go.touch()
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0, (p.returncode, out, d.log_tail())
+    assert d.alive(), d.log_tail()
