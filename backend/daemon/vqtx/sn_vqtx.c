@@ -301,7 +301,10 @@ static bool log_all(const struct sn_vqtx *q)
  * logged before GET_VRING_BASE is answered, which is when QEMU takes its
  * last bitmap. The flags word (NO_NOTIFY, written once at start) is in the
  * same pages. Nothing else of guest memory is written here: frames are
- * only read. */
+ * only read. Not synchronised with a bitmap replacement: the library maps
+ * a second SET_LOG_BASE's bitmap and unmaps the old one under its queue
+ * locks, which this thread does not hold (QEMU resizes the log only when
+ * guest memory grows during a migration; doc/vms.md, Live migration). */
 static void flush(struct sn_vqtx *q, bool notify)
 {
 	uint16_t a, before, after;
