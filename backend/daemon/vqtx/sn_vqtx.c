@@ -33,6 +33,7 @@
 #include <rte_cycles.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
+#include <rte_pause.h>
 #include <rte_vhost.h>
 
 #include "sn_log.h"
@@ -227,6 +228,8 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	q->size = vring.size;
 	q->used_bytes = 4 + 8ULL * vring.size + 2;
 	q->dirty = true;
+	q->log_owed = false;
+	__atomic_store_n(&q->log_paused, 0, __ATOMIC_RELAXED);
 	q->opted_out = false;         /* the opt-in is per connection */
 	q->marked_run = 0;
 	/* occ_tsc is 0 here (zmalloc, or teardown): the worker reads it
@@ -301,10 +304,30 @@ static bool log_all(const struct sn_vqtx *q)
  * logged before GET_VRING_BASE is answered, which is when QEMU takes its
  * last bitmap. The flags word (NO_NOTIFY, written once at start) is in the
  * same pages. Nothing else of guest memory is written here: frames are
- * only read. Not synchronised with a bitmap replacement: the library maps
- * a second SET_LOG_BASE's bitmap and unmaps the old one under its queue
- * locks, which this thread does not hold (QEMU resizes the log only when
- * guest memory grows during a migration; doc/vms.md, Live migration). */
+ * only read. A second SET_LOG_BASE (QEMU resizes the log when guest
+ * memory grows during a migration; any front-end may send one) makes the
+ * library unmap the bitmap under its queue locks, which this thread does
+ * not hold: log_used() and sn_vqtx_log_pause() keep the write off the
+ * bitmap while it is replaced, and the skipped write is done after. */
+static void log_used(struct sn_vqtx *q)
+{
+	/* seq_cst store then load, paired with sn_vqtx_log_pause(): if we
+	 * see paused == 0, the pauser sees busy == 1 and waits for the 0 */
+	__atomic_store_n(&q->log_busy, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&q->log_paused, __ATOMIC_SEQ_CST)) {
+		q->log_owed = true;
+		q->dirty = true;              /* retried at the next service */
+	} else {
+		/* offset 0 = used->flags; used_bytes covers idx, ring[] and
+		 * avail_event */
+		rte_vhost_log_used_vring(q->vid, q->vring, 0, q->used_bytes);
+		ctr_inc(&q->st.log_writes);
+		q->log_owed = false;
+	}
+	/* Release: the pauser's acquire load of 0 sees the write done. */
+	__atomic_store_n(&q->log_busy, 0, __ATOMIC_RELEASE);
+}
+
 static void flush(struct sn_vqtx *q, bool notify)
 {
 	uint16_t a, before, after;
@@ -313,12 +336,22 @@ static void flush(struct sn_vqtx *q, bool notify)
 	if (sn_vring_used_flush(q->vr) && notify)
 		rte_vhost_vring_call(q->vid, q->vring);
 	sn_vring_get_base(q->vr, &a, &after);
-	if (after != before && log_all(q)) {
-		/* offset 0 = used->flags; used_bytes covers idx, ring[] and
-		 * avail_event */
-		rte_vhost_log_used_vring(q->vid, q->vring, 0, q->used_bytes);
-		ctr_inc(&q->st.log_writes);
-	}
+	if ((after != before || q->log_owed) && log_all(q))
+		log_used(q);
+}
+
+void sn_vqtx_log_pause(struct sn_vqtx *q)
+{
+	__atomic_store_n(&q->log_paused, 1, __ATOMIC_SEQ_CST);
+	/* A log write takes no lock and is a few stores: the wait lasts as
+	 * long as the worker is descheduled inside it, at most. */
+	while (__atomic_load_n(&q->log_busy, __ATOMIC_SEQ_CST))
+		rte_pause();
+}
+
+void sn_vqtx_log_resume(struct sn_vqtx *q)
+{
+	__atomic_store_n(&q->log_paused, 0, __ATOMIC_RELEASE);
 }
 
 static unsigned occ_bucket(uint32_t held)

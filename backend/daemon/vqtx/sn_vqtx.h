@@ -39,6 +39,7 @@
  *                                          unregistered
  *   start                                VHOST, port down        readers only
  *   remap                                VHOST, queue started    WORKER (hands a map over)
+ *   log_pause, log_resume                VHOST, queue started    WORKER (log_busy/paused)
  *   stop                                 VHOST, port down and    WORKER until its ack
  *                                          a grace period past
  *   worker_enter(w), worker_exit(w)      WORKER w                VHOST stop
@@ -74,6 +75,9 @@
  *   worker_enter/exit: w->state RUNNING / GONE        -> stop's acquire load
  *   remap: exchange of next_map (acq_rel)             -> WORKER exchange
  *     (each map is taken by exactly one side)
+ *   log_pause: log_paused = 1 then load log_busy; the worker's log write:
+ *     log_busy = 1 then load log_paused (all seq_cst: one sees the other);
+ *     log_busy = 0 (release)                          -> log_pause's load
  *   counters: WORKER relaxed stores                   -> relaxed loads (up to
  *     100 us late, sn_vqtx_service)
  *
@@ -255,6 +259,16 @@ void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t l
  * table is the one q has (nothing to do), or -errno (the queue keeps its
  * current table). */
 int sn_vqtx_remap(struct sn_vqtx *q, int vid);
+/* VHOST thread, in the library's message hooks around a SET_LOG_BASE on
+ * a started queue (the library replaces the dirty-log bitmap): pause
+ * stops the worker's used-ring log writes and returns once none is in
+ * progress (the worker's write takes no lock: a short spin, never a wait
+ * on the worker's progress elsewhere; safe with the library's queue
+ * locks held); resume lets them go on, the skipped one first. Pause
+ * twice, or resume without pause, is harmless. */
+void sn_vqtx_log_pause(struct sn_vqtx *q);
+void sn_vqtx_log_resume(struct sn_vqtx *q);
+
 /* VHOST thread (or MAIN in unregister), in destroy_device after the port
  * went down and a grace period passed: every held descriptor is completed
  * (by the worker or here), the used index published, and

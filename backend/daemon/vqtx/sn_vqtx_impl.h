@@ -153,6 +153,14 @@ struct sn_vqtx {
 	uint32_t stop_counted;        /* counted in w->stops_open (exchanged by
 	                               * VHOST and WORKER, seq_cst) */
 	bool dirty;
+	/* Dirty log vs a bitmap replacement (sn_vqtx_log_pause): log_busy
+	 * WORKER, 1 around its log write; log_paused VHOST, 1 while the
+	 * library replaces the bitmap; both seq_cst (each side stores its
+	 * flag, then loads the other's). log_owed (owner): a log write was
+	 * skipped while paused, done at the next flush. */
+	uint32_t log_busy;
+	uint32_t log_paused;
+	bool log_owed;
 	bool stats_pending;           /* counters changed since publish_stats() */
 	uint64_t next_pub;            /* TSC: publish_stats() not before */
 	bool opted_out;               /* an unmarked frame on this connection */
