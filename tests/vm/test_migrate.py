@@ -12,7 +12,7 @@ the flood is stopped and the migration started while they are still
 held. The guest runs with guest_announce=off, as a guest without
 VIRTIO_NET_F_GUEST_ANNOUNCE, so QEMU announces it through
 VHOST_USER_SEND_RARP, which the daemon turns into a MAC-table move on a
-deferred port (sn_port_rarp.c). Checks:
+deferred port (sn_port_migrate.c). Checks:
 - the migration completes; on the source port every descriptor taken was
   completed (popped == completed, nothing held), the held ones
   drop-completed at the stop (forced);

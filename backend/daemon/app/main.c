@@ -407,7 +407,7 @@ static int run(struct sn_config *cfg)
 		goto out_ports;
 	if (workers_create(cfg, reg, mp, pl, cfs, sws))
 		goto out_switch;
-	/* A migrated guest's MAC follows it (sn_port_rarp.c); the ports,
+	/* A migrated guest's MAC follows it (sn_port_migrate.c); the ports,
 	 * hence the hook, go before the switches. */
 	sn_ports_set_announce(reg, announce, sws[0]);
 	ctl.reg = reg;

@@ -189,7 +189,7 @@ struct sn_port {
 	struct sn_vring_rxview rxview;
 	struct sn_vqtx_gmap *rxmap;
 
-	/* Live migration, deferred ports (sn_port_rarp.c): SEND_RARP
+	/* Live migration, deferred ports (sn_port_migrate.c): SEND_RARP
 	 * messages the port's device received, and of them those whose MAC
 	 * the switch learned on this port. VHOST stores (relaxed), any
 	 * thread loads. */
@@ -217,7 +217,7 @@ struct sn_ports *sn_ports_create(void);
 void sn_ports_destroy(struct sn_ports *reg);
 
 /* What makes the switch learn a migrated guest's MAC on port p (its
- * deferred port got VHOST_USER_SEND_RARP, sn_port_rarp.c): called on the
+ * deferred port got VHOST_USER_SEND_RARP, sn_port_migrate.c): called on the
  * VHOST thread with the library's queue locks held, so it must not wait
  * for a worker. 0 = learned, else -errno. */
 typedef int (*sn_port_announce_fn)(void *arg, const struct sn_port *p, const uint8_t mac[6]);

@@ -2,7 +2,7 @@
 /* sn_port_internal.h — the registry object shared by the port module's
  * files: sn_port.c (registry, RCU publication, add/del, counters),
  * sn_port_vhost.c (the vhost-user device callbacks), sn_port_memhook.c
- * (the guest memory-table hook) and sn_port_rarp.c (the SEND_RARP hook).
+ * (the guest memory-table hook) and sn_port_migrate.c (the live-migration hooks).
  * Not for other modules: they see sn_port.h.
  *
  * struct sn_ports, field by field (MAIN = the control thread, VHOST =
@@ -65,9 +65,12 @@ extern const struct rte_vhost_device_ops sn_port_vhost_ops;
 void sn_port_memhook_set(struct sn_ports *reg, int vid, struct sn_port *p);
 /* The message hooks of a running deferred port's device (passed to
  * rte_vhost_extern_callback_register() in new_device): post, the memory
- * table (sn_port_memhook.c); pre, SEND_RARP (sn_port_rarp.c). */
+ * table (sn_port_memhook.c); pre, SET_LOG_BASE and SEND_RARP (sn_port_migrate.c). */
 extern const struct rte_vhost_user_extern_ops sn_port_memhook_ops;
-/* sn_port_rarp.c: the pre-message hook of the same devices (SEND_RARP). */
-enum rte_vhost_msg_result sn_port_rarp_pre(int vid, void *msg);
+/* sn_port_migrate.c: the pre-message hook of the same devices
+ * (SET_LOG_BASE, SEND_RARP), and its part of the post hook (ext_post
+ * calls it with every request code). */
+enum rte_vhost_msg_result sn_port_migrate_pre(int vid, void *msg);
+void sn_port_migrate_post(int vid, uint32_t req);
 
 #endif /* SN_PORT_INTERNAL_H */

@@ -28,7 +28,8 @@
  * had and mapped the new table; our rings and frames are on our own
  * mappings (sn_vqtx.h), and each started TX queue is handed the new table
  * (sn_vqtx_remap: buffers in new regions are translated from the worker's
- * next pop on). The request code is the first 32-bit field of the message
+ * next pop on). Every request is also shown to sn_port_migrate_post()
+ * (the end of a SET_LOG_BASE). The request code is the first 32-bit field of the message
  * (vhost-user wire format; the library passes its message first). */
 #define VHOST_USER_SET_MEM_TABLE_REQ 5u
 
@@ -58,6 +59,7 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 	uint32_t req;
 
 	memcpy(&req, msg, sizeof(req));
+	sn_port_migrate_post(vid, req);   /* SET_LOG_BASE (sn_port_migrate.c) */
 	if (req != VHOST_USER_SET_MEM_TABLE_REQ || !reg)
 		return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
 	/* Not reg->lock (see hook_lock). The port's own callbacks, the only
@@ -95,6 +97,6 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 }
 
 const struct rte_vhost_user_extern_ops sn_port_memhook_ops = {
-	.pre_msg_handle = sn_port_rarp_pre,   /* SEND_RARP (sn_port_rarp.c) */
+	.pre_msg_handle = sn_port_migrate_pre,   /* sn_port_migrate.c */
 	.post_msg_handle = ext_post,
 };

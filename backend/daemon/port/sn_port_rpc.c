@@ -430,7 +430,7 @@ static json_t *queues_json(const struct sn_port *p)
 }
 
 /* The "migration" object of a vhost-user port (live migration:
- * sn_vqtx.c flush(), sn_port_rarp.c). */
+ * sn_vqtx.c flush(), sn_port_migrate.c). */
 static json_t *migration_json(const struct sn_port *p)
 {
 	struct sn_vqtx_stats vs;

@@ -147,7 +147,7 @@ static int cb_new_device(int vid)
 		p->txq_started = p->vq ? 1u : 0u;
 		rxview_setup_locked(p, vid);   /* before running and up */
 		/* Follow memory table changes (sn_port_memhook.c) and a
-		 * migrated guest's announce (sn_port_rarp.c). */
+		 * migrated guest's announce (sn_port_migrate.c). */
 		if (p->vq) {
 			sn_port_memhook_set(reg, vid, p);
 			if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))

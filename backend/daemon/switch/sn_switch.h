@@ -58,7 +58,7 @@ int sn_switch_worker(void *sw);
 void sn_switch_stop(struct sn_switch *sw);
 /* Main thread, after the worker returned (or never started). */
 void sn_switch_destroy(struct sn_switch *sw);
-/* Any thread (the VHOST thread for a migrated guest, sn_port_rarp.c),
+/* Any thread (the VHOST thread for a migrated guest, sn_port_migrate.c),
  * while sw exists: learn mac on port p now, as a frame from it would
  * (one bucket's write lock at most, never a wait for a worker). 0, or
  * -EINVAL (multicast or zero MAC), -ENOSPC (its bucket is full). */
