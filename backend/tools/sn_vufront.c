@@ -632,6 +632,37 @@ static void sc_rarp(struct sn_vufront *f, uint32_t count)
 	sn_vufront_send_rarp(f, mac, 4);
 }
 
+/* The bitmap replaced while the back-end logs into it (QEMU's log
+ * resize; any front-end may do it): count rounds of a batch of good
+ * frames, each completed by the back-end while four SET_LOG_BASE replace
+ * the bitmap. Then one more batch must be logged in the last bitmap
+ * ("after", as the "running" phase of dirty_log). */
+static void sc_log_resize(struct sn_vufront *f, uint32_t count)
+{
+	uint16_t u0;
+
+	sn_vufront_log_start(f);
+	for (uint32_t r = 0; r < count && !f->timed_out; r++) {
+		f->nd = 0;
+		for (uint32_t i = 0; i < f->q / 2; i++)
+			add_head(f, chain_good(f), false, true);
+		publish(f);
+		for (int k = 0; k < 4; k++)
+			sn_vufront_log_resize(f);
+		wait_used(f);
+	}
+	if (f->timed_out)
+		return;
+	sn_vufront_log_clear(f);
+	u0 = used_idx(f);
+	f->nd = 0;
+	for (uint32_t i = 0; i < f->q / 2; i++)
+		add_head(f, chain_good(f), false, true);
+	publish(f);
+	wait_used(f);
+	log_phase(f, "after", u0, used_idx(f), 2.0);
+}
+
 static const struct scenario scenarios[] = {
 	{ "good", 128, sc_good },
 	{ "hold", 256, sc_hold },
@@ -655,6 +686,7 @@ static const struct scenario scenarios[] = {
 	{ "hotplug", 128, sc_hotplug },
 	{ "dirty_log", 256, sc_dirty_log },
 	{ "rarp", 128, sc_rarp },
+	{ "log_resize", 128, sc_log_resize },
 };
 
 /* ---- main ---- */
@@ -692,7 +724,8 @@ static void usage(FILE *o)
 "                    bad_indirect write_only head_oob head_busy avail_jump rewrite\n"
 "                    hotplug (memory hotplug while running)\n"
 "                    dirty_log (live migration's dirty log: see sc_dirty_log;\n"
-"                    with --no-stop), rarp (SEND_RARP for the --src MAC)\n"
+"                    with --no-stop), rarp (SEND_RARP for the --src MAC),\n"
+"                    log_resize (SET_LOG_BASE while logging, --count rounds)\n"
 "  --count N         frames for good/hold (hotplug: per phase), rounds for rewrite\n"
 "                    (default 8)\n"
 "  --queue-size N    TX/RX ring size, power of two 2..%u (default per scenario)\n"
@@ -815,7 +848,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	f.q = q ? (uint32_t)q : sc->q;
-	f.migration = sc->run == sc_dirty_log || sc->run == sc_rarp;
+	f.migration = sc->run == sc_dirty_log || sc->run == sc_rarp || sc->run == sc_log_resize;
 
 	sn_vufront_map(&f);
 	sn_vufront_connect(&f, path);

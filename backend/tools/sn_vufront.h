@@ -119,6 +119,8 @@ void sn_vufront_log_start(struct sn_vufront *f);
  * bitmap (atomic exchanges, as QEMU's sync). */
 bool sn_vufront_log_test(const struct sn_vufront *f, uint64_t pg);
 void sn_vufront_log_clear(struct sn_vufront *f);
+/* A new bitmap (SET_LOG_BASE again, as QEMU resizes the log). */
+void sn_vufront_log_resize(struct sn_vufront *f);
 /* GPA of the TX used ring. */
 uint64_t sn_vufront_used_gpa(const struct sn_vufront *f);
 /* VHOST_USER_SEND_RARP with mac and the given payload size (8 is

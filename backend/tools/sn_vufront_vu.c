@@ -435,3 +435,24 @@ void sn_vufront_send_rarp(struct sn_vufront *f, const unsigned char mac[6], uint
 	vu_send(f, &m, NULL, 0);
 	vu_reply(f, VU_GET_FEATURES, &m, 8);
 }
+
+void sn_vufront_log_resize(struct sn_vufront *f)
+{
+	struct vu_msg m = { .request = VU_SET_LOG_BASE, .size = 16 };
+	int fd = memfd_create("sn-vufront-log", MFD_CLOEXEC);
+	uint64_t *log;
+
+	if (fd < 0 || ftruncate(fd, LOG_BYTES))
+		sn_vufront_die("memfd log");
+	log = mmap(NULL, LOG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (log == MAP_FAILED)
+		sn_vufront_die("mmap log");
+	m.p.log.size = LOG_BYTES;
+	m.p.log.offset = 0;
+	vu_send(f, &m, &fd, 1);
+	vu_reply(f, VU_SET_LOG_BASE, &m, 0);
+	munmap(f->log, LOG_BYTES);
+	close(f->logfd);
+	f->log = log;
+	f->logfd = fd;
+}

@@ -22,10 +22,16 @@ and log_writes moved.
 Announce. After a migration QEMU sends VHOST_USER_SEND_RARP for a guest
 without GUEST_ANNOUNCE; the vhost library would inject the RARP only in
 rte_vhost_dequeue_burst(), which a deferred port does not call. The
-switch must learn the MAC on the port at once (sn_port_rarp.c): frames for
+switch must learn the MAC on the port at once (sn_port_migrate.c): frames for
 that MAC, until then delivered to the port that had it, go to the
 deferred port, though no frame from the MAC came in there; malformed
 announces (multicast MAC, short payload) are counted and ignored.
+
+Log resize. A second SET_LOG_BASE while logging (QEMU sends one when guest
+memory grows during a migration; any front-end may send many) makes the
+library unmap the bitmap the worker writes into: the daemon must survive
+thousands of them while it completes frames, and keep logging into the
+newest bitmap.
 """
 import json
 import os
@@ -149,3 +155,30 @@ def test_send_rarp_moves_the_mac(schednicd, sngen, sn_tmpdir, vufront_bin, spawn
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 0, (p.returncode, out, d.log_tail())
     assert d.alive(), d.log_tail()
+
+
+RESIZE_ROUNDS = 3000   # x 4 SET_LOG_BASE: unguarded, the worker crashed in 6 of 6 runs
+
+
+def test_log_base_replaced_while_logging(schednicd, sngen, sn_tmpdir, vufront_bin):
+    d = schednicd(ports=[dport(sn_tmpdir, "w", completion="deferred"), dport(sn_tmpdir, "vm1")])
+    sink = sngen([d.vhost_path("vm1")], "--flow", "src=0,dst=02:99:00:00:00:09,count=0",
+                 mac_base=SINK_MAC_BASE)
+    sink.wait("ready")
+    d.wait_port_state("vm1", "up")
+    sink.go("learn")
+    wait_settled(d, lambda t: t["vm1"]["rx_packets"] == 1)
+    t0 = time.monotonic()
+    r = subprocess.run([str(vufront_bin), "--socket", d.vhost_path("w"),
+                        "--scenario", "log_resize", "--count", str(RESIZE_ROUNDS),
+                        "--dst", peer_mac(SINK_MAC_BASE), "--timeout", "20"],
+                       capture_output=True, text=True, timeout=300)
+    secs = time.monotonic() - t0
+    assert d.alive(), d.log_tail()
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr, d.log_tail())
+    out = json.loads(r.stdout)
+    m = port_table(d.stats())["w"]["migration"]
+    print(f"{4 * RESIZE_ROUNDS} SET_LOG_BASE in {secs:.1f}s, log_writes {m['log_writes']},",
+          "after:", out["dirty_log"]["after"])
+    assert out["ok"] and out["dirty_log"]["after"]["unmarked"] == 0, out
+    assert m["log_writes"] > 0, m
