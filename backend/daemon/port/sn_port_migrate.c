@@ -73,7 +73,8 @@ static struct sn_port *port_of_vid_locked(struct sn_ports *reg, int vid)
 }
 
 /* Pause (or resume) the dirty-log writes of p's started TX queues.
- * txq_started is written on this thread only (memhook's ext_post). */
+ * txq_started is written on this thread only (see ext_post in
+ * sn_port_memhook.c). */
 static void log_pause(struct sn_port *p, bool pause)
 {
 	for (unsigned i = 0; i < p->nq; i++) {
