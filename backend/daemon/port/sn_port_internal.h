@@ -15,9 +15,12 @@
  *   table       MAIN (publish)         workers (RCU), MAIN  rcu_assign_pointer /
  *                                                           rcu_dereference; old table
  *                                                           freed after synchronize_rcu
- *   hook[]      VHOST (new_device,     VHOST (memhook,      hook_lock; taken inside
- *               destroy_device),       with the library's   lock or alone, and nothing
- *               MAIN (port free)       queue locks held)    waits while holding it
+ *   hook[]      VHOST (new_/destroy_   VHOST (hooks, with   hook_lock; taken inside
+ *               connection, new_/      the library's        lock or alone; nothing
+ *               destroy_device),       queue locks held)    waits while holding it but
+ *               MAIN (port free)                            the log pause's spin on a
+ *                                                           lock-free write
+ *                                                           (sn_vqtx_log_pause)
  *   announce,   MAIN                   VHOST (SEND_RARP     hook_lock
  *   announce_arg                       hook)
  *   next_gen,   MAIN                   MAIN                 none (one thread)
@@ -41,7 +44,9 @@
 struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
 	struct sn_port *slot[SN_PORT_MAX];      /* authoritative, main writes */
-	/* vid -> running deferred port, for the memory-table hook. */
+	/* vid -> deferred port, for the message hooks: from new_connection (a
+ * second connection while the port runs is not added) or new_device to
+ * destroy_device or destroy_connection. */
 	pthread_mutex_t hook_lock;
 	struct { int vid; struct sn_port *p; } hook[SN_PORT_MAX];
 	struct sn_port_table *table;            /* RCU-published snapshot */

@@ -23,7 +23,10 @@
  * port, and frames for the guest would go there, until the guest sends a
  * frame of its own. The pre hook makes the switch learn the MAC on the
  * port at once (the registry's announce callback, sn_ports_set_announce)
- * and leaves the message to the library as well. Immediate ports do not
+ * and leaves the message to the library as well; also before the device
+ * runs (QEMU may announce before it starts the device: the hooks are in
+ * place from the connection on, sn_port_vhost.c new_connection), so the
+ * entry is on the right port when it comes up. Immediate ports do not
  * need it: their dequeue injects the RARP, which the switch learns and
  * floods like any frame.
  *
@@ -63,7 +66,8 @@ static void ctr_bump(uint64_t *c)
 	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
-/* Caller holds hook_lock: the running deferred port of vid, or NULL. */
+/* Caller holds hook_lock: the deferred port of vid (connected; running
+ * or not yet), or NULL. */
 static struct sn_port *port_of_vid_locked(struct sn_ports *reg, int vid)
 {
 	for (unsigned i = 0; i < SN_PORT_MAX; i++)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_port_vhost.c — the vhost-user device callbacks of every port:
- * new_device, destroy_device, vring_state_changed.
+ * new_connection and destroy_connection (deferred ports: the message
+ * hooks), new_device, destroy_device, vring_state_changed.
  *
  * They run on the VHOST thread (DPDK's vhost-events thread; a deferred
  * port's destroy_device also on MAIN, inside rte_vhost_driver_unregister)
@@ -168,6 +169,40 @@ static int cb_new_device(int vid)
 	return p ? 0 : -1;
 }
 
+/* A front-end connected to a deferred port: its message hooks from now on,
+ * not only once the device runs. The destination QEMU of a migration may
+ * announce the guest (SEND_RARP, sn_port_migrate.c) before it starts the
+ * device; new_device registers them again, destroy_device drops the
+ * port's entry in hook[] (the memory-table hook checks that the port runs
+ * anyway). */
+static int cb_new_connection(int vid)
+{
+	char path[PATH_MAX];
+	struct sn_ports *reg = sn_ports_global;
+	struct sn_port *p;
+
+	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
+		return 0;
+	pthread_mutex_lock(&reg->lock);
+	p = find_by_path_locked(reg, path);
+	if (p && p->vq && !__atomic_load_n(&p->running, __ATOMIC_RELAXED)) {
+		sn_port_memhook_set(reg, vid, p);
+		if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
+			sn_log("port %s: cannot hook the messages of vid %d", p->name, vid);
+	}
+	pthread_mutex_unlock(&reg->lock);
+	return 0;
+}
+
+/* The connection closed (after destroy_device, if the device ran): its
+ * hook[] entry goes, if new_connection made one that new_device did not
+ * replace. */
+static void cb_destroy_connection(int vid)
+{
+	if (sn_ports_global)
+		sn_port_memhook_set(sn_ports_global, vid, NULL);
+}
+
 static void cb_destroy_device(int vid)
 {
 	char path[PATH_MAX];
@@ -238,6 +273,8 @@ static int cb_vring_state_changed(int vid, uint16_t queue_id, int enable)
 }
 
 const struct rte_vhost_device_ops sn_port_vhost_ops = {
+	.new_connection = cb_new_connection,
+	.destroy_connection = cb_destroy_connection,
 	.new_device = cb_new_device,
 	.destroy_device = cb_destroy_device,
 	.vring_state_changed = cb_vring_state_changed,
