@@ -14,8 +14,8 @@ VIRTIO_NET_F_GUEST_ANNOUNCE, so QEMU announces it through
 VHOST_USER_SEND_RARP, which the daemon turns into a MAC-table move on a
 deferred port (sn_port_migrate.c). Checks:
 - the migration completes; on the source port every descriptor taken was
-  completed (popped == completed, nothing held), the held ones
-  drop-completed at the stop (forced);
+  completed (popped == completed, nothing held; those still held at the
+  stop drop-completed, forced);
 - the daemon logged used-ring writes while logging was on (log_writes);
 - the guest's MAC follows it: rarp_learned on dst, and the uplink host
   reaches the guest at once with the ARP entry it had before the
@@ -190,6 +190,7 @@ def test_live_migration_with_held_descriptors(schednicd, uplink_host, flood_serv
         held = port_of(d, "src")["completion"]["held_now"]
         time.sleep(0.05)
     assert held >= 10, port_of(d, "src")["completion"]
+    print("held when the migration starts:", held)
     migrate(qs, port)
     assert qd.cmd("query-status")["status"] == "running"
     d.wait_port_state("src", "down")
@@ -198,9 +199,12 @@ def test_live_migration_with_held_descriptors(schednicd, uplink_host, flood_serv
     print("src after the migration:", {k: c[k] for k in ("popped", "completed", "held_now",
                                                          "forced", "hold_timeouts")},
           s["migration"])
-    # nothing lost: every descriptor taken came back, the held ones at the stop
+    # nothing lost: every descriptor taken came back. Frames were held
+    # when the migration started; at the stop the class may have released
+    # them already (its horizon is 262 ms, the guest's vCPUs stop before
+    # its device): forced is reported, test_migration.py checks the stop
+    # with frames held deterministically.
     assert c["held_now"] == 0 and c["popped"] == c["completed"], c
-    assert c["forced"] > 0, c
     assert s["migration"]["log_writes"] > 0, s["migration"]
     # QEMU's announce rounds come just after the guest resumed
     wait_for(lambda: port_of(d, "dst")["migration"]["rarp_learned"] > 0,
