@@ -196,6 +196,26 @@ int sn_drr_class_del(struct sn_drr *d, uint32_t id,
 	return 0;
 }
 
+/* A class that keeps packets goes to the tail of the round with a fresh
+ * quantum, as a class that just became backlogged. */
+uint32_t sn_drr_class_purge(struct sn_drr *d, uint32_t id,
+			    bool (*take)(void *item, uint32_t len, void *arg), void *arg)
+{
+	struct drr_class *cl = lookup(d, id);
+	uint32_t n;
+
+	if (!cl || !sn_sched_q_count(&cl->q))
+		return 0;
+	active_del(d, cl);
+	n = sn_sched_q_purge(&cl->q, take, arg);
+	d->backlog -= n;
+	if (sn_sched_q_count(&cl->q)) {
+		cl->deficit = cl->quantum;
+		active_add_tail(d, cl);
+	}
+	return n;
+}
+
 int sn_drr_enqueue(struct sn_drr *d, uint32_t id, void *item, uint32_t len)
 {
 	struct drr_class *cl = lookup(d, id);

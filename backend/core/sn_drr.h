@@ -9,6 +9,7 @@
 #ifndef SN_DRR_H
 #define SN_DRR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct sn_drr;
@@ -20,6 +21,9 @@ int sn_drr_class_add(struct sn_drr *d, uint32_t id, uint32_t weight, uint32_t lm
 int sn_drr_class_change(struct sn_drr *d, uint32_t id, uint32_t weight, uint32_t lmax);
 int sn_drr_class_del(struct sn_drr *d, uint32_t id,
 		     void (*drop)(void *item, uint32_t len, void *arg), void *arg);
+/* sn_sched_class_purge for DRR (same contract). */
+uint32_t sn_drr_class_purge(struct sn_drr *d, uint32_t id,
+			      bool (*take)(void *item, uint32_t len, void *arg), void *arg);
 
 int sn_drr_enqueue(struct sn_drr *d, uint32_t id, void *item, uint32_t len);
 void *sn_drr_dequeue(struct sn_drr *d, uint32_t *len, uint32_t *id);

@@ -156,6 +156,27 @@ int sn_fifo_class_del(struct sn_fifo *f, uint32_t id,
 	return 0;
 }
 
+uint32_t sn_fifo_class_purge(struct sn_fifo *f, uint32_t id,
+			     bool (*take)(void *item, uint32_t len, void *arg), void *arg)
+{
+	struct fifo_class *cl = lookup(f, id);
+	uint32_t w, n;
+
+	if (!cl || !cl->count)
+		return 0;
+	w = f->head;
+	for (uint32_t r = f->head; r != f->tail; r++) {
+		struct fifo_ent e = f->ring[r & f->mask];
+
+		if (e.class_id != id || !take(e.item, e.len, arg))
+			f->ring[w++ & f->mask] = e;
+	}
+	n = f->tail - w;
+	f->tail = w;
+	cl->count -= n;
+	return n;
+}
+
 static int grow(struct sn_fifo *f)
 {
 	uint32_t cap = f->mask + 1, n = f->tail - f->head;

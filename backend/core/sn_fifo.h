@@ -15,6 +15,7 @@
 #ifndef SN_FIFO_H
 #define SN_FIFO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct sn_fifo;
@@ -26,6 +27,9 @@ int sn_fifo_class_add(struct sn_fifo *f, uint32_t id, uint32_t weight, uint32_t 
 int sn_fifo_class_change(struct sn_fifo *f, uint32_t id, uint32_t weight, uint32_t lmax);
 int sn_fifo_class_del(struct sn_fifo *f, uint32_t id,
 		      void (*drop)(void *item, uint32_t len, void *arg), void *arg);
+/* sn_sched_class_purge for FIFO (same contract). */
+uint32_t sn_fifo_class_purge(struct sn_fifo *f, uint32_t id,
+			      bool (*take)(void *item, uint32_t len, void *arg), void *arg);
 
 int sn_fifo_enqueue(struct sn_fifo *f, uint32_t id, void *item, uint32_t len);
 void *sn_fifo_dequeue(struct sn_fifo *f, uint32_t *len, uint32_t *id);

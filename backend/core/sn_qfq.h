@@ -24,6 +24,9 @@ int sn_qfq_class_add(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lm
 int sn_qfq_class_change(struct sn_qfq *q, uint32_t id, uint32_t weight, uint32_t lmax);
 int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
 		     void (*drop)(void *item, uint32_t len, void *arg), void *arg);
+/* sn_sched_class_purge for QFQ (same contract). */
+uint32_t sn_qfq_class_purge(struct sn_qfq *q, uint32_t id,
+			      bool (*take)(void *item, uint32_t len, void *arg), void *arg);
 
 int sn_qfq_enqueue(struct sn_qfq *q, uint32_t id, void *item, uint32_t len);
 /* sn_sched_enqueue_burst for QFQ (same contract). */

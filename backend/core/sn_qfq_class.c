@@ -231,6 +231,29 @@ int sn_qfq_class_del(struct sn_qfq *q, uint32_t id,
 	return 0;
 }
 
+/* The class leaves its bucket list, its queue is filtered, and what is
+ * left activates again as a class that just got its first packet. */
+uint32_t sn_qfq_class_purge(struct sn_qfq *q, uint32_t id,
+			    bool (*take)(void *item, uint32_t len, void *arg), void *arg)
+{
+	struct qfq_class *cl = lookup(q, id);
+	uint32_t n;
+
+	if (!cl || !sn_sched_q_count(&cl->q))
+		return 0;
+	deactivate(q, cl);
+	n = sn_sched_q_purge(&cl->q, take, arg);
+	q->backlog -= n;
+	if (sn_sched_q_count(&cl->q)) {
+		if (cl->glmax != cl->q.lmax) {
+			cl->glmax = cl->q.lmax;
+			cl->grp = (uint32_t)qfq_calc_index(cl->inv_w, cl->glmax);
+		}
+		qfq_activate(q, q->bitmaps, &q->V, cl, sn_sched_q_head_len(&cl->q));
+	}
+	return n;
+}
+
 void sn_qfq_times(const struct sn_qfq *q, uint32_t id, uint64_t *V, uint64_t *S, uint64_t *F)
 {
 	const struct qfq_class *cl = lookup(q, id);

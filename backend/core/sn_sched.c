@@ -148,6 +148,17 @@ int sn_sched_class_del(struct sn_sched *s, uint32_t class_id,
 	return -EINVAL;
 }
 
+uint32_t sn_sched_class_purge(struct sn_sched *s, uint32_t class_id,
+			      bool (*take)(void *item, uint32_t len, void *arg), void *arg)
+{
+	switch (s->algo) {
+	case SN_SCHED_QFQ:  return sn_qfq_class_purge(s->u.qfq, class_id, take, arg);
+	case SN_SCHED_DRR:  return sn_drr_class_purge(s->u.drr, class_id, take, arg);
+	case SN_SCHED_FIFO: return sn_fifo_class_purge(s->u.fifo, class_id, take, arg);
+	}
+	return 0;
+}
+
 int sn_sched_enqueue(struct sn_sched *s, uint32_t class_id, void *item, uint32_t len)
 {
 	return s->enqueue(s->u.any, class_id, item, len);

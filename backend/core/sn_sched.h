@@ -54,6 +54,16 @@ int sn_sched_class_change(struct sn_sched *s, uint32_t class_id, uint32_t weight
 int sn_sched_class_del(struct sn_sched *s, uint32_t class_id,
 		       void (*drop)(void *item, uint32_t len, void *arg), void *arg);
 
+/* Offer every queued item of class_id, oldest first, to take(item, len,
+ * arg): an item it takes (returns true) leaves the scheduler and passes to
+ * it; the others keep their order. A class left backlogged is scheduled
+ * again as one that just became backlogged (QFQ: new start time from the
+ * system virtual time; DRR: tail of the round, fresh quantum). Returns how
+ * many were taken (0: no such class, or empty). take() must not call into
+ * the scheduler. */
+uint32_t sn_sched_class_purge(struct sn_sched *s, uint32_t class_id,
+			      bool (*take)(void *item, uint32_t len, void *arg), void *arg);
+
 /* Enqueue one item of `len` bytes (1..lmax of the class).
  * -ENOENT unknown class, -EMSGSIZE len > lmax or 0, -ENOBUFS class queue full
  * (the caller keeps the item and counts the drop). */

@@ -12,6 +12,7 @@
 #define SN_SCHED_IMPL_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -124,6 +125,26 @@ static inline void sn_sched_q_flush(struct sn_sched_q *q,
 		if (drop)
 			drop(item, len, arg);
 	}
+}
+
+/* Offer every queued item, oldest first, to take(); the ones it takes
+ * (ownership passes to it) leave the queue, the others stay in their
+ * order. Returns how many were taken. */
+static inline uint32_t sn_sched_q_purge(struct sn_sched_q *q,
+					bool (*take)(void *item, uint32_t len, void *arg),
+					void *arg)
+{
+	uint32_t w = q->head;
+
+	for (uint32_t r = q->head; r != q->tail; r++) {
+		struct sn_sched_qent e = q->v[r & q->mask];
+
+		if (!take(e.item, e.len, arg))
+			q->v[w++ & q->mask] = e;
+	}
+	w = q->tail - w;
+	q->tail -= w;
+	return w;
 }
 
 #endif /* SN_SCHED_IMPL_H */

@@ -10,6 +10,7 @@
  * bounds are proven by tests/core/test_ref_sched.py against a fluid model.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -749,6 +750,81 @@ static void test_pass_equals_enqueue_dequeue(void)
 	}
 }
 
+/* Purge: the taken items leave exactly once, every other item keeps its
+ * class's order, the scheduler stays consistent and serves on. */
+static bool take_every_other(void *item, uint32_t len, void *arg)
+{
+	uint32_t *taken = arg;
+
+	(void)len;
+	if (!((tag_seq(item) >> 2) & 1))
+		return false;
+	taken[tag_seq(item)]++;
+	return true;
+}
+
+static bool take_all(void *item, uint32_t len, void *arg)
+{
+	uint32_t *taken = arg;
+
+	(void)len;
+	taken[tag_seq(item)]++;
+	return true;
+}
+
+#define PURGE_N 64
+static void test_purge(void)
+{
+	for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+		const char *n = sn_sched_algo_name(algos[a]);
+		struct sn_sched *s = mk(algos[a], 4, PURGE_N, 1514);
+		uint32_t taken[4 * PURGE_N] = { 0 }, seen[4 * PURGE_N] = { 0 };
+		uint32_t last[4] = { 0 }, len, cls, got = 0, k1, k2, k3;
+		bool good = true, order = true;
+
+		for (uint32_t c = 0; c < 4; c++)
+			good &= sn_sched_class_add(s, c, c + 1, 1514) == 0;
+		for (uint32_t i = 0; i < 4 * PURGE_N; i++)
+			good &= sn_sched_enqueue(s, i % 4, tag(i % 4, i), 64 + i % 1400) == 0;
+		for (int i = 0; i < 10; i++) {   /* mid-service */
+			void *it = sn_sched_dequeue(s, &len, &cls);
+
+			good &= it != NULL;
+			if (it) {
+				seen[tag_seq(it)]++;
+				last[cls] = tag_seq(it);
+				got++;
+			}
+		}
+		k1 = sn_sched_class_purge(s, 1, take_every_other, taken);
+		good &= sn_sched_check(s) == 0;
+		k2 = sn_sched_class_purge(s, 2, take_all, taken);
+		good &= sn_sched_check(s) == 0 && sn_sched_class_backlog(s, 2) == 0;
+		k3 = sn_sched_class_purge(s, 9, take_all, taken);
+		OK(k3 == 0, "%s: purge of an unknown class takes nothing", n);
+		/* the class still serves after a purge */
+		good &= sn_sched_enqueue(s, 2, tag(2, 4 * PURGE_N - 2), 100) == 0;
+		for (void *it; (it = sn_sched_dequeue(s, &len, &cls));) {
+			uint32_t q = tag_seq(it);
+
+			good &= tag_cls(it) == cls;
+			if (q != 4 * PURGE_N - 2) {
+				order &= q >= last[cls];
+				last[cls] = q;
+				seen[q]++;
+			}
+		}
+		for (uint32_t i = 0; i < 4 * PURGE_N; i++)
+			good &= seen[i] + taken[i] == 1 &&
+				(taken[i] == 0 || i % 4 == 2 || (i % 4 == 1 && ((i >> 2) & 1)));
+		OK(good && order && k1 > 0 && k2 > 0 && sn_sched_backlog(s) == 0 &&
+		   sn_sched_check(s) == 0,
+		   "%s: purge while backlogged: %u + %u taken after %u served, the rest in "
+		   "order, none lost", n, k1, k2, got);
+		sn_sched_free(s);
+	}
+}
+
 int main(void)
 {
 	test_errors();
@@ -761,6 +837,7 @@ int main(void)
 	test_burst_equals_singles();
 	test_dequeue_burst_equals_singles();
 	test_pass_equals_enqueue_dequeue();
+	test_purge();
 	printf("1..%d\n", n_test);
 	if (n_fail)
 		fprintf(stderr, "%d of %d failed\n", n_fail, n_test);
