@@ -217,6 +217,12 @@ uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl);
 /* Worker: frames from port `in` held (wheel + mailbox + scheduler). */
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in);
+/* Worker, while a queue of port `in` has a stop pending (sn_vqtx.h): drop
+ * every frame of its stopping queues from the wheel now and ask the
+ * arbiter half to drop them from its mailboxes and scheduler classes
+ * (sn_pl_purge.c); returns sn_pipeline_src_held() of `in` after the
+ * purge. Call again each iteration until it returns 0. */
+uint64_t sn_pipeline_src_purge(struct sn_pipeline *pl, const struct sn_port *in);
 /* Worker, when its loop ends: free every held frame here, on the worker
  * (frames of deferred-completion ports must be freed by the worker, see
  * sn_vqtx.h). Only destroy() may follow. Layout ncore: every worker calls

@@ -249,6 +249,8 @@ uint32_t sn_pl_arb_round(struct sn_pl_arb *a, const struct sn_policy *pol,
 	    (a->algo_retry && !a->aset_old))
 		sn_pl_apply_arb(a, pol, t);
 	sn_pl_clup_take(a);         /* class maps of worker 0's applies */
+	if (a->remote)
+		sn_pl_purge_take(a);    /* stopping sources (sn_pl_purge.c) */
 	if (a->aset_old && all_acked(a)) {
 		/* Acquire (all_acked) pairs with each worker's release of
 		 * w_ack: their last inserts into the old mailboxes are
@@ -299,6 +301,8 @@ int sn_pipeline_arbiter_main(void *arg)
 		rcu_quiescent_state();
 		if (a->idle_sleep_us && !a->n_pend && !a->aset_old)
 			ns = sn_arbiter_idle_ns(a->aset->arb, &ip, now);
+		if (ns > ARB_MAX_LINK_SLEEP_NS && sn_arbiter_backlog(a->aset->arb))
+			ns = ARB_MAX_LINK_SLEEP_NS;
 		if (ns) {
 			struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
 					       .tv_nsec = (long)(ns % 1000000000ull) };

@@ -44,6 +44,13 @@
  *                          |          |        |  then release-stores clup_seq;
  *                          |          |        |  A acquires clup_seq, reads,
  *                          |          |        |  release-stores clup_ack
+ *  w->purge_req /          | W k / A  | A / W k| W release-stores a new request
+ *   a->purge_ack[k]        |          |        |  after the stop_req it saw; A
+ *                          |          |        |  acquires it, drops (returns)
+ *                          |          |        |  every frame of a stopping queue
+ *                          |          |        |  in its classes, release-stores
+ *                          |          |        |  the ack; W acquires the ack
+ *                          |          |        |  (sn_pl_purge.c)
  *  a->stop                 | M        | A      | release / acquire
  *  sh->drain_arrived,      | W        | W      | release add / acquire wait
  *   sh->drain_done         |          |        |  (sn_pipeline_drain)
@@ -118,6 +125,12 @@ struct meta {
 
 /* What the worker does with a frame from the return mailbox. */
 enum { RET_SENT = 0, RET_DROP, RET_GSO, RET_COPIED };
+/* In ret_cause of a RET_DROP: the frame was purged from a scheduler class
+ * at a device stop (sn_pl_purge.c; the cause is SN_PL_DROP_SRC_STOP). */
+#define RET_PURGED 0x80u
+/* Arbiter lcore: the longest nap while frames wait for the link, so that
+ * a purge request (sn_pl_purge.c) is answered within it on a slow link. */
+#define ARB_MAX_LINK_SLEEP_NS 1000000ull
 
 /* The release time of a frame in the wheel is ts = max(O, A), A the stamp
  * of its aggregate share, O the max over its other policies (port limit,
@@ -140,6 +153,7 @@ struct wslot {
 	bool has_cls;             /* the port has flow classes (sn_classify) */
 	uint32_t room_lmax;       /* longest frame submitted (0: none yet) */
 	uint64_t returned;        /* frames taken back from the return mailbox */
+	uint64_t purge_ns;        /* last wheel purge of a stop (0: none pending) */
 	/* Worker writes (relaxed), any thread reads. */
 	struct sn_pipeline_port_stats st __rte_cache_aligned;
 } __rte_cache_aligned;
@@ -216,6 +230,9 @@ struct sn_pipeline {
 	struct arbset *w_ack __rte_cache_aligned;
 	/* Arbiter -> this worker: return mailbox (SPSC; split only, else NULL). */
 	struct sn_mbox *ret;
+	/* Worker -> arbiter: purge requests of stopping sources (release /
+	 * acquire, answered in a->purge_ack[wk_id]; sn_pl_purge.c). */
+	uint32_t purge_req;
 };
 
 /* ---- Arbiter half ------------------------------------------------------- */
@@ -310,6 +327,10 @@ struct sn_pl_arb {
 	uint32_t clup_ack;        /* arbiter half: maps taken */
 	bool clup_moved[SN_PORT_MAX];
 	uint8_t clup_map[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
+
+	/* Arbiter half -> worker k: the purge request it answered (release
+	 * after its drops and returns; sn_pl_purge.c). */
+	uint32_t purge_ack[SN_PIPELINE_WORKERS_MAX] __rte_cache_aligned;
 };
 
 /* ---- The whole pipeline -------------------------------------------------- */
@@ -526,6 +547,9 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 void sn_pl_restamp_aggs(struct sn_pipeline *pl, uint32_t changed);
 void sn_pl_clup_publish(struct sn_pipeline *pl);
 void sn_pl_clup_take(struct sn_pl_arb *a);
+
+/* sn_pl_purge.c: the arbiter half answers purge requests (each round). */
+void sn_pl_purge_take(struct sn_pl_arb *a);
 
 /* sn_pl_stats.c: counters published for readers. */
 void sn_pl_publish_arb_stats(struct sn_pl_arb *a);

@@ -132,6 +132,11 @@ void sn_pl_ret_handle(struct sn_pipeline *pl, struct rte_mbuf *m)
 		break;
 	case RET_DROP:
 		q = sn_vqtx_of(m, &pop);
+		if (md->ret_cause & RET_PURGED) {
+			md->ret_cause &= (uint8_t)~RET_PURGED;
+			if (q)
+				sn_vqtx_count_purged(q, SN_VQTX_PURGED_SCHED);
+		}
 		if (q && md->ret_cause == SN_PL_DROP_SRC_STOP)
 			sn_vqtx_count_forced(q);
 		else if (q && md->ret_cause == SN_PL_DROP_HOLD)

@@ -246,6 +246,7 @@ static bool drop_of_queue(struct rte_mbuf *m, void *arg)
 	if (sn_vqtx_of(m, &pop) != arg)
 		return false;
 	sn_vqtx_count_forced(arg);
+	sn_vqtx_count_purged(arg, SN_VQTX_PURGED_BACKLOG);
 	return true;
 }
 
@@ -291,11 +292,12 @@ static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
 }
 
 /* Every iteration, after switching: deferred ports publish completions, or
- * hand their ring back when a stop is pending. A shaped deferred port's
- * frames still in the policy pipeline (wheel, mailbox, scheduler) cannot be
- * picked out there: the pipeline drops each as it surfaces (src_stopped,
- * at most a wheel horizon plus the arbiter's backlog later) and the stop
- * is acknowledged once none is left; sn_vqtx_stop() waits for that. */
+ * hand their ring back when a stop is pending. The stop never waits on the
+ * link: a stopping queue's frames are purged from the backlogs here and
+ * from the policy pipeline (wheel here, mailboxes and scheduler classes by
+ * the arbiter half at its next round: sn_pipeline_src_purge), each
+ * dropped and completed at once, and the stop is acknowledged once the
+ * port holds none (microseconds, an arbiter round later in layout 2core). */
 static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
 {
 	/* The hold-check bound over every queue this worker owns, after the
@@ -314,7 +316,7 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 			sn_vqtx_keep_bound_add(q);
 			if (sn_vqtx_stop_pending(q)) {
 				bl_purge_queue(sw, q);
-				if (sw->pl && sn_pipeline_src_held(sw->pl, p))
+				if (sw->pl && sn_pipeline_src_purge(sw->pl, p))
 					continue;
 				sn_vqtx_stop_ack(q);
 			} else {
