@@ -280,6 +280,8 @@ static void completion_sum(const struct sn_port *p, struct sn_vqtx_stats *vs)
 		for (size_t i = 0; i < sizeof(q) / sizeof(uint64_t); i++)
 			dst[i] += src[i];
 		vs->hold_max = qi ? RTE_MAX(vs->hold_max - q.hold_max, q.hold_max) : q.hold_max;
+		vs->stop_wait_us_max = qi ? RTE_MAX(vs->stop_wait_us_max - q.stop_wait_us_max,
+						    q.stop_wait_us_max) : q.stop_wait_us_max;
 	}
 }
 
@@ -338,11 +340,23 @@ static json_t *copy_json(json_t *o, const struct sn_vqtx_stats *vs)
 	return o;
 }
 
+/* The device stop counters of a completion object (sn_vqtx_stop). */
+static json_t *stop_json(const struct sn_vqtx_stats *vs)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I}",
+			 "purged_backlog", (json_int_t)vs->purged[SN_VQTX_PURGED_BACKLOG],
+			 "purged_wheel", (json_int_t)vs->purged[SN_VQTX_PURGED_WHEEL],
+			 "purged_sched", (json_int_t)vs->purged[SN_VQTX_PURGED_SCHED],
+			 "wait_us_max", (json_int_t)vs->stop_wait_us_max,
+			 "timeouts", (json_int_t)vs->stop_timeouts);
+}
+
 /* The "completion" object of a vhost-user port (zeros in immediate mode). */
 static json_t *completion_json(const struct sn_port *p)
 {
 	struct sn_vqtx_stats vs;
 	json_t *errs = json_object();
+	json_t *o;
 
 	if (!errs)
 		return NULL;
@@ -353,7 +367,7 @@ static json_t *completion_json(const struct sn_port *p)
 			json_decref(errs);
 			return NULL;
 		}
-	return copy_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+	o = copy_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
 			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
@@ -378,6 +392,11 @@ static json_t *completion_json(const struct sn_port *p)
 			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
 			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs),
 			 "held_occupancy", occ_json(&vs)), &vs);
+	if (o && json_object_set_new(o, "stop", stop_json(&vs))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 /* The "queues" array of a vhost-user port: one object per queue pair. */

@@ -9,8 +9,10 @@
  * reg->lock, and only its link state (vid, running, up, the vring and TX
  * queue masks, the RX prefetch view) changes, with the barriers sn_port.h
  * lists. destroy_device returns only after a grace period and, on a
- * deferred port, after every held descriptor of every queue completed,
- * so the library can unmap the guest memory behind it.
+ * deferred port, after every held descriptor of every queue completed
+ * (purged from the switch and the pipeline at once, so within
+ * SN_VQTX_STOP_WAIT_US per queue), so the library can unmap the guest
+ * memory behind it; it waits without the registry lock.
  */
 #include "sn_port_internal.h"
 
@@ -208,33 +210,45 @@ static void cb_destroy_device(int vid)
 	char path[PATH_MAX];
 	struct sn_ports *reg = sn_ports_global;
 	struct sn_port *p;
+	uint32_t started;
 
 	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
 		return;
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
-	if (p && __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {
-		sn_port_memhook_set(reg, vid, NULL);
-		__atomic_store_n(&p->running, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&p->vring_on, 0, __ATOMIC_RELAXED);
-		update_txq_locked(p);
-		update_up_locked(p);
-		/* Pairs with the worker's quiescent state: after this, no
-		 * iteration that saw up == 1 is still using vid. */
-		synchronize_rcu();
-		__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
-		sn_vqtx_gmap_free(p->rxmap);   /* nobody reads the view now */
-		p->rxmap = NULL;
-		/* Deferred: every held descriptor of every queue completed and
-		 * the vring bases set before the library answers GET_VRING_BASE
-		 * / unmaps. */
-		for (unsigned i = 0; i < p->nq; i++)
-			if (p->txq_started & (1u << i))
-				sn_vqtx_stop(p->q[i].vq);
-		p->txq_started = 0;
-		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
-		sn_log("port %s: disconnected (vid %d)", p->name, vid);
+	if (!p || __atomic_load_n(&p->vid, __ATOMIC_RELAXED) != vid) {
+		pthread_mutex_unlock(&reg->lock);
+		return;
 	}
+	sn_port_memhook_set(reg, vid, NULL);
+	__atomic_store_n(&p->running, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->vring_on, 0, __ATOMIC_RELAXED);
+	update_txq_locked(p);
+	update_up_locked(p);
+	started = p->txq_started;
+	p->txq_started = 0;
+	/* The waits below run without the registry lock (port.add/del and
+	 * stats stay served). p stays: port.del unregisters the driver,
+	 * which cannot finish while this callback runs, before it frees p;
+	 * every other callback of p runs on this thread. */
+	pthread_mutex_unlock(&reg->lock);
+	/* Pairs with the worker's quiescent state: after this, no
+	 * iteration that saw up == 1 is still using vid. */
+	synchronize_rcu();
+	__atomic_store_n(&p->rxview_on, 0, __ATOMIC_RELAXED);
+	sn_vqtx_gmap_free(p->rxmap);   /* nobody reads the view now */
+	p->rxmap = NULL;
+	/* Deferred: every held descriptor of every queue completed (the
+	 * worker purges the queue's frames from the switch and the pipeline)
+	 * and the vring bases set before the library answers GET_VRING_BASE
+	 * / unmaps; at most SN_VQTX_STOP_WAIT_US per queue. */
+	for (unsigned i = 0; i < p->nq; i++)
+		if (started & (1u << i))
+			sn_vqtx_stop(p->q[i].vq);
+	pthread_mutex_lock(&reg->lock);
+	if (__atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid)
+		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
+	sn_log("port %s: disconnected (vid %d)", p->name, vid);
 	pthread_mutex_unlock(&reg->lock);
 }
 

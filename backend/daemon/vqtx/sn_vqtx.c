@@ -38,7 +38,42 @@
 
 #include "sn_log.h"
 
-#define STOP_WAIT_MS 10000
+/* sn_vqtx_stop() polls the acknowledgement this often. */
+#define STOP_POLL_US 50
+
+/* The queue state in sanitizer builds comes from malloc, which ASan
+ * watches (a frame freed after its queue would be reported), else from
+ * rte_zmalloc. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SN_VQTX_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SN_VQTX_MALLOC 1
+#endif
+#endif
+
+static void *q_zalloc(const char *what, size_t size)
+{
+#ifdef SN_VQTX_MALLOC
+	void *p = aligned_alloc(RTE_CACHE_LINE_SIZE, RTE_ALIGN_CEIL(size, RTE_CACHE_LINE_SIZE));
+
+	(void)what;
+	if (p)
+		memset(p, 0, size);
+	return p;
+#else
+	return rte_zmalloc(what, size, RTE_CACHE_LINE_SIZE);
+#endif
+}
+
+static void q_release(void *p)
+{
+#ifdef SN_VQTX_MALLOC
+	free(p);
+#else
+	rte_free(p);
+#endif
+}
 
 /* Feature bit numbers (virtio 1.1 §5.1.3, §6; linux/virtio_*.h). */
 #define F_HOST_TSO4   11
@@ -98,12 +133,11 @@ static struct sn_vqtx_worker *worker_of(unsigned worker)
 
 struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 {
-	struct sn_vqtx *q = rte_zmalloc("sn_vqtx", sizeof(*q), RTE_CACHE_LINE_SIZE);
+	struct sn_vqtx *q = q_zalloc("sn_vqtx", sizeof(*q));
 
 	if (!q)
 		goto err;
-	q->scratch = rte_zmalloc("sn_vqtx_scratch",
-				 sizeof(*q->scratch) * SN_CONFIG_BURST_MAX, RTE_CACHE_LINE_SIZE);
+	q->scratch = q_zalloc("sn_vqtx_scratch", sizeof(*q->scratch) * SN_CONFIG_BURST_MAX);
 	if (!q->scratch)
 		goto err_q;
 	q->max_hold_tsc = (uint64_t)max_hold_us * rte_get_tsc_hz() / 1000000u;
@@ -117,7 +151,7 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq)
 	return q;
 
 err_q:
-	rte_free(q);
+	q_release(q);
 err:
 	errno = ENOMEM;
 	return NULL;
@@ -135,22 +169,56 @@ void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us)
 	note_min_hold(q->w, t);
 }
 
+/* Everything of q, once nothing references it. */
+static void reap(struct sn_vqtx *q)
+{
+	free(q->slots);
+	free(q->dead_slots);
+	sn_vqtx_gmap_free_list(q->map);
+	sn_vqtx_gmap_free_list(q->grave);
+	sn_vqtx_gmap_free(q->next_map);
+	sn_vring_free(q->vr);
+	q_release(q->scratch);
+	q_release(q);
+}
+
+/* Frames still out reference q (their slot's q), its slots and the guest
+ * memory maps: q goes with the last of them, on the worker, whatever the
+ * path (sn_vqtx_reap_check). Dekker with sn_vqtx_reap_check: dead store,
+ * fence, outstanding load here; outstanding store, fence, dead load
+ * there; reaped decides which side frees. */
 void sn_vqtx_free(struct sn_vqtx *q)
 {
 	if (!q)
 		return;
-	if (q->vr || q->outstanding) {
-		sn_log("vqtx: freed with %u frames outstanding (slots leaked)", q->outstanding);
+	if (q->vr && !__atomic_load_n(&q->stop_ack, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE) == WORKER_RUNNING) {
+		/* A stop that was abandoned and never answered: the worker may
+		 * still own the ring. Never freed (a leak, not a fault). */
+		sn_log("vqtx: freed while its worker still owns the ring (queue leaked)");
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
-	} else {
-		free(q->slots);
-		sn_vqtx_gmap_free_list(q->map);
-		sn_vqtx_gmap_free_list(q->grave);
-		sn_vqtx_gmap_free(q->next_map);
+		return;
 	}
-	sn_vring_free(q->vr);
-	rte_free(q->scratch);
-	rte_free(q);
+	if (q->slots && q->vr) {   /* an abandoned stop, answered since */
+		q->dead_slots = q->slots;
+		q->slots = NULL;
+	}
+	__atomic_store_n(&q->dead, 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&q->outstanding, __ATOMIC_SEQ_CST) != 0)
+		return;   /* the last frame frees it (none: leaked at exit) */
+	if (!__atomic_exchange_n(&q->reaped, 1, __ATOMIC_SEQ_CST))
+		reap(q);
+}
+
+void sn_vqtx_reap_check(struct sn_vqtx *q)
+{
+	if (q->outstanding)
+		return;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&q->dead, __ATOMIC_SEQ_CST) &&
+	    !__atomic_exchange_n(&q->reaped, 1, __ATOMIC_SEQ_CST))
+		reap(q);
 }
 
 int sn_vqtx_start(struct sn_vqtx *q, int vid)
@@ -164,6 +232,8 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 
 	if (q->vr)
 		sn_vqtx_stop(q);  /* new_device without destroy_device: be safe */
+	if (q->vr)
+		return -EBUSY;    /* an abandoned stop the worker has not answered */
 	if (rte_vhost_get_negotiated_features(vid, &features) ||
 	    rte_vhost_get_vhost_vring(vid, q->vring, &vring) ||
 	    rte_vhost_get_vring_base(vid, q->vring, &avail_idx, &used_idx))
@@ -386,11 +456,15 @@ static void teardown(struct sn_vqtx *q)
 
 	occ_account(q, rte_rdtsc());
 	q->occ_tsc = 0;
-	while ((id = sn_vring_oldest_held(q->vr)) >= 0) {
+	/* An abandoned stop returned without setting the vring base: the
+	 * ring is the front-end's again, nothing more is written to it. */
+	while (!__atomic_load_n(&q->abandoned, __ATOMIC_SEQ_CST) &&
+	       (id = sn_vring_oldest_held(q->vr)) >= 0) {
 		sn_vring_used_put(q->vr, (uint32_t)id, 0);
 		ctr_inc(&q->st.forced);
 	}
-	flush(q, false);
+	if (!__atomic_load_n(&q->abandoned, __ATOMIC_SEQ_CST))
+		flush(q, false);
 	publish_stats(q);
 	ctr_set(&q->st.waiting_now, 0);   /* the ring is handed back */
 	q->stats_pending = false;
@@ -405,11 +479,19 @@ static void teardown(struct sn_vqtx *q)
 
 void sn_vqtx_stop(struct sn_vqtx *q)
 {
+	const uint64_t t0 = rte_get_timer_cycles();
+	uint64_t waited_us;
 	uint16_t a, u;
-	int waited = 0;
 
 	if (!q->vr)
 		return;
+	if (__atomic_load_n(&q->abandoned, __ATOMIC_SEQ_CST)) {
+		/* A stop given up earlier: done only once the worker answered
+		 * (its teardown wrote nothing); the base stays unset. */
+		if (!__atomic_load_n(&q->stop_ack, __ATOMIC_ACQUIRE))
+			return;
+		goto release;
+	}
 	/* The worker's burst check (sn_vqtx_keep_all) gives way from here
 	 * until the acknowledgement: counted once per queue (stop_counted). */
 	if (!__atomic_exchange_n(&q->stop_counted, 1, __ATOMIC_SEQ_CST))
@@ -418,28 +500,41 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 	 * sn_vqtx_stop_pending(). */
 	__atomic_store_n(&q->stop_req, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
+		uint32_t st;
+
 		/* Acquire pairs with the release in sn_vqtx_stop_ack(). */
 		if (__atomic_load_n(&q->stop_ack, __ATOMIC_ACQUIRE))
 			break;
+		waited_us = (rte_get_timer_cycles() - t0) * 1000000u / rte_get_timer_hz();
 		/* Acquire pairs with the release in sn_vqtx_worker_exit(): a
 		 * worker that is gone touches nothing any more. */
-		if (__atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE) == WORKER_GONE ||
-		    (waited >= STOP_WAIT_MS &&
-		     __atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE) == WORKER_NONE)) {
+		st = __atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE);
+		if (st == WORKER_GONE || (waited_us >= SN_VQTX_STOP_WAIT_US && st == WORKER_NONE)) {
 			teardown(q);
 			stop_uncount(q);
 			break;
 		}
-		if (waited >= STOP_WAIT_MS) {
-			sn_log("vqtx: vid %d: worker did not release the ring; leaving it", q->vid);
+		if (waited_us >= SN_VQTX_STOP_WAIT_US) {
+			/* The worker purges the queue's frames within an
+			 * iteration and an arbiter round: one that does not
+			 * answer is stalled. Hand the ring back as it is; the
+			 * worker writes nothing more to it and tears down
+			 * without completing when it answers. */
+			__atomic_store_n(&q->abandoned, 1, __ATOMIC_SEQ_CST);
+			ctr_inc(&q->st.stop_timeouts);
+			sn_log("vqtx: vid %d: worker did not answer the stop within %u us; "
+			       "ring left as it is", q->vid, SN_VQTX_STOP_WAIT_US);
 			return;
 		}
-		rte_delay_us_sleep(1000);
-		waited++;
+		rte_delay_us_sleep(STOP_POLL_US);
 	}
+	waited_us = (rte_get_timer_cycles() - t0) * 1000000u / rte_get_timer_hz();
+	if (waited_us > q->st.stop_wait_us_max)
+		ctr_set(&q->st.stop_wait_us_max, waited_us);
 	sn_vring_get_base(q->vr, &a, &u);
 	if (rte_vhost_set_vring_base(q->vid, q->vring, a, u))
 		sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
+release:
 	sn_vring_free(q->vr);
 	q->vr = NULL;
 	/* Acquire: a table handed over and never taken is ours alone. */
@@ -454,9 +549,13 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		 * (the grave) until a later stop or free finds none. */
 		struct sn_vqtx_gmap *g = q->map;
 
-		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots leaked, guest "
-		       "memory kept mapped until they are freed)", q->vid, q->outstanding);
-		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
+		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots and guest "
+		       "memory kept until they are freed)", q->vid, q->outstanding);
+		if (q->dead_slots) {   /* a second connection's: one array is kept */
+			ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
+		} else {
+			q->dead_slots = q->slots;
+		}
 		while (g && g->older)
 			g = g->older;
 		if (g) {
@@ -470,6 +569,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 	__atomic_store_n(&q->nmaps, 0, __ATOMIC_RELAXED);
 	q->slots = NULL;
 	q->vid = -1;
+	__atomic_store_n(&q->abandoned, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&q->stop_req, 0, __ATOMIC_RELAXED);
 }
 
@@ -565,6 +665,11 @@ void sn_vqtx_count_horizon_wait(struct sn_vqtx *q)
 void sn_vqtx_count_forced(struct sn_vqtx *q)
 {
 	ctr_inc(&q->st.forced);
+}
+
+void sn_vqtx_count_purged(struct sn_vqtx *q, enum sn_vqtx_purged where)
+{
+	ctr_inc(&q->st.purged[where]);
 }
 
 void sn_vqtx_count_dest_deleted(struct sn_vqtx *q)

@@ -118,6 +118,14 @@ struct sn_vqtx;
 #define SN_VQTX_OCC_LINEAR 128
 #define SN_VQTX_OCC_BUCKETS (SN_VQTX_OCC_LINEAR + 9)
 
+/* Where a frame of a stopping queue was purged from (stats purged[]). */
+enum sn_vqtx_purged {
+	SN_VQTX_PURGED_BACKLOG = 0,   /* a switch backlog (sn_switch.c) */
+	SN_VQTX_PURGED_WHEEL,         /* the pipeline's timing wheel */
+	SN_VQTX_PURGED_SCHED,         /* a scheduler class or mailbox of the arbiter */
+	SN_VQTX_PURGED__MAX
+};
+
 struct sn_vqtx_stats {
 	uint64_t popped;         /* frames wrapped zero-copy in mbufs */
 	uint64_t completed;      /* used entries written (good + bad + dropped) */
@@ -181,6 +189,15 @@ struct sn_vqtx_stats {
 	 * VHOST_F_LOG_ALL was negotiated, each followed by a dirty-log write
 	 * of the used ring's pages (sn_vqtx.c flush()). */
 	uint64_t log_writes;
+	/* Device stop (sn_vqtx_stop): frames of the stopping queue taken out
+	 * of a queue of the switch or the pipeline at once, per queue they
+	 * sat in (also counted in forced); the longest wait of a stop for the
+	 * worker's acknowledgement (us); stops that gave up waiting
+	 * (SN_VQTX_STOP_WAIT_US: the ring is left to the worker, which tears
+	 * it down when it answers; the vring base is then not set). */
+	uint64_t purged[SN_VQTX_PURGED__MAX];
+	uint64_t stop_wait_us_max;
+	uint64_t stop_timeouts;
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
@@ -275,6 +292,10 @@ void sn_vqtx_log_resume(struct sn_vqtx *q);
  * rte_vhost_set_vring_base() called; nothing is written to the ring
  * afterwards. No-op if not started. */
 void sn_vqtx_stop(struct sn_vqtx *q);
+/* The longest sn_vqtx_stop() waits for the worker's acknowledgement (the
+ * worker purges the queue's frames from the switch and the pipeline, so a
+ * running worker answers within an iteration and an arbiter round). */
+#define SN_VQTX_STOP_WAIT_US 10000u
 
 /* WORKER with index `worker` (0 in layouts 1core/2core; 0..W-1 in ncore):
  * bind the calling thread to that worker's context and mark it running /
@@ -403,6 +424,9 @@ void sn_vqtx_count_copied(struct sn_vqtx *q, bool ok);
 uint32_t sn_vqtx_ring_size(const struct sn_vqtx *q);
 /* WORKER: count one frame dropped because its port is stopping. */
 void sn_vqtx_count_forced(struct sn_vqtx *q);
+/* WORKER (or the arbiter half on the worker's lcore): one frame of a
+ * stopping queue taken out of a switch or pipeline queue (purged[where]). */
+void sn_vqtx_count_purged(struct sn_vqtx *q, enum sn_vqtx_purged where);
 /* WORKER: count one frame dropped because the port it waited for (the
  * switch's backlog of a full RX ring) was deleted (the caller frees it;
  * the free completes it). */

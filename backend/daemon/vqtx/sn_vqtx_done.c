@@ -51,9 +51,11 @@ static inline void frame_done(struct slot *s)
 	q->outstanding--;
 	ctr_set(&q->st.extbuf_in_use, q->outstanding);
 	hold_record(q, w->now > s->pop_tsc ? w->now - s->pop_tsc : 0);
-	if (s->epoch != q->epoch || !q->vr) {
+	if (s->epoch != q->epoch || !q->vr ||
+	    unlikely(__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED))) {
 		ctr_inc(&q->st.late_free);
 		late_done(q);
+		sn_vqtx_reap_check(q);
 		return;
 	}
 	if (unlikely(s->mgen != q->mgen))
@@ -105,6 +107,7 @@ struct done_run {
 	uint32_t epoch;
 	uint16_t mgen;
 	bool live;
+	bool late;             /* some frame of the run was late */
 };
 
 #define DONE_INLINE static inline __attribute__((always_inline))
@@ -141,6 +144,8 @@ DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 	if (r->max > q->st.hold_max)
 		ctr_set(&q->st.hold_max, r->max);
 	r->q = NULL;
+	if (unlikely(r->late))
+		sn_vqtx_reap_check(q);   /* last: may free q */
 }
 
 static __rte_noinline void owner_abort(const struct sn_vqtx *q)
@@ -163,7 +168,8 @@ DONE_INLINE void run_start(struct done_run *r, const uint16_t *heads, struct sn_
 	r->nh = 0;
 	r->epoch = q->epoch;
 	r->mgen = q->mgen;
-	r->live = q->vr != NULL;
+	r->live = q->vr != NULL && !__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED);
+	r->late = false;
 }
 
 void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
@@ -233,6 +239,7 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			if (s->epoch != r.epoch || !r.live) {
 				ctr_inc(&q->st.late_free);
 				late_done(q);
+				r.late = true;
 			} else {
 				/* popped through an older guest memory map */
 				if (unlikely(s->mgen != r.mgen))

@@ -152,6 +152,17 @@ struct sn_vqtx {
 	                               * (owner; VHOST when no worker runs) */
 	uint32_t stop_counted;        /* counted in w->stops_open (exchanged by
 	                               * VHOST and WORKER, seq_cst) */
+	/* A stop that gave up waiting (SN_VQTX_STOP_WAIT_US): VHOST stores 1
+	 * (seq_cst); the worker then writes nothing more to the ring, and its
+	 * teardown completes nothing (the vring base was not set). */
+	uint32_t abandoned;
+	/* sn_vqtx_free() found frames still referencing q (dead = 1, seq_cst):
+	 * the last of them frees q on the worker (reap); reaped is exchanged
+	 * by both sides, so exactly one frees it. dead_slots: the slot array
+	 * of the connection those frames belong to. */
+	uint32_t dead;
+	uint32_t reaped;
+	struct slot *dead_slots;
 	bool dirty;
 	/* Dirty log vs a bitmap replacement (sn_vqtx_log_pause): log_busy
 	 * WORKER, 1 around its log write; log_paused VHOST, 1 while the
@@ -209,12 +220,19 @@ static inline void complete(struct sn_vqtx *q, uint16_t head)
 }
 
 /* One frame of an earlier connection is done (late_free). Every such
- * frame was out at the last teardown, which set late_out to outstanding. */
+ * frame was out at the last teardown, which set late_out to outstanding
+ * (a frame done between an abandoned stop and its teardown is not). */
 static inline void late_done(struct sn_vqtx *q)
 {
+	if (__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED) && q->vr)
+		return;
 	SN_VERIFY(q->late_out > 0);
 	q->late_out--;
 }
+
+/* sn_vqtx.c: after outstanding dropped, free a queue sn_vqtx_free() left
+ * to its last frame (WORKER). */
+SN_VQTX_INTERNAL void sn_vqtx_reap_check(struct sn_vqtx *q);
 
 /* A stop is requested and not yet acknowledged (acquire; pairs with
  * sn_vqtx_stop()). */

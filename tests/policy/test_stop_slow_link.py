@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A device stop of a deferred port never waits on the link.
+
+An opted-in sn-gen peer on a deferred port fills the QFQ class of an
+uplink emulated at 100 kbit/s with a whole guest ring of 1000-byte frames:
+about 20 s of link time. When the peer dies (destroy_device) or the port
+is deleted, the port's frames are purged from the scheduler at once and
+drop-completed: the stop returns within SN_VQTX_STOP_WAIT_US (stats
+stop_wait_us_max), every descriptor completes once, nothing is sent after
+the stop, and the daemon lives on (under an ASan build, SN_BUILD_DIR, a
+frame completed into a freed queue is reported and kills it).
+"""
+import signal
+import time
+
+import pytest
+
+from snlib.ports import ports
+from snlib.wait import wait_for
+
+pytestmark = pytest.mark.functional
+
+FRAME = 1000
+SINK_MAC = "02:00:00:00:00:99"
+QSIZE = 256
+RATE = 100_000           # 256 frames of 1000 B: 20 s at the link rate
+STOP_WAIT_US = 10_000    # SN_VQTX_STOP_WAIT_US
+
+
+def start(schednicd, sngen, sn_tmpdir, layout):
+    d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
+                          "path": str(sn_tmpdir / "vm0.sock"), "completion": "deferred",
+                          "unmarked_max_hold_us": 10_000_000}],
+                  uplink="net_null0,no-rx=1",
+                  policy={"uplink": {"rate_bps": RATE, "algorithm": "qfq"},
+                          "ports": {"vm0": {"weight": 1}}},
+                  datapath={"mbufs": 16383})
+    g = sngen([d.vhost_path("vm0")], "--marker", "--no-learn", "--size", str(FRAME),
+              "--queue-size", str(QSIZE), "--flow", f"src=0,dst={SINK_MAC},count=2000")
+    g.wait("ready")
+    d.wait_port_state("vm0", "up")
+    d.wait_port_state("uplink", "up")
+    (g.sync / "go-0").touch()
+    wait_for(lambda: ports(d)["vm0"]["policy"]["qfq_backlog"] > 200,
+             "frames waiting in QFQ", timeout=30)
+    return d, g
+
+
+def no_sanitizer_report(d):
+    log = d.log_path.read_text(errors="replace")
+    assert "AddressSanitizer" not in log and "runtime error" not in log, d.log_tail(60)
+    assert "did not answer the stop" not in log, d.log_tail(60)
+
+
+@pytest.mark.parametrize("layout", ["1core", "2core"])
+def test_peer_death_with_seconds_of_frames_in_qfq_stops_at_once(schednicd, sngen, sn_tmpdir,
+                                                               layout):
+    d, g = start(schednicd, sngen, sn_tmpdir, layout)
+    before = ports(d)["vm0"]
+    assert before["completion"]["held_now"] > 200, before["completion"]
+    t0 = time.monotonic()
+    g.proc.send_signal(signal.SIGKILL)
+    g.proc.wait(10)
+    t = wait_for(lambda: (lambda t: t if t["vm0"]["completion"]["held_now"] == 0
+                          and t["vm0"]["policy"]["qfq_backlog"] == 0 else None)(ports(d)),
+                 "held frames completed", timeout=30)
+    took = time.monotonic() - t0
+    c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
+    print(f"{layout}: {before['completion']['held_now']} held, completed {took * 1000:.0f} ms "
+          f"after the kill, stop waited {c['stop']['wait_us_max']} us, purged {c['stop']}")
+    assert took < 2.0, took                      # 20 s of link time
+    assert 0 < c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]
+    assert c["stop"]["timeouts"] == 0, c["stop"]
+    assert c["stop"]["purged_sched"] > 150, c["stop"]
+    assert c["completed"] == c["popped"], c        # each descriptor exactly once
+    assert c["forced"] >= c["stop"]["purged_sched"], c
+    assert pol["drops"]["src_stopped"] > 150, pol
+    sent = pol["sent_packets"]
+    time.sleep(0.5)
+    assert ports(d)["vm0"]["policy"]["sent_packets"] == sent   # nothing sent after the stop
+    assert d.alive()
+    no_sanitizer_report(d)
+
+
+@pytest.mark.parametrize("layout", ["1core", "2core"])
+def test_port_del_with_seconds_of_frames_in_qfq_frees_nothing_in_use(schednicd, sngen,
+                                                                    sn_tmpdir, layout):
+    d, g = start(schednicd, sngen, sn_tmpdir, layout)
+    base_ports = set(ports(d))
+    t0 = time.monotonic()
+    d.rpc("port.del", {"name": "vm0"})
+    took = time.monotonic() - t0
+    print(f"{layout}: port.del took {took * 1000:.0f} ms")
+    assert took < 2.0, took
+    assert set(ports(d)) == base_ports - {"vm0"}
+    g.proc.send_signal(signal.SIGKILL)
+    g.proc.wait(10)
+    # frames the link would have released over the next seconds: none
+    # may complete into the freed queue
+    time.sleep(3)
+    assert d.alive(), d.log_tail(60)
+    assert d.stats()["mempool"]["in_use"] >= 0
+    no_sanitizer_report(d)
