@@ -733,7 +733,9 @@ static void usage(FILE *o)
 "  --src MAC         source (default 02:53:56:00:00:01)\n"
 "  --timeout S       per wait: connect, reply, used entries (default 10)\n"
 "  --wait-file PATH  after the scenario, wait (timeout) until PATH exists\n"
-"  --no-stop         exit without GET_VRING_BASE (abrupt disconnect)\n", MAX_Q);
+"  --no-stop         exit without GET_VRING_BASE (abrupt disconnect)\n"
+"  --check-after-stop MS  after GET_VRING_BASE of the TX ring, keep the memory\n"
+"                    mapped MS ms and fail (exit 1) if the used ring changed\n", MAX_Q);
 }
 
 static void print_result(const struct sn_vufront *f, const char *name, const char *stop, bool ok)
@@ -769,6 +771,46 @@ static bool bad_completed(const struct sn_vufront *f)
 	return true;
 }
 
+/* --check-after-stop: nothing may be written to the TX used ring once
+ * GET_VRING_BASE of the TX ring was answered (the device gave the ring
+ * back). The used ring (flags, idx, every element) is snapshotted at the
+ * reply and compared ms later with the memory still mapped. Returns true
+ * if unchanged; a change is reported loudly on stderr. */
+static uint64_t used_snap[(4 + 8 * MAX_Q + 7) / 8];
+
+static void after_stop_snapshot(const struct sn_vufront *f)
+{
+	memcpy(used_snap, (const void *)f->used, 4 + 8ull * f->q);
+}
+
+static bool after_stop_unchanged(const struct sn_vufront *f, unsigned long ms, char *out,
+				 size_t outlen)
+{
+	const unsigned char *now = (const unsigned char *)f->used;
+	const unsigned char *was = (const unsigned char *)used_snap;
+	size_t n = 4 + 8ull * f->q, diff = 0, first = SIZE_MAX;
+
+	sn_vufront_nap_us((long)ms * 1000);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	for (size_t i = 0; i < n; i++)
+		if (__atomic_load_n(&now[i], __ATOMIC_RELAXED) != was[i]) {
+			diff++;
+			if (first == SIZE_MAX)
+				first = i;
+		}
+	snprintf(out, outlen, "{\"ms\":%lu,\"bytes_changed\":%zu}", ms, diff);
+	if (diff) {
+		uint16_t idx_was, idx_now;
+
+		memcpy(&idx_was, was + 2, 2);
+		memcpy(&idx_now, now + 2, 2);
+		fprintf(stderr, "sn-vufront: FAIL: %zu bytes of the TX used ring changed within "
+			"%lu ms after GET_VRING_BASE was answered (first at offset %zu; used idx "
+			"%u -> %u)\n", diff, ms, first, idx_was, idx_now);
+	}
+	return diff == 0;
+}
+
 static void wait_file(const struct sn_vufront *f, const char *path)
 {
 	double deadline = sn_vufront_now() + f->timeout_s;
@@ -796,15 +838,16 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "wait-file", required_argument, NULL, 'w' },
 		{ "no-stop", no_argument, NULL, 'n' },
+		{ "check-after-stop", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct sn_vufront f;          /* large: keep it off the stack */
 	const struct scenario *sc = NULL;
 	const char *path = NULL, *name = NULL, *wfile = NULL;
-	unsigned long count = 8, q = 0, v;
-	bool no_stop = false, ok;
-	char stop[96] = "null";
+	unsigned long count = 8, q = 0, v, check_ms = 0;
+	bool no_stop = false, ok, after_ok = true;
+	char stop[192] = "null", after[64] = "null";
 	char *end;
 	int opt;
 
@@ -832,6 +875,10 @@ int main(int argc, char **argv)
 			break;
 		case 'w': wfile = optarg; break;
 		case 'n': no_stop = true; break;
+		case 'a':
+			if (parse_ulong(optarg, 600000, &check_ms) || check_ms == 0)
+				goto bad_value;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -863,13 +910,19 @@ int main(int argc, char **argv)
 	if (!no_stop) {
 		/* Device stop, as QEMU does it: the back-end must complete or
 		 * drop-complete everything it holds before it answers. */
-		uint32_t tx = sn_vufront_get_base(&f, 1), rx = sn_vufront_get_base(&f, 0);
+		uint32_t tx = sn_vufront_get_base(&f, 1), rx;
 
+		if (check_ms)
+			after_stop_snapshot(&f);
+		rx = sn_vufront_get_base(&f, 0);
+		if (check_ms)
+			after_ok = after_stop_unchanged(&f, check_ms, after, sizeof(after));
 		v = used_idx(&f);
-		snprintf(stop, sizeof(stop), "{\"tx_base\":%u,\"rx_base\":%u,\"used_idx\":%lu}",
-			 tx, rx, v);
+		snprintf(stop, sizeof(stop), "{\"tx_base\":%u,\"rx_base\":%u,\"used_idx\":%lu,"
+			 "\"after\":%s}", tx, rx, v, after);
 	}
-	ok = !f.timed_out && bad_completed(&f) && f.used_total >= f.expect && !f.log_failed;
+	ok = !f.timed_out && bad_completed(&f) && f.used_total >= f.expect && !f.log_failed &&
+	     after_ok;
 	print_result(&f, sc->name, stop, ok);
 	close(f.sock);
 	return ok ? 0 : 1;
@@ -877,6 +930,6 @@ int main(int argc, char **argv)
 bad_value:
 	fprintf(stderr, "sn-vufront: bad value for --%s: %s\n",
 		opt == 'c' ? "count" : opt == 'q' ? "queue-size" : opt == 't' ? "timeout" :
-		opt == 'd' ? "dst" : "src", optarg);
+		opt == 'd' ? "dst" : opt == 'a' ? "check-after-stop" : "src", optarg);
 	return 2;
 }
