@@ -25,7 +25,9 @@
  * freed, completing it: a PMD may keep an mbuf past a device stop), drops
  * one that surfaces (from the wheel, or released by the arbiter) after its
  * port's max_hold_us (hold_timeout) or while its device is stopping
- * (src_stopped). The switch acknowledges a device stop only once
+ * (src_stopped). At a device stop the switch purges the stopping queue's
+ * frames from the wheel and the arbiter's classes at once
+ * (sn_pipeline_src_purge, sn_pl_purge.c) and acknowledges the stop once
  * sn_pipeline_src_held() of that port is 0.
  *
  * 2-core layout: the arbiter lcore never frees a deferred-completion frame

@@ -21,8 +21,11 @@
  * worker frees every frame of the queue it holds, drop-completes what is
  * still held, publishes and bumps the queue's epoch, so a later free of a
  * stale frame writes nothing; then the stopping thread sets the vring
- * base. Slots are freed only once no frame references them (else leaked,
- * counted, logged).
+ * base. The stop never waits on the link (the worker purges the queue's
+ * frames from the switch and the pipeline) and at most
+ * SN_VQTX_STOP_WAIT_US in all. The queue, its slots and maps are freed only
+ * once no frame references them: by free, or by the last frame's
+ * completion on the worker (reap).
  */
 #include "sn_vqtx_impl.h"
 

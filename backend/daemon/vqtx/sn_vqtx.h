@@ -86,16 +86,31 @@
  *   stop_counted 0 -> 1: w->stops_open++
  *   stop_req = 1  ---------------------------> stop_pending(q) true,
  *                                              keep_all(w) false;
- *                                              frees every frame of q it holds
+ *                                              purges every frame of q from
+ *                                              its backlogs and the pipeline
+ *                                              (sn_pipeline_src_purge: wheel
+ *                                              now, arbiter classes at its
+ *                                              next round) and frees them
  *                                              stop_ack(q): drop-complete the
  *                                              rest, flush, epoch++;
- *   wait for stop_ack (1 ms polls) <---------- stop_ack = 1;
- *                                              stop_counted 1 -> 0: stops_open--
+ *   wait for stop_ack (50 us polls, <------- stop_ack = 1;
+ *     at most SN_VQTX_STOP_WAIT_US)            stop_counted 1 -> 0: stops_open--
  *   set the vring base, free the ring
- * When q's worker is GONE (or still NONE after STOP_WAIT_MS), VHOST tears
- * down and uncounts itself: nobody else can touch the ring. A RUNNING
- * worker that does not ack within STOP_WAIT_MS leaves the queue stopping
- * (logged); its count stays, which keeps that worker's burst check off.
+ * When q's worker is GONE (or still NONE after SN_VQTX_STOP_WAIT_US), VHOST
+ * tears down and uncounts itself: nobody else can touch the ring. A
+ * RUNNING worker that does not ack within SN_VQTX_STOP_WAIT_US: VHOST sets
+ * abandoned (seq_cst) and returns without setting the vring base (counted
+ * in stop_timeouts, logged); from then on the worker's completions write
+ * nothing (late_free) and its ack's teardown completes nothing; the ring
+ * is freed by the next start or by free once the ack came. The stop's
+ * count stays until the ack, which keeps that worker's burst check off.
+ *
+ * Lifetime: q, its slots and its guest memory maps outlive every frame
+ * popped from q. sn_vqtx_free() frees q at once only when no frame is out;
+ * else it marks q dead and the last frame's completion frees it on the
+ * worker (dead / outstanding, Dekker with seq_cst fences; reaped decides
+ * the one side that frees). A queue whose worker owns the ring and never
+ * answered is never freed (logged).
  */
 #ifndef SN_VQTX_H
 #define SN_VQTX_H
@@ -233,7 +248,9 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq);
 /* MAIN, before the port is published: hold limit of frames without the
  * opt-in (1..; capped by a non-zero max_hold_us). */
 void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us);
-/* MAIN, after the port's driver is unregistered (sn_vqtx_stop done). */
+/* MAIN, after the port's driver is unregistered (sn_vqtx_stop done): q
+ * goes now, or with its last frame still out (freed then on the worker:
+ * see Lifetime above). */
 void sn_vqtx_free(struct sn_vqtx *q);
 
 /* VHOST thread, in new_device before the port goes up. 0 or -errno. */
