@@ -26,7 +26,7 @@ FRAME = 1000
 SINK_MAC = "02:00:00:00:00:99"
 QSIZE = 256
 RATE = 100_000           # 256 frames of 1000 B: 20 s at the link rate
-STOP_WAIT_US = 10_000    # SN_VQTX_STOP_WAIT_US
+STOP_WAIT_US = 20_000    # SN_VQTX_STOP_WAIT_US
 
 
 def start(schednicd, sngen, sn_tmpdir, layout):
@@ -49,12 +49,13 @@ def start(schednicd, sngen, sn_tmpdir, layout):
 
 
 def no_sanitizer_report(d):
-    log = d.log_path.read_text(errors="replace")
-    assert "AddressSanitizer" not in log and "runtime error" not in log, d.log_tail(60)
-    assert "did not answer the stop" not in log, d.log_tail(60)
+    """No ASan/UBSan report and no stop that gave up, in the whole log."""
+    bad = [ln for ln in d.log_path.read_text(errors="replace").splitlines()
+           if "Sanitizer" in ln or "runtime error" in ln or "did not answer the stop" in ln]
+    assert not bad, "\n".join(bad[:20]) + "\n" + d.log_tail(60)
 
 
-@pytest.mark.parametrize("layout", ["1core", "2core"])
+@pytest.mark.parametrize("layout", ["1core", "2core", "ncore"])
 def test_peer_death_with_seconds_of_frames_in_qfq_stops_at_once(schednicd, sngen, sn_tmpdir,
                                                                layout):
     d, g = start(schednicd, sngen, sn_tmpdir, layout)
@@ -85,7 +86,7 @@ def test_peer_death_with_seconds_of_frames_in_qfq_stops_at_once(schednicd, sngen
     no_sanitizer_report(d)
 
 
-@pytest.mark.parametrize("layout", ["1core", "2core"])
+@pytest.mark.parametrize("layout", ["1core", "2core", "ncore"])
 def test_port_del_with_seconds_of_frames_in_qfq_frees_nothing_in_use(schednicd, sngen,
                                                                     sn_tmpdir, layout):
     d, g = start(schednicd, sngen, sn_tmpdir, layout)

@@ -490,7 +490,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		return;
 	if (__atomic_load_n(&q->abandoned, __ATOMIC_SEQ_CST)) {
 		/* A stop given up earlier: done only once the worker answered
-		 * (its teardown wrote nothing); the base stays unset. */
+		 * (its teardown wrote nothing); the base was set then. */
 		if (!__atomic_load_n(&q->stop_ack, __ATOMIC_ACQUIRE))
 			return;
 		goto release;
@@ -520,13 +520,21 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		if (waited_us >= SN_VQTX_STOP_WAIT_US) {
 			/* The worker purges the queue's frames within an
 			 * iteration and an arbiter round: one that does not
-			 * answer is stalled. Hand the ring back as it is; the
+			 * answer is stalled. Hand the ring back as it is: the
 			 * worker writes nothing more to it and tears down
-			 * without completing when it answers. */
+			 * without completing when it answers. It pops no more
+			 * (the port is down since the grace period), so the
+			 * avail index is final: the front-end resumes after
+			 * the chains taken, never pops them again; the ones
+			 * still held stay uncompleted (counted, logged). */
 			__atomic_store_n(&q->abandoned, 1, __ATOMIC_SEQ_CST);
 			ctr_inc(&q->st.stop_timeouts);
+			sn_vring_get_base(q->vr, &a, &u);
+			if (rte_vhost_set_vring_base(q->vid, q->vring, a, u))
+				sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
 			sn_log("vqtx: vid %d: worker did not answer the stop within %u us; "
-			       "ring left as it is", q->vid, SN_VQTX_STOP_WAIT_US);
+			       "ring handed back with %u chains uncompleted", q->vid,
+			       SN_VQTX_STOP_WAIT_US, sn_vring_stats(q->vr)->held);
 			return;
 		}
 		rte_delay_us_sleep(STOP_POLL_US);

@@ -99,10 +99,12 @@
  * When q's worker is GONE (or still NONE after SN_VQTX_STOP_WAIT_US), VHOST
  * tears down and uncounts itself: nobody else can touch the ring. A
  * RUNNING worker that does not ack within SN_VQTX_STOP_WAIT_US: VHOST sets
- * abandoned (seq_cst) and returns without setting the vring base (counted
- * in stop_timeouts, logged); from then on the worker's completions write
- * nothing (late_free) and its ack's teardown completes nothing; the ring
- * is freed by the next start or by free once the ack came. The stop's
+ * abandoned (seq_cst), sets the vring base at the ring's final avail index
+ * (the port is down: no more pops) and returns (counted in stop_timeouts,
+ * logged; the chains still held are never completed); from then on the
+ * worker's completions write nothing (late_free) and its ack's teardown
+ * completes nothing; the ring is freed by the next start or by free once
+ * the ack came. The stop's
  * count stays until the ack, which keeps that worker's burst check off.
  *
  * Lifetime: q, its slots and its guest memory maps outlive every frame
@@ -312,7 +314,7 @@ void sn_vqtx_stop(struct sn_vqtx *q);
 /* The longest sn_vqtx_stop() waits for the worker's acknowledgement (the
  * worker purges the queue's frames from the switch and the pipeline, so a
  * running worker answers within an iteration and an arbiter round). */
-#define SN_VQTX_STOP_WAIT_US 10000u
+#define SN_VQTX_STOP_WAIT_US 20000u
 
 /* WORKER with index `worker` (0 in layouts 1core/2core; 0..W-1 in ncore):
  * bind the calling thread to that worker's context and mark it running /
