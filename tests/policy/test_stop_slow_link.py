@@ -71,7 +71,7 @@ def test_peer_death_with_seconds_of_frames_in_qfq_stops_at_once(schednicd, sngen
     c, pol = t["vm0"]["completion"], t["vm0"]["policy"]
     print(f"{layout}: {before['completion']['held_now']} held, completed {took * 1000:.0f} ms "
           f"after the kill, stop counters {c.get('stop')}")
-    assert took < 2.0, took                      # 20 s of link time
+    assert took < 5.0, took                      # 20 s of link time
     assert "did not release the ring" not in d.log_tail(100000)
     assert 0 < c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]
     assert c["stop"]["timeouts"] == 0, c["stop"]
@@ -117,18 +117,18 @@ def vufront_bin(build_dir):
 
 def test_nothing_written_to_the_ring_after_get_vring_base(schednicd, sn_tmpdir, vufront_bin,
                                                           spawn):
-    """sn-vufront posts 120 frames that wait in QFQ behind a 10 kbit/s
-    uplink (about 7 s of link time), then stops the device as QEMU does
-    (GET_VRING_BASE). Before the reply every descriptor is completed (used
-    index 120); afterwards, with the memory still mapped, the used ring
-    does not change for 1.5 s, while the link would have released a frame
-    every 60 ms."""
+    """sn-vufront posts 120 frames that wait in QFQ behind a 4 kbit/s
+    uplink (17 s of link time), then stops the device as QEMU does
+    (GET_VRING_BASE). The reply comes at once, with every descriptor
+    completed (used index 120); afterwards, with the memory still mapped,
+    the used ring does not change for 1.5 s, while the link would have
+    released a frame every 170 ms."""
     n = 120
     d = schednicd(ports=[{"name": "w", "type": "vhost-user", "mode": "server",
                           "path": str(sn_tmpdir / "w.sock"), "completion": "deferred",
                           "unmarked_max_hold_us": 10_000_000}],
                   uplink="net_null0,no-rx=1",
-                  policy={"uplink": {"rate_bps": 10_000, "algorithm": "qfq"},
+                  policy={"uplink": {"rate_bps": 4_000, "algorithm": "qfq"},
                           "ports": {"w": {"weight": 1}}})
     d.wait_port_state("uplink", "up")
     go = sn_tmpdir / "stop-now"
@@ -140,9 +140,11 @@ def test_nothing_written_to_the_ring_after_get_vring_base(schednicd, sn_tmpdir, 
     t0 = time.monotonic()
     go.touch()
     out, _ = p.communicate(timeout=60)
+    took = time.monotonic() - t0 - 1.5
     r = json.loads(out)
-    print(f"stop: {r['stop']}, {time.monotonic() - t0:.2f} s with the check")
+    print(f"stop: {r['stop']}, GET_VRING_BASE and exit {took:.2f} s after the request")
     assert p.returncode == 0, (r, d.log_tail(60))
+    assert took < 2.0, took
     assert r["stop"]["used_idx"] == n and r["stop"]["tx_base"] == n, r["stop"]
     assert r["stop"]["after"]["bytes_changed"] == 0, r["stop"]
     t = ports(d)["w"]
