@@ -153,3 +153,34 @@ def test_nothing_written_to_the_ring_after_get_vring_base(schednicd, sn_tmpdir, 
     assert c["held_now"] == 0 and c["stop"]["timeouts"] == 0, c
     assert d.alive()
     no_sanitizer_report(d)
+
+
+@pytest.mark.parametrize("layout", ["1core", "2core"])
+def test_peer_death_with_frames_in_the_wheel_purges_them(schednicd, sngen, sn_tmpdir, layout):
+    """A 1 Mbit/s port limit keeps the port's frames in the timing wheel
+    (up to its 262 ms horizon): at the peer's death they are taken out of
+    the wheel at once (purged_wheel), every descriptor completes once."""
+    d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
+                          "path": str(sn_tmpdir / "vm0.sock"), "completion": "deferred",
+                          "unmarked_max_hold_us": 10_000_000}],
+                  uplink="net_null0,no-rx=1",
+                  policy={"ports": {"vm0": {"rate_bps": 1_000_000}}},
+                  datapath={"mbufs": 16383})
+    g = sngen([d.vhost_path("vm0")], "--marker", "--no-learn", "--size", str(FRAME),
+              "--queue-size", str(QSIZE), "--flow", f"src=0,dst={SINK_MAC},count=2000")
+    g.wait("ready")
+    d.wait_port_state("vm0", "up")
+    (g.sync / "go-0").touch()
+    wait_for(lambda: ports(d)["vm0"]["policy"]["wheel_depth"] > 10, "frames in the wheel",
+             timeout=30)
+    g.proc.send_signal(signal.SIGKILL)
+    g.proc.wait(10)
+    t = wait_for(lambda: (lambda t: t if t["vm0"]["completion"]["held_now"] == 0
+                          and t["vm0"]["policy"]["wheel_depth"] == 0 else None)(ports(d)),
+                 "held frames completed", timeout=30)
+    c = t["vm0"]["completion"]
+    print(f"{layout}: stop counters {c['stop']}")
+    assert c["stop"]["purged_wheel"] > 0 and c["stop"]["timeouts"] == 0, c["stop"]
+    assert c["completed"] == c["popped"], c
+    assert d.alive()
+    no_sanitizer_report(d)

@@ -37,9 +37,11 @@
  * how many were dropped. */
 static uint64_t purge_wheel(struct sn_pipeline *pl)
 {
-	uint64_t n = pl->wheel_n, k = 0, dropped = 0;
+	uint64_t n = sn_twheel_count(pl->wheel), k = 0, dropped = 0;
 	unsigned got;
 
+	SN_VERIFY(n == pl->wheel_n);
+	/* restamp_buf holds pool_nodes frames, which the pool size bounds */
 	if (n == 0 || n > pl->pool_nodes)
 		return 0;
 	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
