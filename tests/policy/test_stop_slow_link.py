@@ -51,7 +51,7 @@ def start(schednicd, sngen, sn_tmpdir, layout):
 def no_sanitizer_report(d):
     """No ASan/UBSan report and no stop that gave up, in the whole log."""
     bad = [ln for ln in d.log_path.read_text(errors="replace").splitlines()
-           if "Sanitizer" in ln or "runtime error" in ln or "did not answer the stop" in ln]
+           if "Sanitizer" in ln or "runtime error" in ln or "did not release the ring" in ln]
     assert not bad, "\n".join(bad[:20]) + "\n" + d.log_tail(60)
 
 
@@ -72,7 +72,6 @@ def test_peer_death_with_seconds_of_frames_in_qfq_stops_at_once(schednicd, sngen
     print(f"{layout}: {before['completion']['held_now']} held, completed {took * 1000:.0f} ms "
           f"after the kill, stop counters {c.get('stop')}")
     assert took < 5.0, took                      # 20 s of link time
-    assert "did not release the ring" not in d.log_tail(100000)
     assert 0 < c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]
     assert c["stop"]["timeouts"] == 0, c["stop"]
     assert c["stop"]["purged_sched"] > 150, c["stop"]

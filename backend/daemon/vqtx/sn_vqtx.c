@@ -459,8 +459,8 @@ static void teardown(struct sn_vqtx *q)
 
 	occ_account(q, rte_rdtsc());
 	q->occ_tsc = 0;
-	/* An abandoned stop returned without setting the vring base: the
-	 * ring is the front-end's again, nothing more is written to it. */
+	/* An abandoned stop handed the ring back to the front-end: nothing
+	 * more is written to it. */
 	while (!__atomic_load_n(&q->abandoned, __ATOMIC_SEQ_CST) &&
 	       (id = sn_vring_oldest_held(q->vr)) >= 0) {
 		sn_vring_used_put(q->vr, (uint32_t)id, 0);
@@ -532,8 +532,8 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 			sn_vring_get_base(q->vr, &a, &u);
 			if (rte_vhost_set_vring_base(q->vid, q->vring, a, u))
 				sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
-			sn_log("vqtx: vid %d: worker did not answer the stop within %u us; "
-			       "ring handed back with %u chains uncompleted", q->vid,
+			sn_log("vqtx: vid %d: worker did not release the ring within %u us; "
+			       "handed back with %u chains uncompleted", q->vid,
 			       SN_VQTX_STOP_WAIT_US, sn_vring_stats(q->vr)->held);
 			return;
 		}
