@@ -228,6 +228,12 @@ uint32_t sn_vring_used_put0_bulk(struct sn_vring *vr, const uint16_t *ids, uint3
  * Owner thread only. */
 int sn_vring_used_flush(struct sn_vring *vr);
 
+/* Hold id as if popped now (a head an earlier back-end took and did not
+ * complete, known from its own record): appended to the held list, so
+ * that sn_vring_used_put() accepts it once. 0, or -EINVAL (out of range,
+ * already held). Owner thread only. */
+int sn_vring_hold(struct sn_vring *vr, uint32_t id);
+
 /* Oldest held id (popped earliest, not yet completed), or -ENOENT. For
  * drop-completing everything on device stop, or the held-time limit. */
 int sn_vring_oldest_held(const struct sn_vring *vr);

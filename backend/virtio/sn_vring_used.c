@@ -165,6 +165,23 @@ void sn_vring_kick_enable(struct sn_vring *vr, bool enable)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+int sn_vring_hold(struct sn_vring *vr, uint32_t id)
+{
+	if (id >= vr->size || vr->held[id])
+		return -EINVAL;
+	vr->held[id] = 1;
+	vr->next[id] = SN_VRING_NIL;
+	vr->prev[id] = vr->held_last;
+	if (vr->held_last == SN_VRING_NIL)
+		vr->held_first = (uint16_t)id;
+	else
+		vr->next[vr->held_last] = (uint16_t)id;
+	vr->held_last = (uint16_t)id;
+	if (++vr->st.held > vr->st.held_max)
+		vr->st.held_max = vr->st.held;
+	return 0;
+}
+
 int sn_vring_oldest_held(const struct sn_vring *vr)
 {
 	return vr->held_first == SN_VRING_NIL ? -ENOENT : vr->held_first;
