@@ -181,6 +181,7 @@ static void reap(struct sn_vqtx *q)
 	sn_vqtx_gmap_free_list(q->grave);
 	sn_vqtx_gmap_free(q->next_map);
 	sn_vring_free(q->vr);
+	sn_vqtx_rec_close(q);
 	q_release(q->scratch);
 	q_release(q);
 }
@@ -230,7 +231,10 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	struct sn_vring_config cfg = { 0 };
 	struct sn_vqtx_gmap *map = NULL;
 	uint64_t features = 0;
-	uint16_t avail_idx, used_idx;
+	uint16_t avail_idx, used_idx, rec_avail = 0;
+	struct sn_vqtx_rec_ring rr = { 0 };
+	uint32_t nrec = 0;
+	bool recovered;
 	int rc = -EINVAL;
 
 	if (q->vr)
@@ -267,6 +271,21 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	cfg.size = vring.size;
 	cfg.last_avail_idx = avail_idx;
 	cfg.last_used_idx = used_idx;
+	/* A record of an earlier run names the heads still out: resume at
+	 * its avail index, not at the front-end's base (sn_vqtx_rec.c). */
+	rr.size = vring.size;
+	memcpy(rr.gpa, q->ring_gpa, sizeof(rr.gpa));
+	rr.used = cfg.used;
+	rr.used_idx = __atomic_load_n(&((const struct sn_vring_used *)cfg.used)->idx,
+				      __ATOMIC_ACQUIRE);
+	rr.avail_idx = __atomic_load_n(&((const struct sn_vring_avail *)cfg.avail)->idx,
+				       __ATOMIC_RELAXED);
+	rr.base = avail_idx;
+	recovered = sn_vqtx_rec_recover(q, &rr, &rec_avail, &nrec) == 1;
+	if (recovered) {
+		cfg.last_avail_idx = rec_avail;
+		cfg.last_used_idx = rr.used_idx;
+	}
 	cfg.hdr_len = (features & ((1ULL << F_VERSION_1) | (1ULL << F_MRG_RXBUF))) ? 12 : 10;
 	cfg.event_idx = false;
 	cfg.max_pkt_len = UINT16_MAX;   /* one segment must fit an mbuf's buf_len */
@@ -290,6 +309,16 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		goto out;
 	}
 	sn_vring_kick_enable(q->vr, false);  /* we poll */
+	sn_vqtx_rec_begin(q, &rr, cfg.last_avail_idx, cfg.last_used_idx, recovered);
+	if (recovered) {
+		nrec = sn_vqtx_rec_complete_all(q);
+		/* The library's view, for a GET_VRING_BASE before our stop. */
+		if (rte_vhost_set_vring_base(vid, q->vring, cfg.last_avail_idx, cfg.last_used_idx))
+			sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", vid);
+		sn_log("vqtx: vid %d vring %u: %u heads outstanding before the restart completed "
+		       "as dropped; resuming at avail %u (front-end base %u)", vid, q->vring, nrec,
+		       cfg.last_avail_idx, avail_idx);
+	}
 	q->vid = vid;
 	q->map = map;
 	q->last_map = map;
@@ -411,6 +440,9 @@ static void flush(struct sn_vqtx *q, bool notify)
 	sn_vring_get_base(q->vr, &a, &after);
 	if ((after != before || q->log_owed) && log_all(q))
 		log_used(q);
+	/* The durable record follows the guest-visible used index. */
+	if (after != before && q->rec)
+		sn_vqtx_rec_published(q, before, after);
 }
 
 void sn_vqtx_log_pause(struct sn_vqtx *q)

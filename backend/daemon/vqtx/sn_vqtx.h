@@ -215,6 +215,11 @@ struct sn_vqtx_stats {
 	uint64_t purged[SN_VQTX_PURGED__MAX];
 	uint64_t stop_wait_us_max;
 	uint64_t stop_timeouts;
+	/* Durable record (sn_vqtx_set_record): heads a restarted daemon
+	 * found outstanding in the record and completed, as dropped (length
+	 * 0); starts whose record failed its checks and was ignored. */
+	uint64_t recovered_after_restart;
+	uint64_t record_rejected;
 };
 
 /* Feature bits a deferred port must not negotiate: IN_ORDER, EVENT_IDX,
@@ -254,6 +259,16 @@ void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us)
  * goes now, or with its last frame still out (freed then on the worker:
  * see Lifetime above). */
 void sn_vqtx_free(struct sn_vqtx *q);
+/* MAIN, before the port is published: keep the queue's durable record of
+ * outstanding heads in the file at path (created 0600 if absent, mapped
+ * shared; sn_vqtx_rec.c). A restarted daemon's sn_vqtx_start() completes
+ * the heads it names, once, as dropped, and resumes at its avail index,
+ * if the record matches the ring. 0, or -errno (logged; the queue runs
+ * without a record). */
+int sn_vqtx_set_record(struct sn_vqtx *q, const char *path);
+/* MAIN, the port deleted for good (port.del): unlink the record file.
+ * NULL or no record: no-op. */
+void sn_vqtx_rec_remove(struct sn_vqtx *q);
 
 /* VHOST thread, in new_device before the port goes up. 0 or -errno. */
 int sn_vqtx_start(struct sn_vqtx *q, int vid);

@@ -181,6 +181,13 @@ struct sn_vqtx {
 	uint64_t occ_period;          /* account at least this often (1 ms) */
 	uint32_t occ_held;            /* held count since occ_tsc */
 	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
+	/* Durable record (sn_vqtx_rec.c): the mapped file (NULL: none), its
+	 * path, and the used ring it is kept against (our mapping; written
+	 * at start, read by the owner's flush). */
+	struct sn_vqtx_rec *rec;
+	char *rec_path;
+	const struct sn_vring_used *rec_used;
+	uint32_t rec_mask;
 
 	/* Exported counters: WORKER stores (relaxed), anyone loads. The ring's
 	 * own counters restart with each connection; acc keeps the sums of
@@ -255,6 +262,60 @@ static inline void old_frame_done(struct sn_vqtx *q)
 {
 	if (q->old_out && --q->old_out == 0)
 		sn_vqtx_retire(q);
+}
+
+/* sn_vqtx_rec.c: the durable record of a queue's outstanding heads, one
+ * file per TX queue, mapped shared (layout below, version 1). */
+#define SN_VQTX_REC_BYTES 8192
+struct sn_vqtx_rec {
+	uint32_t magic;               /* 0 while the header is being written */
+	uint16_t version;
+	uint16_t vring;               /* q->vring */
+	uint32_t size;                /* ring size */
+	uint16_t last_avail;          /* the next avail index to take */
+	uint16_t used_pub;            /* completions up to here are folded in bits */
+	uint64_t gpa[3];              /* desc, avail, used (guest-physical) */
+	uint64_t bits[SN_VRING_MAX_SIZE / 64]; /* outstanding heads */
+};
+/* The ring a record is checked against, as the front-end described it. */
+struct sn_vqtx_rec_ring {
+	uint32_t size;
+	uint64_t gpa[3];
+	uint16_t used_idx;            /* the guest's used->idx now */
+	uint16_t avail_idx;           /* the guest's avail->idx now */
+	uint16_t base;                /* the front-end's SET_VRING_BASE */
+	const struct sn_vring_used *used;
+};
+/* VHOST, in start: 1 = the record is valid and names *n outstanding heads
+ * (resume at *last_avail), 0 = nothing to recover, -EINVAL = rejected
+ * (logged, counted). */
+SN_VQTX_INTERNAL int sn_vqtx_rec_recover(struct sn_vqtx *q, const struct sn_vqtx_rec_ring *ring,
+					 uint16_t *last_avail, uint32_t *n);
+/* VHOST, in start, ring built: the record now describes this connection
+ * (keep_bits: the recovered outstanding set stays). */
+SN_VQTX_INTERNAL void sn_vqtx_rec_begin(struct sn_vqtx *q, const struct sn_vqtx_rec_ring *ring,
+					uint16_t last_avail, uint16_t used_pub, bool keep_bits);
+/* VHOST, in start after a recovery: write a used entry of length 0 for
+ * every recorded head (the worker's first flush publishes them). */
+SN_VQTX_INTERNAL uint32_t sn_vqtx_rec_complete_all(struct sn_vqtx *q);
+/* Owner: used entries [from, to) were just published. */
+SN_VQTX_INTERNAL void sn_vqtx_rec_published(struct sn_vqtx *q, uint16_t from, uint16_t to);
+SN_VQTX_INTERNAL void sn_vqtx_rec_close(struct sn_vqtx *q);
+
+/* Owner, after a pop: the popped heads are outstanding, then the avail
+ * index moves (release: a crash in between leaves a record that fails
+ * its count check, never one that misses a head). Plain stores into the
+ * mapped file. */
+static inline void rec_popped(struct sn_vqtx *q, const struct sn_vring_pkt *vp, uint32_t n,
+			      uint16_t last_avail)
+{
+	struct sn_vqtx_rec *r = q->rec;
+
+	if (!r)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		r->bits[vp[i].head / 64] |= 1ULL << (vp[i].head % 64);
+	__atomic_store_n(&r->last_avail, last_avail, __ATOMIC_RELEASE);
 }
 
 /* sn_vqtx_done.c */

@@ -182,6 +182,8 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	sn_vring_get_base(q->vr, &a1, &u);
 	if (n || a1 != a0 || sn_vring_is_broken(q->vr) != was_broken)
 		q->dirty = true;
+	if (a1 != a0)
+		rec_popped(q, vp, n, a1);   /* every head popped, bad ones too */
 	*bytes = 0;
 	if (n == 0)
 		return 0;
