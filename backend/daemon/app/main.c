@@ -403,6 +403,11 @@ static int run(struct sn_config *cfg)
 		sn_log("port registry: %u workers refused", nw);
 		goto out_ports;
 	}
+	static_assert(SN_CONFIG_STATE_DIR_MAX == SN_PORT_STATE_DIR_MAX, "one state_dir bound");
+	if (sn_ports_set_state_dir(reg, cfg->control.state_dir)) {
+		sn_log("port registry: state_dir %s refused", cfg->control.state_dir);
+		goto out_ports;
+	}
 	if (policy_setup(cfg, mp, reg, &pol_store, &pl))
 		goto out_ports;
 	if (workers_create(cfg, reg, mp, pl, cfs, sws))

@@ -48,6 +48,7 @@ static const struct key_spec eal_keys[] = {
 
 static const struct key_spec control_keys[] = {
 	S("socket", 1, SN_CONFIG_PATH_MAX, control.socket),
+	S("state_dir", 0, SN_CONFIG_STATE_DIR_MAX, control.state_dir),
 	U("max_request_bytes", 256, 16u << 20, control.max_request_bytes),
 	U("max_clients", 1, 1024, control.max_clients),
 	{ NULL, K_UINT, 0, 0, 0, 0 },

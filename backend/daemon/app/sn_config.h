@@ -23,6 +23,7 @@
 
 #define SN_CONFIG_NAME_MAX   32   /* port name length, without NUL */
 #define SN_CONFIG_PATH_MAX   107  /* sockaddr_un.sun_path minus NUL */
+#define SN_CONFIG_STATE_DIR_MAX 64 /* dir + "/<port>.txq<i>.rec" fits PATH_MAX */
 #define SN_CONFIG_PORTS_MAX  63   /* vhost-user ports; + 1 uplink = 64 */
 #define SN_CONFIG_EXTRA_MAX  32   /* eal.extra_args entries */
 #define SN_CONFIG_BURST_MAX  64
@@ -69,6 +70,8 @@ struct sn_config {
 	} eal;
 	struct {
 		char socket[SN_CONFIG_PATH_MAX + 1];
+		/* durable records of deferred TX queues ("": none) */
+		char state_dir[SN_CONFIG_STATE_DIR_MAX + 1];
 		size_t max_request_bytes;
 		unsigned max_clients;
 	} control;

@@ -116,6 +116,36 @@ int sn_ports_set_workers(struct sn_ports *reg, unsigned n)
 	return 0;
 }
 
+int sn_ports_set_state_dir(struct sn_ports *reg, const char *dir)
+{
+	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		if (reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST)
+			return -EBUSY;
+	if (dir && strlen(dir) > SN_PORT_STATE_DIR_MAX)
+		return -EINVAL;
+	snprintf(reg->state_dir, sizeof(reg->state_dir), "%s", dir ? dir : "");
+	return 0;
+}
+
+/* Main: queue i's durable record under the state directory (none without
+ * one; a queue whose file cannot be made runs without, logged). */
+static void queue_record(const struct sn_ports *reg, const struct sn_port *p, uint16_t i)
+{
+	char path[SN_CONFIG_PATH_MAX + 1];
+	int rc;
+
+	if (!reg->state_dir[0])
+		return;
+	if (snprintf(path, sizeof(path), "%s/%s.txq%u.rec", reg->state_dir, p->name,
+		     (unsigned)i % SN_PORT_QMAX) >= (int)sizeof(path))
+		return;   /* cannot happen: SN_PORT_STATE_DIR_MAX + name + 10 < sizeof(path) */
+	rc = sn_ports_mkdir_parents(path);
+	if (rc)
+		sn_log("port %s: cannot create %s: %s", p->name, reg->state_dir, strerror(-rc));
+	else
+		sn_vqtx_set_record(p->q[i].vq, path);
+}
+
 unsigned sn_ports_workers(const struct sn_ports *reg)
 {
 	return reg->n_workers;
@@ -294,6 +324,7 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 				goto err_free;
 			}
 			sn_vqtx_set_worker(p->q[i].vq, p->q[i].owner);
+			queue_record(reg, p, i);
 		}
 		p->vq = p->q[0].vq;
 		p->unmarked_max_hold_us = opts->unmarked_max_hold_us ?

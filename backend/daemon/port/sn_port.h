@@ -242,6 +242,12 @@ struct sn_vhost_opts {
  * 0, -EINVAL, -EBUSY (ports exist). */
 int sn_ports_set_workers(struct sn_ports *reg, unsigned n);
 unsigned sn_ports_workers(const struct sn_ports *reg);
+/* Main thread, before any vhost-user port is added: the directory of the
+ * durable records of deferred TX queues (dir/<port>.txq<i>.rec, created
+ * with the directory if absent; sn_vqtx_set_record). "" or NULL: no
+ * records. 0, -EINVAL (longer than SN_PORT_STATE_DIR_MAX), -EBUSY. */
+#define SN_PORT_STATE_DIR_MAX 64
+int sn_ports_set_state_dir(struct sn_ports *reg, const char *dir);
 
 /* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),
  * -EINVAL, -ENOMEM, server mode: -ENOTSOCK (path exists, not a socket),

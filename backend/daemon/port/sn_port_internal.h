@@ -24,7 +24,8 @@
  *   announce,   MAIN                   VHOST (SEND_RARP     hook_lock
  *   announce_arg                       hook)
  *   next_gen,   MAIN                   MAIN                 none (one thread)
- *   n_workers
+ *   n_workers,
+ *   state_dir
  *
  * Lock order: lock, then hook_lock. The memory-table hook takes hook_lock
  * only, never lock: it runs with the library's queue locks held, and a
@@ -55,6 +56,8 @@ struct sn_ports {
 	/* sn_ports_set_announce() (under hook_lock; called under it too). */
 	sn_port_announce_fn announce;
 	void *announce_arg;
+	char state_dir[SN_PORT_STATE_DIR_MAX + 1]; /* records of deferred TX queues
+	                                         * ("": none; main) */
 };
 
 /* The vhost callbacks only get a vid; they reach the registry here. Set by

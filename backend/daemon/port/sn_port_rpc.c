@@ -180,10 +180,17 @@ static json_t *h_port_del(json_t *params, void *arg, struct sn_rpc_error *err)
 {
 	struct sn_ctl *ctl = arg;
 	const char *name = sn_rpc_param_str(params, "name", NULL);
+	struct sn_port *p;
 	int rc;
 
 	if (!name)
 		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "name: required");
+	/* Deleted for good: its durable records go (unlinked while still
+	 * mapped: the stop below updates a file nobody will read). A daemon
+	 * that exits keeps them for its next start. */
+	p = sn_ports_find(ctl->reg, name);
+	for (unsigned i = 0; p && p->type == SN_PORT_VHOST && i < p->nq; i++)
+		sn_vqtx_rec_remove(p->q[i].vq);
 	rc = sn_ports_del(ctl->reg, name, false);
 	if (rc == -ENOENT)
 		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no port named %s", name);
@@ -368,7 +375,8 @@ static json_t *completion_json(const struct sn_port *p)
 			return NULL;
 		}
 	o = copy_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o}",
+			 "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:f, s:f, s:f}, s:o, "
+			 "s:I, s:I}",
 			 "mode", p->vq ? "deferred" : "immediate",
 			 "max_hold_us", (json_int_t)p->max_hold_us,
 			 "unmarked_max_hold_us", (json_int_t)p->unmarked_max_hold_us,
@@ -391,7 +399,9 @@ static json_t *completion_json(const struct sn_port *p)
 			 "vring_errors", errs,
 			 "hold_us", "p50", sn_vqtx_hold_pct_us(&vs, 50), "p99",
 			 sn_vqtx_hold_pct_us(&vs, 99), "max", sn_vqtx_hold_max_us(&vs),
-			 "held_occupancy", occ_json(&vs)), &vs);
+			 "held_occupancy", occ_json(&vs),
+			 "recovered_after_restart", (json_int_t)vs.recovered_after_restart,
+			 "record_rejected", (json_int_t)vs.record_rejected), &vs);
 	if (o && json_object_set_new(o, "stop", stop_json(&vs))) {
 		json_decref(o);
 		return NULL;
