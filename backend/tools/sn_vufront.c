@@ -687,6 +687,8 @@ static const struct scenario scenarios[] = {
 	{ "dirty_log", 256, sc_dirty_log },
 	{ "rarp", 128, sc_rarp },
 	{ "log_resize", 128, sc_log_resize },
+	{ "restart", 256, sn_vufront_sc_restart },
+	{ "sink", 256, sn_vufront_sc_sink },
 };
 
 /* ---- main ---- */
@@ -726,6 +728,7 @@ static void usage(FILE *o)
 "                    dirty_log (live migration's dirty log: see sc_dirty_log;\n"
 "                    with --no-stop), rarp (SEND_RARP for the --src MAC),\n"
 "                    log_resize (SET_LOG_BASE while logging, --count rounds)\n"
+"                    restart sink (across a back-end restart: sn_vufront_restart.c)\n"
 "  --count N         frames for good/hold (hotplug: per phase), rounds for rewrite\n"
 "                    (default 8)\n"
 "  --queue-size N    TX/RX ring size, power of two 2..%u (default per scenario)\n"
@@ -735,7 +738,10 @@ static void usage(FILE *o)
 "  --wait-file PATH  after the scenario, wait (timeout) until PATH exists\n"
 "  --no-stop         exit without GET_VRING_BASE (abrupt disconnect)\n"
 "  --check-after-stop MS  after GET_VRING_BASE of the TX ring, keep the memory\n"
-"                    mapped MS ms and fail (exit 1) if the used ring changed\n", MAX_Q);
+"                    mapped MS ms and fail (exit 1) if the used ring changed\n"
+"  --rounds N        restart: back-end restarts to go through (default 1)\n"
+"  --go-file PATH    restart: round k starts when PATH.k exists; sink: exit\n"
+"                    when PATH exists\n", MAX_Q);
 }
 
 static void print_result(const struct sn_vufront *f, const char *name, const char *stop, bool ok)
@@ -748,11 +754,13 @@ static void print_result(const struct sn_vufront *f, const char *name, const cha
 	printf("],\"bad_heads\":[");
 	for (uint32_t i = 0; i < f->nbad; i++)
 		printf("%s%u", i ? "," : "", f->bad[i]);
-	printf("],\"timeout\":%s,\"wait_ms\":%.3f,\"stop\":%s,", f->timed_out ? "true" : "false",
+	printf("],\"timeout\":%s,\"wait_ms\":%.3f,\"stop\":%s", f->timed_out ? "true" : "false",
 	       f->wait_ms, stop);
 	if (f->log_json[0])
-		printf("\"dirty_log\":{%s},", f->log_json);
-	printf("\"ok\":%s}\n", ok ? "true" : "false");
+		printf(",\"dirty_log\":{%s}", f->log_json);
+	if (f->rounds && strcmp(name, "restart") == 0)
+		sn_vufront_restart_json(f);
+	printf(",\"ok\":%s}\n", ok ? "true" : "false");
 	fflush(stdout);
 }
 
@@ -839,6 +847,8 @@ int main(int argc, char **argv)
 		{ "wait-file", required_argument, NULL, 'w' },
 		{ "no-stop", no_argument, NULL, 'n' },
 		{ "check-after-stop", required_argument, NULL, 'a' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "go-file", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -852,6 +862,7 @@ int main(int argc, char **argv)
 	int opt;
 
 	f.timeout_s = 10;
+	f.rounds = 1;
 	memset(f.dst, 0xff, 6);
 	memcpy(f.src, (const unsigned char[6]){ 0x02, 0x53, 0x56, 0, 0, 1 }, 6);
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -879,6 +890,12 @@ int main(int argc, char **argv)
 			if (parse_ulong(optarg, 600000, &check_ms) || check_ms == 0)
 				goto bad_value;
 			break;
+		case 'r':
+			if (parse_ulong(optarg, 100000, &v) || v == 0)
+				goto bad_value;
+			f.rounds = (uint32_t)v;
+			break;
+		case 'g': f.go_file = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -896,6 +913,7 @@ int main(int argc, char **argv)
 	}
 	f.q = q ? (uint32_t)q : sc->q;
 	f.migration = sc->run == sc_dirty_log || sc->run == sc_rarp || sc->run == sc_log_resize;
+	f.path = path;
 
 	sn_vufront_map(&f);
 	sn_vufront_connect(&f, path);
@@ -923,6 +941,8 @@ int main(int argc, char **argv)
 	}
 	ok = !f.timed_out && bad_completed(&f) && f.used_total >= f.expect && !f.log_failed &&
 	     after_ok;
+	if (sc->run == sn_vufront_sc_restart || sc->run == sn_vufront_sc_sink)
+		ok = f.restart_ok;
 	print_result(&f, sc->name, stop, ok);
 	close(f.sock);
 	return ok ? 0 : 1;
@@ -930,6 +950,7 @@ int main(int argc, char **argv)
 bad_value:
 	fprintf(stderr, "sn-vufront: bad value for --%s: %s\n",
 		opt == 'c' ? "count" : opt == 'q' ? "queue-size" : opt == 't' ? "timeout" :
+		opt == 'r' ? "rounds" :
 		opt == 'd' ? "dst" : opt == 'a' ? "check-after-stop" : "src", optarg);
 	return 2;
 }

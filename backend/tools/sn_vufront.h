@@ -78,6 +78,12 @@ struct sn_vufront {
 	uint64_t *log;
 	bool log_failed;
 	char log_json[1024];
+	/* Scenarios across a back-end restart (sn_vufront_restart.c). */
+	const char *path;            /* the back-end's socket */
+	const char *go_file;         /* --go-file */
+	uint32_t rounds;             /* --rounds */
+	uint16_t tx_base;            /* SET_VRING_BASE of the TX ring */
+	bool restart_ok;
 };
 
 /* Print "sn-vufront: what: strerror(errno)" and exit(3). */
@@ -127,5 +133,10 @@ uint64_t sn_vufront_used_gpa(const struct sn_vufront *f);
  * well-formed), as the destination QEMU announces a migrated guest, then
  * the GET_FEATURES wait. */
 void sn_vufront_send_rarp(struct sn_vufront *f, const unsigned char mac[6], uint32_t size);
+/* sn_vufront_restart.c: the "restart" and "sink" scenarios, and the
+ * "restart" object of the result line (after "stop"). */
+void sn_vufront_sc_restart(struct sn_vufront *f, uint32_t count);
+void sn_vufront_sc_sink(struct sn_vufront *f, uint32_t count);
+void sn_vufront_restart_json(const struct sn_vufront *f);
 
 #endif /* SN_VUFRONT_H */

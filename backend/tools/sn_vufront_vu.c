@@ -324,7 +324,7 @@ void sn_vufront_negotiate(struct sn_vufront *f)
 
 	for (uint32_t r = 0; r < 2; r++) {
 		vu_state(f, VU_SET_VRING_NUM, r, f->q);
-		vu_state(f, VU_SET_VRING_BASE, r, 0);
+		vu_state(f, VU_SET_VRING_BASE, r, r == 1 ? f->tx_base : 0);
 		m = (struct vu_msg){ .request = VU_SET_VRING_ADDR, .size = 40 };
 		m.p.addr.index = r;
 		m.p.addr.flags = 0;
