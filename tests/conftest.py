@@ -203,7 +203,8 @@ def schednicd(schednicd_bin, sn_tmpdir, request):
         config = {
             "eal": {"memory_mb": 512, "file_prefix": unique_prefix("d"),
                     "main_cpu": 0, "worker_cpu": 1 if (os.cpu_count() or 1) > 1 else 0},
-            "control": {"socket": str(sn_tmpdir / f"ctl{len(started)}.sock")},
+            "control": {"socket": str(sn_tmpdir / f"ctl{len(started)}.sock"),
+                        "state_dir": str(sn_tmpdir / "state")},
             "datapath": {"mbufs": 8191},
             "uplink": None,
             "ports": [],

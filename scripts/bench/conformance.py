@@ -204,7 +204,7 @@ class Schednic:
         cfg = {
             "eal": {"memory_mb": 1024, "file_prefix": self.dprefix, "main_cpu": 0,
                     "worker_cpu": 1, **self.eal},
-            "control": {"socket": self.ctl},
+            "control": {"socket": self.ctl, "state_dir": os.path.join(os.path.dirname(self.ctl), "state")},
             "datapath": {"mbufs": 32767, **self.datapath},
             "uplink": {"name": "uplink",
                        "devargs": f"net_vhost0,iface={up_sock},queues={self.queues}"},

@@ -552,7 +552,7 @@ class Bench:
         cfg = {
             "eal": {"memory_mb": 1024, "file_prefix": prefix, "main_cpu": self.gen_cpu,
                     "worker_cpu": self.sw_cpu},
-            "control": {"socket": ctl},
+            "control": {"socket": ctl, "state_dir": os.path.join(os.path.dirname(ctl), "state")},
             "uplink": {"name": "uplink", "devargs": f"net_vhost0,iface={socks[1]},queues=1"}
             if peer else None,
             "ports": [{"name": f"vm{i}", "type": "vhost-user", "path": s, "mode": "server",

@@ -204,7 +204,7 @@ def rig(schednicd_bin, patched_image):  # noqa: F811
         cfg = {
             "eal": {"memory_mb": 512, "file_prefix": _root.unique_prefix("bpV1"),
                     "main_cpu": 0, "worker_cpu": 1 if (os.cpu_count() or 1) > 1 else 0},
-            "control": {"socket": str(tmp / "ctl.sock")},
+            "control": {"socket": str(tmp / "ctl.sock"), "state_dir": str(tmp / "state")},
             "datapath": {"mbufs": 8191},
             "uplink": {"name": "uplink", "devargs": up.devargs},
             "ports": [
