@@ -278,6 +278,9 @@ int sn_vring_rxview_init(struct sn_vring_rxview *v, const void *desc, const void
  * most 64). Any thread that may touch the mapping; no ordering implied. */
 void sn_vring_rx_prefetch(const struct sn_vring_rxview *v, uint16_t next_avail, uint32_t n);
 
+/* The used ring at the address the ring writes it now (moves with
+ * sn_vring_set_rings). Owner thread only. */
+const struct sn_vring_used *sn_vring_used_ring(const struct sn_vring *vr);
 bool sn_vring_is_broken(const struct sn_vring *vr);
 uint32_t sn_vring_size(const struct sn_vring *vr);
 const struct sn_vring_stats *sn_vring_stats(const struct sn_vring *vr);

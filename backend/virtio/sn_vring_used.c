@@ -199,6 +199,11 @@ void sn_vring_get_base(const struct sn_vring *vr, uint16_t *last_avail_idx,
 	*last_used_idx = vr->used_pub;
 }
 
+const struct sn_vring_used *sn_vring_used_ring(const struct sn_vring *vr)
+{
+	return vr->used;
+}
+
 bool sn_vring_is_broken(const struct sn_vring *vr)
 {
 	return vr->broken;

@@ -182,11 +182,9 @@ struct sn_vqtx {
 	uint32_t occ_held;            /* held count since occ_tsc */
 	struct sn_vring_pkt *scratch; /* [SN_CONFIG_BURST_MAX] */
 	/* Durable record (sn_vqtx_rec.c): the mapped file (NULL: none), its
-	 * path, and the used ring it is kept against (our mapping; written
-	 * at start, read by the owner's flush). */
+	 * path, and the ring size - 1 (written at start, read by the owner). */
 	struct sn_vqtx_rec *rec;
 	char *rec_path;
-	const struct sn_vring_used *rec_used;
 	uint32_t rec_mask;
 
 	/* Exported counters: WORKER stores (relaxed), anyone loads. The ring's

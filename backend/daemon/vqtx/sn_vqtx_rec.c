@@ -50,7 +50,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <rte_vhost.h>
 
 #include "sn_log.h"
 
@@ -226,7 +225,6 @@ void sn_vqtx_rec_begin(struct sn_vqtx *q, const struct sn_vqtx_rec_ring *ring,
 		memset(r->bits, 0, sizeof(r->bits));
 	r->last_avail = last_avail;
 	r->used_pub = used_pub;
-	q->rec_used = ring->used;
 	q->rec_mask = ring->size - 1;
 	__atomic_store_n(&r->magic, REC_MAGIC, __ATOMIC_RELEASE);
 }
@@ -234,9 +232,12 @@ void sn_vqtx_rec_begin(struct sn_vqtx *q, const struct sn_vqtx_rec_ring *ring,
 void sn_vqtx_rec_published(struct sn_vqtx *q, uint16_t from, uint16_t to)
 {
 	struct sn_vqtx_rec *r = q->rec;
+	/* The ring's current address: a memory hotplug may have moved the
+	 * rings to a newer map and unmapped the one the start used. */
+	const struct sn_vring_used *used = sn_vring_used_ring(q->vr);
 
 	for (uint16_t i = from; i != to; i++) {
-		uint32_t id = __atomic_load_n(&q->rec_used->ring[i & q->rec_mask].id,
+		uint32_t id = __atomic_load_n(&used->ring[i & q->rec_mask].id,
 					      __ATOMIC_RELAXED) & q->rec_mask;
 
 		r->bits[id / 64] &= ~(1ULL << (id % 64));
