@@ -34,7 +34,8 @@
  *
  *   call                                 thread                  concurrent with
  *   create, set_unmarked_hold,           MAIN, queue not         nothing on this queue
- *     set_worker                           published yet
+ *     set_worker, set_record               published yet
+ *   rec_remove                           MAIN                    anything (unlink only)
  *   free                                 MAIN, driver            nothing on this queue
  *                                          unregistered
  *   start                                VHOST, port down        readers only
@@ -64,6 +65,10 @@
  * may hold and copy a deferred frame but hands it back to the owner to be
  * freed (sn_pipeline's return mailbox); the owner counts it as held until
  * then.
+ *
+ * Durable record (sn_vqtx_set_record, sn_vqtx_rec.c): start reads and
+ * rewrites it (VHOST, queue not live); afterwards only the owner writes
+ * it, in pops and in the used-index publication.
  *
  * Ordering (release -> acquire):
  *   start: q->live = 1, then the caller's port->up    -> WORKER loads of
