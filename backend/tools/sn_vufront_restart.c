@@ -37,12 +37,13 @@ struct rs_head {
 	uint32_t seq;
 	bool out;                    /* posted, not yet seen in the used ring */
 	bool before;                 /* posted before the back-end went away */
+	bool self;                   /* to our own MAC: completed at once */
 };
 
 static struct {
 	struct rs_head h[MAX_Q];
 	uint32_t next_head, seq;
-	uint32_t posted, completed, dup, recovered, out, before_out;
+	uint32_t posted, completed, dup, recovered, out, before_out, self_out;
 } rs;
 
 static bool file_exists(const char *path)
@@ -80,6 +81,10 @@ static void rs_collect(struct sn_vufront *f)
 		}
 		rs.h[id].out = false;
 		rs.out--;
+		if (rs.h[id].self) {
+			rs.h[id].self = false;
+			rs.self_out--;
+		}
 		rs.completed++;
 		if (rs.h[id].before) {
 			rs.h[id].before = false;
@@ -112,6 +117,8 @@ static bool rs_post(struct sn_vufront *f, const unsigned char *dst)
 					     f->hdr_len + FRAME_LEN, 0, 0 };
 	rs.h[h].out = true;
 	rs.out++;
+	if ((rs.h[h].self = dst == f->src))
+		rs.self_out++;
 	rs.posted++;
 	f->avail->ring[f->avail_idx & (f->q - 1)] = (uint16_t)h;
 	f->avail_idx++;
@@ -158,8 +165,8 @@ static bool none_out(struct sn_vufront *f) { (void)f; return rs.out == 0; }
 static bool before_done(struct sn_vufront *f) { (void)f; return rs.before_out == 0; }
 static bool gone(struct sn_vufront *f) { return peer_gone(f); }
 
-/* The held set: completions stopped moving for 300 ms with at least the
- * frames to our own MAC (half) back. */
+/* The held set: every frame to our own MAC back, and completions still
+ * for 300 ms. */
 static bool settled(struct sn_vufront *f)
 {
 	static uint32_t last = UINT32_MAX;
@@ -167,7 +174,7 @@ static bool settled(struct sn_vufront *f)
 	double now = sn_vufront_now();
 
 	(void)f;
-	if (rs.completed != last) {
+	if (rs.completed != last || rs.self_out) {
 		last = rs.completed;
 		since = now;
 		return false;
@@ -175,17 +182,53 @@ static bool settled(struct sn_vufront *f)
 	return now - since >= 0.3;
 }
 
+/* The connection answers a GET_FEATURES: a dying back-end's listener can
+ * still accept a connection it then resets. */
+static bool answers(const struct sn_vufront *f)
+{
+	const uint32_t req[3] = { 1 /* GET_FEATURES */, 1 /* version 1 */, 0 };
+	unsigned char rep[20];
+	struct pollfd p = { .fd = f->sock, .events = POLLIN };
+	size_t got = 0;
+
+	if (send(f->sock, req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
+		return false;
+	while (got < sizeof(rep)) {
+		ssize_t n;
+
+		if (poll(&p, 1, 2000) <= 0)
+			return false;
+		n = recv(f->sock, rep + got, sizeof(rep) - got, 0);
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+	}
+	return true;
+}
+
 /* Reconnect as QEMU does after losing its back-end: the same memory and
  * rings, the TX ring restarted at its used index. */
 static void rs_reconnect(struct sn_vufront *f)
 {
+	double deadline = sn_vufront_now() + f->timeout_s;
+
 	close(f->sock);
 	for (int r = 0; r < 2; r++) {
 		close(f->kickfd[r]);
 		close(f->callfd[r]);
 	}
 	f->tx_base = __atomic_load_n(&f->used->idx, __ATOMIC_ACQUIRE);
-	sn_vufront_connect(f, f->path);
+	for (;;) {
+		sn_vufront_nap_us(100000);
+		sn_vufront_connect(f, f->path);
+		if (answers(f))
+			break;
+		close(f->sock);
+		if (sn_vufront_now() > deadline) {
+			fprintf(stderr, "sn-vufront: %s accepts but does not answer\n", f->path);
+			exit(3);
+		}
+	}
 	sn_vufront_negotiate(f);
 }
 

@@ -115,7 +115,8 @@ done
 touch "$TMP/sink-done"
 wait "$WPID" || true; WPID=
 res=$(tail -n 1 "$TMP/w.out")
-r() { python3 -c "import json,sys; print(json.loads(sys.argv[1]).get('restart',{}).get('$1','?'))" "$res"; }
+# The front-end's final book, or its last event if it did not finish.
+r() { python3 -c "import json,sys; j=json.loads(sys.argv[1]); print(j['restart']['$1'] if 'restart' in j else j.get({'lost':'outstanding'}.get('$1','$1'),'?'))" "$res"; }
 lost=$(r lost); dup=$(r duplicates); recov=$(r recovered)
 echo "restarts       $done_ of $N (SIGTERM $nterm, SIGKILL $nkill)"
 echo "held           $held"
