@@ -32,16 +32,20 @@ cd "$(dirname "$0")/../.."
 
 usage() { sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 N=200; COUNT=200; BUILD=build; KEEP=0
+need() { [ $# -ge 2 ] && [ -n "$2" ] || { echo "restart.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n) N=$2; shift 2 ;;
-    --count) COUNT=$2; shift 2 ;;
-    --build) BUILD=$2; shift 2 ;;
+    -n) need "$@"; N=$2; shift 2 ;;
+    --count) need "$@"; COUNT=$2; shift 2 ;;
+    --build) need "$@"; BUILD=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "restart.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ "$N" =~ ^[0-9]+$ ]] && [ "$N" -ge 1 ] || { echo "restart.sh: -n needs an integer >= 1" >&2; exit 2; }
+[[ "$COUNT" =~ ^[0-9]+$ ]] && [ "$COUNT" -ge 2 ] && [ "$COUNT" -le 255 ] ||
+  { echo "restart.sh: --count needs an integer 2..255" >&2; exit 2; }
 DAEMON=$BUILD/backend/schednicd
 VUFRONT=$BUILD/backend/sn-vufront
 [ -x "$DAEMON" ] && [ -x "$VUFRONT" ] || { echo "restart.sh: build first (scripts/build.sh $BUILD)" >&2; exit 2; }
@@ -86,6 +90,14 @@ wait_event() {
   echo "restart.sh: no $1 event for round $2 (see $TMP/w.out, $TMP/schednicd.log)" >&2
   return 1
 }
+# Wait until both ports are up (the sink reconnects after each start).
+wait_up() {
+  for _ in $(seq 600); do
+    ctl port-list 2>/dev/null | python3 -c "import json,sys; p=json.load(sys.stdin)['ports']; sys.exit(0 if sum(x['state']=='up' for x in p if x['name'] in ('w','sink'))==2 else 1)" && return 0
+    sleep 0.1
+  done
+  echo "restart.sh: ports not up (see $TMP/schednicd.log)" >&2; return 1
+}
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
 
 start_daemon
@@ -96,6 +108,7 @@ start_daemon
 
 done_=0; held=0; daemon_rec=0; popped_extra=0; nterm=0; nkill=0; failed=0
 for ((k = 0; k < N; k++)); do
+  wait_up || { failed=1; break; }
   touch "$TMP/go.$k"
   ev=$(wait_event held "$k") || { failed=1; break; }
   held=$((held + $(field "$ev" outstanding)))
