@@ -86,6 +86,7 @@ fi
 
 step "pytest"
 export SN_BUILD_DIR="$PWD/build"
-python3 -m pytest tests/ -v -rfEs --timeout=900 "${pytest_args[@]}"
+# --durations: the slowest tests, to keep the suite inside its CI budget
+python3 -m pytest tests/ -v -rfEs --timeout=900 --durations=40 "${pytest_args[@]}"
 
 step "all tests passed"
