@@ -78,6 +78,15 @@ def schednicd_bin(build_dir) -> Path:
     return b
 
 
+@pytest.fixture(scope="session")
+def vufront_bin(build_dir) -> Path:
+    """sn-vufront, the test vhost-user front-end (backend/tools)."""
+    b = build_dir / "backend" / "sn-vufront"
+    if not b.exists():
+        pytest.fail(f"{b} missing: build with scripts/build.sh")
+    return b
+
+
 def unique_prefix(tag: str) -> str:
     """A DPDK --file-prefix unique to this test process and call."""
     return f"sn-{tag}-{os.getpid()}-{next(_seq)}"

@@ -36,13 +36,6 @@ COUNT = 200                      # frames per batch on a 256-entry ring
 REC_HDR = struct.Struct("<IHHIHH3Q")
 
 
-@pytest.fixture(scope="session")
-def vufront_bin(build_dir):
-    b = build_dir / "backend" / "sn-vufront"
-    if not b.exists():
-        pytest.fail(f"sn-vufront missing in {build_dir}: build with scripts/build.sh")
-    return b
-
 
 def rig_ports(tmp):
     # sn-vufront writes no opt-in marker: a long unmarked_max_hold_us keeps

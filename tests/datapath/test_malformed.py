@@ -56,13 +56,6 @@ CASES = [
 REWRITE_CAUSES = {"zero_len", "addr_oob", "loop"}
 
 
-@pytest.fixture(scope="session")
-def vufront_bin(build_dir):
-    b = build_dir / "backend" / "sn-vufront"
-    if not b.exists():
-        pytest.fail(f"sn-vufront missing in {build_dir}: build with scripts/build.sh")
-    return b
-
 
 def dport(d, name, **kw):
     p = {"name": name, "type": "vhost-user", "path": str(d / f"{name}.sock"), "mode": "server"}

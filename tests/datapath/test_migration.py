@@ -50,13 +50,6 @@ N = 100            # frames per phase (ring of 256: the second batch crosses a p
 HOLD_US = 1_000_000
 
 
-@pytest.fixture(scope="session")
-def vufront_bin(build_dir):
-    b = build_dir / "backend" / "sn-vufront"
-    if not b.exists():
-        pytest.fail(f"sn-vufront missing in {build_dir}: build with scripts/build.sh")
-    return b
-
 
 def dport(d, name, **kw):
     p = {"name": name, "type": "vhost-user", "path": str(d / f"{name}.sock"), "mode": "server"}

@@ -111,13 +111,6 @@ def test_port_del_with_seconds_of_frames_in_qfq_frees_nothing_in_use(schednicd, 
     no_sanitizer_report(d, gave_up_ok=True)
 
 
-@pytest.fixture(scope="session")
-def vufront_bin(build_dir):
-    b = build_dir / "backend" / "sn-vufront"
-    if not b.exists():
-        pytest.fail(f"sn-vufront missing in {build_dir}: build with scripts/build.sh")
-    return b
-
 
 def test_nothing_written_to_the_ring_after_get_vring_base(schednicd, sn_tmpdir, vufront_bin,
                                                           spawn):
