@@ -48,16 +48,19 @@ static inline void frame_done(struct slot *s)
 		       rte_lcore_id(), w->idx, __atomic_load_n(&w->lcore, __ATOMIC_RELAXED));
 		abort();
 	}
-	q->outstanding--;
-	ctr_set(&q->st.extbuf_in_use, q->outstanding);
 	hold_record(q, w->now > s->pop_tsc ? w->now - s->pop_tsc : 0);
+	ctr_set(&q->st.extbuf_in_use, q->outstanding - 1);
 	if (s->epoch != q->epoch || !q->vr ||
 	    unlikely(__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED))) {
 		ctr_inc(&q->st.late_free);
 		late_done(q);
+		/* The decrement is the last access to q and s but for the
+		 * reap check: from it on, sn_vqtx_free() may free q. */
+		__atomic_store_n(&q->outstanding, q->outstanding - 1, __ATOMIC_RELAXED);
 		sn_vqtx_reap_check(q);
 		return;
 	}
+	q->outstanding--;
 	if (unlikely(s->mgen != q->mgen))
 		old_frame_done(q);
 	complete(q, s->head);
@@ -139,13 +142,15 @@ DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 		return;
 	heads_flush(r, heads);
 	hold_flush(r);
-	q->outstanding -= r->n;
-	ctr_set(&q->st.extbuf_in_use, q->outstanding);
+	ctr_set(&q->st.extbuf_in_use, q->outstanding - r->n);
 	if (r->max > q->st.hold_max)
 		ctr_set(&q->st.hold_max, r->max);
 	r->q = NULL;
+	/* The decrement is the last access to q but for the reap check:
+	 * from it on, sn_vqtx_free() may free q (a late run). */
+	__atomic_store_n(&q->outstanding, q->outstanding - r->n, __ATOMIC_RELAXED);
 	if (unlikely(r->late))
-		sn_vqtx_reap_check(q);   /* last: may free q */
+		sn_vqtx_reap_check(q);   /* may free q */
 }
 
 static __rte_noinline void owner_abort(const struct sn_vqtx *q)
@@ -260,9 +265,9 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 not_stashed:
 		rest[nrest++] = m;
 		if (nrest == SN_CONFIG_BURST_MAX) {
-			/* its completions come after those before it */
-			if (r.q)
-				heads_flush(&r, heads);
+			/* its completions come after those before it; the run
+			 * ends here, as one of these frees may reap its queue */
+			run_flush(&r, heads);
 			if (w)
 				w->nstash = nstash;
 			rte_pktmbuf_free_bulk(rest, nrest);

@@ -94,8 +94,10 @@ struct rte_mbuf *sn_vqtx_copy_out(struct rte_mbuf *m)
 	struct sn_vqtx *q = s->q;
 	struct rte_mbuf *c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
 
-	rte_pktmbuf_free(m);   /* completes the descriptor */
+	/* Counted first: the free may be the last frame of a deleted queue,
+	 * which then frees q (sn_vqtx_free). */
 	ctr_inc(c ? &q->st.copied_out : &q->st.copy_no_mbuf);
+	rte_pktmbuf_free(m);   /* completes the descriptor */
 	return c;
 }
 
