@@ -229,7 +229,7 @@ static inline void complete(struct sn_vqtx *q, uint16_t head)
  * (a frame done between an abandoned stop and its teardown is not). */
 static inline void late_done(struct sn_vqtx *q)
 {
-	if (__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED) && q->vr)
+	if (__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED) && q->live)
 		return;
 	SN_VERIFY(q->late_out > 0);
 	q->late_out--;
