@@ -67,13 +67,20 @@ int sn_vqtx_set_record(struct sn_vqtx *q, const char *path)
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		goto err;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		errno = errno ? errno : EINVAL;
+	if (fstat(fd, &st))
+		goto err_fd;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
 		goto err_fd;
 	}
 	/* Any other size is not ours: start from zeros (magic 0: no record). */
 	if (st.st_size != SN_VQTX_REC_BYTES &&
 	    (ftruncate(fd, 0) || ftruncate(fd, SN_VQTX_REC_BYTES)))
+		goto err_fd;
+	/* Blocks for the whole file now: a store into a hole of a full
+	 * tmpfs would raise SIGBUS on the worker. */
+	errno = posix_fallocate(fd, 0, SN_VQTX_REC_BYTES);
+	if (errno)
 		goto err_fd;
 	m = mmap(NULL, SN_VQTX_REC_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
