@@ -209,10 +209,13 @@ uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port
  * within budget (the caller passes the port's ring size: copies take no
  * more memory than a held ring) or its rate limit's stamps within
  * SN_PIPELINE_COPY_AHEAD_NS of now (a queue deep enough to ride out a
- * worker descheduled for a few ms on a shared host), and never beyond the
- * wheel horizon (sn_pipeline_src_room). The rest waits in the guest's
- * ring. max when the port is not shaped. */
+ * worker descheduled for a few ms on a shared host) as long as that keeps
+ * them within 1/SN_PIPELINE_COPY_POOL_SHARE of the wheel's node pool (the
+ * mbuf pool's size), and never beyond the wheel horizon
+ * (sn_pipeline_src_room). The rest waits in the guest's ring. max when
+ * the port is not shaped. */
 #define SN_PIPELINE_COPY_AHEAD_NS 20000000ull
+#define SN_PIPELINE_COPY_POOL_SHARE 8u
 uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn_port *in,
 				   uint64_t budget, uint16_t max);
 /* Worker: frames held (wheel + arbiter); > 0 means run() has work later. */

@@ -731,13 +731,18 @@ uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn
 {
 	const struct wslot *ps = &pl->ps[in->slot];
 	const uint64_t held = sn_pipeline_src_held(pl, in);
-	uint16_t k;
+	const uint64_t cap = pl->pool_nodes / SN_PIPELINE_COPY_POOL_SHARE;
+	uint16_t k, ahead;
 
 	if (ps->gen != in->gen || !ps->shaped)
 		return max;
 	k = held < budget ? (uint16_t)RTE_MIN(budget - held, (uint64_t)max) : 0;
 	if (ps->has_rate) {
-		k = RTE_MAX(k, room_within(pl, ps, SN_PIPELINE_COPY_AHEAD_NS, max));
+		/* The time allowance never holds more than the pool share: at
+		 * 1 Gbit/s of 64 B frames, 20 ms is more frames than the pool. */
+		ahead = room_within(pl, ps, SN_PIPELINE_COPY_AHEAD_NS, max);
+		ahead = (uint16_t)RTE_MIN((uint64_t)ahead, held < cap ? cap - held : 0);
+		k = RTE_MAX(k, ahead);
 		k = RTE_MIN(k, room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), max));
 	}
 	return k;
