@@ -199,3 +199,41 @@ def test_peer_death_with_frames_in_the_wheel_purges_them(schednicd, sngen, sn_tm
     assert d.alive()
     no_sanitizer_report(d)
 
+
+@pytest.mark.parametrize("layout", ["1core", "2core"])
+def test_stock_guest_stop_does_not_wait_for_its_copies(schednicd, sngen, sn_tmpdir, layout):
+    """A stock guest (no opt-in marker) on a port limited to 10 Mbit/s
+    with its default 1 ms hold limit: its 1000 B frames would wait longer
+    than that in the wheel, so they are copied out (completion.copied_out)
+    and their descriptors completed; the copies then wait in the wheel
+    for their release time (up to 20 ms of the rate). When the peer dies
+    the stop is acknowledged at once: the copies reference no descriptor
+    (no stop timeout, no give-up line), and they still leave at the rate."""
+    d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
+                          "path": str(sn_tmpdir / "vm0.sock"), "completion": "deferred"}],
+                  uplink="net_null0,no-rx=1",
+                  policy={"ports": {"vm0": {"rate_bps": 10_000_000}}},
+                  datapath=datapath(layout))
+    g = sngen([d.vhost_path("vm0")], "--no-learn", "--size", str(FRAME),
+              "--queue-size", str(QSIZE), "--flow", f"src=0,dst={SINK_MAC},count=1000000")
+    g.wait("ready")
+    d.wait_port_state("vm0", "up")
+    (g.sync / "go-0").touch()
+    wait_for(lambda: (lambda v: v["completion"]["copied_out"] > 100
+                      and v["policy"]["wheel_depth"] > 10)(ports(d)["vm0"]),
+             "copies waiting in the wheel", timeout=30)
+    check_layout(d, layout)
+    g.proc.send_signal(signal.SIGKILL)
+    g.proc.wait(10)
+    d.wait_port_state("vm0", "down")
+    t = wait_for(lambda: (lambda t: t if t["vm0"]["completion"]["held_now"] == 0
+                          and t["vm0"]["policy"]["wheel_depth"] == 0 else None)(ports(d)),
+                 "the copies sent", timeout=30)
+    c = t["vm0"]["completion"]
+    print(f"{layout}: copied_out {c['copied_out']}, stop counters {c['stop']}")
+    assert c["stop"]["timeouts"] == 0, c["stop"]
+    assert 0 < c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]
+    assert c["completed"] == c["popped"], c
+    assert c["hold_timeouts"] == 0, c
+    assert d.alive()
+    no_sanitizer_report(d)

@@ -24,7 +24,10 @@
  *    port still holds frames and the last request is answered, so a frame
  *    read after a purge is taken by the next one;
  *  - the switch's backlogs are purged by the switch (bl_purge_queue).
- * The stop is acknowledged when sn_pipeline_src_held() of the port is 0.
+ * The stop is acknowledged when sn_pipeline_src_held() of the port is 0,
+ * or when none of the stopping queue's own frames is out
+ * (sn_vqtx_frames_out; copies of a stock guest's frames, sn_vqtx_copy_out,
+ * still count in src_held but reference no descriptor).
  */
 #include "sn_pl_internal.h"
 

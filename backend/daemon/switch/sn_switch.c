@@ -316,7 +316,13 @@ static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 			sn_vqtx_keep_bound_add(q);
 			if (sn_vqtx_stop_pending(q)) {
 				bl_purge_queue(sw, q);
-				if (sw->pl && sn_pipeline_src_purge(sw->pl, p))
+				/* Acknowledged once none of the queue's own
+				 * frames is out, or the port holds nothing in
+				 * the pipeline: a stock guest's copies there
+				 * reference no descriptor and leave at their
+				 * own pace. */
+				if (sw->pl && sn_pipeline_src_purge(sw->pl, p) &&
+				    sn_vqtx_frames_out(q))
 					continue;
 				sn_vqtx_stop_ack(q);
 			} else {
@@ -579,8 +585,9 @@ static __rte_always_inline unsigned poll_vhost(struct sn_switch *sw, const struc
 				}
 			} else if (sw->pl) {
 				/* A stock guest's frames are copied out rather
-				 * than held long (sn_vqtx_copy_out): its copies
-				 * stay within one ring per queue. */
+				 * than held long (sn_vqtx_copy_out): its frames
+				 * in the pipeline stay within a budget of one
+				 * ring per queue (sn_pipeline_src_copy_room). */
 				mx = sn_pipeline_src_copy_room(sw->pl, p,
 							       (uint64_t)p->nq *
 							       sn_vqtx_ring_size(p->q[qi].vq), burst);

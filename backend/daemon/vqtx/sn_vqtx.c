@@ -680,6 +680,11 @@ bool sn_vqtx_stop_pending(const struct sn_vqtx *q)
 	return stop_pending(q);
 }
 
+uint32_t sn_vqtx_frames_out(const struct sn_vqtx *q)
+{
+	return q->outstanding - q->late_out;
+}
+
 void sn_vqtx_stop_ack(struct sn_vqtx *q)
 {
 	if (__atomic_load_n(&q->live, __ATOMIC_ACQUIRE))

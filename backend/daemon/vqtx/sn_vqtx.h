@@ -52,7 +52,7 @@
  *     keep_bound_add, count_*,
  *     opted_in, free_bulk, any free
  *     of an mbuf from recv, copy_out,
- *     copy_by_ns/_tsc, ring_size
+ *     copy_by_ns/_tsc, ring_size, frames_out
  *   of, deadline, verdict, keep_run,     WORKER, or a datapath   everything (read-only)
  *     stop_pending, is_stock               lcore holding the
  *                                          frame (never frees it)
@@ -384,6 +384,11 @@ void sn_vqtx_set_now(unsigned worker, uint64_t now);
  * acknowledges (release) and closes the queue's count in the worker's open
  * stops (sn_vqtx_keep_all). */
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q);
+/* WORKER (owner): frames of the current connection popped and not yet
+ * freed, wherever they are in schednic. The copies sn_vqtx_copy_out()
+ * makes are not among them: their descriptors are already completed, so
+ * a stop does not wait for them. */
+uint32_t sn_vqtx_frames_out(const struct sn_vqtx *q);
 void sn_vqtx_stop_ack(struct sn_vqtx *q);
 
 /* WORKER: the deferred queue an mbuf came from (NULL for any other mbuf),
