@@ -9,8 +9,9 @@ port's rate limit is past that limit are copied out at submit
 (completion.copied_out) and their descriptors completed at once, instead
 of being held and dropped at the limit. Offered at line rate, the port
 must deliver >= 99 % of its limit, drop nothing for its hold limit, and
-hold no descriptor longer than the limit; where the ring drains well
-within the limit (64 B at 1 Gbit/s: 0.13 ms) nothing is copied.
+hold no descriptor longer than the limit (plus the time the OS kept the
+daemon's busiest thread off its CPU in the run, measured); where the ring
+drains well within the limit (64 B at 1 Gbit/s: 0.13 ms) nothing is copied.
 Topology as in tests/policy/test_deferred_policy.py: frames to an unknown
 MAC go to a net_null uplink only.
 """
@@ -18,7 +19,7 @@ import time
 
 import pytest
 
-from snlib.hostwait import load_seen, wait_quiet
+from snlib.hostwait import RunqueueWaits, load_seen, wait_quiet
 from snlib.ports import ports
 from snlib.wait import wait_for
 
@@ -47,6 +48,7 @@ def run(schednicd, sngen, sn_tmpdir, rate, size):
     g.wait("ready")
     d.wait_port_state("vm0", "up")
     d.wait_port_state("uplink", "up")
+    rq = RunqueueWaits(d.proc.pid)
     (g.sync / "go-0").touch()
     wait_for(lambda: ports(d)["vm0"]["policy"]["uplink_packets"] > 100, "traffic shaped")
     time.sleep(0.3)
@@ -60,10 +62,13 @@ def run(schednicd, sngen, sn_tmpdir, rate, size):
                  "everything sent")
     c = t["completion"]
     r = {"delivered": delivered, "ratio": round(delivered / rate, 4),
-         "copied": b["completion"].get("copied_out", 0) - a["completion"].get("copied_out", 0),
+         "copied": b["completion"]["copied_out"] - a["completion"]["copied_out"],
          "popped": b["completion"]["popped"] - a["completion"]["popped"],
-         "hold_timeouts": c["hold_timeouts"], "copy_no_mbuf": c.get("copy_no_mbuf", 0),
-         "hold_max_us": c["hold_us"]["max"], "drops": {k: v for k, v in
+         "hold_timeouts": c["hold_timeouts"], "copy_no_mbuf": c["copy_no_mbuf"],
+         "hold_max_us": c["hold_us"]["max"],
+         # a hold can pass the limit only while the OS keeps a daemon
+         # thread off its CPU: the longest such wait of the run, in us
+         "host_stall_us": rq.ms()["daemon_wait_ms"] * 1000, "drops": {k: v for k, v in
                                                       t["policy"]["drops"].items() if v},
          "host": host}
     print(f"rate {rate / 1e6:g} Mbit/s, {size} B: {r}")
@@ -99,7 +104,7 @@ def test_stock_guest_gets_its_rate_limit(schednicd, sngen, sn_tmpdir, size):
             lambda r: (0.99 * rate <= r["delivered"] <= 1.02 * rate
                        and r["hold_timeouts"] == 0 and not r["drops"]
                        and r["copied"] > r["popped"] // 2 and r["copy_no_mbuf"] == 0
-                       and r["hold_max_us"] <= UNMARKED_US))
+                       and r["hold_max_us"] <= UNMARKED_US + r["host_stall_us"]))
 
 
 def test_stock_guest_not_copied_where_its_ring_drains(schednicd, sngen, sn_tmpdir):
