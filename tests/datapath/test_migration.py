@@ -151,7 +151,7 @@ def test_send_rarp_moves_the_mac(schednicd, sngen, sn_tmpdir, vufront_bin, spawn
     assert d.alive(), d.log_tail()
 
 
-RESIZE_ROUNDS = 3000   # x 4 SET_LOG_BASE: unguarded, the worker crashed in 6 of 6 runs
+RESIZE_ROUNDS = 3000   # x 4 SET_LOG_BASE while frames complete
 
 
 def test_log_base_replaced_while_logging(schednicd, sngen, sn_tmpdir, vufront_bin):

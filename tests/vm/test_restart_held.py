@@ -44,7 +44,7 @@ pytestmark = pytest.mark.vm
 BROKEN_RE = re.compile(r"is not a head|virtqueue|TX timeout|transmit queue \d+ timed out")
 
 
-@pytest.mark.xfail(strict=True, reason="QEMU 7.2 completes the TX ring itself from used->idx "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="QEMU 7.2 completes the TX ring itself from used->idx "
                    "while the vhost-user back-end is gone (see the module docstring)")
 def test_sigkill_restart_while_held(schednicd, guests, patched_image, uplink_host, servers,
                                     sn_tmpdir, record_result):
