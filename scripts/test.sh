@@ -16,17 +16,20 @@
 #
 # Options: --quick         skip steps 2b/2c and 3 (sanitizers, fuzzing)
 #          --tier T[,T...] run only these pytest tiers (pytest -m "T or ...")
+#          --extended      also run the tests marked extended
 #          -- ARGS         extra pytest arguments (e.g. -- -k control -x)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tiers_known="unit functional accuracy perf vm libvirt"
 quick=0
+extended=0
 tier_expr=""
 pytest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
+    --extended) extended=1; shift ;;
     --tier)
       [ $# -ge 2 ] && [ -n "$2" ] || { echo "test.sh: --tier needs T[,T...]" >&2; exit 2; }
       IFS=, read -r -a tiers <<<"$2"
@@ -43,6 +46,9 @@ while [ $# -gt 0 ]; do
     *) echo "test.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ $extended = 0 ]; then
+  tier_expr="${tier_expr:+($tier_expr) and }not extended"
+fi
 if [ -n "$tier_expr" ]; then
   pytest_args=(-m "$tier_expr" "${pytest_args[@]}")
 fi

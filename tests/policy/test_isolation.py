@@ -159,7 +159,8 @@ def pct(v, p):
     return s[max(0, -(-len(s) * p // 100) - 1)]
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("layout", [pytest.param(x, marks=pytest.mark.extended)
+                                    if x == "2core" else x for x in LAYOUTS])
 def test_victim_p99_under_pspat_bound(build_dir, layout, measured):
     dp, queues = LAYOUTS[layout]
     ports = ["vm0"] + [f"vm{i + 1}" for i in range(N_OTHER)]

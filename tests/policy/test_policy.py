@@ -233,7 +233,8 @@ def test_port_rate_limit_conformance_and_live_change(schednicd, sngen, layout):
 
 
 @pytest.mark.accuracy
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", [pytest.param(x, marks=pytest.mark.extended)
+                                    if x == "2core" else x for x in LAYOUTS])
 def test_weighted_sharing_qfq(schednicd, sngen, layout):
     """Weights 1:3 on a 20 Mbit/s uplink: shares 25/75 % within 2 %."""
     link = 20_000_000

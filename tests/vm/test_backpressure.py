@@ -522,7 +522,8 @@ def record(record_result, m):
                   "skbs")
 
 
-@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("n", [pytest.param(n, marks=pytest.mark.extended) if n == 4 else n
+                               for n in NS])
 def test_deferred_bounded_occupancy(rig, n, record_result):
     m = run_case(rig, "deferred", n)
     record(record_result, m)
@@ -578,7 +579,8 @@ def test_deferred_bounded_occupancy(rig, n, record_result):
         pytest.xfail("; ".join(xfails))
 
 
-@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("n", [n if n == 16 else pytest.param(n, marks=pytest.mark.extended)
+                               for n in NS])
 def test_immediate_comparison(rig, n, record_result):
     m = run_case(rig, "immediate", n)
     record(record_result, m)

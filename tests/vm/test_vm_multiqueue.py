@@ -26,7 +26,8 @@ def iperf_streams(g, server, reverse=False):
     g.check(cmd, timeout=IPERF_S + 90)
 
 
-@pytest.mark.parametrize("mode", ["immediate", "deferred"])
+@pytest.mark.parametrize("mode", [pytest.param("immediate", marks=pytest.mark.extended),
+                                  "deferred"])
 def test_vm_two_queue_pairs(schednicd, vm, sn_tmpdir, mode):
     names = ["vm0", "vm1"]
     d = schednicd(ports=[{"name": n, "path": str(sn_tmpdir / f"{n}.sock"), "mode": "server",
