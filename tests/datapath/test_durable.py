@@ -24,6 +24,7 @@ import signal
 import struct
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,25 @@ def test_record_validated_and_removed(schednicd, sn_tmpdir, vufront_bin):
     assert rec["outstanding"] == 0 and rec["last_avail"] == rec["used_pub"] == 20, rec
     d.rpc("port.del", {"name": "w"})
     assert not junk.exists()
+
+
+def test_second_daemon_on_the_same_state_dir_refused(schednicd):
+    """One daemon per state_dir: a second schednicd given the same
+    control.state_dir (its own control socket) refuses to start, naming the
+    owner's pid, and the first one's records are untouched; once the first
+    is gone, the directory is free again."""
+    first = schednicd(ports=[])
+    lock = Path(first.config["control"]["state_dir"]) / "schednicd.lock"
+    assert lock.read_text().strip() == str(first.proc.pid)
+    second = schednicd(ports=[], start=False)
+    assert second.config["control"]["state_dir"] == first.config["control"]["state_dir"]
+    assert second.socket != first.socket
+    with pytest.raises(RuntimeError) as e:
+        second.start()
+    assert second.proc.returncode == 1
+    assert (f"state_dir {lock.parent} is in use by another schednicd (pid {first.proc.pid}"
+            in str(e.value)), str(e.value)
+    assert first.rpc("version")
+    first.stop()
+    second.start()
+    assert lock.read_text().strip() == str(second.proc.pid)

@@ -13,6 +13,7 @@
  * directory is removed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
@@ -80,6 +82,48 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	(void)sb, (void)flag, (void)ftw;
 	remove(path);
 	return 0;
+}
+
+/* The state directory (records of deferred TX queues) for this process
+ * alone: an exclusive flock(2) on dir/schednicd.lock, which holds the
+ * owner's pid; a second daemon on the same directory would overwrite the
+ * first one's records. The lock goes with the process (exit or kill).
+ * The lock file's fd (open while the daemon runs), or -1 after a log line
+ * naming the owner or the cause. */
+static int lock_state_dir(const char *dir)
+{
+	char path[PATH_MAX], pid[24] = "";
+	ssize_t n;
+	int fd, rc;
+
+	if (snprintf(path, sizeof(path), "%s/schednicd.lock", dir) >= (int)sizeof(path))
+		return sn_log("control.state_dir %s: path too long", dir), -1;
+	rc = sn_ports_mkdir_parents(path);
+	if (rc)
+		return sn_log("control.state_dir %s: cannot create it: %s", dir, strerror(-rc)), -1;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return sn_log("control.state_dir %s: cannot open %s: %s", dir, path,
+			      strerror(errno)), -1;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		rc = errno;
+		n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		if (rc == EWOULDBLOCK)
+			sn_log("control.state_dir %s is in use by another schednicd (pid %s, lock "
+			       "%s): give each daemon its own state_dir", dir,
+			       pid[0] ? pid : "unknown", path);
+		else
+			sn_log("control.state_dir %s: cannot lock %s: %s", dir, path, strerror(rc));
+		close(fd);
+		return -1;
+	}
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)n, 0) != n)
+		sn_log("control.state_dir %s: cannot write the pid to %s: %s", dir, path,
+		       strerror(errno));
+	return fd;
 }
 
 /* The EAL argument vector of the spec; strings point into cfg/bufs. */
@@ -380,10 +424,18 @@ static int run(struct sn_config *cfg)
 	bool uplink_open = false, arbiter_running = false;
 	unsigned arbiter = RTE_MAX_LCORE;
 	uint16_t uplink_port = 0;
-	int rc = 1;
+	int rc = 1, state_lock = -1;
 
-	if (eal_start(cfg, eal_argv, mem, lcores, runtime_dir))
+	if (cfg->control.state_dir[0]) {
+		state_lock = lock_state_dir(cfg->control.state_dir);
+		if (state_lock < 0)
+			return 1;
+	}
+	if (eal_start(cfg, eal_argv, mem, lcores, runtime_dir)) {
+		if (state_lock >= 0)
+			close(state_lock);
 		return 1;
+	}
 	ctl.start_ns = sn_ctl_now_ns();
 	if (find_lcores(cfg, lcores, workers, &arbiter))
 		goto out_eal;
@@ -483,6 +535,8 @@ out_eal:
 	rte_eal_cleanup();
 	if (runtime_dir[0])
 		nftw(runtime_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	if (state_lock >= 0)
+		close(state_lock);
 	sn_log("stopped (exit %d)", rc);
 	return rc;
 }

@@ -37,8 +37,9 @@
  * after it is gone; recover and begin on VHOST in sn_vqtx_start (the
  * worker does not touch the queue then); the per-frame hooks
  * (sn_vqtx_impl.h) on the owning WORKER only. No one else writes the file
- * while the daemon runs; a second daemon on the same state_dir is not
- * supported (the control socket refuses it first).
+ * while the daemon runs: schednicd holds an exclusive flock on
+ * state_dir/schednicd.lock from start to exit (app/main.c), and a second
+ * daemon given the same state_dir refuses to start.
  */
 #include "sn_vqtx_impl.h"
 
