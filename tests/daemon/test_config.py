@@ -38,7 +38,7 @@ BAD = [
     ("root-array", [], "(root): must be an object"),
     ("root-unknown", {"bogus": 1}, "config: bogus: unknown key"),
     ("eal-not-object", {"eal": 3}, "config: eal: must be an object"),
-    ("eal-unknown", {"eal": {"hugepages": True}}, "config: eal.hugepages: unknown key"),
+    ("eal-unknown", {"eal": {"huge_pages": True}}, "config: eal.huge_pages: unknown key"),
     ("eal-memory-type", {"eal": {"memory_mb": "1G"}}, "config: eal.memory_mb: must be an integer"),
     ("eal-memory-range", {"eal": {"memory_mb": 1}}, "config: eal.memory_mb: must be an integer in"),
     ("eal-memory-negative", {"eal": {"memory_mb": -5}}, "config: eal.memory_mb:"),

@@ -34,7 +34,7 @@ def source_keys() -> set:
     keys = set()
     for section in ("eal", "control", "datapath", "uplink"):
         body = re.search(r"key_spec %s_keys\[\] = \{(.*?)\n\};" % section, src, re.S).group(1)
-        for k in re.findall(r'(?:U|S)\("(\w+)"|\{ "(\w+)",', body):
+        for k in re.findall(r'(?:U|S|B)\("(\w+)"|\{ "(\w+)",', body):
             keys.add(f"{section}.{k[0] or k[1]}")
     body = re.search(r"port_keys\[\] = \{(.*?)\};", src, re.S).group(1)
     keys |= {f"ports[i].{k}" for k in re.findall(r'"(\w+)"', body)}

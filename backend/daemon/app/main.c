@@ -6,7 +6,8 @@
  * noticed within 50 ms; worker lcores (one; layout ncore: W) run
  * sn_switch_worker(), the busy-polling datapath (layouts 2core/ncore:
  * plus the arbiter lcore); DPDK's vhost-events thread runs the vhost-user
- * callbacks (sn_port_vhost.c). Start order: config, EAL, mempool,
+ * callbacks (sn_port_vhost.c). Start order: config, host checks and EAL
+ * arguments (sn_eal.h), EAL, mempool,
  * registry, switch, uplink, RPC, ports, worker. Stop order is the
  * reverse, with the worker stopped first so that port teardown never
  * races the datapath; finally rte_eal_cleanup() and the DPDK runtime
@@ -34,6 +35,7 @@
 #include "sn_config.h"
 #include "sn_cpufair.h"
 #include "sn_ctl.h"
+#include "sn_eal.h"
 #include "sn_pipeline.h"
 #include "sn_policy.h"
 #include "sn_log.h"
@@ -47,8 +49,6 @@
 #endif
 
 extern const char sn_rpc_api_json[];
-
-#define EAL_ARGV_MAX (16 + SN_CONFIG_EXTRA_MAX)
 
 static volatile sig_atomic_t g_stop;
 
@@ -126,45 +126,6 @@ static int lock_state_dir(const char *dir)
 	return fd;
 }
 
-/* The EAL argument vector of the spec; strings point into cfg/bufs. */
-#define LCORES_LEN 160
-
-static int build_eal_argv(const struct sn_config *cfg, char *argv[EAL_ARGV_MAX],
-			  char mem[16], char lcores[LCORES_LEN])
-{
-	int n = 0;
-	size_t o;
-
-	snprintf(mem, 16, "%u", cfg->eal.memory_mb);
-	/* Lcore 0 = main, 1..W = workers, W+1 = arbiter (2core, ncore).
-	 * Several lcores may share one CPU (idle_sleep_us lets them yield). */
-	o = (size_t)snprintf(lcores, LCORES_LEN, "0@%u", cfg->eal.main_cpu);
-	for (unsigned k = 0; k < cfg->datapath.workers && o < LCORES_LEN; k++)
-		o += (size_t)snprintf(lcores + o, LCORES_LEN - o, ",%u@%u", k + 1,
-				      cfg->eal.n_worker_cpus ? cfg->eal.worker_cpus[k]
-							     : cfg->eal.worker_cpu);
-	if (cfg->datapath.layout != SN_LAYOUT_1CORE && o < LCORES_LEN)
-		snprintf(lcores + o, LCORES_LEN - o, ",%u@%u", cfg->datapath.workers + 1,
-			 cfg->eal.arbiter_cpu);
-	argv[n++] = "schednicd";
-	argv[n++] = "--no-huge";
-	argv[n++] = "-m";
-	argv[n++] = mem;
-	argv[n++] = "--no-pci";
-	argv[n++] = "--file-prefix";
-	argv[n++] = (char *)cfg->eal.file_prefix;
-	argv[n++] = "--lcores";
-	argv[n++] = lcores;
-	if (cfg->uplink.enabled) {
-		argv[n++] = "--vdev";
-		argv[n++] = (char *)cfg->uplink.devargs;
-	}
-	for (unsigned i = 0; i < cfg->eal.n_extra; i++)
-		argv[n++] = cfg->eal.extra_args[i];
-	argv[n] = NULL;
-	return n;
-}
-
 /* The policy table (from the config's "policy") and the
  * scheduled stage of the worker. 0, or 1 after a log line. */
 static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
@@ -221,18 +182,38 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	return 0;
 }
 
-/* EAL init with the arguments from cfg (eal_argv, mem and lcores: the
- * caller's, alive while the EAL runs); the runtime directory's path in
- * runtime_dir[PATH_MAX]. 0, or -1 after a log line (EAL not running). */
-static int eal_start(struct sn_config *cfg, char **eal_argv, char *mem, char *lcores,
-		     char *runtime_dir)
+/* The host checks of cfg (sn_eal.h; root from SN_HOST_ROOT, a test
+ * hook) and the hugetlbfs directory they resolve into huge_dir[len].
+ * 0, or 1 after printing the refusal. */
+static int host_check(const struct sn_config *cfg, char *huge_dir, size_t len)
 {
-	int eal_argc;
+	char err[SN_CONFIG_ERR_MAX];
+
+	if (sn_eal_host_check(cfg, getenv(SN_EAL_HOST_ROOT_ENV), huge_dir, len, err, sizeof(err))) {
+		fprintf(stderr, "schednicd: %s\n", err);   /* may exceed sn_log's line */
+		return 1;
+	}
+	return 0;
+}
+
+/* EAL init with the arguments built from cfg into *a (the caller's, alive
+ * while the EAL runs); the runtime directory's path in
+ * runtime_dir[PATH_MAX]. 0, or -1 after a log line (EAL not running). */
+static int eal_start(struct sn_config *cfg, struct sn_eal_args *a, char *runtime_dir)
+{
+	char huge_dir[SN_CONFIG_HUGE_DIR_MAX + 1], err[SN_CONFIG_ERR_MAX];
 
 	if (!strcmp(cfg->eal.file_prefix, "auto"))
 		snprintf(cfg->eal.file_prefix, sizeof(cfg->eal.file_prefix), "schednic-%ld", (long)getpid());
-	eal_argc = build_eal_argv(cfg, eal_argv, mem, lcores);
-	if (rte_eal_init(eal_argc, eal_argv) < 0) {
+	if (host_check(cfg, huge_dir, sizeof(huge_dir)))
+		return -1;
+	if (sn_eal_args_build(cfg, huge_dir, a, err, sizeof(err))) {
+		fprintf(stderr, "schednicd: %s\n", err);
+		return -1;
+	}
+	if (cfg->eal.hugepages)
+		sn_log("memory: %u MB of hugepages from %s", cfg->eal.memory_mb, huge_dir);
+	if (rte_eal_init(a->argc, a->argv) < 0) {
 		const char *dir = rte_eal_get_runtime_dir();
 		size_t dl = dir ? strlen(dir) : 0, pl = strlen(cfg->eal.file_prefix);
 
@@ -409,7 +390,8 @@ static int serve(struct sn_rpc_server *srv, struct sn_policy_store *pol_store)
 
 static int run(struct sn_config *cfg)
 {
-	char *eal_argv[EAL_ARGV_MAX + 1], mem[16], lcores[LCORES_LEN], runtime_dir[PATH_MAX] = "";
+	struct sn_eal_args eal;
+	char runtime_dir[PATH_MAX] = "", uplink_name[64];
 	struct rte_mempool *mp = NULL;
 	struct sn_ports *reg = NULL;
 	const unsigned nw = cfg->datapath.workers;
@@ -431,13 +413,13 @@ static int run(struct sn_config *cfg)
 		if (state_lock < 0)
 			return 1;
 	}
-	if (eal_start(cfg, eal_argv, mem, lcores, runtime_dir)) {
+	if (eal_start(cfg, &eal, runtime_dir)) {
 		if (state_lock >= 0)
 			close(state_lock);
 		return 1;
 	}
 	ctl.start_ns = sn_ctl_now_ns();
-	if (find_lcores(cfg, lcores, workers, &arbiter))
+	if (find_lcores(cfg, eal.lcores, workers, &arbiter))
 		goto out_eal;
 	mp = rte_pktmbuf_pool_create("sn_mbufs", cfg->datapath.mbufs, cfg->datapath.mbuf_cache,
 				     0, RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
@@ -476,7 +458,12 @@ static int run(struct sn_config *cfg)
 	ctl.cpufair = cfs;
 	ctl.n_cpufair = cfg->datapath.cpu_fair_pct ? nw : 0;
 	if (cfg->uplink.enabled) {
-		if (sn_uplink_open(cfg->uplink.devargs, mp, (uint16_t)cfg->uplink.rx_desc,
+		/* The ethdev's name for the uplink kind (a PCI one: its address). */
+		if (sn_eal_uplink_name(cfg, uplink_name, sizeof(uplink_name))) {
+			sn_log("uplink: no ethdev name in \"%s\"", cfg->uplink.devargs);
+			goto out_switch;
+		}
+		if (sn_uplink_open(uplink_name, mp, (uint16_t)cfg->uplink.rx_desc,
 				   (uint16_t)cfg->uplink.tx_desc,
 				   /* TX queue k: worker k; nw: the arbiter */
 				   (uint16_t)(cfg->datapath.layout == SN_LAYOUT_1CORE ? 1 : nw + 1),
@@ -494,7 +481,7 @@ static int run(struct sn_config *cfg)
 	if (launch(cfg, sws, workers, pl, arbiter, &n_running, &arbiter_running))
 		goto out_rpc;
 	sn_log("running: control socket %s, %u worker lcore%s (--lcores %s), %u mbufs",
-	       cfg->control.socket, nw, nw > 1 ? "s" : "", lcores, cfg->datapath.mbufs);
+	       cfg->control.socket, nw, nw > 1 ? "s" : "", eal.lcores, cfg->datapath.mbufs);
 
 	if (serve(srv, pol_store))
 		goto out_rpc;
@@ -595,6 +582,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (check) {
+		char huge_dir[SN_CONFIG_HUGE_DIR_MAX + 1];
+
+		if (host_check(&cfg, huge_dir, sizeof(huge_dir))) {
+			sn_config_fini(&cfg);
+			return 1;
+		}
 		fprintf(stderr, "config: ok (%s)\n", config_path ? config_path : "embedded default");
 		sn_config_fini(&cfg);
 		return 0;

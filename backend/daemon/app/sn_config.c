@@ -22,7 +22,7 @@
 
 #include "sn_policy.h"
 
-enum kind { K_UINT, K_STR };
+enum kind { K_UINT, K_STR, K_BOOL };
 
 struct key_spec {
 	const char *key;
@@ -33,6 +33,7 @@ struct key_spec {
 };
 
 #define U(k, lo, hi, field) { k, K_UINT, lo, hi, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
+#define B(k, field) { k, K_BOOL, 0, 1, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
 #define S(k, lo, hi, field) { k, K_STR, lo, hi, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
 
 static const struct key_spec eal_keys[] = {
@@ -43,6 +44,8 @@ static const struct key_spec eal_keys[] = {
 	U("arbiter_cpu", 0, 1023, eal.arbiter_cpu),
 	{ "extra_args", K_STR, 0, 0, 0, 0 },   /* decoded by hand */
 	{ "worker_cpus", K_UINT, 0, 0, 0, 0 }, /* decoded by hand (layout ncore) */
+	B("hugepages", eal.hugepages),
+	S("huge_dir", 0, SN_CONFIG_HUGE_DIR_MAX, eal.huge_dir),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -70,9 +73,14 @@ static const struct key_spec datapath_keys[] = {
 
 static const struct key_spec uplink_keys[] = {
 	S("name", 1, SN_CONFIG_NAME_MAX, uplink.name),
-	S("devargs", 1, 255, uplink.devargs),
+	S("devargs", 0, 255, uplink.devargs),
 	U("rx_desc", 32, 16384, uplink.rx_desc),
 	U("tx_desc", 32, 16384, uplink.tx_desc),
+	S("pci", 0, SN_CONFIG_PCI_MAX, uplink.pci),
+	S("af_xdp", 0, SN_CONFIG_IFNAME_MAX, uplink.af_xdp),
+	U("af_xdp_start_queue", 0, 1023, uplink.af_xdp_start_queue),
+	U("af_xdp_queues", 0, 1024, uplink.af_xdp_queues),
+	U("af_xdp_busy_budget", 0, 4096, uplink.af_xdp_busy_budget),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -154,6 +162,12 @@ static int decode_one(struct sn_config *cfg, const struct key_spec *ks, json_t *
 			*(size_t *)dst = (size_t)x;
 		else
 			return fail(err, errlen, "%s.%s: internal: bad field size", path, ks->key);
+		return 0;
+	}
+	if (ks->kind == K_BOOL) {
+		if (!json_is_boolean(v))
+			return fail(err, errlen, "%s.%s: must be true or false", path, ks->key);
+		*(bool *)dst = json_is_true(v);
 		return 0;
 	}
 	if (!json_is_string(v))
@@ -244,6 +258,50 @@ static int decode_worker_cpus(struct sn_config *cfg, json_t *u, json_t *d, char 
 		cfg->eal.worker_cpus[i] = (unsigned)json_integer_value(v);
 		cfg->eal.n_worker_cpus = (unsigned)i + 1;
 	}
+	return 0;
+}
+
+/* "DDDD:BB:DD.F" or "BB:DD.F" (domain 0) into the form DPDK names PCI
+ * ethdevs by: lower case, 4-digit domain. */
+static bool pci_addr_normalize(char *addr)
+{
+	unsigned dom = 0, bus, dev, fn;
+	char tail;
+
+	if (sscanf(addr, "%4x:%2x:%2x.%1x%c", &dom, &bus, &dev, &fn, &tail) != 4) {
+		dom = 0;
+		if (sscanf(addr, "%2x:%2x.%1x%c", &bus, &dev, &fn, &tail) != 3)
+			return false;
+	}
+	if (dev > 0x1f || fn > 7 || strchr(addr, '+') || strchr(addr, '-') || strchr(addr, ' '))
+		return false;
+	snprintf(addr, SN_CONFIG_PCI_MAX + 1, "%04x:%02x:%02x.%x", dom, bus, dev, fn);
+	return true;
+}
+
+/* The uplink's kind from which of "pci" / "af_xdp" is set (u: the user's
+ * uplink object, may be NULL); "devargs" then defaults to no extra
+ * arguments instead of the default vdev string. The af_xdp_* keys mean
+ * nothing for the other kinds. */
+static int decode_uplink_kind(struct sn_config *cfg, json_t *u, char *err, size_t errlen)
+{
+	const bool pci = cfg->uplink.pci[0], xdp = cfg->uplink.af_xdp[0];
+
+	if (pci && xdp)
+		return fail(err, errlen, "uplink: give one of uplink.pci and uplink.af_xdp, not both");
+	cfg->uplink.kind = pci ? SN_UPLINK_PCI : xdp ? SN_UPLINK_AF_XDP : SN_UPLINK_VDEV;
+	if (pci && !pci_addr_normalize(cfg->uplink.pci))
+		return fail(err, errlen, "uplink.pci: must be a PCI address DDDD:BB:DD.F "
+			    "(as lspci -D shows it), got \"%s\"", cfg->uplink.pci);
+	if (cfg->uplink.kind != SN_UPLINK_VDEV && !(u && json_object_get(u, "devargs")))
+		cfg->uplink.devargs[0] = '\0';
+	if (cfg->uplink.kind == SN_UPLINK_VDEV && !cfg->uplink.devargs[0])
+		return fail(err, errlen, "uplink.devargs: must name a --vdev device "
+			    "(or set uplink.pci or uplink.af_xdp)");
+	for (const char *c = cfg->uplink.af_xdp; *c; c++)
+		if (*c == ',' || *c == '/' || *c == '=' || *c == ' ')
+			return fail(err, errlen, "uplink.af_xdp: not an interface name: \"%s\"",
+				    cfg->uplink.af_xdp);
 	return 0;
 }
 
@@ -492,6 +550,8 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 		cfg->uplink.enabled = true;
 		if ((rc = decode_section(cfg, uplink_keys, u, json_object_get(def, "uplink"),
 					 "uplink", err, errlen)))
+			goto out;
+		if ((rc = decode_uplink_kind(cfg, u, err, errlen)))
 			goto out;
 	}
 	u = json_object_get(user, "ports");

@@ -50,6 +50,17 @@ struct sn_config_port {
 #define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
 #define SN_CONFIG_WORKERS_MAX 8u           /* worker lcores (layout ncore) */
 
+#define SN_CONFIG_HUGE_DIR_MAX 107   /* eal.huge_dir, without NUL */
+#define SN_CONFIG_PCI_MAX 12         /* "DDDD:BB:DD.F" */
+#define SN_CONFIG_IFNAME_MAX 15      /* IFNAMSIZ - 1 */
+
+/* How the uplink ethdev is created (doc/deploy.md). */
+enum sn_uplink_kind {
+	SN_UPLINK_VDEV = 0,    /* uplink.devargs is an EAL --vdev string */
+	SN_UPLINK_PCI,         /* uplink.pci: a device bound to vfio-pci or uio */
+	SN_UPLINK_AF_XDP,      /* uplink.af_xdp: net_af_xdp on a kernel interface */
+};
+
 /* Lcore layouts (thread model and layouts: doc/threads.md). */
 enum sn_layout {
 	SN_LAYOUT_1CORE = 0,   /* one worker: switch + shaper + arbiter + dispatch */
@@ -67,6 +78,8 @@ struct sn_config {
 		unsigned worker_cpus[SN_CONFIG_WORKERS_MAX];
 		unsigned n_extra;
 		char *extra_args[SN_CONFIG_EXTRA_MAX]; /* owned (strdup) */
+		bool hugepages;                /* hugetlbfs memory, else --no-huge */
+		char huge_dir[SN_CONFIG_HUGE_DIR_MAX + 1]; /* "": the first hugetlbfs mount */
 	} eal;
 	struct {
 		char socket[SN_CONFIG_PATH_MAX + 1];
@@ -89,8 +102,14 @@ struct sn_config {
 	struct {
 		bool enabled;
 		char name[SN_CONFIG_NAME_MAX + 1];
-		char devargs[256];
+		char devargs[256];             /* vdev: the --vdev string; pci, af_xdp: extra args */
 		unsigned rx_desc, tx_desc;
+		enum sn_uplink_kind kind;      /* from which of pci / af_xdp is set */
+		char pci[SN_CONFIG_PCI_MAX + 1];   /* normalized DDDD:BB:DD.F */
+		char af_xdp[SN_CONFIG_IFNAME_MAX + 1]; /* kernel interface */
+		unsigned af_xdp_start_queue;
+		unsigned af_xdp_queues;        /* 0: as many as the layout uses */
+		unsigned af_xdp_busy_budget;   /* 0: no preferred busy polling */
 	} uplink;
 	unsigned n_ports;
 	struct sn_config_port ports[SN_CONFIG_PORTS_MAX];
