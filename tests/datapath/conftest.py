@@ -27,3 +27,22 @@ def sngen(spawn, sn_gen_bin, sn_tmpdir):
         return SnGen(spawn, sn_gen_bin, sn_tmpdir, mode, socks, args, n[0], mac_base)
 
     return make
+
+
+@pytest.fixture
+def veth_ns():
+    """Factory: veth_ns(queues=1) -> VethNs (tests/snlib/veth.py), a veth
+    pair into a fresh namespace for an uplink on a kernel interface;
+    deleted at teardown."""
+    from snlib.veth import VethNs
+
+    made = []
+
+    def make(queues=1):
+        v = VethNs(queues)
+        made.append(v)
+        return v
+
+    yield make
+    for v in made:
+        v.close()
