@@ -17,7 +17,9 @@
 struct rte_mempool;
 
 /* Find the ethdev the EAL created from devargs (name = devargs up to the
- * first ','), configure it, start it. 0 or -errno (logged). */
+ * first ','; main.c passes the name for the uplink's kind, a PCI NIC's
+ * address included: sn_eal_uplink_name), configure it, start it. 0 or
+ * -errno (logged). */
 int sn_uplink_open(const char *devargs, struct rte_mempool *mp,
 		   uint16_t rx_desc, uint16_t tx_desc, uint16_t n_txq, uint16_t *port_id);
 /* Stop and close it. */
