@@ -73,6 +73,16 @@ commit), slot by slot in the same session.
 Mode "scheduled" (goal ratio >= 0.9) sends vm0 -> uplink through the
 whole shaped path (wheel, mailbox, QFQ, deferred completions) at rates
 that never limit; see MODES.
+
+Memory modes: --hugepages adds, for every mode M, a mode "M+huge": the
+same schednicd configuration with eal.hugepages (its memory from 2 MB
+hugepages), scheduled in the same brackets, so both memory modes are
+measured side by side in one run; "hugepages" in the output gives, per
+mode, M+huge's ratio over M's (median Mpps and bracketed ratios).
+"--hugepages" alone reserves --huge-pages more pages (vm.nr_hugepages)
+and mounts a private hugetlbfs in the benchmark's temp dir, both undone
+at exit; "--hugepages DIR" uses a hugetlbfs the operator prepared.
+testpmd keeps --no-huge: the baseline does not change.
 """
 import argparse
 import json
@@ -189,6 +199,75 @@ MODES = {
 # mrg_rxbuf=0,vectorized=1' lets testpmd's ports negotiate in-order.
 GEN_DEVARGS = "mrg_rxbuf=0,vectorized=1,in_order=0"
 TX_FREE_BELOW = 64      # default tx_free_thresh = queue size - 64
+
+
+HUGE_MEMORY_MB = 256    # eal.memory_mb of the +huge modes (-m, preallocated)
+NR_HUGEPAGES = Path("/proc/sys/vm/nr_hugepages")
+
+
+class HugeDir:
+    """The hugetlbfs of the +huge modes: DIR as given, or ("auto") pages
+    reserved and a private mount in tmp, both undone by close()."""
+
+    def __init__(self, arg, pages, tmp: Path):
+        self.nr_before = None
+        self.mounted = None
+        if arg != "auto":
+            self.dir = str(Path(arg).resolve())
+            return
+        self.nr_before = int(NR_HUGEPAGES.read_text())
+        NR_HUGEPAGES.write_text(str(self.nr_before + pages))
+        got = int(NR_HUGEPAGES.read_text()) - self.nr_before
+        if got < pages:
+            self.close()
+            raise SystemExit(f"datapath: the kernel gave {got} of {pages} 2 MB hugepages")
+        mnt = tmp / "huge"
+        mnt.mkdir()
+        r = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            self.close()
+            raise SystemExit(f"datapath: mount -t hugetlbfs {mnt}: {r.stderr.strip()}")
+        self.mounted = self.dir = str(mnt)
+
+    def close(self):
+        if self.mounted:
+            if subprocess.run(["umount", self.mounted]).returncode:
+                subprocess.run(["umount", "-l", self.mounted])
+            self.mounted = None
+        if self.nr_before is not None:
+            NR_HUGEPAGES.write_text(str(self.nr_before))
+            self.nr_before = None
+
+
+def add_huge_modes(modes, huge_dir):
+    """Mode M+huge for each M in modes (MODES gains them); the new mode
+    list, each +huge mode right after its M."""
+    out = []
+    for m in modes:
+        over = dict(MODES[m])
+        over["eal"] = {**over.get("eal", {}), "hugepages": True, "huge_dir": huge_dir,
+                       "memory_mb": HUGE_MEMORY_MB}
+        MODES[f"{m}+huge"] = over
+        out += [m, f"{m}+huge"]
+    return out
+
+
+def huge_ratios(out_modes, modes):
+    """Per mode M with an M+huge: M+huge over M, of the median Mpps and of
+    the bracketed (testpmd-relative) ratios."""
+    res = {}
+    for m in modes:
+        h = out_modes.get(f"{m}+huge")
+        if h is None or m not in out_modes:
+            continue
+        a = out_modes[m]
+        res[m] = {"nohuge_mpps": a["mpps"], "huge_mpps": h["mpps"],
+                  "huge_over_nohuge": round(h["mpps"] / a["mpps"], 3) if a["mpps"] else None,
+                  "ratio_nohuge": a["ratio"], "ratio_huge": h["ratio"],
+                  "ratio_huge_over_nohuge": round(h["ratio"] / a["ratio"], 3)
+                  if a["ratio"] else None}
+    return res
 
 
 def add_gen_args(ap):
@@ -857,6 +936,13 @@ def main():
                          "(runs.<m>[i].samples_mpps, warmup included; default 0 = off)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated schednicd modes (default/all: {','.join(MODES)})")
+    ap.add_argument("--hugepages", nargs="?", const="auto", default=None, metavar="DIR",
+                    help="also run every mode M as M+huge (eal.hugepages) in the same schedule; "
+                         "DIR: a prepared hugetlbfs; without DIR the benchmark reserves "
+                         "--huge-pages 2 MB pages and mounts its own, undone at exit")
+    ap.add_argument("--huge-pages", type=int, default=192,
+                    help=f"2 MB pages to reserve for --hugepages without DIR (default 192; the "
+                         f"+huge modes preallocate {HUGE_MEMORY_MB} MB)")
     args = ap.parse_args()
     if args.runs < 1 or args.duration <= 0 or not 60 <= args.size <= 1514:
         ap.error("need --runs >= 1, --duration > 0, 60 <= --size <= 1514")
@@ -872,7 +958,19 @@ def main():
         ap.error("--interleave-skip must be below --interleave")
     if args.baseline_build and not args.interleave:
         ap.error("--baseline-build needs --interleave")
+    if args.hugepages and args.interleave:
+        ap.error("--hugepages: with the sequential schedule only")
     b = Bench(args)
+    huge = None
+    if args.hugepages:
+        try:
+            huge = HugeDir(args.hugepages, args.huge_pages, b.tmp)
+        except SystemExit:
+            b.cleanup()
+            raise
+        base_modes = modes
+        modes = add_huge_modes(modes, huge.dir)
+        log(f"hugepages from {huge.dir}: modes {', '.join(modes)}")
     if args.baseline_build:
         b.baseline_schednicd = str(Path(args.baseline_build).resolve() / "backend" / "schednicd")
         if not os.access(b.baseline_schednicd, os.X_OK):
@@ -907,6 +1005,9 @@ def main():
         return 130
     finally:
         b.cleanup()
+        if huge:
+            huge.close()
+            shutil.rmtree(b.tmp, ignore_errors=True)
     load["after"] = os.getloadavg()
     flat = [(w, r["mpps"]) for w, r in seq]
     for i, base, ratio in bracket_ratios(flat):
@@ -930,6 +1031,7 @@ def main():
         "testpmd_mpps": round(tp, 3),
         "testpmd_proxies": median_proxies(runs["testpmd"]),
         "modes": out_modes,
+        **({"hugepages": huge_ratios(out_modes, base_modes)} if huge else {}),
         "runs": runs,
         "order": order,
         "loadavg": load,
