@@ -142,14 +142,14 @@ static void test_args(void)
 
 static void test_names(void)
 {
-	static const struct { const char *json, *name; } cases[] = {
+	static const struct { const char json[64], name[16]; } cases[] = {
 		{ "{}", "net_tap0" },
 		{ "{\"uplink\": {\"devargs\": \"net_null0\"}}", "net_null0" },
 		{ "{\"uplink\": {\"pci\": \"3:0.1\"}}", "0000:03:00.1" },
 		{ "{\"uplink\": {\"af_xdp\": \"eth0\"}}", "net_af_xdp0" },
 	};
 	struct sn_config cfg;
-	char name[64];
+	char name[64] = "";
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		if (parse(&cfg, cases[i].json)) {
