@@ -13,11 +13,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -261,6 +266,26 @@ static unsigned xdp_queues(const struct sn_config *cfg)
 	return cfg->uplink.af_xdp_queues ? cfg->uplink.af_xdp_queues : 1;
 }
 
+/* The combined channels of a real interface as net_af_xdp counts them
+ * (ETHTOOL_GCHANNELS, read only; none reported: 1); -1 if unknown. */
+static int combined_channels(const char *ifc)
+{
+	struct ethtool_channels ch = { .cmd = ETHTOOL_GCHANNELS };
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc;
+
+	if (fd < 0)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifc);
+	ifr.ifr_data = (void *)&ch;
+	rc = ioctl(fd, SIOCETHTOOL, &ifr);
+	close(fd);
+	if (rc && errno != EOPNOTSUPP)
+		return -1;
+	return rc || ch.max_combined == 0 ? 1 : (int)ch.combined_count;
+}
+
 static int check_af_xdp(const struct sn_config *cfg, const char *root, char *err, size_t errlen)
 {
 	const char *ifc = cfg->uplink.af_xdp;
@@ -280,6 +305,17 @@ static int check_af_xdp(const struct sn_config *cfg, const char *root, char *err
 			      "af_xdp_start_queue %u + af_xdp_queues %u needs %u of each (ethtool -L "
 			      "%s combined N)", ifc, rx, tx, cfg->uplink.af_xdp_start_queue,
 			      xdp_queues(cfg), need, ifc);
+	/* The live interface (not a test's fake tree): the PMD's own count. */
+	if (!root || !root[0] || !strcmp(root, "/")) {
+		int c = combined_channels(ifc);
+
+		if (c >= 0 && (unsigned)c < need)
+			return refuse(-EINVAL, err, errlen, "uplink.af_xdp: %s has %d combined "
+				      "channel%s (ethtool -l %s; none reported counts as 1, e.g. veth); "
+				      "af_xdp_start_queue %u + af_xdp_queues %u needs %u: ethtool -L %s "
+				      "combined %u", ifc, c, c == 1 ? "" : "s", ifc,
+				      cfg->uplink.af_xdp_start_queue, xdp_queues(cfg), need, ifc, need);
+	}
 	return 0;
 }
 

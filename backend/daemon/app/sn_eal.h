@@ -5,7 +5,9 @@
  * Two steps, both before the EAL exists:
  *   sn_eal_host_check()  reads the host (hugetlbfs mounts and free pages,
  *                        the PCI device's driver binding, the AF_XDP
- *                        interface and its queues) under a root directory
+ *                        interface and its queues; on the live host also
+ *                        its combined channels, read by ETHTOOL_GCHANNELS
+ *                        as net_af_xdp reads them) under a root directory
  *                        and refuses, with the fix in the message, what
  *                        would make rte_eal_init or the uplink fail
  *                        obscurely; it resolves the hugetlbfs directory;
