@@ -228,7 +228,7 @@ def main():
     out = {k: {"mpps": statistics.median(r["mpps"] for w, r in seq if w == k),
                "runs": [r for w, r in seq if w == k]} for k in ("af_xdp", "tap")}
     out.update({"packet_size": args.size, "busy_budget": args.busy_budget,
-                "ratio": statistics.median(ratios) if ratios else None, "ratios": ratios,
+                "ratio": round(statistics.median(ratios), 3) if ratios else None, "ratios": ratios,
                 "order": order,
                 "command": " ".join(shlex.quote(x) for x in [sys.argv[0]] + sys.argv[1:])})
     print(json.dumps(out, indent=2))
