@@ -459,19 +459,25 @@ static int run(struct sn_config *cfg)
 	ctl.cpufair = cfs;
 	ctl.n_cpufair = cfg->datapath.cpu_fair_pct ? nw : 0;
 	if (cfg->uplink.enabled) {
+		struct sn_uplink_info up;
+
 		/* The ethdev's name for the uplink kind (a PCI one: its address). */
 		if (sn_eal_uplink_name(cfg, uplink_name, sizeof(uplink_name))) {
 			sn_log("uplink: no ethdev name in \"%s\"", cfg->uplink.devargs);
 			goto out_switch;
 		}
-		if (sn_uplink_open(uplink_name, mp, (uint16_t)cfg->uplink.rx_desc,
-				   (uint16_t)cfg->uplink.tx_desc,
-				   /* TX queue k: worker k; nw: the arbiter */
-				   (uint16_t)(cfg->datapath.layout == SN_LAYOUT_1CORE ? 1 : nw + 1),
-				   &uplink_port))
+		if (sn_uplink_open(&(struct sn_uplink_params){
+				.devargs = uplink_name, .mp = mp,
+				.rx_desc = (uint16_t)cfg->uplink.rx_desc,
+				.tx_desc = (uint16_t)cfg->uplink.tx_desc,
+				/* TX queue k: worker k; nw: the arbiter */
+				.n_txq = (uint16_t)(cfg->datapath.layout == SN_LAYOUT_1CORE ? 1 : nw + 1),
+				.workers = (uint16_t)nw,
+				.rx_queues = (uint16_t)cfg->uplink.rx_queues }, &up))
 			goto out_switch;
+		uplink_port = up.port_id;
 		uplink_open = true;
-		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port))
+		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port, up.n_rxq))
 			goto out_switch;
 	}
 	srv = control_start(cfg, &ctl);

@@ -81,6 +81,7 @@ static const struct key_spec uplink_keys[] = {
 	U("af_xdp_start_queue", 0, 1023, uplink.af_xdp_start_queue),
 	U("af_xdp_queues", 0, 1024, uplink.af_xdp_queues),
 	U("af_xdp_busy_budget", 0, 4096, uplink.af_xdp_busy_budget),
+	{ "rx_queues", K_UINT, 0, 0, 0, 0 },   /* decoded by hand: "auto" or 1..8 */
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -235,6 +236,25 @@ static int decode_extra_args(struct sn_config *cfg, json_t *u, json_t *d, char *
 			return fail(err, errlen, "eal.extra_args[%zu]: out of memory", i);
 		cfg->eal.n_extra = (unsigned)i + 1;
 	}
+	return 0;
+}
+
+/* uplink.rx_queues: "auto" (0) or a queue count 1..SN_CONFIG_UPLINK_RXQ_MAX. */
+static int decode_rx_queues(struct sn_config *cfg, json_t *u, json_t *d, char *err, size_t errlen)
+{
+	json_t *v = u ? json_object_get(u, "rx_queues") : NULL;
+
+	if (!v)
+		v = json_object_get(d, "rx_queues");
+	if (!v || (json_is_string(v) && !strcmp(json_string_value(v), "auto"))) {
+		cfg->uplink.rx_queues = 0;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > SN_CONFIG_UPLINK_RXQ_MAX)
+		return fail(err, errlen, "uplink.rx_queues: must be \"auto\" or an integer 1..%d",
+			    SN_CONFIG_UPLINK_RXQ_MAX);
+	cfg->uplink.rx_queues = (unsigned)json_integer_value(v);
 	return 0;
 }
 
@@ -552,6 +572,8 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 					 "uplink", err, errlen)))
 			goto out;
 		if ((rc = decode_uplink_kind(cfg, u, err, errlen)))
+			goto out;
+		if ((rc = decode_rx_queues(cfg, u, json_object_get(def, "uplink"), err, errlen)))
 			goto out;
 	}
 	u = json_object_get(user, "ports");

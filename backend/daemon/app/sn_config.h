@@ -49,6 +49,7 @@ struct sn_config_port {
 #define SN_CONFIG_UNMARKED_HOLD_US_DEF 1000u
 #define SN_CONFIG_QUEUES_MAX 8u            /* == SN_PORT_QMAX */
 #define SN_CONFIG_WORKERS_MAX 8u           /* worker lcores (layout ncore) */
+#define SN_CONFIG_UPLINK_RXQ_MAX 8          /* uplink RX queues, == SN_PORT_QMAX */
 
 #define SN_CONFIG_HUGE_DIR_MAX 107   /* eal.huge_dir, without NUL */
 #define SN_CONFIG_PCI_MAX 12         /* "DDDD:BB:DD.F" */
@@ -110,6 +111,7 @@ struct sn_config {
 		unsigned af_xdp_start_queue;
 		unsigned af_xdp_queues;        /* 0: as many as the layout uses */
 		unsigned af_xdp_busy_budget;   /* 0: no preferred busy polling */
+		unsigned rx_queues;            /* 0 = "auto" (sn_uplink.h) */
 	} uplink;
 	unsigned n_ports;
 	struct sn_config_port ports[SN_CONFIG_PORTS_MAX];

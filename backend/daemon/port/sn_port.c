@@ -493,11 +493,14 @@ uint16_t sn_port_uplink_enqueue(int vid, uint16_t txq, struct rte_mbuf **pkts, u
 	return k;
 }
 
-int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port)
+int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port,
+			uint16_t n_rxq)
 {
 	struct sn_port *p;
 	int slot, rc;
 
+	if (n_rxq == 0 || n_rxq > SN_PORT_QMAX)
+		return -EINVAL;
 	if (sn_ports_find(reg, name))
 		return -EEXIST;
 	slot = free_slot(reg);
@@ -509,6 +512,9 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 	p->slot = (uint16_t)slot;
 	p->eth_port = eth_port;
 	p->tx_sync = sn_port_tx_sync(eth_port);
+	p->nq = n_rxq;
+	for (uint16_t q = 0; q < n_rxq; q++)
+		p->q[q].owner = q % reg->n_workers;   /* RX queue q: its worker */
 	/* Registered before the first read of the vid, so that no
 	 * link change falls between them. */
 	if (uplink_is_net_vhost(eth_port) &&
@@ -528,8 +534,8 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 		rte_free(p);
 		return rc;
 	}
-	sn_log("port %s: added (uplink, ethdev %u, %s)", name, eth_port,
-	       p->tx_sync ? "zero-copy for deferred frames" : "deferred frames copied");
+	sn_log("port %s: added (uplink, ethdev %u, %u RX queue%s, %s)", name, eth_port, n_rxq,
+	       n_rxq > 1 ? "s" : "", p->tx_sync ? "zero-copy for deferred frames" : "deferred frames copied");
 	return 0;
 }
 

@@ -78,8 +78,10 @@
  *    worker delivers to the port: in layout ncore several workers may
  *    enqueue into one RX ring at once, serialized by that lock (PSPAT's
  *    "dispatch" done by the producer); hence the fetch-adds above.
- *  - The uplink: RX queue 0 is polled by worker 0 only; worker k transmits
- *    on uplink TX queue k, the arbiter lcore on queue W (sn_pipeline.h).
+ *  - The uplink: its queue q (nq = its RX queue count, sn_uplink.h) is
+ *    ethdev RX queue q, polled by its owner q[q].owner = q mod W only,
+ *    which alone writes q[q].st.rx_*; worker k transmits on uplink TX
+ *    queue k, the arbiter lcore on queue W (sn_pipeline.h).
  *  - The RX queue of a frame is a stable flow hash (sn_port_flow_hash)
  *    over the enabled RX queues, so a flow stays in order on one queue
  *    while the set of enabled queues does not change.
@@ -163,7 +165,7 @@ struct sn_port {
 	                       * TX ring of queue 0 (sn_vqtx.h); NULL =
 	                       * immediate (builtin rte_vhost_dequeue_burst).
 	                       * Each queue's own ring is q[i].vq. */
-	uint16_t nq;          /* queue pairs offered ("queues"), 1 for the uplink */
+	uint16_t nq;          /* queue pairs offered ("queues"); uplink: RX queues */
 	uint32_t max_hold_us; /* deferred: as configured (reported only) */
 	uint32_t unmarked_max_hold_us; /* deferred: as in force (reported only) */
 
@@ -255,7 +257,9 @@ int sn_ports_set_state_dir(struct sn_ports *reg, const char *dir);
  * vhost library's failure (-EIO) with a log line. */
 int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		       const struct sn_vhost_opts *opts);
-/* Main thread: the uplink is an already started ethdev. */
+/* Main thread: the uplink is an already started ethdev with n_rxq RX
+ * queues (1..SN_PORT_QMAX): its q[q] is RX queue q, owned by worker
+ * q mod the registry's worker count. */
 /* True for the PMDs known to copy (or write) a frame and free its mbufs
  * inside rte_eth_tx_burst(), keeping no reference after it returns:
  * net_vhost (rte_vhost_enqueue_burst copies into the peer's ring) and
@@ -283,7 +287,8 @@ static inline int sn_port_uplink_vid(const struct sn_port *up)
  * unsent: free them). Not for frames asking for VLAN insertion (the PMD
  * does that in software). */
 uint16_t sn_port_uplink_enqueue(int vid, uint16_t txq, struct rte_mbuf **pkts, uint16_t n);
-int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port);
+int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_port,
+			uint16_t n_rxq);
 /* Main thread: -ENOENT, -EBUSY for the uplink unless force. A deferred
  * port's driver is unregistered while the port is still published, so its
  * destroy_device finds it and drains the held descriptors with the worker. */

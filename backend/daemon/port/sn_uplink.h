@@ -1,13 +1,27 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_uplink.h — the uplink: any DPDK ethdev named by EAL --vdev devargs
  * (net_tap for tests and the demo, net_null/net_ring for benchmarks, a PCI
- * NIC in production), one RX queue and one TX queue per transmitting
- * thread, promiscuous.
+ * NIC in production), promiscuous, with one TX queue per transmitting
+ * lcore and one or several RX queues.
  *
- * Main thread only. After sn_uplink_open() returns, RX queue 0 and TX
- * queue 0 belong to the worker lcore alone (DPDK ethdev queues are not
- * thread-safe); TX queue 1 (layout 2core) to the arbiter lcore alone
- * (sn_pipeline.h). sn_uplink_close() is called after both have stopped.
+ * RX queues (uplink.rx_queues, threads.md "Uplink RX"):
+ *  - "auto" with W > 1 workers (layout ncore) and a device that offers RSS
+ *    on IP/TCP/UDP and at least W RX queues: W queues, RSS over the hash
+ *    types the device offers of those (SN_UPLINK_RX_RSS);
+ *  - "auto" otherwise: one queue (SN_UPLINK_RX_SINGLE): worker 0 receives
+ *    every frame and delivers it to its destination port itself;
+ *  - N: N queues (at most the device's), RSS if it offers it, else the
+ *    device's own spreading (SN_UPLINK_RX_DEVICE: net_af_xdp's kernel
+ *    queues, one per queue_count).
+ * RX queue q is polled by worker q mod W (sn_ports_add_uplink sets the
+ * uplink's q[q].owner).
+ *
+ * Main thread only. After sn_uplink_open() returns, RX queue q belongs to
+ * its worker alone and TX queue k to the lcore that transmits on it (DPDK
+ * ethdev queues are not thread-safe): worker k on queue k, the arbiter
+ * lcore (layouts 2core, ncore) on queue W (sn_pipeline.h); layout 1core
+ * has one TX queue, the worker's, on which it also runs the arbiter.
+ * sn_uplink_close() is called after every lcore has stopped.
  */
 #ifndef SN_UPLINK_H
 #define SN_UPLINK_H
@@ -16,12 +30,38 @@
 
 struct rte_mempool;
 
+enum sn_uplink_rx_mode {
+	SN_UPLINK_RX_SINGLE,   /* one RX queue, worker 0's */
+	SN_UPLINK_RX_RSS,      /* several, the device's RSS picks the queue */
+	SN_UPLINK_RX_DEVICE,   /* several, without RSS: the device's own choice */
+};
+
+struct sn_uplink_params {
+	const char *devargs;
+	struct rte_mempool *mp;
+	uint16_t rx_desc, tx_desc;
+	uint16_t n_txq;        /* one per transmitting lcore (the layout's) */
+	uint16_t workers;      /* worker lcores (W) */
+	uint16_t rx_queues;    /* 0 = auto, else the RX queue count asked for */
+};
+
+struct sn_uplink_info {
+	uint16_t port_id;
+	uint16_t n_rxq, n_txq;
+	enum sn_uplink_rx_mode rx_mode;
+	uint64_t rss_hf;       /* RSS hash types in force (0 unless RSS) */
+};
+
 /* Find the ethdev the EAL created from devargs (name = devargs up to the
  * first ','; main.c passes the name for the uplink's kind, a PCI NIC's
- * address included: sn_eal_uplink_name), configure it, start it. 0 or
- * -errno (logged). */
-int sn_uplink_open(const char *devargs, struct rte_mempool *mp,
-		   uint16_t rx_desc, uint16_t tx_desc, uint16_t n_txq, uint16_t *port_id);
+ * address included: sn_eal_uplink_name), configure it, start it, log the
+ * RX mode chosen. 0 or -errno (logged). */
+int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *out);
+/* Any thread, pure: "single", "rss", "device". */
+const char *sn_uplink_rx_mode_name(enum sn_uplink_rx_mode m);
+/* Main thread: the RX mode an opened uplink runs in, from its ethdev
+ * configuration. */
+enum sn_uplink_rx_mode sn_uplink_rx_mode(uint16_t port_id);
 /* Stop and close it. */
 void sn_uplink_close(uint16_t port_id);
 

@@ -611,6 +611,32 @@ static __rte_always_inline unsigned poll_vhost(struct sn_switch *sw, const struc
 	return got;
 }
 
+/* Poll the uplink's RX queues this worker owns (q[qi].owner: worker
+ * qi mod W, sn_uplink.h) and switch what they hold. Returns the frames
+ * taken. */
+static __rte_always_inline unsigned poll_uplink(struct sn_switch *sw, const struct sn_port_table *t,
+						struct sn_port *p, struct rte_mbuf **pkts,
+						uint16_t burst, uint64_t now)
+{
+	unsigned got = 0;
+
+	for (unsigned qi = 0; qi < p->nq; qi++) {
+		if (p->q[qi].owner != sw->wk)
+			continue;
+		uint64_t t0 = sw->cf ? sn_cpufair_clock() : now, bytes = 0;
+		uint16_t n = rte_eth_rx_burst(p->eth_port, (uint16_t)qi, pkts, burst);
+
+		if (!n)
+			continue;
+		for (uint16_t j = 0; j < n; j++)
+			bytes += pkts[j]->pkt_len;
+		sn_port_count_txq(p, qi, n, bytes);
+		burst_in(sw, t, p, pkts, n, now, t0);
+		got += n;
+	}
+	return got;
+}
+
 /* The worker is leaving: nothing of a guest stays held by it. */
 static void worker_drain(struct sn_switch *sw)
 {
@@ -645,7 +671,6 @@ int sn_switch_worker(void *arg)
 			sn_pipeline_run(sw->pl, t);   /* due frames, arbiter */
 		for (unsigned i = 0; i < t->n; i++) {
 			struct sn_port *p = t->list[i];
-			uint16_t n;
 
 			if (!sn_port_is_up(p))
 				continue;
@@ -653,14 +678,7 @@ int sn_switch_worker(void *arg)
 				got += poll_vhost(sw, t, p, pkts, burst, now);
 				continue;
 			}
-			if (sw->wk != 0)
-				continue;   /* uplink RX queue 0: worker 0's */
-			uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
-
-			n = rte_eth_rx_burst(p->eth_port, 0, pkts, burst);
-			if (n)
-				burst_in(sw, t, p, pkts, n, now, t0);
-			got += n;
+			got += poll_uplink(sw, t, p, pkts, burst, now);
 		}
 		if (sw->pl)
 			sn_pipeline_flush(sw->pl);    /* before t goes stale */

@@ -3,8 +3,9 @@
  *
  * Each worker lcore runs sn_switch_worker() on its own struct sn_switch
  * (layouts 1core/2core: one; ncore: W, sharing one MAC table): it
- * busy-polls the TX queues it owns (sn_port.h "Queues"; worker 0 also
- * the uplink's RX queue) of the RCU-published port table, learns source
+ * busy-polls the VM TX queues and the uplink RX queues it owns (sn_port.h
+ * "Queues", sn_uplink.h: uplink RX queue q is worker q mod W's) of the
+ * RCU-published port table, learns source
  * MACs, forwards known unicast, floods broadcast/multicast/unknown unicast
  * to every other up port (never back out of the ingress port) and counts
  * every packet once.
