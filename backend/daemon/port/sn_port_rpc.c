@@ -26,6 +26,7 @@
 #include "sn_pipeline.h"
 #include "sn_port.h"
 #include "sn_rpc.h"
+#include "sn_uplink.h"
 #include "sn_vqtx.h"
 
 /* The hold limits of port.add (max_hold_us, unmarked_max_hold_us) into
@@ -458,6 +459,60 @@ static json_t *queues_json(const struct sn_port *p)
 	return a;
 }
 
+/* The uplink's queues (sn_uplink.h): "rx_mode", "rx_queues" (our
+ * per-queue counters, written by the owning worker alone, and the PMD's
+ * own count where it keeps one) and "tx_queues" (which lcore transmits on
+ * each: worker k on queue k, the arbiter on queue W). es: the PMD's
+ * counters, or NULL. */
+static int uplink_queues_add(const struct sn_ctl *ctl, const struct sn_port *p,
+			     const struct rte_eth_stats *es, json_t *o)
+{
+	const unsigned nw = sn_ports_workers(ctl->reg);
+	struct rte_eth_dev_info info;
+	json_t *rx = json_array(), *tx = json_array();
+	unsigned ntx = 0;
+
+	if (rte_eth_dev_info_get(p->eth_port, &info) == 0)
+		ntx = info.nb_tx_queues;
+	for (unsigned qi = 0; rx && qi < p->nq; qi++) {
+		struct sn_portq_stats qs;
+
+		sn_portq_stats_read(p, qi, &qs);
+		if (json_array_append_new(rx, json_pack(
+				"{s:i, s:i, s:I, s:I, s:I, s:I}", "queue", (int)qi,
+				"worker", (int)p->q[qi].owner,
+				"rx_packets", (json_int_t)qs.rx_packets,
+				"rx_bytes", (json_int_t)qs.rx_bytes,
+				"rx_bursts", (json_int_t)qs.rx_bursts,
+				"pmd_rx_packets", (json_int_t)(es && qi < RTE_ETHDEV_QUEUE_STAT_CNTRS ?
+							       es->q_ipackets[qi] : 0)))) {
+			json_decref(rx);
+			rx = NULL;
+		}
+	}
+	for (unsigned qi = 0; tx && qi < ntx; qi++) {
+		const bool arb = qi >= nw;
+
+		if (json_array_append_new(tx, json_pack(
+				"{s:i, s:s, s:i, s:I}", "queue", (int)qi,
+				"lcore", arb ? "arbiter" : "worker", "worker", arb ? -1 : (int)qi,
+				"pmd_tx_packets", (json_int_t)(es && qi < RTE_ETHDEV_QUEUE_STAT_CNTRS ?
+							       es->q_opackets[qi] : 0)))) {
+			json_decref(tx);
+			tx = NULL;
+		}
+	}
+	if (!rx || !tx ||
+	    json_object_set_new(o, "rx_mode",
+				json_string(sn_uplink_rx_mode_name(sn_uplink_rx_mode(p->eth_port)))) ||
+	    json_object_set_new(o, "rx_queues", rx) || json_object_set_new(o, "tx_queues", tx)) {
+		json_decref(rx);
+		json_decref(tx);
+		return -1;
+	}
+	return 0;
+}
+
 /* The "migration" object of a vhost-user port (live migration:
  * sn_vqtx.c flush(), sn_port_migrate.c). */
 static json_t *migration_json(const struct sn_port *p)
@@ -476,11 +531,12 @@ static json_t *migration_json(const struct sn_port *p)
 json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_port_stats st;
+	struct rte_eth_stats es;
+	bool have_es = false;
 	json_t *drops, *o;
 
 	sn_port_stats_read(p, &st);
 	if (p->type == SN_PORT_UPLINK) {
-		struct rte_eth_stats es;
 
 		/* Layout 2core: the arbiter lcore's TX on its own queue. */
 		if (ctl->pipeline) {
@@ -493,7 +549,8 @@ json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 		}
 
 		/* The PMD drops a frame it has no mbuf for before we see it. */
-		if (rte_eth_stats_get(p->eth_port, &es) == 0)
+		have_es = rte_eth_stats_get(p->eth_port, &es) == 0;
+		if (have_es)
 			st.drop[SN_DROP_NO_MBUF] += es.rx_nombuf;
 	}
 	drops = json_object();
@@ -509,6 +566,11 @@ json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 		      "rx_packets", (json_int_t)st.rx_packets, "rx_bytes", (json_int_t)st.rx_bytes,
 		      "tx_packets", (json_int_t)st.tx_packets, "tx_bytes", (json_int_t)st.tx_bytes,
 		      "drops", drops);
+	if (o && p->type == SN_PORT_UPLINK &&
+	    uplink_queues_add(ctl, p, have_es ? &es : NULL, o)) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o && p->type == SN_PORT_VHOST) {
 		json_t *c = completion_json(p), *q = queues_json(p);
 
