@@ -50,6 +50,7 @@
  *                         sn_port_ctr_add()          sn_port_stats_read   torn between fields, never
  *                         (fetch-add)                                     a field
  *   q[i].st.rx_*          the owner of TX queue i    anyone               relaxed store, sole writer
+ *                         (uplink: of RX queue i)
  *   q[i].st.tx_*,         any worker delivering to   anyone               relaxed fetch-add
  *   ring_full             RX queue i
  *
