@@ -526,7 +526,8 @@ static int run_bench(struct sn_gen *g)
 	 * the header it builds anyway), instead of the TX callback that
 	 * re-marks every frame the ring refused at each retry and costs a
 	 * callback dispatch per tx_burst (the only TX of this loop is queue
-	 * 0 of the tx port; the PMD leaves num_buffers alone, sn_gen.c). */
+	 * 0 of the tx port, with --queues 1; the PMD leaves num_buffers
+	 * alone, sn_gen.c). */
 	const int mark = g->marker && tx->marker_cb[0] &&
 			 rte_eth_remove_tx_callback(tx->id, 0, tx->marker_cb[0]) == 0;
 	/* --hdr-write: num_buffers is stored in every frame, 0 without the
@@ -548,7 +549,7 @@ static int run_bench(struct sn_gen *g)
 	uint64_t t_meas = start + secs_to_tsc(g, g->warmup_s);
 	uint64_t t_end = t_meas + secs_to_tsc(g, g->duration_s);
 	uint64_t tx0 = 0, rx0 = 0, meas_start = 0;
-	uint64_t loops = 0, tx_calls = 0, tx_zero = 0, rx_empty = 0;
+	uint64_t loops = 0, tx_calls = 0, tx_zero = 0, rx_empty = 0, loops_all = 0;
 	int measuring = 0;
 	uint16_t nm = 0;                /* built frames in m[0..nm) not sent yet */
 
@@ -595,7 +596,10 @@ static int run_bench(struct sn_gen *g)
 			}
 		}
 		if (nm > 0) {
-			uint16_t s = rte_eth_tx_burst(tx->id, 0, m, nm);
+			/* Multiqueue (--queues N): the TX queues in turn, one
+			 * burst each, so the switch sees N busy RX queues. */
+			const uint16_t q = tx->nq > 1 ? (uint16_t)(loops_all++ % tx->nq) : 0;
+			uint16_t s = rte_eth_tx_burst(tx->id, q, m, nm);
 
 			tx_calls += measuring;
 			tx_zero += measuring && s == 0;
