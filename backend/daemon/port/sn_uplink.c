@@ -48,10 +48,9 @@ enum sn_uplink_rx_mode sn_uplink_rx_mode(uint16_t port_id)
 	return SN_UPLINK_RX_DEVICE;
 }
 
-/* The RX queue count and hash types for prm on a device that reports
- * info; fills out->n_rxq, rx_mode, rss_hf. 0, or -ENOTSUP (logged). */
-static int rx_plan(const char *name, const struct sn_uplink_params *prm,
-		   const struct rte_eth_dev_info *info, struct sn_uplink_info *out)
+/* See sn_uplink.h. */
+int sn_uplink_rx_plan(const char *name, const struct sn_uplink_params *prm,
+		      const struct rte_eth_dev_info *info, struct sn_uplink_info *out)
 {
 	const uint64_t hf = info->flow_type_rss_offloads & RSS_WANTED;
 	uint16_t n = prm->rx_queues;
@@ -130,7 +129,7 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 		rc = -ENOTSUP;
 		goto fail;
 	}
-	rc = rx_plan(name, prm, &info, out);
+	rc = sn_uplink_rx_plan(name, prm, &info, out);
 	if (rc)
 		goto fail;
 	rc = configure(port, out, n_txq, &conf);

@@ -28,6 +28,7 @@
 
 #include <stdint.h>
 
+struct rte_eth_dev_info;
 struct rte_mempool;
 
 enum sn_uplink_rx_mode {
@@ -52,6 +53,13 @@ struct sn_uplink_info {
 	uint64_t rss_hf;       /* RSS hash types in force (0 unless RSS) */
 };
 
+/* Any thread, pure but for its log line: the RX queue count, mode and
+ * hash types (out->n_rxq, rx_mode, rss_hf) for prm on a device that
+ * reports info (above). 0, or -ENOTSUP when prm->rx_queues exceeds the
+ * device's RX queues (logged, naming the device). sn_uplink_open() may
+ * still raise n_rxq to the TX queue count for a device that pairs them. */
+int sn_uplink_rx_plan(const char *name, const struct sn_uplink_params *prm,
+		      const struct rte_eth_dev_info *info, struct sn_uplink_info *out);
 /* Find the ethdev the EAL created from devargs (name = devargs up to the
  * first ','; main.c passes the name for the uplink's kind, a PCI NIC's
  * address included: sn_eal_uplink_name), configure it, start it, log the
