@@ -41,6 +41,7 @@
 #include <urcu-qsbr.h>
 
 #include "sn_log.h"
+#include "sn_uplink.h"
 #include "sn_vqtx.h"
 
 const char *const sn_drop_names[SN_DROP_MAX] = {
@@ -499,6 +500,7 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 	struct sn_port *p;
 	int slot, rc;
 
+	static_assert(SN_UPLINK_RXQ_MAX == SN_PORT_QMAX, "one uplink RX queue per q[]");
 	if (n_rxq == 0 || n_rxq > SN_PORT_QMAX)
 		return -EINVAL;
 	if (sn_ports_find(reg, name))

@@ -59,9 +59,18 @@ int sn_uplink_rx_plan(const char *name, const struct sn_uplink_params *prm,
 	out->rx_mode = SN_UPLINK_RX_SINGLE;
 	if (n == 0) {
 		n = 1;
-		if (prm->workers > 1 && hf && info->max_rx_queues >= prm->workers)
+		if (prm->workers > 1 && hf && info->max_rx_queues >= prm->workers) {
 			n = prm->workers;
-		else if (prm->workers > 1)
+		} else if (!hf && info->max_rx_queues > 1 &&
+			   info->max_rx_queues <= SN_UPLINK_RXQ_OWN_MAX) {
+			/* The queues its devargs asked for (net_af_xdp
+			 * queue_count, net_af_packet qpairs, net_vhost queues),
+			 * each fed from outside: one left unpolled would
+			 * strand its frames. */
+			n = info->max_rx_queues;
+			sn_log("uplink: %s: no RSS, %u RX queues of its own: every one polled",
+			       name, n);
+		} else if (prm->workers > 1)
 			sn_log("uplink: %s: %s: one RX queue, worker 0 receives for all %u workers",
 			       name, !hf ? "no RSS on IP/TCP/UDP" : "fewer RX queues than workers",
 			       prm->workers);
@@ -133,7 +142,8 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 	if (rc)
 		goto fail;
 	rc = configure(port, out, n_txq, &conf);
-	if (rc && out->n_rxq < n_txq && n_txq <= info.max_rx_queues) {
+	if (rc && out->n_rxq < n_txq && n_txq <= info.max_rx_queues &&
+	    n_txq <= SN_UPLINK_RXQ_MAX) {
 		/* A device whose queues come in pairs (net_tap: one tun queue
 		 * per pair) refuses fewer RX than TX queues: every pair's RX
 		 * side gets polled, queue q by worker q mod W. */

@@ -8,11 +8,14 @@
  *  - "auto" with W > 1 workers (layout ncore) and a device that offers RSS
  *    on IP/TCP/UDP and at least W RX queues: W queues, RSS over the hash
  *    types the device offers of those (SN_UPLINK_RX_RSS);
+ *  - "auto", a device without RSS that has 2..SN_UPLINK_RXQ_OWN_MAX RX
+ *    queues: all of them (SN_UPLINK_RX_DEVICE): those are the queues its
+ *    devargs asked for (net_af_xdp queue_count, net_af_packet qpairs,
+ *    net_vhost queues), each fed by the kernel or the peer;
  *  - "auto" otherwise: one queue (SN_UPLINK_RX_SINGLE): worker 0 receives
  *    every frame and delivers it to its destination port itself;
  *  - N: N queues (at most the device's), RSS if it offers it, else the
- *    device's own spreading (SN_UPLINK_RX_DEVICE: net_af_xdp's kernel
- *    queues, one per queue_count).
+ *    device's own spreading (SN_UPLINK_RX_DEVICE).
  * RX queue q is polled by worker q mod W (sn_ports_add_uplink sets the
  * uplink's q[q].owner).
  *
@@ -36,6 +39,12 @@ enum sn_uplink_rx_mode {
 	SN_UPLINK_RX_RSS,      /* several, the device's RSS picks the queue */
 	SN_UPLINK_RX_DEVICE,   /* several, without RSS: the device's own choice */
 };
+
+/* A device without RSS reporting at most this many RX queues has exactly
+ * the ones its devargs asked for (a PMD with queues of its own reports a
+ * large fixed maximum: net_null 1024, net_tap 16). */
+#define SN_UPLINK_RXQ_OWN_MAX 8
+#define SN_UPLINK_RXQ_MAX 8   /* RX queues at most (== SN_PORT_QMAX) */
 
 struct sn_uplink_params {
 	const char *devargs;

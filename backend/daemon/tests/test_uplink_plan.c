@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_uplink_plan.c — sn_uplink_rx_plan(): the uplink's RX queue count,
  * mode and RSS hash types for each kind of device (RSS or not, enough
- * queues or not) and each uplink.rx_queues, including the refusal of
+ * queues or not, a few queues of its own) and each uplink.rx_queues, including the refusal of
  * more queues than the device has (TAP-style output, exit status =
  * failures; no EAL: the device is a hand-filled rte_eth_dev_info). */
 #include <errno.h>
@@ -55,7 +55,20 @@ int main(void)
 	/* auto fallbacks: one queue, worker 0 */
 	rc = plan(16, 0, 2, 0, &o);
 	CHECK(rc == 0 && o.n_rxq == 1 && o.rx_mode == SN_UPLINK_RX_SINGLE && o.rss_hf == 0,
-	      "auto, no RSS: one queue");
+	      "auto, no RSS, a large fixed maximum of queues: one queue");
+	rc = plan(1, 0, 2, 0, &o);
+	CHECK(rc == 0 && o.n_rxq == 1 && o.rx_mode == SN_UPLINK_RX_SINGLE,
+	      "auto, no RSS, one RX queue: one queue");
+	/* auto, no RSS, the few queues its devargs asked for: all polled */
+	rc = plan(2, 0, 2, 0, &o);
+	CHECK(rc == 0 && o.n_rxq == 2 && o.rx_mode == SN_UPLINK_RX_DEVICE && o.rss_hf == 0,
+	      "auto, no RSS, 2 queues of its own: both");
+	rc = plan(SN_UPLINK_RXQ_OWN_MAX, 0, 1, 0, &o);
+	CHECK(rc == 0 && o.n_rxq == SN_UPLINK_RXQ_OWN_MAX && o.rx_mode == SN_UPLINK_RX_DEVICE,
+	      "auto, no RSS, %d queues of its own, one worker: every one", SN_UPLINK_RXQ_OWN_MAX);
+	rc = plan(SN_UPLINK_RXQ_OWN_MAX + 1, 0, 2, 0, &o);
+	CHECK(rc == 0 && o.n_rxq == 1 && o.rx_mode == SN_UPLINK_RX_SINGLE,
+	      "auto, no RSS, %d queues: one queue", SN_UPLINK_RXQ_OWN_MAX + 1);
 	rc = plan(16, RTE_ETH_RSS_L2_PAYLOAD, 2, 0, &o);
 	CHECK(rc == 0 && o.n_rxq == 1 && o.rx_mode == SN_UPLINK_RX_SINGLE,
 	      "auto, RSS without IP/TCP/UDP hash types: one queue");
