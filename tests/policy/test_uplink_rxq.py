@@ -8,6 +8,8 @@
   namespace reach the two VM peers with exact counts, both RX queues
   received some and each was counted by its own worker; frames from a VM
   on each worker leave on that worker's own TX queue.
+- Device queues: a net_vhost uplink with 3 queues and no RSS: all polled,
+  exactly the frames its peer sent on each.
 - Fallback: a net_pcap uplink on a veth (one RX queue, no RSS; a TX queue
   per transmitting lcore), two workers: worker 0 receives every frame and
   delivers it to both VMs, one of which another worker polls; counts
@@ -132,7 +134,8 @@ def test_rss_one_rx_queue_per_worker(schednicd, sngen, netns, measured):
     g = start_vms(d, sngen, [f"src={i},dst={NS_MAC},count={VM_TO_UPLINK}" for i in (0, 1)])
     # net_tap pairs its queues (RX count = TX count = workers + arbiter):
     # queue 2 goes to worker 0
-    assert "uplink: net_tap0: RX mode rss: 3 RX queues over 2 workers" in d.log_tail(200)
+    log = d.log_path.read_text(errors="replace")
+    assert "uplink: net_tap0: RX mode rss: 3 RX queues over 2 workers" in log, log
     up, sent = send_and_check(d, g, ns, ifname)
     assert up["rx_mode"] == "rss", up
     assert [q["worker"] for q in up["rx_queues"]] == [0, 1, 0], up["rx_queues"]
@@ -168,7 +171,7 @@ def test_single_rx_queue_fallback_exact(schednicd, sngen, netns):
                       uplink=f"net_pcap0,rx_iface_in={a}" + f",tx_iface={a}" * 3,
                       datapath=NCORE, eal=EAL)
         g = start_vms(d, sngen)
-        log = d.log_tail(200)
+        log = d.log_path.read_text(errors="replace")
         assert "no RSS on IP/TCP/UDP: one RX queue, worker 0 receives for all 2 workers" \
             in log, log
         assert "RX mode single: 1 RX queue over 2 workers" in log, log
@@ -183,6 +186,37 @@ def test_single_rx_queue_fallback_exact(schednicd, sngen, netns):
         d.stop()
     finally:
         subprocess.run(["ip", "link", "del", a], check=False, capture_output=True)
+
+
+def test_device_queues_without_rss_all_polled(schednicd, sngen, sn_tmpdir):
+    """auto on a device without RSS that has a few queues of its own (a
+    net_vhost uplink with queues=3): every queue polled, RX queue q by
+    worker q mod 2; sn-gen, its peer, sends flow i on its TX queue i."""
+    up = sn_tmpdir / "up.sock"
+    vm0 = {"name": "vm0", "type": "vhost-user", "path": str(sn_tmpdir / "vm0.sock"), "queues": 3}
+    d = schednicd(ports=[vm0], uplink=f"net_vhost0,iface={up},queues=3", datapath=NCORE, eal=EAL)
+    n = 300
+    g = sngen([str(up), vm0["path"]], "--queues", "3",
+              *[a for _ in range(3) for a in ("--flow", f"src=0,dst=1,count={n}")])
+    g.wait("ready")
+    d.wait_port_state("vm0", "up")
+    log = d.log_path.read_text(errors="replace")
+    assert "no RSS, 3 RX queues of its own: every one polled" in log, log
+    assert "RX mode device: 3 RX queues over 2 workers" in log, log
+    g.go("learn")
+    t0 = wait_settled(d, lambda t: t["uplink"]["rx_packets"] >= 1 and t["vm0"]["rx_packets"] >= 1)
+    q0 = [q["rx_packets"] for q in port_table(d.stats())["uplink"]["rx_queues"]]
+    g.go("0")
+    t = wait_settled(d, lambda t: t["vm0"]["tx_packets"] >= t0["vm0"]["tx_packets"] + 3 * n)
+    assert t["vm0"]["tx_packets"] == t0["vm0"]["tx_packets"] + 3 * n, (t0["vm0"], t["vm0"])
+    up_st = port_table(d.stats())["uplink"]
+    assert up_st["rx_mode"] == "device", up_st
+    assert [q["worker"] for q in up_st["rx_queues"]] == [0, 1, 0], up_st["rx_queues"]
+    assert [q["rx_packets"] - a for q, a in zip(up_st["rx_queues"], q0)] == [n, n, n], \
+        (q0, up_st["rx_queues"])
+    r = g.finish()
+    for f in r["flows"]:
+        assert f["tx"] == f["count"] == f["rx"] and f["rx_ooo"] == 0 and f["rx_bad"] == 0, f
 
 
 @pytest.mark.parametrize("val", ["two", 0, 9, -1, 1.5, [2]])
