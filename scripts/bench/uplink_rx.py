@@ -7,9 +7,10 @@ queues spread over the workers.
 --uplink vhost (default): the harness of datapath.py (generator and sink
 ONE single-threaded sn-gen on CPU 0, the switch's workers on
 --worker-cpu). The uplink is a net_vhost ethdev with 4 queue pairs
-(uplink.rx_queues 4: mode "device", RX queue q on worker q mod W); sn-gen
-port 0 is its virtio-user peer and sends 64 B frames on its 4 TX queues
-in turn, to sn-gen port 1 behind VM port vm0 (4 queue pairs too). The
+(rx_queues auto: mode "device", all 4 polled, RX queue q by worker
+q mod W); sn-gen port 0 is its virtio-user peer and sends 64 B frames on
+its 4 TX queues in turn, to sn-gen port 1 behind VM port vm0 (4 queue
+pairs too). The
 rate is what sn-gen's sink received per second over --duration after
 --warmup; the daemon's per-RX-queue split comes from stats.get.
 
@@ -170,7 +171,7 @@ def vhost_run(args, workers, tag, tmp):
                    "arbiter_cpu": 0},
            "control": {"socket": sock, "state_dir": ""},
            "datapath": {**datapath, "mbufs": 32767},
-           "uplink": {"name": "uplink", "rx_queues": VHOST_QUEUES,
+           "uplink": {"name": "uplink",
                       "devargs": f"net_vhost0,iface={up},queues={VHOST_QUEUES}"},
            "ports": [{"name": "vm0", "path": vm0, "queues": VHOST_QUEUES}]}
     cfg_path = tmp / f"cfg-{tag}.json"
