@@ -69,10 +69,12 @@ struct sn_ports *sn_ports_global;
  * worker has passed a quiescent state. Main thread. */
 static int publish(struct sn_ports *reg)
 {
+	static uint64_t seq;   /* main thread only, over every registry */
 	struct sn_port_table *t = calloc(1, sizeof(*t)), *old;
 
 	if (!t)
 		return -ENOMEM;
+	t->seq = ++seq;
 	for (unsigned i = 0; i < SN_PORT_MAX; i++) {
 		t->by_slot[i] = reg->slot[i];
 		if (reg->slot[i])

@@ -206,6 +206,10 @@ struct sn_port {
 
 /* Immutable snapshot read by the worker (RCU). */
 struct sn_port_table {
+	uint64_t seq;                          /* publication number, from 1:
+	                                        * a new table never repeats
+	                                        * one (a freed table's address
+	                                        * may come back) */
 	unsigned n;
 	struct sn_port *list[SN_PORT_MAX];     /* dense, poll order */
 	struct sn_port *by_slot[SN_PORT_MAX];  /* NULL = free slot */
