@@ -675,6 +675,11 @@ void sn_vqtx_service(struct sn_vqtx *q, uint64_t now)
 	}
 }
 
+bool sn_vqtx_quiet(const struct sn_vqtx *q)
+{
+	return q->outstanding == 0 && !q->dirty && !q->stats_pending;
+}
+
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q)
 {
 	return stop_pending(q);

@@ -378,6 +378,11 @@ void sn_vqtx_service(struct sn_vqtx *q, uint64_t now);
  * records pop -> free at this resolution), of its hold checks and of
  * counter publication. Returns an idle worker's stash to the pool. */
 void sn_vqtx_set_now(unsigned worker, uint64_t now);
+/* WORKER (owner): nothing for sn_vqtx_service() or a hold check to do
+ * until the next pop: no frame out (all epochs), no used entry or counter
+ * left to publish. The switch then polls the queue less often
+ * (sn_switch_poll.c) and services it only when it polls it. */
+bool sn_vqtx_quiet(const struct sn_vqtx *q);
 /* WORKER: a stop is pending (acquire; pairs with sn_vqtx_stop()). The
  * worker then frees every mbuf of this queue it holds and calls
  * sn_vqtx_stop_ack(), which drop-completes what is still held, flushes,
