@@ -298,37 +298,46 @@ static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
  * the arbiter half at its next round: sn_pipeline_src_purge), each
  * dropped and completed at once, and the stop is acknowledged once the
  * port holds none (microseconds, an arbiter round later in layout 2core). */
-static void vq_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
+static void vq_service_one(struct sn_switch *sw, const struct sn_switch_pollq *e, uint64_t now)
 {
+	struct sn_port *p = e->p;
+	struct sn_vqtx *q = p->q[e->qi].vq;
+
+	if (!q)
+		return;
+	sn_vqtx_keep_bound_add(q);
+	if (sn_vqtx_stop_pending(q)) {
+		bl_purge_queue(sw, q);
+		/* Acknowledged once none of the queue's own frames is out, or
+		 * the port holds nothing in the pipeline: a stock guest's
+		 * copies there reference no descriptor and leave at their own
+		 * pace. */
+		if (sw->pl && sn_pipeline_src_purge(sw->pl, p) && sn_vqtx_frames_out(q))
+			return;
+		sn_vqtx_stop_ack(q);
+	} else {
+		sn_vqtx_service(q, now);
+	}
+}
+
+/* The queues polled this iteration (busy and swept, sn_switch_poll.c), or
+ * all: a quiet queue has nothing to publish and no frame out, so the
+ * hold-check bound over the busy ones covers every frame of the worker. */
+static void vq_service(struct sn_switch *sw, uint64_t now, bool all)
+{
+	const struct sn_switch_pollset *ps = &sw->ps;
+
 	/* The hold-check bound over every queue this worker owns, after the
 	 * iteration's last pop (sn_vqtx_keep_all). */
 	sn_vqtx_keep_bound_begin(sw->wk);
-	for (unsigned i = 0; i < t->n; i++) {
-		struct sn_port *p = t->list[i];
-
-		/* Multiqueue: every TX queue is its own unit, served by its
-		 * owner (sn_port.h). */
-		for (unsigned qi = 0; p->vq && qi < p->nq; qi++) {
-			struct sn_vqtx *q = p->q[qi].vq;
-
-			if (p->q[qi].owner != sw->wk)
-				continue;
-			sn_vqtx_keep_bound_add(q);
-			if (sn_vqtx_stop_pending(q)) {
-				bl_purge_queue(sw, q);
-				/* Acknowledged once none of the queue's own
-				 * frames is out, or the port holds nothing in
-				 * the pipeline: a stock guest's copies there
-				 * reference no descriptor and leave at their
-				 * own pace. */
-				if (sw->pl && sn_pipeline_src_purge(sw->pl, p) &&
-				    sn_vqtx_frames_out(q))
-					continue;
-				sn_vqtx_stop_ack(q);
-			} else {
-				sn_vqtx_service(q, now);
-			}
-		}
+	if (all) {
+		for (unsigned i = 0; i < ps->n; i++)
+			vq_service_one(sw, &ps->e[i], now);
+	} else {
+		for (unsigned b = 0; b < ps->nbusy; b++)
+			vq_service_one(sw, &ps->e[ps->busy[b]], now);
+		for (unsigned k = 0; k < ps->nswept; k++)
+			vq_service_one(sw, &ps->e[ps->swept[k]], now);
 	}
 	sn_vqtx_keep_bound_end(sw->wk);
 }
@@ -537,8 +546,8 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 /* With CPU fair dropping (sn_cpufair.h), a burst dequeued at worker CPU
  * time t0 (ns) first loses the frames of flows above their CPU share, and
  * its measured CPU time (dequeue included) is apportioned afterwards. */
-static void burst_in(struct sn_switch *sw, const struct sn_port_table *t, struct sn_port *in,
-		     struct rte_mbuf **pkts, uint16_t n, uint64_t now, uint64_t t0)
+void sn_switch_burst_in(struct sn_switch *sw, const struct sn_port_table *t, struct sn_port *in,
+			struct rte_mbuf **pkts, uint16_t n, uint64_t now, uint64_t t0)
 {
 	if (!sw->cf) {
 		switch_burst(sw, t, in, pkts, n, now);
@@ -549,66 +558,6 @@ static void burst_in(struct sn_switch *sw, const struct sn_port_table *t, struct
 	if (k)
 		switch_burst(sw, t, in, pkts, k, now);
 	sn_cpufair_account(sw->cf, sn_cpufair_clock() - t0);
-}
-
-/* Poll the enabled TX queues of vhost port p that this worker owns
- * (multiqueue: sn_port.h) and switch what they hold. Returns the frames
- * taken. */
-static __rte_always_inline unsigned poll_vhost(struct sn_switch *sw, const struct sn_port_table *t,
-					       struct sn_port *p, struct rte_mbuf **pkts,
-					       uint16_t burst, uint64_t now)
-{
-	unsigned got = 0;
-
-	for (uint32_t rdy = sn_port_txq_ready(p); rdy; rdy &= rdy - 1) {
-		unsigned qi = (unsigned)__builtin_ctz(rdy);
-		uint64_t bytes;
-		uint16_t n;
-
-		if (p->q[qi].owner != sw->wk)
-			continue;
-		/* after the owner check: no clock read for other workers'
-		 * queues (ncore) */
-		uint64_t t0 = sw->cf ? sn_cpufair_clock() : now;
-		if (p->q[qi].vq) {
-			uint16_t mx = burst;
-
-			/* An opted-in guest is backpressured by its
-			 * completions: while its port's rate limit is a wheel
-			 * horizon ahead, its frames wait in its ring rather
-			 * than being dropped at the horizon. */
-			if (sw->pl && sn_vqtx_opted_in(p->q[qi].vq)) {
-				mx = sn_pipeline_src_room(sw->pl, p, burst);
-				if (!mx) {
-					sn_vqtx_count_horizon_wait(p->q[qi].vq);
-					continue;
-				}
-			} else if (sw->pl) {
-				/* A stock guest's frames are copied out rather
-				 * than held long (sn_vqtx_copy_out): its frames
-				 * in the pipeline stay within a budget of one
-				 * ring per queue (sn_pipeline_src_copy_room). */
-				mx = sn_pipeline_src_copy_room(sw->pl, p,
-							       (uint64_t)p->nq *
-							       sn_vqtx_ring_size(p->q[qi].vq), burst);
-				if (!mx)
-					continue;
-			}
-			n = sn_vqtx_recv(p->q[qi].vq, sw->mp, pkts, mx, now, &bytes);
-		} else {
-			n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1), sw->mp, pkts,
-						    burst);
-			bytes = 0;
-			for (uint16_t j = 0; j < n; j++)
-				bytes += pkts[j]->pkt_len;
-		}
-		if (!n)
-			continue;
-		sn_port_count_txq(p, qi, n, bytes);
-		burst_in(sw, t, p, pkts, n, now, t0);
-		got += n;
-	}
-	return got;
 }
 
 /* Poll the uplink's RX queues this worker owns (q[qi].owner: worker
@@ -631,7 +580,7 @@ static __rte_always_inline unsigned poll_uplink(struct sn_switch *sw, const stru
 		for (uint16_t j = 0; j < n; j++)
 			bytes += pkts[j]->pkt_len;
 		sn_port_count_txq(p, qi, n, bytes);
-		burst_in(sw, t, p, pkts, n, now, t0);
+		sn_switch_burst_in(sw, t, p, pkts, n, now, t0);
 		got += n;
 	}
 	return got;
@@ -647,7 +596,8 @@ static void worker_drain(struct sn_switch *sw)
 			bl_filter(&sw->bl[i], drop_all, NULL);
 	if (sw->pl)
 		sn_pipeline_drain(sw->pl);
-	vq_service(sw, t, rte_rdtsc());
+	sn_switch_poll_sync(sw, t);
+	vq_service(sw, rte_rdtsc(), true);
 }
 
 int sn_switch_worker(void *arg)
@@ -669,21 +619,19 @@ int sn_switch_worker(void *arg)
 		sn_vqtx_set_now(sw->wk, now);       /* the hold-time clock: one rdtsc per iteration */
 		if (sw->pl)
 			sn_pipeline_run(sw->pl, t);   /* due frames, arbiter */
-		for (unsigned i = 0; i < t->n; i++) {
-			struct sn_port *p = t->list[i];
+		sn_switch_poll_sync(sw, t);
+		got += sn_switch_poll_vhost(sw, t, pkts, now);
+		for (unsigned i = 0; i < sw->ps.neth; i++) {
+			struct sn_port *p = sw->ps.eth[i];
 
 			if (!sn_port_is_up(p))
 				continue;
-			if (p->type == SN_PORT_VHOST) {
-				got += poll_vhost(sw, t, p, pkts, burst, now);
-				continue;
-			}
 			got += poll_uplink(sw, t, p, pkts, burst, now);
 		}
 		if (sw->pl)
 			sn_pipeline_flush(sw->pl);    /* before t goes stale */
 		bl_service(sw, t, now);
-		vq_service(sw, t, now);
+		vq_service(sw, now, false);
 		/* Ends the read-side use of t and of every port's vid: pairs
 		 * with synchronize_rcu() in port/ (publish, destroy). */
 		rcu_quiescent_state();
@@ -738,9 +686,10 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 		sw->mt_owner = true;
 	}
 	sw->bl = rte_zmalloc("sn_backlog", sizeof(*sw->bl) * SN_PORT_MAX, RTE_CACHE_LINE_SIZE);
-	if (!sw->mt || !sw->bl) {
+	if (!sw->mt || !sw->bl || sn_switch_poll_init(sw)) {
 		if (sw->mt_owner)
 			sn_mac_free(sw->mt);
+		sn_switch_poll_fini(sw);
 		rte_free(sw->bl);
 		rte_free(sw);
 		errno = ENOMEM;
@@ -779,6 +728,7 @@ void sn_switch_destroy(struct sn_switch *sw)
 		return;
 	if (sw->mt_owner)
 		sn_mac_free(sw->mt);
+	sn_switch_poll_fini(sw);
 	rte_free(sw->bl);
 	rte_free(sw);
 }

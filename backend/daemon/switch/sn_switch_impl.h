@@ -22,6 +22,34 @@
 #define SN_SWITCH_DIAG_LINES 16    /* frames logged per cause (bounded) */
 #define SN_SWITCH_BACKLOG_MAX 1024u /* frames waiting per vhost destination (pow2) */
 
+/* The worker's poll set (sn_switch_poll.c): one entry per vhost-user TX
+ * queue this worker owns, busy ones polled every iteration, quiet ones
+ * swept SN_SWITCH_SWEEP per iteration. */
+#define SN_SWITCH_POLLQ_MAX (SN_PORT_MAX * SN_PORT_QMAX)
+#define SN_SWITCH_QUIET_AFTER 1024u /* empty polls that make a queue quiet */
+#define SN_SWITCH_SWEEP 8u          /* quiet queues polled per iteration */
+
+struct sn_switch_pollq {
+	struct sn_port *p;
+	uint16_t qi;                 /* TX queue of p */
+	bool busy;                   /* in busy[] */
+	uint32_t empty;              /* consecutive empty polls */
+};
+
+struct sn_switch_pollset {
+	uint64_t seq;                /* sn_port_table.seq built from; 0 = none */
+	unsigned n;                  /* entries e[0, n), table order */
+	unsigned nbusy;              /* busy[0, nbusy): indexes into e */
+	unsigned cursor;             /* next entry of the sweep */
+	unsigned nswept;             /* swept[]: quiet entries polled this
+	                              * iteration (serviced with the busy ones) */
+	unsigned neth;               /* ethdev ports of the table */
+	struct sn_switch_pollq *e;   /* [SN_SWITCH_POLLQ_MAX] */
+	uint32_t *busy;              /* [SN_SWITCH_POLLQ_MAX] */
+	uint32_t swept[SN_SWITCH_SWEEP];
+	struct sn_port *eth[SN_PORT_MAX];
+};
+
 /* Frames from deferred ports waiting for one vhost destination. */
 struct sn_switch_backlog {
 	uint32_t gen;          /* destination port generation */
@@ -66,6 +94,7 @@ struct sn_switch {
 	struct sn_switch_stage stage[SN_PORT_MAX];
 	struct sn_switch_backlog *bl; /* [SN_PORT_MAX], by destination slot */
 	uint64_t bl_busy;            /* bit i: bl[i] may be non-empty */
+	struct sn_switch_pollset ps;
 };
 
 /* Log one frame's metadata while *budget lasts (diagnostics, bounded). */
@@ -78,5 +107,22 @@ void sn_switch_flush_eth(struct sn_switch *sw, struct sn_port *p, struct sn_swit
  * 0 = not all sent (ring full), -1 = cannot segment. m stays the
  * caller's. */
 int sn_switch_gso_tx(struct sn_switch *sw, const struct sn_port *p, struct rte_mbuf *m);
+
+/* sn_switch.c: switch a burst that came in on port in (CPU fair
+ * dropping first when configured); t0 = the worker CPU clock at its
+ * dequeue. */
+void sn_switch_burst_in(struct sn_switch *sw, const struct sn_port_table *t, struct sn_port *in,
+			struct rte_mbuf **pkts, uint16_t n, uint64_t now, uint64_t t0);
+
+/* sn_switch_poll.c. Create: allocate the poll set (0 or -ENOMEM);
+ * fini frees it. Worker only, every iteration, between quiescent states:
+ * sync rebuilds the set when t is a table it was not built from (every
+ * entry busy again); poll_vhost polls the busy entries and the sweep's
+ * quiet ones, switches what they hold and returns the frames taken. */
+int sn_switch_poll_init(struct sn_switch *sw);
+void sn_switch_poll_fini(struct sn_switch *sw);
+void sn_switch_poll_sync(struct sn_switch *sw, const struct sn_port_table *t);
+unsigned sn_switch_poll_vhost(struct sn_switch *sw, const struct sn_port_table *t,
+			      struct rte_mbuf **pkts, uint64_t now);
 
 #endif /* SN_SWITCH_IMPL_H */

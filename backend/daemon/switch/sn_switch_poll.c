@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_switch_poll.c — which vhost-user TX queues a worker polls in an
+ * iteration, and polling them.
+ *
+ * A host with hundreds of mostly idle VMs must not pay for the idle ones
+ * on every loop: an empty rte_vhost_dequeue_burst() (device lookup, the
+ * vring's access lock, a read of the guest's avail index) or an empty
+ * sn_vqtx_recv() costs tens of nanoseconds, and each port's struct is
+ * another cache line or three; at 500 ports that is most of an
+ * iteration's budget. So the worker keeps a poll set, hybrid of busy
+ * polling and a sweep:
+ *
+ *  - Every TX queue the worker owns (sn_port.h "Queues") has an entry,
+ *    built from the port table in table order when the worker first sees
+ *    a table (sn_port_table.seq; all entries start busy).
+ *  - BUSY entries are polled every iteration, as every queue was before
+ *    there were many. A busy entry that found nothing SN_SWITCH_QUIET_AFTER
+ *    times in a row becomes QUIET, provided its queue holds nothing that
+ *    needs the worker every iteration: a deferred queue (sn_vqtx) only
+ *    when sn_vqtx_quiet() (no frame out, nothing left to publish), so its
+ *    hold checks, completions and counters keep their per-iteration
+ *    service while it matters.
+ *  - A SWEEP visits SN_SWITCH_SWEEP entries per iteration, round robin
+ *    over all entries (busy ones are skipped: they were polled). A quiet
+ *    queue found with frames becomes busy at once, its frames switched in
+ *    the same iteration. A deferred quiet queue is serviced (the stop
+ *    handshake included) when the sweep polls it.
+ *
+ * Cost of an idle connected port: nothing per iteration but its share of
+ * the sweep (SN_SWITCH_SWEEP polls per iteration in total, whatever the
+ * number of ports). Latency of a quiet queue's first frame: at most
+ * ceil(n / SN_SWITCH_SWEEP) iterations, n = the worker's entries (500
+ * queues: 63 iterations; measured in tests/datapath/test_idle_ports.py);
+ * the next frames see busy polling. No queue is ever starved: the sweep
+ * reaches every entry in that many iterations whatever the busy ones do,
+ * and an iteration is bounded (each busy queue gives at most a burst).
+ * A deferred queue's stop waits for the same sweep at most, far below
+ * SN_VQTX_STOP_WAIT_US.
+ *
+ * Contract: the poll set belongs to its worker alone (struct sn_switch,
+ * "Worker only"); it holds port pointers of the table it was built from,
+ * valid because the worker rebuilds it, before any use, from each new
+ * table it reads between its quiescent states (port/ frees a port only
+ * after a grace period that follows its removal from the table). Port
+ * state (up, txq_ready) is read as the port table contract says, at each
+ * poll.
+ */
+#define _LGPL_SOURCE
+#include "sn_switch_impl.h"
+#include "sn_cpufair.h"
+
+#include <errno.h>
+
+#include <rte_malloc.h>
+#include <rte_vhost.h>
+
+#include "sn_pipeline.h"
+#include "sn_vqtx.h"
+
+int sn_switch_poll_init(struct sn_switch *sw)
+{
+	struct sn_switch_pollset *ps = &sw->ps;
+
+	ps->e = rte_zmalloc("sn_pollq", sizeof(*ps->e) * SN_SWITCH_POLLQ_MAX, RTE_CACHE_LINE_SIZE);
+	ps->busy = rte_zmalloc("sn_pollbusy", sizeof(*ps->busy) * SN_SWITCH_POLLQ_MAX,
+			       RTE_CACHE_LINE_SIZE);
+	if (!ps->e || !ps->busy) {
+		sn_switch_poll_fini(sw);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void sn_switch_poll_fini(struct sn_switch *sw)
+{
+	rte_free(sw->ps.e);
+	rte_free(sw->ps.busy);
+	sw->ps.e = NULL;
+	sw->ps.busy = NULL;
+}
+
+void sn_switch_poll_sync(struct sn_switch *sw, const struct sn_port_table *t)
+{
+	struct sn_switch_pollset *ps = &sw->ps;
+
+	if (ps->seq == t->seq)
+		return;
+	ps->n = ps->nbusy = ps->neth = ps->nswept = 0;
+	for (unsigned i = 0; i < t->n; i++) {
+		struct sn_port *p = t->list[i];
+
+		if (p->type != SN_PORT_VHOST) {
+			ps->eth[ps->neth++] = p;
+			continue;
+		}
+		for (uint16_t qi = 0; qi < p->nq; qi++) {
+			if (p->q[qi].owner != sw->wk)
+				continue;
+			ps->e[ps->n] = (struct sn_switch_pollq){ .p = p, .qi = qi, .busy = true };
+			ps->busy[ps->nbusy++] = ps->n++;
+		}
+	}
+	ps->cursor = 0;
+	ps->seq = t->seq;
+}
+
+/* Poll TX queue e->qi of vhost port e->p if it may be polled, switch what
+ * it holds; returns the frames taken. */
+static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
+			 const struct sn_switch_pollq *e, struct rte_mbuf **pkts, uint64_t now)
+{
+	struct sn_port *p = e->p;
+	const unsigned qi = e->qi;
+	const uint16_t burst = (uint16_t)sw->burst;
+	struct sn_vqtx *vq = p->q[qi].vq;
+	uint64_t bytes, t0;
+	uint16_t n;
+
+	if (!sn_port_is_up(p) || !(sn_port_txq_ready(p) & (1u << qi)))
+		return 0;
+	t0 = sw->cf ? sn_cpufair_clock() : now;
+	if (vq) {
+		uint16_t mx = burst;
+
+		/* An opted-in guest is backpressured by its completions: while
+		 * its port's rate limit is a wheel horizon ahead, its frames
+		 * wait in its ring rather than being dropped at the horizon. */
+		if (sw->pl && sn_vqtx_opted_in(vq)) {
+			mx = sn_pipeline_src_room(sw->pl, p, burst);
+			if (!mx) {
+				sn_vqtx_count_horizon_wait(vq);
+				return 0;
+			}
+		} else if (sw->pl) {
+			/* A stock guest's frames are copied out rather than held
+			 * long (sn_vqtx_copy_out): its frames in the pipeline
+			 * stay within a budget of one ring per queue
+			 * (sn_pipeline_src_copy_room). */
+			mx = sn_pipeline_src_copy_room(sw->pl, p,
+						       (uint64_t)p->nq * sn_vqtx_ring_size(vq), burst);
+			if (!mx)
+				return 0;
+		}
+		n = sn_vqtx_recv(vq, sw->mp, pkts, mx, now, &bytes);
+	} else {
+		n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1), sw->mp, pkts, burst);
+		bytes = 0;
+		for (uint16_t j = 0; j < n; j++)
+			bytes += pkts[j]->pkt_len;
+	}
+	if (!n)
+		return 0;
+	sn_port_count_txq(p, qi, n, bytes);
+	sn_switch_burst_in(sw, t, p, pkts, n, now, t0);
+	return n;
+}
+
+/* A busy entry that found nothing: may it leave busy polling? */
+static bool goes_quiet(struct sn_switch_pollq *e)
+{
+	const struct sn_vqtx *vq = e->p->q[e->qi].vq;
+
+	if (++e->empty < SN_SWITCH_QUIET_AFTER)
+		return false;
+	return !vq || sn_vqtx_quiet(vq);
+}
+
+unsigned sn_switch_poll_vhost(struct sn_switch *sw, const struct sn_port_table *t,
+			      struct rte_mbuf **pkts, uint64_t now)
+{
+	struct sn_switch_pollset *ps = &sw->ps;
+	unsigned got = 0, steps;
+
+	for (unsigned b = 0; b < ps->nbusy;) {
+		struct sn_switch_pollq *e = &ps->e[ps->busy[b]];
+		unsigned n = poll_txq(sw, t, e, pkts, now);
+
+		if (n) {
+			e->empty = 0;
+			got += n;
+		} else if (goes_quiet(e)) {
+			e->busy = false;
+			ps->busy[b] = ps->busy[--ps->nbusy];   /* not yet polled */
+			continue;
+		}
+		b++;
+	}
+	ps->nswept = 0;
+	steps = ps->n < SN_SWITCH_SWEEP ? ps->n : SN_SWITCH_SWEEP;
+	for (unsigned k = 0; k < steps; k++) {
+		uint32_t i = ps->cursor;
+		struct sn_switch_pollq *e = &ps->e[i];
+		unsigned n;
+
+		ps->cursor = i + 1 == ps->n ? 0 : i + 1;
+		if (e->busy)
+			continue;
+		n = poll_txq(sw, t, e, pkts, now);
+		if (n) {
+			e->busy = true;
+			e->empty = 0;
+			ps->busy[ps->nbusy++] = i;
+			got += n;
+		} else {
+			ps->swept[ps->nswept++] = i;
+		}
+	}
+	return got;
+}
