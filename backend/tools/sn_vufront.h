@@ -139,4 +139,8 @@ void sn_vufront_sc_restart(struct sn_vufront *f, uint32_t count);
 void sn_vufront_sc_sink(struct sn_vufront *f, uint32_t count);
 void sn_vufront_restart_json(const struct sn_vufront *f);
 
+/* sn_vufront_many.c: "sn-vufront many ...", the many-connection mode
+ * (argv[0] = "many"); returns the exit status. */
+int sn_vufront_many(int argc, char **argv);
+
 #endif /* SN_VUFRONT_H */
