@@ -3,7 +3,7 @@
  * the idle guest of many vhost-user ports at once.
  *
  *   sn-vufront many (--socket PATH ... | --pattern P --count N | --dir DIR)
- *                   [--queue-size Q] [--timeout S] [--ready-file PATH]
+ *                   [--queue-size Q] [--timeout S] [--ready-file PATH] [--probe K]
  *
  * It connects to every socket (a list; a pattern whose "%u" is replaced by
  * 0 .. N-1; or every unix socket in a directory, in name order),
@@ -12,6 +12,12 @@
  * prints one JSON line ({"mode":"many","connected":N,"setup_ms":...}),
  * creates the ready file if asked, and stays connected until SIGTERM or
  * SIGINT (exit 0; the back-end sees every connection close).
+ *
+ * Probe (--probe K): on each SIGUSR1, one frame (addressed to its own
+ * source MAC, so the back-end drops it as a hairpin and sends it nowhere)
+ * is posted on connection K's TX ring without a kick (the back-end polls),
+ * and the time until its used entry appears is printed as
+ * {"probe_ms":...}: the first-frame latency of a quiet ring.
  *
  * Resources per connection: the socket stays open; the two memfd regions
  * (1 MiB each, of which only the ring pages are ever touched) stay mapped
@@ -25,6 +31,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,16 +55,53 @@ static bool stop_pending(void)
 	return sigpending(&p) == 0 && (sigismember(&p, SIGTERM) == 1 || sigismember(&p, SIGINT) == 1);
 }
 
+static volatile sig_atomic_t last_signal;
+
 static void on_signal(int sig)
 {
-	(void)sig;
+	last_signal = sig;
+}
+
+#define PROBE_MAC  "\x02\x53\x56\x00\x00\x5a"
+#define PROBE_LEN  60u
+
+/* Post one frame on f's TX ring, spin until its used entry, print the
+ * wait. Descriptor 0 and the start of region 1 are reused each time (the
+ * previous probe's entry came back, or the probe timed out and exits). */
+static void probe(struct sn_vufront *f)
+{
+	unsigned char *buf = f->base[1];
+	uint16_t u0 = __atomic_load_n(&f->used->idx, __ATOMIC_ACQUIRE);
+	double t0, t;
+
+	memset(buf, 0, f->hdr_len + PROBE_LEN);
+	memcpy(buf + f->hdr_len, PROBE_MAC, 6);
+	memcpy(buf + f->hdr_len + 6, PROBE_MAC, 6);
+	buf[f->hdr_len + 12] = 0x88;        /* IEEE local experimental ethertype */
+	buf[f->hdr_len + 13] = 0xb5;
+	f->desc[0] = (struct sn_vring_desc){ .addr = GPA1, .len = f->hdr_len + PROBE_LEN };
+	f->avail->ring[f->avail_idx & (f->q - 1)] = 0;
+	f->avail_idx++;
+	t0 = sn_vufront_now();
+	/* Release pairs with the back-end's acquire load of avail->idx. */
+	__atomic_store_n(&f->avail->idx, f->avail_idx, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&f->used->idx, __ATOMIC_ACQUIRE) == u0) {
+		if (sn_vufront_now() - t0 > f->timeout_s) {
+			printf("{\"probe_ms\":null,\"timeout\":true}\n");
+			fflush(stdout);
+			exit(1);
+		}
+	}
+	t = sn_vufront_now();
+	printf("{\"probe_ms\":%.3f}\n", (t - t0) * 1e3);
+	fflush(stdout);
 }
 
 static void many_usage(FILE *o)
 {
 	fprintf(o,
 "usage: sn-vufront many (--socket PATH ... | --pattern P --count N | --dir DIR)\n"
-"                       [--queue-size Q] [--timeout S] [--ready-file PATH]\n"
+"                       [--queue-size Q] [--timeout S] [--ready-file PATH] [--probe K]\n"
 "  Connects to every vhost-user server socket given, negotiates each with\n"
 "  empty rings (an idle VM per socket), prints one JSON line, then stays\n"
 "  connected until SIGTERM/SIGINT.\n"
@@ -67,6 +111,8 @@ static void many_usage(FILE *o)
 "  --queue-size Q    ring size, power of two 2..%u (default 256)\n"
 "  --timeout S       per connection: connect retries and replies (default 10)\n"
 "  --ready-file PATH created once every connection is negotiated\n"
+"  --probe K         on each SIGUSR1, post one frame on connection K (0-based)\n"
+"                    and print {\"probe_ms\":...}, the time until it completed\n"
 "  at most %u sockets\n", MAX_Q, MANY_MAX);
 }
 
@@ -177,12 +223,13 @@ int sn_vufront_many(int argc, char **argv)
 		{ "queue-size", required_argument, NULL, 'q' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "ready-file", required_argument, NULL, 'r' },
+		{ "probe", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct many m = { .path = calloc(MANY_MAX, sizeof(char *)) };
 	const char *pattern = NULL, *ready = NULL;
-	unsigned long count = 0, q = 256;
+	unsigned long count = 0, q = 256, probe_k = ULONG_MAX;
 	double timeout = 10, t0;
 	struct sn_vufront **fr;
 	struct sigaction sa = { .sa_handler = on_signal };
@@ -214,6 +261,11 @@ int sn_vufront_many(int argc, char **argv)
 				goto bad_value;
 			break;
 		case 'r': ready = optarg; break;
+		case 'P':
+			probe_k = strtoul(optarg, &end, 10);
+			if (end == optarg || *end || probe_k >= MANY_MAX)
+				goto bad_value;
+			break;
 		case 'h': many_usage(stdout); return 0;
 		default: many_usage(stderr); return 2;
 		}
@@ -224,7 +276,7 @@ int sn_vufront_many(int argc, char **argv)
 	}
 	if (pattern)
 		add_pattern(&m, pattern, count);
-	if (optind != argc || m.n == 0) {
+	if (optind != argc || m.n == 0 || (probe_k != ULONG_MAX && probe_k >= m.n)) {
 		many_usage(stderr);
 		return 2;
 	}
@@ -232,7 +284,9 @@ int sn_vufront_many(int argc, char **argv)
 	sigemptyset(&block);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
 	if (sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL) ||
+	    sigaction(SIGUSR1, &sa, NULL) ||
 	    sigprocmask(SIG_BLOCK, &block, &old))
 		sn_vufront_die("sigaction");
 	raise_nofile(m.n);
@@ -266,13 +320,20 @@ int sn_vufront_many(int argc, char **argv)
 		if (!rf || fclose(rf))
 			sn_vufront_die(ready);
 	}
-	sigsuspend(&old);   /* returns after the handler ran */
+	for (;;) {
+		sigsuspend(&old);   /* returns after the handler ran */
+		if (last_signal != SIGUSR1)
+			break;
+		if (probe_k != ULONG_MAX)
+			probe(fr[probe_k]);
+	}
 	for (unsigned i = 0; i < m.n; i++)
 		close(fr[i]->sock);
 	return 0;
 
 bad_value:
 	fprintf(stderr, "sn-vufront many: bad value for --%s: %s\n",
-		opt == 'c' ? "count" : opt == 'q' ? "queue-size" : "timeout", optarg);
+		opt == 'c' ? "count" : opt == 'q' ? "queue-size" : opt == 'P' ? "probe" : "timeout",
+		optarg);
 	return 2;
 }
