@@ -196,7 +196,9 @@ struct sn_vqtx_stats {
 	/* Held occupancy (SN_VQTX_OCC_* above): cycles spent at each held
 	 * count while the ring was live, sampled by sn_vqtx_service() (at
 	 * every change of the count, else at least once per ms), so a reader
-	 * lags the worker by at most ~1 ms plus the worker's own stalls.
+	 * lags the worker by at most ~1 ms plus the worker's own stalls (a
+	 * quiet queue, which holds nothing, is serviced when the switch's
+	 * sweep polls it: add that sweep's period, sn_switch_poll.c).
 	 * Cumulative over connections: measure an interval by subtracting two
 	 * snapshots. */
 	uint64_t occ_cycles[SN_VQTX_OCC_BUCKETS];
@@ -367,7 +369,8 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
  * (~100 instructions per delivered frame). Any other mbuf is freed
  * normally. */
 void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n);
-/* WORKER, every loop iteration, up or not: publish new used entries,
+/* WORKER, every loop iteration, up or not (a queue that is
+ * sn_vqtx_quiet(): whenever the worker polls it): publish new used entries,
  * notify the guest if sn_vring_used_flush() says so, log the used ring for
  * live migration, account the held occupancy up to now (TSC; the loop's
  * time, taken before its pops), refresh the exported counters at most every
