@@ -393,6 +393,7 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 	}
 	a->pol_gen = pol->gen;
 	a->t_seen = t;
+	a->t_seq = t->seq;
 	/* Release: pairs with the worker's acquire in run() (the new set's
 	 * mailboxes are initialised before the worker may push into them). */
 	__atomic_store_n(&a->aset_pub, a->aset, __ATOMIC_RELEASE);

@@ -301,6 +301,7 @@ struct sn_pl_arb {
 	bool algo_retry;          /* algorithm change waits for aset_old to go */
 	uint64_t pol_gen;
 	const struct sn_port_table *t_seen;
+	uint64_t t_seq;           /* t_seen's publication number (sn_port_table.seq) */
 	struct sn_port *uplink;
 	uint64_t now, next_stats;
 	uint32_t n_pend;          /* parked returns (return mailbox full) */

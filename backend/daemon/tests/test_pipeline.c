@@ -65,6 +65,7 @@ static unsigned avail0;
  * (slot 1) the destination, down. */
 static struct sn_port ports[2];
 static struct sn_port_table table;
+static uint64_t table_seq;
 
 static uint64_t mono_ns(void)
 {
@@ -98,6 +99,7 @@ static void ports_init(void)
 		table.list[i] = table.by_slot[i] = &ports[i];
 	}
 	table.n = 2;
+	table.seq = ++table_seq;   /* a new table, as port/ publishes one */
 	ports[0].up = 1;
 	ports[1].up = 0;   /* every released frame: dst_gone */
 }
