@@ -68,6 +68,7 @@ static const struct key_spec datapath_keys[] = {
 	U("idle_sleep_us", 0, 100000, datapath.idle_sleep_us),
 	U("cpu_fair_pct", 0, 100, datapath.cpu_fair_pct),
 	U("workers", 0, SN_CONFIG_WORKERS_MAX, datapath.workers),
+	U("max_ports", 1, SN_CONFIG_PORTS_MAX, datapath.max_ports),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -441,7 +442,8 @@ static int decode_ports(struct sn_config *cfg, json_t *a, char *err, size_t errl
 	if (!json_is_array(a))
 		return fail(err, errlen, "ports: must be an array");
 	if (json_array_size(a) > SN_CONFIG_PORTS_MAX)
-		return fail(err, errlen, "ports: at most %d ports", SN_CONFIG_PORTS_MAX);
+		return fail(err, errlen, "ports: %zu ports, more than the vhost library's limit %d",
+			    json_array_size(a), SN_CONFIG_PORTS_MAX);
 	json_array_foreach(a, i, o) {
 		rc = decode_port(&cfg->ports[i], o, i, err, errlen);
 		if (rc)
@@ -460,8 +462,27 @@ static bool prefix_ok(const char *s)
 	return true;
 }
 
+unsigned sn_config_port_slots = SN_CONFIG_MAX_PORTS_DEF + 1;
+
+int sn_config_set_port_slots(unsigned max_ports)
+{
+	if (max_ports == 0 || max_ports > SN_CONFIG_PORTS_MAX)
+		return -EINVAL;
+	sn_config_port_slots = max_ports + 1;
+	return 0;
+}
+
 static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 {
+	if (cfg->n_ports > cfg->datapath.max_ports)
+		return fail(err, errlen, "ports: %u ports, more than datapath.max_ports %u",
+			    cfg->n_ports, cfg->datapath.max_ports);
+	/* a net_vhost uplink is a server-mode socket of the same vhost fd set */
+	if (cfg->uplink.enabled && !strncmp(cfg->uplink.devargs, "net_vhost", 9) &&
+	    cfg->datapath.max_ports > SN_CONFIG_PORTS_MAX - 1)
+		return fail(err, errlen, "datapath.max_ports: at most %d with a net_vhost uplink "
+			    "(the uplink is one of the vhost library's %d server-mode ports)", SN_CONFIG_PORTS_MAX - 1,
+			    SN_CONFIG_PORTS_MAX);
 	if (!prefix_ok(cfg->eal.file_prefix) || cfg->eal.file_prefix[0] == '.')
 		return fail(err, errlen, "eal.file_prefix: must match [A-Za-z0-9_.-]+ (not starting with '.')");
 	if ((unsigned long long)cfg->datapath.mbuf_cache * 3 / 2 > cfg->datapath.mbufs)
@@ -565,6 +586,8 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 	if ((rc = decode_section(cfg, datapath_keys, json_object_get(user, "datapath"),
 				 json_object_get(def, "datapath"), "datapath", err, errlen)))
 		goto out;
+	if ((rc = sn_config_set_port_slots(cfg->datapath.max_ports)))
+		goto out;   /* cannot happen: the key's range is checked */
 	u = json_object_get(user, "uplink");
 	if (!u || !json_is_null(u)) {
 		cfg->uplink.enabled = true;

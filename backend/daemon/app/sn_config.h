@@ -24,7 +24,16 @@
 #define SN_CONFIG_NAME_MAX   32   /* port name length, without NUL */
 #define SN_CONFIG_PATH_MAX   107  /* sockaddr_un.sun_path minus NUL */
 #define SN_CONFIG_STATE_DIR_MAX 64 /* dir + "/<port>.txq<i>.rec" fits PATH_MAX */
-#define SN_CONFIG_PORTS_MAX  63   /* vhost-user ports; + 1 uplink = 64 */
+/* The hard upper bound of vhost-user ports, set by DPDK 22.11's vhost
+ * library: it polls every listening and connected vhost-user socket of the
+ * process from one fd set of 1024 entries (lib/vhost/fd_man.h MAX_FDS),
+ * one of which is the set's own notification pipe. A server-mode port
+ * holds two (its listening socket and the connection), a client-mode port
+ * one, so 511 server-mode ports is what the library can serve at once
+ * (doc/configuration.md, "Port limit"). datapath.max_ports, 1..this,
+ * sizes every per-port table at start. */
+#define SN_CONFIG_PORTS_MAX  511
+#define SN_CONFIG_MAX_PORTS_DEF 64 /* datapath.max_ports default */
 #define SN_CONFIG_EXTRA_MAX  32   /* eal.extra_args entries */
 #define SN_CONFIG_BURST_MAX  64
 #define SN_CONFIG_ERR_MAX    512
@@ -99,6 +108,7 @@ struct sn_config {
 		unsigned idle_sleep_us;        /* 0 = busy poll; else spin-then-sleep */
 		unsigned cpu_fair_pct;         /* CPU fair dropping budget, 0 = off */
 		unsigned workers;              /* worker lcores: 1, ncore 2..8 (resolved) */
+		unsigned max_ports;            /* vhost-user ports the tables hold */
 	} datapath;
 	struct {
 		bool enabled;
@@ -131,6 +141,20 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 /* Same from a file (reads it; -errno with message if unreadable). */
 int sn_config_load(struct sn_config *cfg, const char *path, char *err, size_t errlen);
 void sn_config_fini(struct sn_config *cfg);
+
+/* Port slots of this process: datapath.max_ports vhost-user ports + the
+ * uplink (default SN_CONFIG_MAX_PORTS_DEF + 1). Every per-port table
+ * (registry, switch, pipeline, classifier, policy) is sized from it when
+ * it is created, and a slot index is always below it. Process-wide
+ * because all those modules must agree on one number: sn_config_parse()
+ * sets it from datapath.max_ports (the main thread parses its
+ * configuration once, before it creates any of them); read-only
+ * afterwards (no synchronization needed: the datapath lcores start
+ * later). */
+extern unsigned sn_config_port_slots;
+/* Main thread, before any port table exists (sn_config_parse, unit
+ * tests): max_ports 1..SN_CONFIG_PORTS_MAX (0 or -EINVAL). */
+int sn_config_set_port_slots(unsigned max_ports);
 
 /* [A-Za-z0-9_.-]{1,32} */
 bool sn_config_port_name_ok(const char *name);

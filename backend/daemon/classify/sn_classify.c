@@ -101,19 +101,21 @@ struct sn_classify {
 	struct flow *flows;        /* indexed by rte_hash position */
 	uint32_t sweep;            /* rte_hash_iterate cursor */
 	uint32_t next_version;
-	uint8_t n_cls[SN_PORT_MAX];
-	uint8_t next_uid[SN_PORT_MAX];
+	/* By port slot, n_slots entries each (allocated at create). */
+	unsigned n_slots;
+	uint8_t *n_cls;
+	uint8_t *next_uid;
 	/* Live flow entries keyed with each (slot, uid). A uid is given to a
 	 * new class only when none is left: 8-bit uids can wrap within the
 	 * 2 s ageing time after 256 class creations, and a new class must not
 	 * take over a gone class's flow states (new_uid()). */
-	uint32_t uid_flows[SN_PORT_MAX][UID_N];
+	uint32_t (*uid_flows)[UID_N];
 	/* The last apply_port's old class index -> new index
 	 * (SN_CLASSIFY_NONE: gone); moved: not the identity. */
-	bool moved[SN_PORT_MAX];
-	bool created[SN_PORT_MAX];   /* the last apply_port of the slot made a class */
-	uint8_t renum[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
-	struct cls cls[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
+	bool *moved;
+	bool *created;               /* the last apply_port of the slot made a class */
+	uint8_t (*renum)[SN_POLICY_CLASSES_MAX];
+	struct cls (*cls)[SN_POLICY_CLASSES_MAX];
 	struct agg agg[SN_POLICY_AGGS_MAX];
 };
 
@@ -133,7 +135,37 @@ static void zero_stats(void *st, size_t size)
 		ctr_set((uint64_t *)st + i, 0);
 }
 
-struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, int socket)
+static void slot_tables_free(struct sn_classify *c)
+{
+	rte_free(c->n_cls);
+	rte_free(c->next_uid);
+	rte_free(c->uid_flows);
+	rte_free(c->moved);
+	rte_free(c->created);
+	rte_free(c->renum);
+	rte_free(c->cls);
+}
+
+/* The tables by port slot: 0 or -ENOMEM (slot_tables_free() releases). */
+static int slot_tables(struct sn_classify *c, unsigned n, int socket)
+{
+#define SLOT_TABLE(f) (c->f = rte_zmalloc_socket("sn_classify_slots", n * sizeof(c->f[0]), \
+						 RTE_CACHE_LINE_SIZE, socket))
+	SLOT_TABLE(n_cls);
+	SLOT_TABLE(next_uid);
+	SLOT_TABLE(uid_flows);
+	SLOT_TABLE(moved);
+	SLOT_TABLE(created);
+	SLOT_TABLE(renum);
+	SLOT_TABLE(cls);
+#undef SLOT_TABLE
+	c->n_slots = n;
+	return c->n_cls && c->next_uid && c->uid_flows && c->moved && c->created && c->renum &&
+	       c->cls ? 0 : -ENOMEM;
+}
+
+struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, unsigned n_slots,
+				       int socket)
 {
 	char name[RTE_HASH_NAMESIZE];
 	struct sn_classify *c;
@@ -141,11 +173,17 @@ struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, int 
 
 	if (!max_flows)
 		max_flows = SN_CLASSIFY_FLOWS_DEF;
+	if (!n_slots || n_slots > UINT16_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
 	c = rte_zmalloc_socket("sn_classify", sizeof(*c), RTE_CACHE_LINE_SIZE, socket);
 	if (!c) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (slot_tables(c, n_slots, socket))
+		goto free_c;
 	c->worker = worker;
 	snprintf(name, sizeof(name), "sn_flows_%u", worker);
 	c->h = rte_hash_create(&(struct rte_hash_parameters){
@@ -164,6 +202,7 @@ struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, int 
 free_h:
 	rte_hash_free(c->h);
 free_c:
+	slot_tables_free(c);
 	rte_free(c);
 	errno = ENOMEM;
 	return NULL;
@@ -175,6 +214,7 @@ void sn_classify_free(struct sn_classify *c)
 		return;
 	rte_hash_free(c->h);
 	rte_free(c->flows);
+	slot_tables_free(c);
 	rte_free(c);
 }
 
@@ -718,7 +758,7 @@ uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uin
 {
 	const struct cls *kc;
 
-	if (a <= now || cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= c->n_cls[slot])
+	if (a <= now || cls == SN_CLASSIFY_NONE || slot >= c->n_slots || cls >= c->n_cls[slot])
 		return a;
 	kc = &c->cls[slot][cls];
 	if (kc->agg < 0 || !(changed & (1u << kc->agg)))
@@ -728,24 +768,24 @@ uint64_t sn_classify_agg_restamp(const struct sn_classify *c, uint16_t slot, uin
 
 bool sn_classify_moved(const struct sn_classify *c, uint16_t slot)
 {
-	return slot < SN_PORT_MAX && c->moved[slot];
+	return slot < c->n_slots && c->moved[slot];
 }
 
 bool sn_classify_created(const struct sn_classify *c, uint16_t slot)
 {
-	return slot < SN_PORT_MAX && c->created[slot];
+	return slot < c->n_slots && c->created[slot];
 }
 
 uint8_t sn_classify_renumber(const struct sn_classify *c, uint16_t slot, uint8_t cls)
 {
-	if (cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= SN_POLICY_CLASSES_MAX)
+	if (cls == SN_CLASSIFY_NONE || slot >= c->n_slots || cls >= SN_POLICY_CLASSES_MAX)
 		return SN_CLASSIFY_NONE;
 	return c->renum[slot][cls];
 }
 
 bool sn_classify_clamps(const struct sn_classify *c, uint16_t slot, uint8_t cls)
 {
-	if (cls == SN_CLASSIFY_NONE || slot >= SN_PORT_MAX || cls >= c->n_cls[slot])
+	if (cls == SN_CLASSIFY_NONE || slot >= c->n_slots || cls >= c->n_cls[slot])
 		return false;
 	return c->cls[slot][cls].clamp;
 }
@@ -757,7 +797,7 @@ int sn_classify_class_stats(const struct sn_classify *c, uint16_t slot, unsigned
 	uint64_t *dst = (uint64_t *)out;
 
 	static_assert(sizeof(*out) % sizeof(uint64_t) == 0, "stats are u64 fields");
-	if (slot >= SN_PORT_MAX || cls >= __atomic_load_n(&c->n_cls[slot], __ATOMIC_RELAXED))
+	if (slot >= c->n_slots || cls >= __atomic_load_n(&c->n_cls[slot], __ATOMIC_RELAXED))
 		return -ENOENT;
 	src = (const uint64_t *)&c->cls[slot][cls].st;
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)

@@ -79,8 +79,10 @@ struct sn_classify_res {
 	bool agg;                  /* pol[n - 1] is the aggregate share */
 };
 
-/* Main thread. max_flows 0 = SN_CLASSIFY_FLOWS_DEF. NULL + errno. */
-struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, int socket);
+/* Main thread. max_flows 0 = SN_CLASSIFY_FLOWS_DEF; n_slots: port slots
+ * (1..65535, a slot index is below it). NULL + errno. */
+struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, unsigned n_slots,
+				       int socket);
 void sn_classify_free(struct sn_classify *c);
 
 /* Worker: (re)configure the classes of port slot `slot` from its policy

@@ -43,9 +43,12 @@ struct sn_cpufair {
 	uint16_t n_done;
 	struct sn_fdrop_done done[SN_CPUFAIR_BURST_MAX];
 	struct sn_cpufair_stats st;              /* worker's copy */
+	unsigned n_slots;
+	struct sn_cpufair_port *port;            /* worker's copy, [n_slots] */
 
 	/* Worker writes (relaxed), any thread reads (relaxed). */
 	struct sn_cpufair_stats pub;
+	struct sn_cpufair_port *port_pub;        /* [n_slots] */
 };
 
 static inline void put(uint64_t *dst, uint64_t v)
@@ -60,7 +63,8 @@ struct sn_cpufair *sn_cpufair_create(const struct sn_cpufair_cfg *cfg)
 	uint32_t rows = 2;
 
 	if (!cfg || cfg->budget_pct < 1 || cfg->budget_pct > 100 ||
-	    cfg->max_flows < 8 || cfg->max_flows > (4u << 22)) {
+	    cfg->max_flows < 8 || cfg->max_flows > (4u << 22) ||
+	    cfg->n_slots < 1 || cfg->n_slots > UINT16_MAX) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -69,7 +73,17 @@ struct sn_cpufair *sn_cpufair_create(const struct sn_cpufair_cfg *cfg)
 	cap = 10000000ull * cfg->budget_pct;      /* CPU ns per s of CPU time */
 	theta_max = SN_MIN(SN_MAX(cap / 1000, (uint64_t)THETA_MS_DIV), SN_FDROP_MAX_THETA);
 	cf = calloc(1, sizeof(*cf));
-	if (!cf) {
+	if (cf) {
+		cf->n_slots = cfg->n_slots;
+		cf->port = calloc(cfg->n_slots, sizeof(cf->port[0]));
+		cf->port_pub = calloc(cfg->n_slots, sizeof(cf->port_pub[0]));
+	}
+	if (!cf || !cf->port || !cf->port_pub) {
+		if (cf) {
+			free(cf->port);
+			free(cf->port_pub);
+		}
+		free(cf);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -78,6 +92,8 @@ struct sn_cpufair *sn_cpufair_create(const struct sn_cpufair_cfg *cfg)
 		.theta_min = theta_max / THETA_MS_DIV, .theta_max = theta_max });
 	if (!cf->fd) {
 		int e = errno;
+		free(cf->port);
+		free(cf->port_pub);
 		free(cf);
 		errno = e;
 		return NULL;
@@ -92,6 +108,8 @@ void sn_cpufair_free(struct sn_cpufair *cf)
 	if (!cf)
 		return;
 	sn_fdrop_free(cf->fd);
+	free(cf->port);
+	free(cf->port_pub);
 	free(cf);
 }
 
@@ -108,7 +126,7 @@ uint16_t sn_cpufair_filter(struct sn_cpufair *cf, uint16_t slot, struct rte_mbuf
 {
 	uint16_t keep = 0;
 
-	SN_VERIFY(n <= SN_CPUFAIR_BURST_MAX && slot < SN_CPUFAIR_PORTS);
+	SN_VERIFY(n <= SN_CPUFAIR_BURST_MAX && slot < cf->n_slots);
 	sn_fdrop_advance(cf->fd, cpu_ns);
 	sn_fdrop_adapt(cf->fd, full);
 	cf->slot = slot;
@@ -131,8 +149,8 @@ uint16_t sn_cpufair_filter(struct sn_cpufair *cf, uint16_t slot, struct rte_mbuf
 		}
 	}
 	cf->n_done = n;
-	cf->st.port_kept[slot] += keep;
-	cf->st.port_dropped[slot] += n - keep;
+	cf->port[slot].kept += keep;
+	cf->port[slot].dropped += n - keep;
 	return keep;
 }
 
@@ -158,9 +176,9 @@ static void publish(struct sn_cpufair *cf, uint16_t slot)
 	put(&cf->pub.active, cf->st.active);
 	put(&cf->pub.active_max, cf->st.active_max);
 	put(&cf->pub.ns_per_kweight, cf->st.ns_per_kweight);
-	put(&cf->pub.port_cpu_ns[slot], cf->st.port_cpu_ns[slot]);
-	put(&cf->pub.port_kept[slot], cf->st.port_kept[slot]);
-	put(&cf->pub.port_dropped[slot], cf->st.port_dropped[slot]);
+	put(&cf->port_pub[slot].cpu_ns, cf->port[slot].cpu_ns);
+	put(&cf->port_pub[slot].kept, cf->port[slot].kept);
+	put(&cf->port_pub[slot].dropped, cf->port[slot].dropped);
 }
 
 void sn_cpufair_account(struct sn_cpufair *cf, uint64_t cpu_ns)
@@ -182,7 +200,7 @@ void sn_cpufair_account(struct sn_cpufair *cf, uint64_t cpu_ns)
 		cf->cpw = 1;
 	/* sumw > 0: every weight is >= W_DROP */
 	SN_VERIFY(sn_fdrop_account(cf->fd, cf->done, cf->n_done, cpu_ns) == 0);
-	cf->st.port_cpu_ns[cf->slot] += cpu_ns;
+	cf->port[cf->slot].cpu_ns += cpu_ns;
 	cf->st.bursts++;
 	cf->n_done = 0;
 	publish(cf, cf->slot);
@@ -202,4 +220,15 @@ void sn_cpufair_stats(const struct sn_cpufair *cf, struct sn_cpufair_stats *out)
 	for (size_t i = 0; i < (sizeof(*out) - offsetof(struct sn_cpufair_stats, kept)) /
 			       sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+void sn_cpufair_port_stats(const struct sn_cpufair *cf, uint16_t slot,
+			   struct sn_cpufair_port *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (slot >= cf->n_slots)
+		return;
+	out->cpu_ns = __atomic_load_n(&cf->port_pub[slot].cpu_ns, __ATOMIC_RELAXED);
+	out->kept = __atomic_load_n(&cf->port_pub[slot].kept, __ATOMIC_RELAXED);
+	out->dropped = __atomic_load_n(&cf->port_pub[slot].dropped, __ATOMIC_RELAXED);
 }

@@ -66,12 +66,19 @@
 
 struct rte_mbuf;
 
-#define SN_CPUFAIR_PORTS     64u      /* == SN_PORT_MAX: counters by port slot */
 #define SN_CPUFAIR_BURST_MAX 64u      /* == SN_CONFIG_BURST_MAX */
 
 struct sn_cpufair_cfg {
 	unsigned budget_pct;   /* 1..100 % of the worker's CPU time */
 	unsigned max_flows;    /* active flows tracked (>= 8; rounded up to 4 x pow2) */
+	unsigned n_slots;      /* port slots: counters by ingress slot, 1..65535 */
+};
+
+/* One ingress port slot's counters. */
+struct sn_cpufair_port {
+	uint64_t cpu_ns;       /* apportioned CPU ns */
+	uint64_t kept;
+	uint64_t dropped;      /* fair + table_full + invalid */
 };
 
 struct sn_cpufair_stats {
@@ -85,9 +92,6 @@ struct sn_cpufair_stats {
 	uint64_t theta_ns;
 	uint64_t active, active_max;   /* flows with a cycle backlog */
 	uint64_t ns_per_kweight;       /* estimate: CPU ns per 1000 weight units */
-	uint64_t port_cpu_ns[SN_CPUFAIR_PORTS];   /* apportioned CPU ns by ingress slot */
-	uint64_t port_kept[SN_CPUFAIR_PORTS];
-	uint64_t port_dropped[SN_CPUFAIR_PORTS];  /* fair + table_full + invalid */
 };
 
 struct sn_cpufair;
@@ -115,5 +119,8 @@ void sn_cpufair_account(struct sn_cpufair *cf, uint64_t cpu_ns);
 
 /* Any thread. */
 void sn_cpufair_stats(const struct sn_cpufair *cf, struct sn_cpufair_stats *out);
+/* Any thread: the counters of ingress slot `slot` (zero beyond n_slots). */
+void sn_cpufair_port_stats(const struct sn_cpufair *cf, uint16_t slot,
+			   struct sn_cpufair_port *out);
 
 #endif /* SN_CPUFAIR_H */

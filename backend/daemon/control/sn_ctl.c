@@ -93,11 +93,6 @@ static void cf_snap_read(const struct sn_ctl *ctl, struct cf_snap *s)
 		t->bursts += w->bursts;
 		t->active += w->active;
 		t->active_max += w->active_max;
-		for (unsigned i = 0; i < SN_CPUFAIR_PORTS; i++) {
-			t->port_cpu_ns[i] += w->port_cpu_ns[i];
-			t->port_kept[i] += w->port_kept[i];
-			t->port_dropped[i] += w->port_dropped[i];
-		}
 	}
 }
 
@@ -129,13 +124,20 @@ static json_t *port_json(const struct sn_ctl *ctl, const struct sn_port *p,
 		json_decref(o);
 		return NULL;
 	}
-	if (o && cf && p->slot < SN_CPUFAIR_PORTS) {
-		const struct sn_cpufair_stats *cs = &cf->sum;
+	if (o && cf && cf->n) {
+		struct sn_cpufair_port cs = { 0 }, w;
 
+		/* summed over the workers when the port's object is built */
+		for (unsigned k = 0; k < cf->n; k++) {
+			sn_cpufair_port_stats(ctl->cpufair[k], p->slot, &w);
+			cs.cpu_ns += w.cpu_ns;
+			cs.kept += w.kept;
+			cs.dropped += w.dropped;
+		}
 		if (json_object_set_new(o, "cpu_fair", json_pack("{s:I, s:I, s:I}",
-				"cpu_ns", (json_int_t)cs->port_cpu_ns[p->slot],
-				"kept", (json_int_t)cs->port_kept[p->slot],
-				"dropped", (json_int_t)cs->port_dropped[p->slot]))) {
+				"cpu_ns", (json_int_t)cs.cpu_ns,
+				"kept", (json_int_t)cs.kept,
+				"dropped", (json_int_t)cs.dropped))) {
 			json_decref(o);
 			return NULL;
 		}

@@ -426,8 +426,9 @@ int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t er
 		return 0;
 	if (!json_is_object(ports))
 		return fail(err, errlen, "policy.ports: must be an object");
-	if (json_object_size(ports) > SN_POLICY_PORTS_MAX)
-		return fail(err, errlen, "policy.ports: at most %d entries", SN_POLICY_PORTS_MAX);
+	if (json_object_size(ports) > sn_config_port_slots)
+		return fail(err, errlen, "policy.ports: at most %u entries (datapath.max_ports + 1)",
+			    sn_config_port_slots);
 	json_object_foreach((json_t *)ports, name, o) {
 		struct sn_policy_port *pp = &out->ports[out->n_ports];
 

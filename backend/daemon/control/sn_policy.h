@@ -73,7 +73,9 @@
 #include "sn_config.h"
 #include "sn_sched.h"
 
-#define SN_POLICY_PORTS_MAX     64
+/* Entries of policy.ports: at most sn_config_port_slots (the port slots,
+ * datapath.max_ports + 1), this its hard bound. */
+#define SN_POLICY_PORTS_MAX     (SN_CONFIG_PORTS_MAX + 1)
 #define SN_POLICY_OVERHEAD_DEF  24u
 #define SN_POLICY_CLASSES_MAX   16    /* per port */
 #define SN_POLICY_AGGS_MAX      16

@@ -197,6 +197,30 @@ void sn_pipeline_count_sleep(struct sn_pipeline *pl, uint64_t ns)
 	ctr_add(&pl->wts.sleep_ns, ns);
 }
 
+/* Worker k's tables by port slot (sizes: sn_config_port_slots). 0 or
+ * ENOMEM; worker_free() releases them. */
+static int worker_tables(struct sn_pipeline *pl)
+{
+	const unsigned n = sn_config_port_slots;
+
+	pl->touched = rte_zmalloc("sn_pl_touched", n * sizeof(pl->touched[0]), 0);
+	pl->stage = rte_zmalloc("sn_pl_stage", n * sizeof(pl->stage[0]), RTE_CACHE_LINE_SIZE);
+	pl->ps = rte_zmalloc("sn_pl_wslot", n * sizeof(pl->ps[0]), RTE_CACHE_LINE_SIZE);
+	pl->clup_pend_moved = rte_zmalloc("sn_pl_clup", n * sizeof(pl->clup_pend_moved[0]), 0);
+	pl->clup_pend = rte_zmalloc("sn_pl_clup", n * sizeof(pl->clup_pend[0]), 0);
+	return pl->touched && pl->stage && pl->ps && pl->clup_pend_moved && pl->clup_pend ?
+	       0 : ENOMEM;
+}
+
+static void worker_tables_free(struct sn_pipeline *pl)
+{
+	rte_free(pl->touched);
+	rte_free(pl->stage);
+	rte_free(pl->ps);
+	rte_free(pl->clup_pend_moved);
+	rte_free(pl->clup_pend);
+}
+
 /* Worker k's half: wheel, flow classes, return mailbox (split). NULL +
  * errno. */
 static struct sn_pipeline *worker_create(const struct sn_pipeline_config *cfg,
@@ -223,6 +247,8 @@ static struct sn_pipeline *worker_create(const struct sn_pipeline_config *cfg,
 	pl->sh = sh;
 	pl->arb = a;
 	pl->actr = a->ctr[k];
+	if ((e = worker_tables(pl)))
+		goto free_pl;
 	if (cfg->split) {
 		pl->ret = sn_mbox_create(RET_MBOX_SIZE, NULL);
 		if (!pl->ret) {
@@ -247,7 +273,8 @@ static struct sn_pipeline *worker_create(const struct sn_pipeline_config *cfg,
 		e = errno;
 		goto free_ret;
 	}
-	pl->cls = sn_classify_create(k, cfg->max_flows, SOCKET_ID_ANY);   /* NBA worker k */
+	pl->cls = sn_classify_create(k, cfg->max_flows, sn_config_port_slots,
+					SOCKET_ID_ANY);   /* NBA worker k */
 	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;
@@ -259,6 +286,7 @@ free_ret:
 	rte_free(pl->restamp_buf);
 	sn_mbox_free(pl->ret);
 free_pl:
+	worker_tables_free(pl);
 	rte_free(pl);
 	errno = e;
 	return NULL;
@@ -271,6 +299,7 @@ static void worker_free(struct sn_pipeline *pl)
 	sn_twheel_free(pl->wheel);
 	rte_free(pl->restamp_buf);
 	sn_mbox_free(pl->ret);
+	worker_tables_free(pl);
 	rte_free(pl);
 }
 
@@ -279,6 +308,8 @@ static void worker_free(struct sn_pipeline *pl)
 static int arb_init(struct sn_pl_arb *a, const struct sn_pipeline_config *cfg,
 		    struct sn_policy_store *pol, struct sn_pl_shared *sh, int meta_off)
 {
+	const unsigned n = sn_config_port_slots;
+
 	a->n_wk = sh->n_wk;
 	a->txq = cfg->split ? (uint16_t)a->n_wk : 0;
 	a->split = cfg->split;
@@ -289,13 +320,20 @@ static int arb_init(struct sn_pl_arb *a, const struct sn_pipeline_config *cfg,
 	a->store = pol;
 	a->reg = cfg->reg;
 	a->sh = sh;
-	a->ctr = rte_zmalloc("sn_pipeline_actr", a->n_wk * sizeof(*a->ctr), RTE_CACHE_LINE_SIZE);
-	if (!a->ctr)
+	a->ctr = rte_zmalloc("sn_pipeline_actr", a->n_wk * sizeof(a->ctr[0]), 0);
+	a->ctr_mem = rte_zmalloc("sn_pipeline_actr", (size_t)a->n_wk * n * sizeof(a->ctr_mem[0]),
+				 RTE_CACHE_LINE_SIZE);
+	a->slot = rte_zmalloc("sn_pipeline_aslot", n * sizeof(a->slot[0]), RTE_CACHE_LINE_SIZE);
+	a->clup_moved = rte_zmalloc("sn_pipeline_clup", n * sizeof(a->clup_moved[0]), 0);
+	a->clup_map = rte_zmalloc("sn_pipeline_clup", n * sizeof(a->clup_map[0]), 0);
+	if (!a->ctr || !a->ctr_mem || !a->slot || !a->clup_moved || !a->clup_map)
 		return ENOMEM;
+	for (unsigned k = 0; k < a->n_wk; k++)
+		a->ctr[k] = a->ctr_mem + (size_t)k * n;
 	if (cfg->split) {
 		/* Park room for every frame the arbiter can hold: all
 		 * mailboxes and class queues of two sets (during a switch). */
-		a->pend_cap = 2u * SN_PORT_MAX * (a->n_wk * cfg->mbox_size + cfg->queue_len);
+		a->pend_cap = 2u * n * (a->n_wk * cfg->mbox_size + cfg->queue_len);
 		a->pend = rte_malloc("sn_pipeline_pend", a->pend_cap * sizeof(a->pend[0]), 0);
 		if (!a->pend)
 			return ENOMEM;
@@ -310,6 +348,10 @@ static void shared_free(struct sn_pl_shared *sh)
 			worker_free(sh->wk[k]);
 	rte_free(sh->arb.pend);
 	rte_free(sh->arb.ctr);
+	rte_free(sh->arb.ctr_mem);
+	rte_free(sh->arb.slot);
+	rte_free(sh->arb.clup_moved);
+	rte_free(sh->arb.clup_map);
 	rte_free(sh);
 }
 

@@ -89,10 +89,10 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
 {
 	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
-	bool relay[SN_PORT_MAX];
+	bool relay[SN_PORT_SLOTS_MAX];
 	uint64_t k;
 
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		struct wslot *ps = &pl->ps[s];
 
 		relay[s] = changed[s];
@@ -236,7 +236,7 @@ static void clup_follow(struct aslot *as, const uint8_t *map)
  * apply's renumbering onto the maps not yet published. */
 static void clup_compose(struct sn_pipeline *pl)
 {
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		uint8_t *m = pl->clup_pend[s];
 
 		/* Identity on every old index, and no new class whose index
@@ -266,9 +266,9 @@ void sn_pl_clup_publish(struct sn_pipeline *pl)
 	 * the arbiter half has read the maps about to be overwritten. */
 	if (!pl->clup_pending || __atomic_load_n(&a->clup_ack, __ATOMIC_ACQUIRE) != seq)
 		return;
-	memcpy(a->clup_map, pl->clup_pend, sizeof(a->clup_map));
-	memcpy(a->clup_moved, pl->clup_pend_moved, sizeof(a->clup_moved));
-	memset(pl->clup_pend_moved, 0, sizeof(pl->clup_pend_moved));
+	memcpy(a->clup_map, pl->clup_pend, sn_config_port_slots * sizeof(a->clup_map[0]));
+	memcpy(a->clup_moved, pl->clup_pend_moved, sn_config_port_slots * sizeof(a->clup_moved[0]));
+	memset(pl->clup_pend_moved, 0, sn_config_port_slots * sizeof(pl->clup_pend_moved[0]));
 	pl->clup_pending = false;
 	/* Release: pairs with the acquire in sn_pl_clup_take(): the maps are written. */
 	__atomic_store_n(&a->clup_seq, seq + 1, __ATOMIC_RELEASE);
@@ -282,7 +282,7 @@ void sn_pl_clup_take(struct sn_pl_arb *a)
 
 	if (seq == __atomic_load_n(&a->clup_ack, __ATOMIC_RELAXED))
 		return;
-	for (unsigned s = 0; s < SN_PORT_MAX; s++)
+	for (unsigned s = 0; s < sn_config_port_slots; s++)
 		if (a->clup_moved[s])
 			clup_follow(&a->slot[s], a->clup_map[s]);
 	/* Release: pairs with the acquire in sn_pl_clup_publish(): the maps were read. */
@@ -313,7 +313,7 @@ static void apply_algo(struct sn_pl_arb *a, const struct sn_policy *pol)
 		sn_pl_aset_destroy(a, a->aset);
 		a->aset = n;
 	}
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		a->slot[s].has_class = false;
 		a->slot[s].weight = 0;
 	}
@@ -323,7 +323,7 @@ static void apply_algo(struct sn_pl_arb *a, const struct sn_policy *pol)
 void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 		     const struct sn_port_table *t)
 {
-	const struct sn_policy_port *want[SN_PORT_MAX];
+	const struct sn_policy_port *want[SN_PORT_SLOTS_MAX];
 	struct sn_sched *sch;
 
 	apply_algo(a, pol);
@@ -331,7 +331,7 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 	SN_VERIFY(sn_arbiter_set_link(a->aset->arb, pol->uplink.rate_bps ? pol->uplink.rate_bps
 				      : SN_ARBITER_MAX_LINK_BPS, pol->uplink.overhead_bytes) == 0);
 	a->uplink = NULL;
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		struct sn_port *p = t->by_slot[s];
 		struct aslot *as = &a->slot[s];
 
@@ -355,7 +355,7 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 	}
 	/* Pass 1: removals and weight decreases, so pass 2 never exceeds
 	 * the scheduler's weight sum (the policy's sum is validated). */
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		struct aslot *as = &a->slot[s];
 
 		if (!as->has_class)
@@ -372,7 +372,7 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 			a->aset->weight[s] = as->weight;
 		}
 	}
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		struct aslot *as = &a->slot[s];
 		const struct sn_policy_port *w = want[s];
 
@@ -402,13 +402,13 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 /* Worker half: rates, shaping flags, uplink pointer. */
 void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
 {
-	bool changed[SN_PORT_MAX] = { false }, any_change = false;
-	uint32_t cls_changed[SN_PORT_MAX] = { 0 };   /* classes with a new rate */
+	bool changed[SN_PORT_SLOTS_MAX] = { false }, any_change = false;
+	uint32_t cls_changed[SN_PORT_SLOTS_MAX] = { 0 };   /* classes with a new rate */
 
 	pl->uplink = NULL;
 	sn_classify_apply_aggs(pl->cls, pol, pl->now);
 	apply_fair(pl, pol);
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		struct sn_port *p = t->by_slot[s];
 		struct wslot *ps = &pl->ps[s];
 		const struct sn_policy_port *w;

@@ -33,7 +33,7 @@ static void arb_release(void *const *items, uint32_t n, void *arg)
 	struct arbset *as = arg;
 	struct sn_pl_arb *a = as->a;
 	const struct sn_sched *sch = sn_arbiter_sched(as->arb);
-	struct actr (*const ctr)[SN_PORT_MAX] = a->ctr;
+	struct actr *const *const ctr = a->ctr;
 	const int moff = a->meta_off;
 	struct rte_mbuf *pkts[BATCH];
 	struct actr *rctr[BATCH];
@@ -121,7 +121,7 @@ static int arb_oversize(uint32_t class_id, uint32_t len, void *arg)
 	uint32_t lmax;
 	int rc;
 
-	if (class_id >= SN_PORT_MAX || !as->weight[class_id])
+	if (class_id >= as->n_slots || !as->weight[class_id])
 		return -ENOENT;
 	if (len > SN_SCHED_MAX_LMAX)
 		return -EMSGSIZE;
@@ -136,12 +136,34 @@ static int arb_oversize(uint32_t class_id, uint32_t len, void *arg)
 static_assert(sizeof(((struct rte_mbuf *)0)->pkt_len) == sizeof(uint32_t),
 	      "sn_arbiter_params.len_offset reads a uint32_t");
 
+/* A set and its tables by slot, in one allocation: cl and mbox rows per
+ * worker, weight, lmax. */
+static struct arbset *aset_alloc(unsigned n_wk, unsigned n)
+{
+	const size_t row = n * sizeof(void *);
+	struct arbset *as = rte_zmalloc("sn_arbset", sizeof(*as) + 2 * n_wk * row +
+					2 * n * sizeof(uint32_t), RTE_CACHE_LINE_SIZE);
+	char *mem = (char *)(as + 1);
+
+	if (!as)
+		return NULL;
+	as->n_slots = n;
+	for (unsigned k = 0; k < n_wk; k++, mem += 2 * row) {
+		as->cl[k] = (struct sn_arbiter_client **)mem;
+		as->mbox[k] = (struct sn_mbox **)(mem + row);
+	}
+	as->weight = (uint32_t *)mem;
+	as->lmax = as->weight + n;
+	return as;
+}
+
 /* A new arbiter set: one client per port slot, class = slot. NULL + errno. */
 struct arbset *sn_pl_aset_create(struct sn_pl_arb *a, enum sn_sched_algo algo)
 {
-	struct arbset *as = rte_zmalloc("sn_arbset", sizeof(*as), RTE_CACHE_LINE_SIZE);
+	const unsigned n_slots = sn_config_port_slots;
+	struct arbset *as = aset_alloc(a->n_wk, n_slots);
 	struct sn_arbiter_params ap = {
-		.sched = { .algo = algo, .max_classes = SN_PORT_MAX,
+		.sched = { .algo = algo, .max_classes = n_slots,
 			   .queue_len = a->cfg.queue_len },
 		/* PSPAT: one client per (worker, port), one list per worker. */
 		.link_bps = SN_ARBITER_MAX_LINK_BPS,
@@ -149,9 +171,10 @@ struct arbset *sn_pl_aset_create(struct sn_pl_arb *a, enum sn_sched_algo algo)
 		.slack_ns = a->cfg.slack_ns,
 		.idle_credit_ns = a->cfg.idle_credit_ns,
 		.read_limit = RTE_MIN(a->cfg.mbox_size, SN_ARBITER_MAX_READ_LIMIT),
-		.max_clients = a->n_wk * SN_PORT_MAX,
+		.max_clients = a->n_wk * n_slots,
 		.n_clists = a->n_wk,
-		.clist_size = 256,
+		/* room for every client of the worker: no overflow scans */
+		.clist_size = RTE_MAX(256u, rte_align32pow2(n_slots)),
 		.release_burst = BATCH,
 		/* the length read in place (rte_mbuf.pkt_len), not through
 		 * a callback per item */
@@ -182,7 +205,7 @@ struct arbset *sn_pl_aset_create(struct sn_pl_arb *a, enum sn_sched_algo algo)
 	as->n_wk = a->n_wk;
 	for (unsigned k = 0; k < as->n_wk; k++) {
 		as->clist[k] = sn_arbiter_clist(as->arb, k);
-		for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+		for (unsigned s = 0; s < n_slots; s++) {
 			as->cl[k][s] = sn_arbiter_client_add(as->arb, s, a->cfg.mbox_size);
 			if (!as->cl[k][s]) {
 				e = errno;
@@ -206,7 +229,7 @@ void sn_pl_aset_destroy(struct sn_pl_arb *a, struct arbset *as)
 
 	(void)a;
 	for (unsigned k = 0; k < as->n_wk; k++)
-		for (unsigned i = 0; i < SN_PORT_MAX; i++)
+		for (unsigned i = 0; i < as->n_slots; i++)
 			sn_arbiter_client_del(as->arb, as->cl[k][i]);
 	while ((item = sn_sched_dequeue(s, NULL, NULL)) != NULL)
 		arb_drop(item, SN_ARBITER_DROP_CLIENT_GONE, as);

@@ -209,14 +209,15 @@ struct sn_pipeline {
 	uint64_t held;            /* frames in wheel + arbiter */
 	uint64_t wheel_n;         /* of which in the wheel (sn_twheel_count is O(slots)) */
 	unsigned n_touched;
-	uint16_t touched[SN_PORT_MAX];
-	struct stage stage[SN_PORT_MAX];
-	struct wslot ps[SN_PORT_MAX];
+	/* Per port slot, sn_config_port_slots entries each (worker_create). */
+	uint16_t *touched;
+	struct stage *stage;
+	struct wslot *ps;
 	/* Worker 0 only: class index maps composed by apply(), not yet
 	 * handed to the arbiter half (clup_publish()). */
 	bool clup_pending;
-	bool clup_pend_moved[SN_PORT_MAX];
-	uint8_t clup_pend[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
+	bool *clup_pend_moved;
+	uint8_t (*clup_pend)[SN_POLICY_CLASSES_MAX];
 
 	/* Worker writes (relaxed), any thread reads. */
 	uint64_t clock_ns __rte_cache_aligned;   /* now of the latest run() */
@@ -246,13 +247,15 @@ struct arbset {
 	struct sn_arbiter *arb;
 	enum sn_sched_algo algo;
 	unsigned n_wk;
+	unsigned n_slots;         /* sn_config_port_slots at create */
 	struct sn_mbox *clist[SN_PIPELINE_WORKERS_MAX];
-	struct sn_arbiter_client *cl[SN_PIPELINE_WORKERS_MAX][SN_PORT_MAX];
-	struct sn_mbox *mbox[SN_PIPELINE_WORKERS_MAX][SN_PORT_MAX];
+	/* [k][slot], the rows in the set's own allocation. */
+	struct sn_arbiter_client **cl[SN_PIPELINE_WORKERS_MAX];
+	struct sn_mbox **mbox[SN_PIPELINE_WORKERS_MAX];
 	/* Arbiter half: weight and lmax of this set's scheduler classes
-	 * (weight 0 = no class), for arb_oversize. */
-	uint32_t weight[SN_PORT_MAX];
-	uint32_t lmax[SN_PORT_MAX];
+	 * (weight 0 = no class), for arb_oversize; [slot]. */
+	uint32_t *weight;
+	uint32_t *lmax;
 };
 
 /* The arbiter half's state of one port slot. */
@@ -292,7 +295,8 @@ struct sn_pl_arb {
 	 * held count, classify and GSO hook it uses. */
 	struct sn_pipeline *local;
 	struct sn_mbox *ret[SN_PIPELINE_WORKERS_MAX];   /* producer side of w->ret */
-	struct actr (*ctr)[SN_PORT_MAX];               /* [n_wk][slot] */
+	struct actr **ctr;        /* [n_wk][slot], rows in one allocation (ctr_mem) */
+	struct actr *ctr_mem;
 
 	/* Arbiter half only. */
 	struct arbset *aset;      /* current */
@@ -307,7 +311,7 @@ struct sn_pl_arb {
 	uint32_t n_pend;          /* parked returns (return mailbox full) */
 	uint32_t pend_cap;
 	struct rte_mbuf **pend;   /* capacity: every frame the arbiter can hold */
-	struct aslot slot[SN_PORT_MAX];
+	struct aslot *slot;       /* [sn_config_port_slots] */
 
 	/* Arbiter writes (relaxed), any thread reads. */
 	struct sn_arbiter_stats arb_st __rte_cache_aligned;
@@ -326,8 +330,8 @@ struct sn_pl_arb {
 	 * follows its class as the worker's counters do. */
 	uint32_t clup_seq __rte_cache_aligned;  /* worker 0: maps published */
 	uint32_t clup_ack;        /* arbiter half: maps taken */
-	bool clup_moved[SN_PORT_MAX];
-	uint8_t clup_map[SN_PORT_MAX][SN_POLICY_CLASSES_MAX];
+	bool *clup_moved;         /* [sn_config_port_slots] */
+	uint8_t (*clup_map)[SN_POLICY_CLASSES_MAX];
 
 	/* Arbiter half -> worker k: the purge request it answered (release
 	 * after its drops and returns; sn_pl_purge.c). */

@@ -102,7 +102,7 @@ static void purge_aset(struct arbset *as)
 	if (!as)
 		return;
 	sch = sn_arbiter_sched(as->arb);
-	for (unsigned s = 0; s < SN_PORT_MAX; s++)
+	for (unsigned s = 0; s < sn_config_port_slots; s++)
 		if (as->weight[s] && sn_sched_class_backlog(sch, s))
 			sn_sched_class_purge(sch, s, take_stopping, as);
 }

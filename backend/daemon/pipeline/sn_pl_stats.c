@@ -141,7 +141,7 @@ void sn_pipeline_class_uplink(const struct sn_pipeline *pl, uint16_t slot, unsig
 			      uint64_t *packets, uint64_t *bytes)
 {
 	*packets = *bytes = 0;
-	if (slot >= SN_PORT_MAX || cls >= SN_POLICY_CLASSES_MAX)
+	if (slot >= sn_config_port_slots || cls >= SN_POLICY_CLASSES_MAX)
 		return;
 	*packets = __atomic_load_n(&pl->arb->slot[slot].clup[cls][0], __ATOMIC_RELAXED);
 	*bytes = __atomic_load_n(&pl->arb->slot[slot].clup[cls][1], __ATOMIC_RELAXED);

@@ -70,12 +70,15 @@ struct sn_ports *sn_ports_global;
 static int publish(struct sn_ports *reg)
 {
 	static uint64_t seq;   /* main thread only, over every registry */
-	struct sn_port_table *t = calloc(1, sizeof(*t)), *old;
+	const unsigned n = sn_config_port_slots;
+	struct sn_port_table *t = calloc(1, sizeof(*t) + 2 * n * sizeof(t->mem[0])), *old;
 
 	if (!t)
 		return -ENOMEM;
 	t->seq = ++seq;
-	for (unsigned i = 0; i < SN_PORT_MAX; i++) {
+	t->list = t->mem;
+	t->by_slot = t->mem + n;
+	for (unsigned i = 0; i < sn_config_port_slots; i++) {
 		t->by_slot[i] = reg->slot[i];
 		if (reg->slot[i])
 			t->list[t->n++] = reg->slot[i];
@@ -95,11 +98,22 @@ struct sn_ports *sn_ports_create(void)
 		errno = ENOMEM;
 		return NULL;
 	}
+	reg->slot = calloc(sn_config_port_slots, sizeof(reg->slot[0]));
+	reg->hook = calloc(sn_config_port_slots, sizeof(reg->hook[0]));
+	if (!reg->slot || !reg->hook)
+		goto free_reg;
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
+		reg->hook[i].vid = -1;
 	pthread_mutex_init(&reg->lock, NULL);
 	pthread_mutex_init(&reg->hook_lock, NULL);
 	reg->next_gen = 1;
 	reg->n_workers = 1;
 	if (publish(reg)) {
+		pthread_mutex_destroy(&reg->lock);
+		pthread_mutex_destroy(&reg->hook_lock);
+free_reg:
+		free(reg->slot);
+		free(reg->hook);
 		free(reg);
 		errno = ENOMEM;
 		return NULL;
@@ -110,7 +124,7 @@ struct sn_ports *sn_ports_create(void)
 
 int sn_ports_set_workers(struct sn_ports *reg, unsigned n)
 {
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST)
 			return -EBUSY;
 	if (n == 0 || n > SN_PORT_WORKERS_MAX)
@@ -121,7 +135,7 @@ int sn_ports_set_workers(struct sn_ports *reg, unsigned n)
 
 int sn_ports_set_state_dir(struct sn_ports *reg, const char *dir)
 {
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST)
 			return -EBUSY;
 	if (dir && strlen(dir) > SN_PORT_STATE_DIR_MAX)
@@ -166,15 +180,24 @@ struct sn_port_table *sn_ports_table_rcu(struct sn_ports *reg)
 
 struct sn_port *sn_ports_find(const struct sn_ports *reg, const char *name)
 {
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (reg->slot[i] && !strcmp(reg->slot[i]->name, name))
 			return reg->slot[i];
 	return NULL;
 }
 
+static unsigned vhost_count(const struct sn_ports *reg)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
+		n += reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST;
+	return n;
+}
+
 static int free_slot(const struct sn_ports *reg)
 {
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (!reg->slot[i])
 			return (int)i;
 	return -1;
@@ -269,7 +292,7 @@ static unsigned least_loaded(const struct sn_ports *reg, const struct sn_port *n
 {
 	unsigned load[SN_PORT_WORKERS_MAX] = { 0 }, best = 0;
 
-	for (unsigned s = 0; s < SN_PORT_MAX; s++) {
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
 		const struct sn_port *p = reg->slot[s];
 
 		for (unsigned i = 0; p && p->type == SN_PORT_VHOST && i < p->nq; i++)
@@ -292,13 +315,13 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 
 	if (!sn_config_port_name_ok(name) || !sn_config_socket_path_ok(path))
 		return -EINVAL;
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (reg->slot[i] && (!strcmp(reg->slot[i]->name, name) ||
 				     !strcmp(reg->slot[i]->path, path)))
 			return -EEXIST;
 	slot = free_slot(reg);
-	if (slot < 0)
-		return -ENOSPC;
+	if (slot < 0 || vhost_count(reg) >= sn_config_port_slots - 1)
+		return -ENOSPC;   /* the last slot stays for the uplink */
 	p = port_new(reg, name, SN_PORT_VHOST);
 	if (!p)
 		return -ENOMEM;
@@ -597,7 +620,7 @@ void sn_ports_destroy(struct sn_ports *reg)
 {
 	if (!reg)
 		return;
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (reg->slot[i])
 			sn_ports_del(reg, reg->slot[i]->name, true);
 	sn_ports_global = NULL;
@@ -605,6 +628,8 @@ void sn_ports_destroy(struct sn_ports *reg)
 	free(reg->table);
 	pthread_mutex_destroy(&reg->lock);
 	pthread_mutex_destroy(&reg->hook_lock);
+	free(reg->slot);
+	free(reg->hook);
 	free(reg);
 }
 

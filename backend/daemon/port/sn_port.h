@@ -99,7 +99,9 @@
 #include "sn_config.h"
 #include "sn_vring.h"
 
-#define SN_PORT_MAX 64
+/* Port slots (vhost-user ports and the uplink): sn_config_port_slots at
+ * run time, every per-port table sized from it; at most this. */
+#define SN_PORT_SLOTS_MAX (SN_CONFIG_PORTS_MAX + 1)
 #define SN_PORT_QMAX 8   /* queue pairs per vhost-user port (config "queues") */
 #define SN_PORT_WORKERS_MAX 8   /* worker lcores (layout ncore), == SN_VQTX_WORKERS_MAX */
 
@@ -204,15 +206,17 @@ struct sn_port {
 	struct sn_portq q[SN_PORT_QMAX];   /* [0, nq) in use */
 } __rte_cache_aligned;
 
-/* Immutable snapshot read by the worker (RCU). */
+/* Immutable snapshot read by the worker (RCU). Both arrays have
+ * sn_config_port_slots entries and live in the same allocation (mem). */
 struct sn_port_table {
 	uint64_t seq;                          /* publication number, from 1:
 	                                        * a new table never repeats
 	                                        * one (a freed table's address
 	                                        * may come back) */
 	unsigned n;
-	struct sn_port *list[SN_PORT_MAX];     /* dense, poll order */
-	struct sn_port *by_slot[SN_PORT_MAX];  /* NULL = free slot */
+	struct sn_port **list;                 /* dense, poll order, [0, n) */
+	struct sn_port **by_slot;              /* NULL = free slot */
+	struct sn_port *mem[];
 };
 
 struct sn_ports;
@@ -256,7 +260,8 @@ unsigned sn_ports_workers(const struct sn_ports *reg);
 #define SN_PORT_STATE_DIR_MAX 64
 int sn_ports_set_state_dir(struct sn_ports *reg, const char *dir);
 
-/* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (64 ports),
+/* Main thread. 0, or -EEXIST (name or path in use), -ENOSPC (already
+ * datapath.max_ports vhost-user ports, or no free slot),
  * -EINVAL, -ENOMEM, server mode: -ENOTSOCK (path exists, not a socket),
  * -EADDRINUSE (a live socket is there; neither is ever removed), or the
  * vhost library's failure (-EIO) with a log line. */

@@ -44,12 +44,13 @@
 
 struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
-	struct sn_port *slot[SN_PORT_MAX];      /* authoritative, main writes */
+	struct sn_port **slot;                  /* [sn_config_port_slots]:
+	                                         * authoritative, main writes */
 	/* vid -> deferred port, for the message hooks: from new_connection (a
  * second connection while the port runs is not added) or new_device to
  * destroy_device or destroy_connection. */
 	pthread_mutex_t hook_lock;
-	struct { int vid; struct sn_port *p; } hook[SN_PORT_MAX];
+	struct { int vid; struct sn_port *p; } *hook; /* [sn_config_port_slots] */
 	struct sn_port_table *table;            /* RCU-published snapshot */
 	uint32_t next_gen;
 	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */

@@ -37,12 +37,12 @@
 void sn_port_memhook_set(struct sn_ports *reg, int vid, struct sn_port *p)
 {
 	pthread_mutex_lock(&reg->hook_lock);
-	for (unsigned i = 0; i < SN_PORT_MAX; i++) {
+	for (unsigned i = 0; i < sn_config_port_slots; i++) {
 		if (reg->hook[i].p &&
 		    ((vid >= 0 && reg->hook[i].vid == vid) || (p && reg->hook[i].p == p)))
 			reg->hook[i].p = NULL;
 	}
-	for (unsigned i = 0; vid >= 0 && p && i < SN_PORT_MAX; i++) {
+	for (unsigned i = 0; vid >= 0 && p && i < sn_config_port_slots; i++) {
 		if (!reg->hook[i].p) {
 			reg->hook[i].vid = vid;
 			reg->hook[i].p = p;
@@ -68,7 +68,7 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 	 * rte_vhost_driver_unregister(), which waits until this message's
 	 * handling is over: none runs concurrently with this hook. */
 	pthread_mutex_lock(&reg->hook_lock);
-	for (unsigned i = 0; i < SN_PORT_MAX && !p; i++)
+	for (unsigned i = 0; i < sn_config_port_slots && !p; i++)
 		if (reg->hook[i].p && reg->hook[i].vid == vid)
 			p = reg->hook[i].p;
 	if (p && p->vq && __atomic_load_n(&p->running, __ATOMIC_RELAXED) &&

@@ -70,7 +70,7 @@ static void ctr_bump(uint64_t *c)
  * or not yet), or NULL. */
 static struct sn_port *port_of_vid_locked(struct sn_ports *reg, int vid)
 {
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (reg->hook[i].p && reg->hook[i].vid == vid)
 			return reg->hook[i].p;
 	return NULL;

@@ -164,7 +164,8 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	case -EEXIST:
 		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS, "port %s or path %s already in use", name, path);
 	case -ENOSPC:
-		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port limit (%d) reached", SN_PORT_MAX);
+		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port limit (%u) reached: datapath.max_ports",
+				   sn_config_port_slots - 1);
 	case -ENOTSOCK:
 		return sn_rpc_fail(err, SN_RPC_ERR_EXISTS,
 				   "path %s: exists and is not a socket (left alone)", path);

@@ -31,7 +31,7 @@
 
 static struct sn_port *find_by_path_locked(struct sn_ports *reg, const char *path)
 {
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (reg->slot[i] && reg->slot[i]->type == SN_PORT_VHOST &&
 		    !strcmp(reg->slot[i]->path, path))
 			return reg->slot[i];

@@ -119,12 +119,13 @@ static int pipeline_gso(void *arg, const struct sn_port *p, struct rte_mbuf *m)
 
 /* ---- Backlogs (deferred frames waiting for a vhost destination). ---- */
 
-static_assert(SN_PORT_MAX <= 64, "bl_busy is one 64-bit mask");
+static_assert(SN_PORT_SLOTS_MAX <= 64 * 64, "bl_any: one bit per bl_busy word");
 
 static void bl_push(struct sn_switch *sw, struct sn_switch_backlog *b, const struct sn_port *dst,
 		    struct rte_mbuf *m, uint64_t deadline)
 {
-	sw->bl_busy |= 1ULL << dst->slot;
+	sw->bl_busy[dst->slot / 64] |= 1ULL << (dst->slot % 64);
+	sw->bl_any |= 1ULL << (dst->slot / 64);
 	if (b->n == 0) {
 		b->gen = dst->gen;
 		b->head = 0;
@@ -250,17 +251,17 @@ static bool drop_of_queue(struct rte_mbuf *m, void *arg)
 	return true;
 }
 
-/* Every iteration: deliver, expire, or drop backlogs of vanished or down
- * destinations. */
-static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
+/* bl_service() for the backlogs of bl_busy[w]. */
+static void bl_service_word(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now,
+			    unsigned w)
 {
-	for (uint64_t busy = sw->bl_busy; busy; busy &= busy - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(busy);
+	for (uint64_t busy = sw->bl_busy[w]; busy; busy &= busy - 1) {
+		unsigned i = w * 64 + (unsigned)__builtin_ctzll(busy);
 		struct sn_switch_backlog *b = &sw->bl[i];
 		struct sn_port *p;
 
 		if (!b->n) {
-			sw->bl_busy &= ~(1ULL << i);
+			sw->bl_busy[w] &= ~(1ULL << (i % 64));
 			continue;
 		}
 		p = t->by_slot[i];
@@ -280,14 +281,31 @@ static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint
 	}
 }
 
+/* Every iteration: deliver, expire, or drop backlogs of vanished or down
+ * destinations. */
+static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
+{
+	for (uint64_t words = sw->bl_any; words; words &= words - 1) {
+		unsigned w = (unsigned)__builtin_ctzll(words);
+
+		bl_service_word(sw, t, now, w);
+		if (!sw->bl_busy[w])
+			sw->bl_any &= ~(1ULL << w);
+	}
+}
+
 /* A deferred port is stopping: none of its frames may stay with us. */
 static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
 {
-	for (uint64_t busy = sw->bl_busy; busy; busy &= busy - 1) {
-		unsigned i = (unsigned)__builtin_ctzll(busy);
+	for (uint64_t words = sw->bl_any; words; words &= words - 1) {
+		unsigned w = (unsigned)__builtin_ctzll(words);
 
-		if (sw->bl[i].n)
-			bl_filter(&sw->bl[i], drop_of_queue, q);
+		for (uint64_t busy = sw->bl_busy[w]; busy; busy &= busy - 1) {
+			unsigned i = w * 64 + (unsigned)__builtin_ctzll(busy);
+
+			if (sw->bl[i].n)
+				bl_filter(&sw->bl[i], drop_of_queue, q);
+		}
 	}
 }
 
@@ -591,7 +609,7 @@ static void worker_drain(struct sn_switch *sw)
 {
 	struct sn_port_table *t = sn_ports_table_rcu(sw->reg);
 
-	for (unsigned i = 0; i < SN_PORT_MAX; i++)
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (sw->bl[i].n)
 			bl_filter(&sw->bl[i], drop_all, NULL);
 	if (sw->pl)
@@ -663,6 +681,28 @@ int sn_switch_worker(void *arg)
 	return 0;
 }
 
+/* The per-slot tables, sized from sn_config_port_slots: 0 or -ENOMEM
+ * (port_tables_free() releases what was allocated). */
+static int port_tables(struct sn_switch *sw)
+{
+	const unsigned n = sn_config_port_slots;
+
+	sw->bl = rte_zmalloc("sn_backlog", sizeof(*sw->bl) * n, RTE_CACHE_LINE_SIZE);
+	sw->stage = rte_zmalloc("sn_stage", sizeof(*sw->stage) * n, RTE_CACHE_LINE_SIZE);
+	sw->touched = rte_zmalloc("sn_touched", sizeof(*sw->touched) * n, RTE_CACHE_LINE_SIZE);
+	sw->bl_busy = rte_zmalloc("sn_bl_busy", sizeof(*sw->bl_busy) * ((n + 63) / 64),
+				  RTE_CACHE_LINE_SIZE);
+	return sw->bl && sw->stage && sw->touched && sw->bl_busy ? 0 : -ENOMEM;
+}
+
+static void port_tables_free(struct sn_switch *sw)
+{
+	rte_free(sw->bl);
+	rte_free(sw->stage);
+	rte_free(sw->touched);
+	rte_free(sw->bl_busy);
+}
+
 struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 				   struct sn_ports *reg, struct rte_mempool *mp)
 {
@@ -685,12 +725,11 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 				       (uint64_t)cfg->mac_aging_s * rte_get_tsc_hz());
 		sw->mt_owner = true;
 	}
-	sw->bl = rte_zmalloc("sn_backlog", sizeof(*sw->bl) * SN_PORT_MAX, RTE_CACHE_LINE_SIZE);
-	if (!sw->mt || !sw->bl || sn_switch_poll_init(sw)) {
+	if (!sw->mt || port_tables(sw) || sn_switch_poll_init(sw)) {
 		if (sw->mt_owner)
 			sn_mac_free(sw->mt);
 		sn_switch_poll_fini(sw);
-		rte_free(sw->bl);
+		port_tables_free(sw);
 		rte_free(sw);
 		errno = ENOMEM;
 		return NULL;
@@ -729,7 +768,7 @@ void sn_switch_destroy(struct sn_switch *sw)
 	if (sw->mt_owner)
 		sn_mac_free(sw->mt);
 	sn_switch_poll_fini(sw);
-	rte_free(sw->bl);
+	port_tables_free(sw);
 	rte_free(sw);
 }
 

@@ -24,8 +24,9 @@
 
 /* The worker's poll set (sn_switch_poll.c): one entry per vhost-user TX
  * queue this worker owns, busy ones polled every iteration, quiet ones
- * swept SN_SWITCH_SWEEP per iteration. */
-#define SN_SWITCH_POLLQ_MAX (SN_PORT_MAX * SN_PORT_QMAX)
+ * swept SN_SWITCH_SWEEP per iteration; e[] and busy[] hold
+ * sn_config_port_slots * SN_PORT_QMAX entries, eth[] sn_config_port_slots
+ * (allocated at create). */
 #define SN_SWITCH_QUIET_AFTER 1024u /* empty polls that make a queue quiet */
 #define SN_SWITCH_SWEEP 8u          /* quiet queues polled per iteration */
 
@@ -44,10 +45,10 @@ struct sn_switch_pollset {
 	unsigned nswept;             /* swept[]: quiet entries polled this
 	                              * iteration (serviced with the busy ones) */
 	unsigned neth;               /* ethdev ports of the table */
-	struct sn_switch_pollq *e;   /* [SN_SWITCH_POLLQ_MAX] */
-	uint32_t *busy;              /* [SN_SWITCH_POLLQ_MAX] */
+	struct sn_switch_pollq *e;
+	uint32_t *busy;
 	uint32_t swept[SN_SWITCH_SWEEP];
-	struct sn_port *eth[SN_PORT_MAX];
+	struct sn_port **eth;
 };
 
 /* Frames from deferred ports waiting for one vhost destination. */
@@ -89,11 +90,17 @@ struct sn_switch {
 	uint64_t next_scan __rte_cache_aligned;
 	unsigned scan_pos;           /* == mac_n: no scan in progress (worker 0) */
 	unsigned n_touched;
-	uint16_t touched[SN_PORT_MAX];
 	unsigned diag_malformed, diag_txfail; /* log lines left (SN_SWITCH_DIAG_LINES) */
-	struct sn_switch_stage stage[SN_PORT_MAX];
-	struct sn_switch_backlog *bl; /* [SN_PORT_MAX], by destination slot */
-	uint64_t bl_busy;            /* bit i: bl[i] may be non-empty */
+	/* Per destination slot, sn_config_port_slots entries each, allocated
+	 * at create. */
+	uint16_t *touched;           /* slots staged in this burst, [n_touched] */
+	struct sn_switch_stage *stage;
+	struct sn_switch_backlog *bl;
+	/* Bitmap of backlogs that may be non-empty: bit i of bl_busy[i / 64]
+	 * for bl[i]; bit w of bl_any: bl_busy[w] != 0. An iteration with no
+	 * backlog reads bl_any only. */
+	uint64_t bl_any;
+	uint64_t *bl_busy;
 	struct sn_switch_pollset ps;
 };
 

@@ -60,11 +60,13 @@
 int sn_switch_poll_init(struct sn_switch *sw)
 {
 	struct sn_switch_pollset *ps = &sw->ps;
+	const size_t nq = (size_t)sn_config_port_slots * SN_PORT_QMAX;
 
-	ps->e = rte_zmalloc("sn_pollq", sizeof(*ps->e) * SN_SWITCH_POLLQ_MAX, RTE_CACHE_LINE_SIZE);
-	ps->busy = rte_zmalloc("sn_pollbusy", sizeof(*ps->busy) * SN_SWITCH_POLLQ_MAX,
-			       RTE_CACHE_LINE_SIZE);
-	if (!ps->e || !ps->busy) {
+	ps->e = rte_zmalloc("sn_pollq", sizeof(*ps->e) * nq, RTE_CACHE_LINE_SIZE);
+	ps->busy = rte_zmalloc("sn_pollbusy", sizeof(*ps->busy) * nq, RTE_CACHE_LINE_SIZE);
+	ps->eth = rte_zmalloc("sn_polleth", sizeof(*ps->eth) * sn_config_port_slots,
+			      RTE_CACHE_LINE_SIZE);
+	if (!ps->e || !ps->busy || !ps->eth) {
 		sn_switch_poll_fini(sw);
 		return -ENOMEM;
 	}
@@ -75,8 +77,10 @@ void sn_switch_poll_fini(struct sn_switch *sw)
 {
 	rte_free(sw->ps.e);
 	rte_free(sw->ps.busy);
+	rte_free(sw->ps.eth);
 	sw->ps.e = NULL;
 	sw->ps.busy = NULL;
+	sw->ps.eth = NULL;
 }
 
 void sn_switch_poll_sync(struct sn_switch *sw, const struct sn_port_table *t)

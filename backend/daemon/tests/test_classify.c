@@ -393,7 +393,7 @@ static void classify(struct sn_classify *c, const struct row *r, struct sn_class
 
 static void test_table(void)
 {
-	struct sn_classify *c = sn_classify_create(0, 64, 0);
+	struct sn_classify *c = sn_classify_create(0, 64, 64, 0);
 	struct sn_policy_port pp;
 	struct sn_tstamp *flow_of_row[RTE_DIM(rows)] = { NULL };
 	struct sn_tstamp *class1_ts = NULL;
@@ -463,7 +463,7 @@ static void test_table(void)
  * state, counted as flow_table_full on every frame. */
 static void test_table_full(void)
 {
-	struct sn_classify *c = sn_classify_create(0, 4, 0);
+	struct sn_classify *c = sn_classify_create(0, 4, 64, 0);
 	struct sn_policy_port pp;
 	struct sn_tstamp *ts[8];
 	struct sn_classify_class_stats st;
@@ -498,7 +498,7 @@ static void test_table_full(void)
 /* A port without classes classifies nothing; its frames cross no policy. */
 static void test_no_classes(void)
 {
-	struct sn_classify *c = sn_classify_create(0, 16, 0);
+	struct sn_classify *c = sn_classify_create(0, 16, 64, 0);
 	struct sn_classify_res res;
 	unsigned len;
 

@@ -66,6 +66,7 @@ static unsigned avail0;
 static struct sn_port ports[2];
 static struct sn_port_table table;
 static uint64_t table_seq;
+static struct sn_port *table_mem[2 * SN_PORT_SLOTS_MAX];   /* list, by_slot */
 
 static uint64_t mono_ns(void)
 {
@@ -89,6 +90,9 @@ static void ports_init(void)
 
 	memset(ports, 0, sizeof(ports));
 	memset(&table, 0, sizeof(table));
+	memset(table_mem, 0, sizeof(table_mem));
+	table.list = table_mem;
+	table.by_slot = table_mem + sn_config_port_slots;
 	for (unsigned i = 0; i < 2; i++) {
 		snprintf(ports[i].name, sizeof(ports[i].name), "%s", names[i]);
 		ports[i].type = SN_PORT_VHOST;
