@@ -36,6 +36,7 @@
 #include "sn_cpufair.h"
 #include "sn_ctl.h"
 #include "sn_eal.h"
+#include "sn_fdlimit.h"
 #include "sn_pipeline.h"
 #include "sn_policy.h"
 #include "sn_log.h"
@@ -268,7 +269,8 @@ static int workers_create(const struct sn_config *cfg, struct sn_ports *reg,
 	for (unsigned k = 0; cfg->datapath.cpu_fair_pct && k < nw; k++) {
 		cfs[k] = sn_cpufair_create(&(struct sn_cpufair_cfg){
 			.budget_pct = cfg->datapath.cpu_fair_pct,
-			.max_flows = cfg->datapath.max_flows });
+			.max_flows = cfg->datapath.max_flows,
+			.n_slots = sn_config_port_slots });
 		if (!cfs[k]) {
 			sn_log("cpu fair dropping: %s", strerror(errno));
 			return -1;
@@ -584,6 +586,8 @@ int main(int argc, char **argv)
 	else
 		rc = sn_config_parse(&cfg, sn_default_config, sn_default_config_len,
 				     "(default)", err, sizeof(err));
+	if (!rc && (rc = sn_fdlimit_raise(&cfg, err, sizeof(err))))
+		sn_config_fini(&cfg);
 	if (rc) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
