@@ -5,6 +5,7 @@ Table-driven: each bad config must make `schednicd --check-config` exit 1
 with a message naming the offending key path; each good one must exit 0.
 """
 import json
+import resource
 import subprocess
 from pathlib import Path
 
@@ -97,6 +98,19 @@ BAD = [
     ("ports-queues-0", {"ports": [port(queues=0)]}, "config: ports[0].queues: must be an integer 1..8"),
     ("ports-queues-9", {"ports": [port(queues=9)]}, "config: ports[0].queues: must be an integer 1..8"),
     ("ports-queues-str", {"ports": [port(queues="2")]}, "config: ports[0].queues: must be an integer 1..8"),
+    ("datapath-max-ports-zero", {"datapath": {"max_ports": 0}},
+     "config: datapath.max_ports: must be an integer in [1, 511]"),
+    ("datapath-max-ports-big", {"datapath": {"max_ports": 512}},
+     "config: datapath.max_ports: must be an integer in [1, 511]"),
+    ("ports-over-max-ports", {"datapath": {"max_ports": 2},
+                              "ports": [port(f"v{i}", f"/tmp/sn-x/v{i}.sock") for i in range(3)]},
+     "config: ports: 3 ports, more than datapath.max_ports 2"),
+    ("ports-over-vhost-limit", {"datapath": {"max_ports": 511},
+                                "ports": [port(f"v{i}", f"/tmp/sn-x/v{i}.sock") for i in range(512)]},
+     "config: ports: 512 ports, more than the vhost library's limit 511"),
+    ("max-ports-net-vhost-uplink", {"datapath": {"max_ports": 511},
+                                    "uplink": {"devargs": "net_vhost0,iface=/tmp/sn-x/up.sock"}},
+     "config: datapath.max_ports: at most 510 with a net_vhost uplink"),
 ]
 
 GOOD = [
@@ -107,6 +121,8 @@ GOOD = [
     ("partial-sections", {"eal": {"memory_mb": 256, "file_prefix": "x-1", "extra_args": ["--log-level=lib.eal:notice"]},
                           "datapath": {"burst": 64, "mac_table_size": 16}}),
     ("cpu-fair-ncore", {"datapath": {"cpu_fair_pct": 50, "layout": "ncore", "workers": 3}}),
+    ("max-ports-511", {"datapath": {"max_ports": 511},
+                       "ports": [port(f"v{i}", f"/tmp/sn-x/v{i}.sock") for i in range(511)]}),
 ]
 
 
@@ -201,3 +217,24 @@ def test_usage_errors(schednicd_bin, args):
     r = run(schednicd_bin, *args)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "usage:" in r.stderr
+
+
+def test_max_ports_beyond_hard_nofile_limit_refused(schednicd_bin, tmp_path):
+    """With a hard RLIMIT_NOFILE too low for datapath.max_ports the daemon
+    refuses before the EAL, naming the numbers, ulimit -n and LimitNOFILE;
+    the same limit fits max_ports 16."""
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    for max_ports, rc in ((511, 1), (16, 0)):
+        cfg = tmp_path / f"cfg{max_ports}.json"
+        cfg.write_text(json.dumps({"datapath": {"max_ports": max_ports}}))
+        r = subprocess.run([str(schednicd_bin), "--check-config", "--config", str(cfg)],
+                           capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL, preexec_fn=low_limit)
+        assert r.returncode == rc, (max_ports, r.stderr)
+        if rc:
+            msg = r.stderr.strip().splitlines()[-1]
+            for word in ("datapath.max_ports 511", "hard limit is 1024", "ulimit -n",
+                         "LimitNOFILE"):
+                assert word in msg, msg
