@@ -638,7 +638,7 @@ int sn_switch_worker(void *arg)
 		if (sw->pl)
 			sn_pipeline_run(sw->pl, t);   /* due frames, arbiter */
 		sn_switch_poll_sync(sw, t);
-		got += sn_switch_poll_vhost(sw, t, pkts, now);
+		got += sn_switch_poll_vhost(sw, t, pkts, now, idle > IDLE_SPINS);
 		for (unsigned i = 0; i < sw->ps.neth; i++) {
 			struct sn_port *p = sw->ps.eth[i];
 

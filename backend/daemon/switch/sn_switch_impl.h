@@ -24,7 +24,7 @@
 
 /* The worker's poll set (sn_switch_poll.c): one entry per vhost-user TX
  * queue this worker owns, busy ones polled every iteration, quiet ones
- * swept SN_SWITCH_SWEEP per iteration; e[] and busy[] hold
+ * swept SN_SWITCH_SWEEP per iteration; e[], busy[] and swept[] hold
  * sn_config_port_slots * SN_PORT_QMAX entries, eth[] sn_config_port_slots
  * (allocated at create). */
 #define SN_SWITCH_QUIET_AFTER 1024u /* empty polls that make a queue quiet */
@@ -47,7 +47,7 @@ struct sn_switch_pollset {
 	unsigned neth;               /* ethdev ports of the table */
 	struct sn_switch_pollq *e;
 	uint32_t *busy;
-	uint32_t swept[SN_SWITCH_SWEEP];
+	uint32_t *swept;
 	struct sn_port **eth;
 };
 
@@ -129,7 +129,8 @@ void sn_switch_burst_in(struct sn_switch *sw, const struct sn_port_table *t, str
 int sn_switch_poll_init(struct sn_switch *sw);
 void sn_switch_poll_fini(struct sn_switch *sw);
 void sn_switch_poll_sync(struct sn_switch *sw, const struct sn_port_table *t);
+/* napping: the worker naps between iterations (idle): sweep every entry. */
 unsigned sn_switch_poll_vhost(struct sn_switch *sw, const struct sn_port_table *t,
-			      struct rte_mbuf **pkts, uint64_t now);
+			      struct rte_mbuf **pkts, uint64_t now, bool napping);
 
 #endif /* SN_SWITCH_IMPL_H */

@@ -26,11 +26,16 @@
  *    the same iteration. A deferred quiet queue is serviced (the stop
  *    handshake included) when the sweep polls it.
  *
+ *  - A worker that naps (idle_sleep_us: no frame for a while) sweeps every
+ *    entry per iteration instead: an idle worker has the time, and a
+ *    quiet queue's first frame then waits one nap, as with no sweep.
+ *
  * Cost of an idle connected port: nothing per iteration but its share of
  * the sweep (SN_SWITCH_SWEEP polls per iteration in total, whatever the
- * number of ports). Latency of a quiet queue's first frame: at most
- * ceil(n / SN_SWITCH_SWEEP) iterations, n = the worker's entries (500
- * queues: 63 iterations; measured in tests/datapath/test_idle_ports.py);
+ * number of ports) while the worker switches. Latency of a quiet queue's
+ * first frame: at most ceil(n / SN_SWITCH_SWEEP) iterations of a worker
+ * that switches, n = the worker's entries (500 queues: 63 iterations), or
+ * one nap of an idle one (measured in tests/datapath/test_idle_ports.py);
  * the next frames see busy polling. No queue is ever starved: the sweep
  * reaches every entry in that many iterations whatever the busy ones do,
  * and an iteration is bounded (each busy queue gives at most a burst).
@@ -64,9 +69,10 @@ int sn_switch_poll_init(struct sn_switch *sw)
 
 	ps->e = rte_zmalloc("sn_pollq", sizeof(*ps->e) * nq, RTE_CACHE_LINE_SIZE);
 	ps->busy = rte_zmalloc("sn_pollbusy", sizeof(*ps->busy) * nq, RTE_CACHE_LINE_SIZE);
+	ps->swept = rte_zmalloc("sn_pollswept", sizeof(*ps->swept) * nq, RTE_CACHE_LINE_SIZE);
 	ps->eth = rte_zmalloc("sn_polleth", sizeof(*ps->eth) * sn_config_port_slots,
 			      RTE_CACHE_LINE_SIZE);
-	if (!ps->e || !ps->busy || !ps->eth) {
+	if (!ps->e || !ps->busy || !ps->swept || !ps->eth) {
 		sn_switch_poll_fini(sw);
 		return -ENOMEM;
 	}
@@ -78,6 +84,8 @@ void sn_switch_poll_fini(struct sn_switch *sw)
 	rte_free(sw->ps.e);
 	rte_free(sw->ps.busy);
 	rte_free(sw->ps.eth);
+	rte_free(sw->ps.swept);
+	sw->ps.swept = NULL;
 	sw->ps.e = NULL;
 	sw->ps.busy = NULL;
 	sw->ps.eth = NULL;
@@ -170,7 +178,7 @@ static bool goes_quiet(struct sn_switch_pollq *e)
 }
 
 unsigned sn_switch_poll_vhost(struct sn_switch *sw, const struct sn_port_table *t,
-			      struct rte_mbuf **pkts, uint64_t now)
+			      struct rte_mbuf **pkts, uint64_t now, bool napping)
 {
 	struct sn_switch_pollset *ps = &sw->ps;
 	unsigned got = 0, steps;
@@ -190,7 +198,7 @@ unsigned sn_switch_poll_vhost(struct sn_switch *sw, const struct sn_port_table *
 		b++;
 	}
 	ps->nswept = 0;
-	steps = ps->n < SN_SWITCH_SWEEP ? ps->n : SN_SWITCH_SWEEP;
+	steps = napping || ps->n < SN_SWITCH_SWEEP ? ps->n : SN_SWITCH_SWEEP;
 	for (unsigned k = 0; k < steps; k++) {
 		uint32_t i = ps->cursor;
 		struct sn_switch_pollq *e = &ps->e[i];
