@@ -51,7 +51,9 @@ def start_many(spawn, vufront_bin, tmp, n, probe=None, timeout=60.0):
     connection its SIGUSR1 probe posts on); returns it once every connection
     is negotiated."""
     ready = tmp / "many.ready"
-    argv = [vufront_bin, "many", "--pattern", str(tmp / "idle%u.sock"), "--count", str(n),
+    # on CPU 0 with sn-gen: a probe spins until its frame completes, and
+    # spinning on the worker's CPU would delay the worker by a time slice
+    argv = ["taskset", "-c", "0", vufront_bin, "many", "--pattern", str(tmp / "idle%u.sock"), "--count", str(n),
             "--queue-size", "64", "--timeout", "10", "--ready-file", str(ready)]
     if probe is not None:
         argv += ["--probe", str(probe)]
@@ -148,7 +150,7 @@ def probe(many, n=5, timeout=15.0):
 def test_quiet_port_not_starved(schednicd, sngen, spawn, vufront_bin, sn_tmpdir,
                                 completion, layout):
     """Frames posted on a quiet port while the busy pair runs flat out."""
-    busy_n = 400_000
+    busy_n = 2_000_000
     extra = {"datapath": {"layout": layout}}
     if layout == "ncore":
         extra["datapath"]["idle_sleep_us"] = 10
