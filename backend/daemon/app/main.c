@@ -586,7 +586,11 @@ int main(int argc, char **argv)
 	else
 		rc = sn_config_parse(&cfg, sn_default_config, sn_default_config_len,
 				     "(default)", err, sizeof(err));
-	if (!rc && (rc = sn_fdlimit_raise(&cfg, err, sizeof(err))))
+	if (!rc && (rc = sn_fdlimit_raise(&cfg, err, sizeof(err))) > 0) {
+		fprintf(stderr, "schednicd: %s\n", err);   /* a warning: runs */
+		rc = 0;
+	}
+	if (rc)
 		sn_config_fini(&cfg);
 	if (rc) {
 		fprintf(stderr, "%s\n", err);

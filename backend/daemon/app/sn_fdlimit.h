@@ -28,9 +28,11 @@
 unsigned long sn_fdlimit_need(const struct sn_config *cfg);
 
 /* Raise the soft RLIMIT_NOFILE toward the hard limit so that
- * sn_fdlimit_need(cfg) fits (never lowers it). 0, or -EMFILE with a
- * message naming both numbers, `ulimit -n` and LimitNOFILE in err when
- * the hard limit is too low, or -errno of setrlimit(). */
+ * sn_fdlimit_need(cfg) fits (never lowers it). 0; 1 with a warning in err
+ * when the hard limit fits the configured ports but not datapath.max_ports
+ * (ports port.add adds may then fail); -EMFILE with a message naming both
+ * numbers, `ulimit -n` and LimitNOFILE when it does not fit the configured
+ * ports; or -errno of setrlimit(). */
 int sn_fdlimit_raise(const struct sn_config *cfg, char *err, size_t errlen);
 
 #endif /* SN_FDLIMIT_H */
