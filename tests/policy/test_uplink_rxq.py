@@ -228,3 +228,38 @@ def test_rx_queues_bad_value_rejected(schednicd_bin, sn_tmpdir, val):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1, r
     assert 'config: uplink.rx_queues: must be "auto" or an integer 1..8' in r.stderr, r.stderr
+
+
+def test_paired_queues_1core_extra_tx_queue_unused(schednicd, sngen, netns):
+    """Layout 1core (one transmitting lcore) and a net_tap uplink with
+    uplink.rx_queues 2: net_tap wants as many TX as RX queues, so the
+    uplink gets a second TX queue that nobody transmits on ("unused");
+    the worker polls both RX queues, counts exact."""
+    ifname = f"snrp{os.getpid() % 100000}"
+    d = schednicd(ports=["vm0", "vm1"], uplink=f"net_tap0,iface={ifname}",
+                  datapath={"layout": "1core"}, start=False)
+    d.config["uplink"]["rx_queues"] = 2
+    d.start()
+    wait_iface(ifname)
+    ns = netns()
+    subprocess.run(["ip", "link", "set", ifname, "netns", ns], check=True)
+    ns_prepare(ns, ifname)
+    g = start_vms(d, sngen, [f"src={i},dst={NS_MAC},count={VM_TO_UPLINK}" for i in (0, 1)])
+    log = d.log_path.read_text(errors="replace")
+    assert "uplink: net_tap0: 1 TX queues refused, trying 2 (as many as RX queues, 1 unused)" \
+        in log, log
+    assert "uplink: net_tap0: RX mode rss: 2 RX queues over 1 worker" in log, log
+    up, sent = send_and_check(d, g, ns, ifname)
+    assert [q["worker"] for q in up["rx_queues"]] == [0, 0], up["rx_queues"]
+    assert all(q["rx_packets"] > 0 for q in up["rx_queues"]), up["rx_queues"]
+    assert [(q["queue"], q["lcore"], q["worker"]) for q in up["tx_queues"]] == \
+        [(0, "worker", 0), (1, "unused", -1)], up["tx_queues"]
+    tx0 = [q["pmd_tx_packets"] for q in up["tx_queues"]]
+    g.go("0")
+    want = up["tx_packets"] + 2 * VM_TO_UPLINK
+    wait_settled(d, lambda t: t["uplink"]["tx_packets"] >= want)
+    up = port_table(d.stats())["uplink"]
+    assert up["tx_packets"] == want, up
+    dtx = [q["pmd_tx_packets"] - a for q, a in zip(up["tx_queues"], tx0)]
+    assert dtx == [2 * VM_TO_UPLINK, 0], dtx
+    check_gen(g.finish(), FLOWS * PER_FLOW)

@@ -462,6 +462,8 @@ static int run(struct sn_config *cfg)
 	ctl.n_cpufair = cfg->datapath.cpu_fair_pct ? nw : 0;
 	if (cfg->uplink.enabled) {
 		struct sn_uplink_info up;
+		const uint16_t n_txq =
+			(uint16_t)(cfg->datapath.layout == SN_LAYOUT_1CORE ? 1 : nw + 1);
 
 		/* The ethdev's name for the uplink kind (a PCI one: its address). */
 		if (sn_eal_uplink_name(cfg, uplink_name, sizeof(uplink_name))) {
@@ -473,12 +475,13 @@ static int run(struct sn_config *cfg)
 				.rx_desc = (uint16_t)cfg->uplink.rx_desc,
 				.tx_desc = (uint16_t)cfg->uplink.tx_desc,
 				/* TX queue k: worker k; nw: the arbiter */
-				.n_txq = (uint16_t)(cfg->datapath.layout == SN_LAYOUT_1CORE ? 1 : nw + 1),
+				.n_txq = n_txq,
 				.workers = (uint16_t)nw,
 				.rx_queues = (uint16_t)cfg->uplink.rx_queues }, &up))
 			goto out_switch;
 		uplink_port = up.port_id;
 		uplink_open = true;
+		ctl.uplink_txq_used = n_txq;
 		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port, up.n_rxq))
 			goto out_switch;
 	}

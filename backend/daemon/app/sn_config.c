@@ -80,7 +80,7 @@ static const struct key_spec uplink_keys[] = {
 	S("pci", 0, SN_CONFIG_PCI_MAX, uplink.pci),
 	S("af_xdp", 0, SN_CONFIG_IFNAME_MAX, uplink.af_xdp),
 	U("af_xdp_start_queue", 0, 1023, uplink.af_xdp_start_queue),
-	U("af_xdp_queues", 0, 1024, uplink.af_xdp_queues),
+	U("af_xdp_queues", 0, SN_CONFIG_AF_XDP_QMAX, uplink.af_xdp_queues),
 	U("af_xdp_busy_budget", 0, 4096, uplink.af_xdp_busy_budget),
 	{ "rx_queues", K_UINT, 0, 0, 0, 0 },   /* decoded by hand: "auto" or 1..8 */
 	{ NULL, K_UINT, 0, 0, 0, 0 },

@@ -63,6 +63,7 @@ struct sn_config_port {
 #define SN_CONFIG_HUGE_DIR_MAX 107   /* eal.huge_dir, without NUL */
 #define SN_CONFIG_PCI_MAX 12         /* "DDDD:BB:DD.F" */
 #define SN_CONFIG_IFNAME_MAX 15      /* IFNAMSIZ - 1 */
+#define SN_CONFIG_AF_XDP_QMAX 8      /* uplink.af_xdp_queues: SN_UPLINK_RXQ_MAX */
 
 /* How the uplink ethdev is created (doc/deploy.md). */
 enum sn_uplink_kind {
@@ -119,7 +120,7 @@ struct sn_config {
 		char pci[SN_CONFIG_PCI_MAX + 1];   /* normalized DDDD:BB:DD.F */
 		char af_xdp[SN_CONFIG_IFNAME_MAX + 1]; /* kernel interface */
 		unsigned af_xdp_start_queue;
-		unsigned af_xdp_queues;        /* 0: as many as the layout uses */
+		unsigned af_xdp_queues;        /* 0: 1; at most SN_CONFIG_AF_XDP_QMAX */
 		unsigned af_xdp_busy_budget;   /* 0: no preferred busy polling */
 		unsigned rx_queues;            /* 0 = "auto" (sn_uplink.h) */
 	} uplink;

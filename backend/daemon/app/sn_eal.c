@@ -433,8 +433,8 @@ static int build_dev(const struct sn_config *cfg, struct sn_eal_args *a, char *e
 	case SN_UPLINK_AF_XDP:
 		if (cfg->datapath.layout != SN_LAYOUT_1CORE)
 			return refuse(-EINVAL, err, errlen, "uplink.af_xdp: datapath.layout \"1core\" "
-				      "only (a net_af_xdp TX queue is one XDP socket with its RX "
-				      "queue, and the uplink sets up one RX queue)");
+				      "only (a net_af_xdp TX queue shares its XDP socket with an RX "
+				      "queue: one lcore must both poll and transmit)");
 		n = snprintf(a->dev, sizeof(a->dev), "net_af_xdp0,iface=%s,start_queue=%u,"
 			     "queue_count=%u,busy_budget=%u%s%s", cfg->uplink.af_xdp,
 			     cfg->uplink.af_xdp_start_queue, xdp_queues(cfg),

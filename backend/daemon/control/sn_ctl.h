@@ -51,6 +51,7 @@ struct sn_ctl {
 	struct sn_rpc_server *rpc;          /* set by sn_ctl_register: stats.get "control" */
 	const char *control_socket;         /* port.add refuses it as a path (as the config does) */
 	volatile sig_atomic_t *stop;        /* set to 1 by "shutdown" */
+	unsigned uplink_txq_used;           /* uplink TX queues the layout transmits on */
 };
 
 /* Register every method (this file's, port.*, policy.*); 0 or the first

@@ -463,7 +463,9 @@ static json_t *queues_json(const struct sn_port *p)
 /* The uplink's queues (sn_uplink.h): "rx_mode", "rx_queues" (our
  * per-queue counters, written by the owning worker alone, and the PMD's
  * own count where it keeps one) and "tx_queues" (which lcore transmits on
- * each: worker k on queue k, the arbiter on queue W). es: the PMD's
+ * each: worker k on queue k, the arbiter on queue W; a queue at or past
+ * ctl->uplink_txq_used, set up only because the device pairs its queues,
+ * is "unused"). es: the PMD's
  * counters, or NULL. */
 static int uplink_queues_add(const struct sn_ctl *ctl, const struct sn_port *p,
 			     const struct rte_eth_stats *es, json_t *o)
@@ -492,11 +494,12 @@ static int uplink_queues_add(const struct sn_ctl *ctl, const struct sn_port *p,
 		}
 	}
 	for (unsigned qi = 0; tx && qi < ntx; qi++) {
-		const bool arb = qi >= nw;
+		const bool unused = qi >= ctl->uplink_txq_used, arb = !unused && qi >= nw;
 
 		if (json_array_append_new(tx, json_pack(
 				"{s:i, s:s, s:i, s:I}", "queue", (int)qi,
-				"lcore", arb ? "arbiter" : "worker", "worker", arb ? -1 : (int)qi,
+				"lcore", unused ? "unused" : arb ? "arbiter" : "worker",
+				"worker", unused || arb ? -1 : (int)qi,
 				"pmd_tx_packets", (json_int_t)(es && qi < RTE_ETHDEV_QUEUE_STAT_CNTRS ?
 							       es->q_opackets[qi] : 0)))) {
 			json_decref(tx);

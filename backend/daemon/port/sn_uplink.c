@@ -108,7 +108,7 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 	const char *devargs = prm->devargs;
 	const char *comma = strchr(devargs, ',');
 	size_t n = comma ? (size_t)(comma - devargs) : strlen(devargs);
-	const uint16_t n_txq = prm->n_txq;
+	uint16_t n_txq = prm->n_txq;
 	uint16_t port, nrx = prm->rx_desc, ntx = prm->tx_desc;
 	int rc;
 
@@ -152,6 +152,14 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 		out->n_rxq = n_txq;
 		out->rss_hf = info.flow_type_rss_offloads & RSS_WANTED;
 		out->rx_mode = out->rss_hf ? SN_UPLINK_RX_RSS : SN_UPLINK_RX_DEVICE;
+		rc = configure(port, out, n_txq, &conf);
+	} else if (rc && out->n_rxq > n_txq && out->n_rxq <= info.max_tx_queues) {
+		/* The same pairing the other way (net_tap, net_af_xdp: several
+		 * RX queues, one transmitting lcore in layout 1core): the extra
+		 * TX queues are set up but nobody transmits on them. */
+		sn_log("uplink: %s: %u TX queues refused, trying %u (as many as RX queues, "
+		       "%u unused)", name, n_txq, out->n_rxq, out->n_rxq - n_txq);
+		n_txq = out->n_rxq;
 		rc = configure(port, out, n_txq, &conf);
 	}
 	if (rc)

@@ -23,7 +23,10 @@
  * its worker alone and TX queue k to the lcore that transmits on it (DPDK
  * ethdev queues are not thread-safe): worker k on queue k, the arbiter
  * lcore (layouts 2core, ncore) on queue W (sn_pipeline.h); layout 1core
- * has one TX queue, the worker's, on which it also runs the arbiter.
+ * has one TX queue, the worker's, on which it also runs the arbiter. A
+ * device that pairs its queues (net_tap, net_af_xdp: as many TX as RX
+ * queues) gets TX queues up to its RX count; those beyond the layout's
+ * are set up and never used.
  * sn_uplink_close() is called after every lcore has stopped.
  */
 #ifndef SN_UPLINK_H
@@ -50,7 +53,9 @@ struct sn_uplink_params {
 	const char *devargs;
 	struct rte_mempool *mp;
 	uint16_t rx_desc, tx_desc;
-	uint16_t n_txq;        /* one per transmitting lcore (the layout's) */
+	uint16_t n_txq;        /* one per transmitting lcore (the layout's); a
+				* device that pairs its queues may get more
+				* (sn_uplink_info.n_txq), the rest unused */
 	uint16_t workers;      /* worker lcores (W) */
 	uint16_t rx_queues;    /* 0 = auto, else the RX queue count asked for */
 };
@@ -66,7 +71,8 @@ struct sn_uplink_info {
  * hash types (out->n_rxq, rx_mode, rss_hf) for prm on a device that
  * reports info (above). 0, or -ENOTSUP when prm->rx_queues exceeds the
  * device's RX queues (logged, naming the device). sn_uplink_open() may
- * still raise n_rxq to the TX queue count for a device that pairs them. */
+ * still raise n_rxq to the TX queue count, or n_txq to the RX queue count,
+ * for a device that pairs them. */
 int sn_uplink_rx_plan(const char *name, const struct sn_uplink_params *prm,
 		      const struct rte_eth_dev_info *info, struct sn_uplink_info *out);
 /* Find the ethdev the EAL created from devargs (name = devargs up to the
