@@ -129,3 +129,36 @@ def test_pci_ready_device_passes_checks(schednicd_bin, tmp_path, fake_root):
     r, _ = run(schednicd_bin, tmp_path, fake_root, pci(), check=False)
     assert r.returncode == 1, r.stderr
     assert f"uplink: no ethdev named {BDF}" in r.stderr, r.stderr
+
+
+XDP = {"name": "uplink", "af_xdp": "snnoif0"}
+ARG_CASES = [
+    # (id, config, message): refused while building the EAL arguments or
+    # by the config's own rules, both before the EAL starts
+    ("af-xdp-layout", {"uplink": XDP, "datapath": {"layout": "2core"}},
+     "uplink.af_xdp: datapath.layout \"1core\" only"),
+    ("extra-args-owned", {"uplink": None, "eal": {"extra_args": ["--file-prefix=x"]}},
+     "eal.extra_args: --file-prefix is set from the config"),
+    ("extra-args-socket-mem", {"uplink": None, "eal": {"extra_args": ["--socket-mem=64"]}},
+     "eal.extra_args: --socket-mem needs eal.hugepages true"),
+    ("extra-args-lcores", {"uplink": None, "eal": {"extra_args": ["-l", "0-1"]}},
+     "eal.extra_args: -l is set from the config"),
+    ("af-xdp-key-on-vdev", {"uplink": {"name": "uplink", "devargs": "net_null0",
+                                       "af_xdp_queues": 2}},
+     "uplink.af_xdp_queues: only with uplink.af_xdp"),
+    ("vdev-name-too-long", {"uplink": {"name": "uplink", "devargs": "net_null" + "0" * 60}},
+     "uplink.devargs: device name \"net_null" + "0" * 60 + "\" is too long"),
+]
+
+
+@pytest.mark.parametrize("case", ARG_CASES, ids=[c[0] for c in ARG_CASES])
+@pytest.mark.parametrize("check", [True, False], ids=["check-config", "start"])
+def test_argument_checks_refuse(schednicd_bin, tmp_path, fake_root, case, check):
+    """--check-config runs every check a start runs before the EAL: both
+    refuse, exit status 1, with the same message."""
+    _, cfg, message = case
+    r, created = run(schednicd_bin, tmp_path, fake_root, cfg, check=check)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert message in r.stderr, r.stderr
+    assert "config: ok" not in r.stderr and "EAL" not in r.stderr, r.stderr
+    assert not created, "the EAL started"

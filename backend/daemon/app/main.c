@@ -467,7 +467,9 @@ static int run(struct sn_config *cfg)
 
 		/* The ethdev's name for the uplink kind (a PCI one: its address). */
 		if (sn_eal_uplink_name(cfg, uplink_name, sizeof(uplink_name))) {
-			sn_log("uplink: no ethdev name in \"%s\"", cfg->uplink.devargs);
+			/* sn_config refuses an empty or too long vdev name */
+			sn_log("uplink: no ethdev name for the uplink (uplink.devargs \"%s\")",
+			       cfg->uplink.devargs);
 			goto out_switch;
 		}
 		if (sn_uplink_open(&(struct sn_uplink_params){
@@ -600,9 +602,19 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (check) {
+		/* What eal_start() checks before rte_eal_init(), EAL not started. */
 		char huge_dir[SN_CONFIG_HUGE_DIR_MAX + 1];
+		static struct sn_eal_args a;   /* large */
 
-		if (host_check(&cfg, huge_dir, sizeof(huge_dir))) {
+		if (!strcmp(cfg.eal.file_prefix, "auto"))
+			snprintf(cfg.eal.file_prefix, sizeof(cfg.eal.file_prefix), "schednic-%ld",
+				 (long)getpid());
+		rc = host_check(&cfg, huge_dir, sizeof(huge_dir));
+		if (!rc && sn_eal_args_build(&cfg, huge_dir, &a, err, sizeof(err))) {
+			fprintf(stderr, "schednicd: %s\n", err);
+			rc = 1;
+		}
+		if (rc) {
 			sn_config_fini(&cfg);
 			return 1;
 		}

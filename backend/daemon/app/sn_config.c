@@ -302,10 +302,15 @@ static bool pci_addr_normalize(char *addr)
 
 /* The uplink's kind from which of "pci" / "af_xdp" is set (u: the user's
  * uplink object, may be NULL); "devargs" then defaults to no extra
- * arguments instead of the default vdev string. The af_xdp_* keys mean
- * nothing for the other kinds. */
-static int decode_uplink_kind(struct sn_config *cfg, json_t *u, char *err, size_t errlen)
+ * arguments instead of the default vdev string. The af_xdp_* keys are
+ * refused for the other kinds unless at their default (def: the default
+ * uplink section), a vdev name (devargs up to the first ',')
+ * must be an ethdev name. */
+static int decode_uplink_kind(struct sn_config *cfg, json_t *u, json_t *def, char *err,
+			      size_t errlen)
 {
+	static const char *const xdp_keys[] = { "af_xdp_start_queue", "af_xdp_queues",
+						"af_xdp_busy_budget" };
 	const bool pci = cfg->uplink.pci[0], xdp = cfg->uplink.af_xdp[0];
 
 	if (pci && xdp)
@@ -323,6 +328,39 @@ static int decode_uplink_kind(struct sn_config *cfg, json_t *u, char *err, size_
 		if (*c == ',' || *c == '/' || *c == '=' || *c == ' ')
 			return fail(err, errlen, "uplink.af_xdp: not an interface name: \"%s\"",
 				    cfg->uplink.af_xdp);
+	if (xdp && (!strcmp(cfg->uplink.af_xdp, ".") || !strcmp(cfg->uplink.af_xdp, "..")))
+		return fail(err, errlen, "uplink.af_xdp: not an interface name: \"%s\"",
+			    cfg->uplink.af_xdp);
+	for (size_t i = 0; u && !xdp && i < sizeof(xdp_keys) / sizeof(xdp_keys[0]); i++) {
+		json_t *v = json_object_get(u, xdp_keys[i]);
+
+		/* The default value is accepted (--print-default-config has it). */
+		if (v && !json_equal(v, json_object_get(def, xdp_keys[i])))
+			return fail(err, errlen, "uplink.%s: only with uplink.af_xdp", xdp_keys[i]);
+	}
+	if (cfg->uplink.kind == SN_UPLINK_VDEV) {
+		const size_t n = strcspn(cfg->uplink.devargs, ",");
+
+		if (n == 0)
+			return fail(err, errlen, "uplink.devargs: must start with the device name "
+				    "(\"net_tap0,iface=...\"), got \"%s\"", cfg->uplink.devargs);
+		if (n > SN_CONFIG_ETHNAME_MAX)
+			return fail(err, errlen, "uplink.devargs: device name \"%.*s\" is too long "
+				    "(%zu characters, at most %d)", (int)n, cfg->uplink.devargs, n,
+				    SN_CONFIG_ETHNAME_MAX);
+	}
+	return 0;
+}
+
+/* The AF_XDP uplink's layout (sn_eal.c refuses it again when building the
+ * EAL arguments): here so that the error names the uplink key. */
+static int check_uplink_rules(const struct sn_config *cfg, char *err, size_t errlen)
+{
+	if (cfg->uplink.enabled && cfg->uplink.kind == SN_UPLINK_AF_XDP &&
+	    cfg->datapath.layout != SN_LAYOUT_1CORE)
+		return fail(err, errlen, "uplink.af_xdp: datapath.layout \"1core\" only (a "
+			    "net_af_xdp TX queue shares its XDP socket with an RX queue: one lcore "
+			    "must both poll and transmit), got \"%s\"", cfg->datapath.layout_name);
 	return 0;
 }
 
@@ -594,7 +632,7 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 		if ((rc = decode_section(cfg, uplink_keys, u, json_object_get(def, "uplink"),
 					 "uplink", err, errlen)))
 			goto out;
-		if ((rc = decode_uplink_kind(cfg, u, err, errlen)))
+		if ((rc = decode_uplink_kind(cfg, u, json_object_get(def, "uplink"), err, errlen)))
 			goto out;
 		if ((rc = decode_rx_queues(cfg, u, json_object_get(def, "uplink"), err, errlen)))
 			goto out;
@@ -608,6 +646,8 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 		goto out;
 	}
 	rc = check_rules(cfg, err, errlen);
+	if (!rc)
+		rc = check_uplink_rules(cfg, err, errlen);
 	u = json_object_get(user, "policy");
 	if (!rc && u && !json_is_null(u)) {
 		/* Validated here so a bad file fails at startup with

@@ -64,6 +64,7 @@ struct sn_config_port {
 #define SN_CONFIG_PCI_MAX 12         /* "DDDD:BB:DD.F" */
 #define SN_CONFIG_IFNAME_MAX 15      /* IFNAMSIZ - 1 */
 #define SN_CONFIG_AF_XDP_QMAX 8      /* uplink.af_xdp_queues: SN_UPLINK_RXQ_MAX */
+#define SN_CONFIG_ETHNAME_MAX 63     /* a vdev's name: RTE_ETH_NAME_MAX_LEN - 1 */
 
 /* How the uplink ethdev is created (doc/deploy.md). */
 enum sn_uplink_kind {
