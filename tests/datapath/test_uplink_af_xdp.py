@@ -14,7 +14,9 @@ combined channels is refused before the EAL starts.
 """
 import json
 import os
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +47,7 @@ def kernel_settled(v):
     return pred
 
 
-def test_ping_from_namespace_through_af_xdp_uplink(schednicd, sngen, veth_ns):
+def test_ping_from_namespace_through_af_xdp_uplink(veth_ns, schednicd, sngen):
     v = veth_ns()
     d = start(schednicd, v)
     log = d.log_path.read_text()
@@ -77,7 +79,7 @@ def test_ping_from_namespace_through_af_xdp_uplink(schednicd, sngen, veth_ns):
     assert drops_total(t["vm0"]) == 0, t["vm0"]
 
 
-def test_af_xdp_uplink_both_directions_counters_exact(schednicd, sngen, veth_ns):
+def test_af_xdp_uplink_both_directions_counters_exact(veth_ns, schednicd, sngen):
     v = veth_ns()
     d = start(schednicd, v)
     # paced: the namespace end's backlog (netdev_max_backlog) must not overflow
@@ -130,13 +132,18 @@ def test_af_xdp_more_queues_than_combined_channels_refused(schednicd_bin, sn_tmp
     the channel count and the ethtool command."""
     v = veth_ns(queues=2)
     cfg = sn_tmpdir / "cfg.json"
+    prefix = f"sn-xq-{os.getpid()}"
     cfg.write_text(json.dumps({
-        "eal": {"memory_mb": 64, "file_prefix": f"sn-xq-{os.getpid()}"},
+        "eal": {"memory_mb": 64, "file_prefix": prefix},
         "control": {"socket": str(sn_tmpdir / "ctl.sock"), "state_dir": ""},
         "datapath": {"mbufs": 1023, "mbuf_cache": 32}, "ports": [],
         "uplink": {"name": "uplink", "af_xdp": v.host, "af_xdp_queues": 2}}))
-    r = subprocess.run([str(schednicd_bin), "--config", str(cfg)], capture_output=True,
-                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    try:
+        r = subprocess.run([str(schednicd_bin), "--config", str(cfg)], capture_output=True,
+                           text=True, timeout=60, stdin=subprocess.DEVNULL)
+    finally:
+        # a regressed refusal would let the EAL start and create this
+        shutil.rmtree(Path("/var/run/dpdk", prefix), ignore_errors=True)
     assert r.returncode == 1, r.stderr
     assert (f"schednicd: uplink.af_xdp: {v.host} has 1 combined channel (ethtool -l {v.host}; "
             "none reported counts as 1, e.g. veth); af_xdp_start_queue 0 + af_xdp_queues 2 "
