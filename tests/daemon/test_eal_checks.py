@@ -33,7 +33,7 @@ def fake_root(tmp_path):
     (root / "proc").mkdir(parents=True)
     (root / "proc" / "mounts").write_text("proc /proc proc rw 0 0\n")
     (root / "proc" / "meminfo").write_text("Hugepagesize:       2048 kB\n")
-    for drv in ("ixgbe", "vfio-pci"):
+    for drv in ("ixgbe", "vfio-pci", "uio_pci_generic"):
         (root / "sys" / "bus" / "pci" / "drivers" / drv).mkdir(parents=True)
     (root / "sys" / "kernel" / "iommu_groups" / "12").mkdir(parents=True)
     assert not Path("/sys/bus/pci/devices", BDF).exists(), f"{BDF} exists on this host"
@@ -91,6 +91,9 @@ CASES = [
      f"dpdk-devbind.py --bind=vfio-pci {BDF}"),
     ("pci-no-iommu", lambda r: bind(r, "vfio-pci"), pci(),
      "enable_unsafe_noiommu_mode"),
+    ("pci-uio-no-hugepages", lambda r: bind(r, "uio_pci_generic"), pci(),
+     f"schednicd: uplink.pci: {BDF} is bound to uio_pci_generic, a uio driver without "
+     "IOMMU: the NIC needs physical addresses, so set eal.hugepages true"),
     ("af-xdp-missing", lambda r: None, {"uplink": {"name": "uplink", "af_xdp": "snnoif0"}},
      "schednicd: uplink.af_xdp: no network interface snnoif0"),
     ("huge-no-mount", lambda r: None, {"eal": {"hugepages": True}, "uplink": None},

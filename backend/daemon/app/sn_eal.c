@@ -215,8 +215,11 @@ static int check_hugepages(const struct sn_config *cfg, const char *root, char *
 }
 
 /* The PCI uplink: present, not a kernel interface, bound to a DPDK
- * driver, and with an IOMMU group under vfio-pci. */
-static int check_pci(const char *root, const char *bdf, char *err, size_t errlen)
+ * driver, with an IOMMU group under vfio-pci, and with hugepages under a
+ * uio driver (no IOMMU: the device needs physical addresses, which the
+ * EAL's --no-huge memory, IOVA as VA, does not give). */
+static int check_pci(const char *root, const char *bdf, bool hugepages, char *err,
+		     size_t errlen)
 {
 	static const char *const drivers[] = { "vfio-pci", "uio_pci_generic", "igb_uio", NULL };
 	char dev[PATH_MAX], path[PATH_MAX], link[PATH_MAX], ifname[NAME_MAX + 1] = "";
@@ -257,6 +260,11 @@ static int check_pci(const char *root, const char *bdf, char *err, size_t errlen
 			      "kernel command line) or, without one, vfio's no-IOMMU mode (echo 1 > "
 			      "/sys/module/vfio/parameters/enable_unsafe_noiommu_mode), then rebind: "
 			      "dpdk-devbind.py --bind=vfio-pci %s", bdf, bdf);
+	if (strcmp(drv, "vfio-pci") && !hugepages)
+		return refuse(-EINVAL, err, errlen, "uplink.pci: %s is bound to %s, a uio driver "
+			      "without IOMMU: the NIC needs physical addresses, so set eal.hugepages "
+			      "true (deploy.md), or bind it to vfio-pci: dpdk-devbind.py "
+			      "--bind=vfio-pci %s", bdf, drv, bdf);
 	return 0;
 }
 
@@ -332,7 +340,7 @@ int sn_eal_host_check(const struct sn_config *cfg, const char *root, char *huge_
 	if (!cfg->uplink.enabled)
 		return 0;
 	if (cfg->uplink.kind == SN_UPLINK_PCI)
-		return check_pci(root, cfg->uplink.pci, err, errlen);
+		return check_pci(root, cfg->uplink.pci, cfg->eal.hugepages, err, errlen);
 	if (cfg->uplink.kind == SN_UPLINK_AF_XDP)
 		return check_af_xdp(cfg, root, err, errlen);
 	return 0;

@@ -7,8 +7,9 @@
  * checks against fake sysfs/procfs trees built in a temp dir: hugetlbfs
  * mounts and free pages, a PCI device missing, unbound, bound to a kernel
  * driver, used as a kernel interface, under vfio-pci without an IOMMU
- * group, and ready; an AF_XDP interface missing, with too few queues, and
- * ready. Exit status 1 if any check failed.
+ * group, under a uio driver without hugepages, and ready; an AF_XDP
+ * interface missing, with too few queues, and ready. Exit status 1 if
+ * any check failed.
  */
 #include <errno.h>
 #include <limits.h>
@@ -363,7 +364,8 @@ static void test_pci(void)
 	expect_host(pci, 0, NULL);
 	expect_host("{\"uplink\": {\"pci\": \"03:00.0\"}}", 0, NULL);
 	lnk("../../../../bus/pci/drivers/uio_pci_generic", DEV "/driver");
-	expect_host(pci, 0, NULL);
+	expect_host(pci, -EINVAL, "is bound to uio_pci_generic, a uio driver without IOMMU: "
+		    "the NIC needs physical addresses, so set eal.hugepages true");
 	/* Another address on the same host. */
 	expect_host("{\"uplink\": {\"pci\": \"0000:03:00.1\"}}", -ENOENT, "no PCI device");
 }
