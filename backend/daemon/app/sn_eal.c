@@ -166,6 +166,39 @@ static int find_mount(const char *root, const char *want, char *mnt, size_t mnt_
 	return mnt[0] ? 0 : -ENOENT;
 }
 
+/* The memory the EAL reserves in hugepage mode, in MB, into *mb and the
+ * key that sets it into *key: the sum of eal.extra_args' --socket-mem
+ * list ("--socket-mem=A,B" or "--socket-mem" "A,B"), which replaces -m,
+ * else eal.memory_mb. 0, or -1 for a --socket-mem that is no list of
+ * numbers. */
+static int hugepage_mb(const struct sn_config *cfg, unsigned long long *mb, const char **key)
+{
+	static const char opt[] = "--socket-mem";
+	const size_t n = sizeof(opt) - 1;
+
+	*mb = cfg->eal.memory_mb;
+	*key = "eal.memory_mb";
+	for (unsigned i = 0; i < cfg->eal.n_extra; i++) {
+		const char *a = cfg->eal.extra_args[i], *v;
+		char *end;
+
+		if (strncmp(a, opt, n) || (a[n] != '\0' && a[n] != '='))
+			continue;
+		v = a[n] == '=' ? a + n + 1 : i + 1 < cfg->eal.n_extra ? cfg->eal.extra_args[i + 1]
+									: "";
+		*mb = 0;
+		*key = "--socket-mem";
+		do {
+			if (*v < '0' || *v > '9')
+				return -1;
+			*mb += strtoull(v, &end, 10);
+			v = end;
+		} while (*v == ',' && *++v);
+		return *v ? -1 : 0;
+	}
+	return 0;
+}
+
 static int check_hugepages(const struct sn_config *cfg, const char *root, char *huge_dir,
 			   size_t huge_len, char *err, size_t errlen)
 {
@@ -173,8 +206,12 @@ static int check_hugepages(const struct sn_config *cfg, const char *root, char *
 	unsigned long page_kb = 0;
 	long long free_pages;
 	unsigned long long free_mb;
-	const char *want = cfg->eal.huge_dir;
+	const char *want = cfg->eal.huge_dir, *key;
+	unsigned long long mb;
 
+	if (hugepage_mb(cfg, &mb, &key))
+		return refuse(-EINVAL, err, errlen, "eal.extra_args: --socket-mem: must be a "
+			      "list of MB per NUMA socket (\"--socket-mem=1024,0\")");
 	if (find_mount(root, want, mnt, sizeof(mnt), &page_kb)) {
 		if (want[0])
 			return refuse(-EINVAL, err, errlen, "eal.huge_dir: %s is not on a hugetlbfs "
@@ -198,17 +235,16 @@ static int check_hugepages(const struct sn_config *cfg, const char *root, char *
 			      "hugepages (/sys/kernel/mm/hugepages/hugepages-%lukB) for hugetlbfs %s",
 			      page_kb, page_kb, mnt);
 	free_mb = (unsigned long long)free_pages * page_kb / 1024;
-	if (free_mb < cfg->eal.memory_mb) {
-		unsigned long long need = ((unsigned long long)cfg->eal.memory_mb * 1024 + page_kb - 1) /
-					  page_kb;
+	if (free_mb < mb) {
+		unsigned long long need = (mb * 1024 + page_kb - 1) / page_kb;
 
 		return refuse(-EINVAL, err, errlen, "eal.hugepages: %lld free %lu kB hugepages "
-			      "(%llu MB) for hugetlbfs %s, eal.memory_mb needs %u MB: reserve at "
+			      "(%llu MB) for hugetlbfs %s, %s needs %llu MB: reserve at "
 			      "least %llu more (sysctl -w vm.nr_hugepages=N for the default size, or "
 			      "echo N > /sys/kernel/mm/hugepages/hugepages-%lukB/nr_hugepages; at boot "
-			      "hugepagesz=.. hugepages=N), or lower eal.memory_mb", free_pages, page_kb,
-			      free_mb, mnt, cfg->eal.memory_mb,
-			      need - (unsigned long long)free_pages, page_kb);
+			      "hugepagesz=.. hugepages=N), or lower %s", free_pages, page_kb,
+			      free_mb, mnt, key, mb, need - (unsigned long long)free_pages, page_kb,
+			      key);
 	}
 	snprintf(huge_dir, huge_len, "%s", want[0] ? want : mnt);
 	return 0;

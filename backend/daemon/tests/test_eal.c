@@ -5,8 +5,9 @@
  * hugepages with -m or --socket-mem) and uplink kind (vdev, PCI, AF_XDP,
  * none), the refusals of contradictory extra_args and layouts; the host
  * checks against fake sysfs/procfs trees built in a temp dir: hugetlbfs
- * mounts and free pages, a PCI device missing, unbound, bound to a kernel
- * driver, used as a kernel interface, under vfio-pci without an IOMMU
+ * mounts and free pages (for eal.memory_mb or --socket-mem), a PCI
+ * device missing, unbound, bound to a kernel driver, used as a kernel
+ * interface, under vfio-pci without an IOMMU
  * group, under a uio driver without hugepages, and ready; an AF_XDP
  * interface missing, with too few queues, and ready. Exit status 1 if
  * any check failed.
@@ -311,6 +312,14 @@ static void test_hugepages(void)
 		    "eal.memory_mb needs 64 MB: reserve at least 22 more (sysctl -w vm.nr_hugepages");
 	put("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "32\n");
 	CHECK(host(hp, dir, err, sizeof(err)) == 0 && !strcmp(dir, "/dev/hugepages"));
+	/* --socket-mem replaces -m: its sum is what must be free. */
+	expect_host("{\"eal\": {\"hugepages\": true, \"memory_mb\": 64, \"extra_args\": "
+		    "[\"--socket-mem=64,32\"]}}", -EINVAL, "for hugetlbfs /dev/hugepages, "
+		    "--socket-mem needs 96 MB: reserve at least 16 more");
+	CHECK(host("{\"eal\": {\"hugepages\": true, \"memory_mb\": 4096, \"extra_args\": "
+		   "[\"--socket-mem\", \"32,32\"]}}", dir, err, sizeof(err)) == 0);
+	expect_host("{\"eal\": {\"hugepages\": true, \"extra_args\": [\"--socket-mem=64,x\"]}}",
+		    -EINVAL, "--socket-mem: must be a list of MB per NUMA socket");
 	/* A sub-directory of a mount; the 1 GB mount; a mount without pagesize=. */
 	CHECK(host("{\"eal\": {\"hugepages\": true, \"memory_mb\": 64, \"huge_dir\": "
 		   "\"/dev/hugepages/sn\"}}", dir, err, sizeof(err)) == 0);
