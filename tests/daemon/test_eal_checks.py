@@ -125,13 +125,14 @@ def test_pci_ready_device_passes_checks(schednicd_bin, tmp_path, fake_root):
     """Bound to vfio-pci with an IOMMU group: --check-config is ok; a start
     gets past the checks to the EAL with -a <BDF>, which finds no such
     device on this host (the fake tree is only sysfs), so the uplink is
-    refused by name."""
+    refused: the EAL did not probe it."""
     bind(fake_root, "vfio-pci", iommu=True)
     r, _ = run(schednicd_bin, tmp_path, fake_root, pci(), check=True)
     assert r.returncode == 0 and "config: ok" in r.stderr, r.stderr
     r, _ = run(schednicd_bin, tmp_path, fake_root, pci(), check=False)
     assert r.returncode == 1, r.stderr
-    assert f"uplink: no ethdev named {BDF}" in r.stderr, r.stderr
+    assert (f"uplink: the EAL did not probe PCI device {BDF}: no ethdev for it (see the EAL "
+            "lines above)") in r.stderr, r.stderr
 
 
 XDP = {"name": "uplink", "af_xdp": "snnoif0"}

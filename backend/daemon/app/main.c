@@ -479,7 +479,8 @@ static int run(struct sn_config *cfg)
 				/* TX queue k: worker k; nw: the arbiter */
 				.n_txq = n_txq,
 				.workers = (uint16_t)nw,
-				.rx_queues = (uint16_t)cfg->uplink.rx_queues }, &up))
+				.rx_queues = (uint16_t)cfg->uplink.rx_queues,
+				.pci = cfg->uplink.kind == SN_UPLINK_PCI }, &up))
 			goto out_switch;
 		uplink_port = up.port_id;
 		uplink_open = true;

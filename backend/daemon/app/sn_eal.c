@@ -344,6 +344,9 @@ static int check_af_xdp(const struct sn_config *cfg, const char *root, char *err
 		return refuse(-EINVAL, err, errlen, "uplink.af_xdp: path too long");
 	rx = count_entries(path, "rx-", NULL);
 	tx = count_entries(path, "tx-", NULL);
+	if (rx < 0 || tx < 0)
+		return refuse(-EINVAL, err, errlen, "uplink.af_xdp: %s: no queue list (/sys/class/"
+			      "net/%s/queues): not a network interface with queues", ifc, ifc);
 	if (rx < 0 || tx < 0 || (unsigned)rx < need || (unsigned)tx < need)
 		return refuse(-EINVAL, err, errlen, "uplink.af_xdp: %s has %d RX and %d TX queues; "
 			      "af_xdp_start_queue %u + af_xdp_queues %u needs %u of each (ethtool -L "

@@ -117,7 +117,11 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 	memcpy(name, devargs, n);
 	name[n] = '\0';
 	if (rte_eth_dev_get_port_by_name(name, &port)) {
-		sn_log("uplink: no ethdev named %s (devargs %s)", name, devargs);
+		if (prm->pci)
+			sn_log("uplink: the EAL did not probe PCI device %s: no ethdev for it "
+			       "(see the EAL lines above)", name);
+		else
+			sn_log("uplink: no ethdev named %s (devargs %s)", name, devargs);
 		return -ENODEV;
 	}
 	memset(&conf, 0, sizeof(conf));

@@ -32,6 +32,7 @@
 #ifndef SN_UPLINK_H
 #define SN_UPLINK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct rte_eth_dev_info;
@@ -58,6 +59,7 @@ struct sn_uplink_params {
 				* (sn_uplink_info.n_txq), the rest unused */
 	uint16_t workers;      /* worker lcores (W) */
 	uint16_t rx_queues;    /* 0 = auto, else the RX queue count asked for */
+	bool pci;              /* devargs is a PCI address the EAL was to probe */
 };
 
 struct sn_uplink_info {

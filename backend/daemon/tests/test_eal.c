@@ -7,10 +7,10 @@
  * checks against fake sysfs/procfs trees built in a temp dir: hugetlbfs
  * mounts and free pages (for eal.memory_mb or --socket-mem), a PCI
  * device missing, unbound, bound to a kernel driver, used as a kernel
- * interface, under vfio-pci without an IOMMU
- * group, under a uio driver without hugepages, and ready; an AF_XDP
- * interface missing, with too few queues, and ready. Exit status 1 if
- * any check failed.
+ * interface, under vfio-pci without an IOMMU group, under a uio driver
+ * without hugepages, and ready; an AF_XDP interface missing, without a
+ * queue list, with too few queues, and ready. Exit status 1 if any check
+ * failed.
  */
 #include <errno.h>
 #include <limits.h>
@@ -385,6 +385,8 @@ static void test_af_xdp(void)
 
 	clean();
 	expect_host(x, -ENOENT, "uplink.af_xdp: no network interface veth0");
+	mkdirs("/sys/class/net/veth0");
+	expect_host(x, -EINVAL, "uplink.af_xdp: veth0: no queue list (/sys/class/net/veth0/queues)");
 	mkdirs("/sys/class/net/veth0/queues/rx-0");
 	expect_host(x, -EINVAL, "veth0 has 1 RX and 0 TX queues");
 	mkdirs("/sys/class/net/veth0/queues/tx-0");
