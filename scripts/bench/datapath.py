@@ -547,11 +547,15 @@ class Bench:
                 del self.procs[i]
                 return
 
-    def cleanup(self):
+    def cleanup(self, before_rmtree=None):
+        """Stop every process, call before_rmtree (unmount what lives under
+        tmp), remove tmp."""
         for p, prefix in reversed(self.procs):
             stop(p)
             remove_runtime(prefix)
         self.procs.clear()
+        if before_rmtree:
+            before_rmtree()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def run_gen(self, socks, sw_pid, extra=()):
@@ -1001,13 +1005,10 @@ def main():
                 f"(other processes used {cpu.other_cpus} CPUs meanwhile)")
     except KeyboardInterrupt:
         log("interrupted")
-        b.cleanup()
         return 130
     finally:
-        b.cleanup()
-        if huge:
-            huge.close()
-            shutil.rmtree(b.tmp, ignore_errors=True)
+        # the private hugetlbfs is mounted under b.tmp: unmount it first
+        b.cleanup(huge.close if huge else None)
     load["after"] = os.getloadavg()
     flat = [(w, r["mpps"]) for w, r in seq]
     for i, base, ratio in bracket_ratios(flat):

@@ -76,9 +76,9 @@ class Bench:
 
     def make_veth(self):
         sh("ip", "netns", "add", self.ns)
+        self.veth = True        # cleanup() deletes the namespace from here on
         sh("ip", "link", "add", self.host, "type", "veth", "peer", "name", self.peer,
            "netns", self.ns)
-        self.veth = True
         sh("sysctl", "-qw", f"net.ipv6.conf.{self.host}.disable_ipv6=1")
         sh("ip", "netns", "exec", self.ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         sh("ip", "netns", "exec", self.ns, "ip", "link", "set", self.peer, "up")
