@@ -441,6 +441,16 @@ static int check_extra(const struct sn_config *cfg, char *err, size_t errlen)
 			      "eal.hugepages true");
 	if (pci && extra_has(cfg, "--no-pci"))
 		return refuse(-EINVAL, err, errlen, "eal.extra_args: --no-pci contradicts uplink.pci");
+	if (extra_has(cfg, "-c") || extra_has(cfg, "--main-lcore"))
+		return refuse(-EINVAL, err, errlen, "eal.extra_args: %s contradicts the --lcores "
+			      "list set from eal.*_cpu (lcore 0, the main one, on eal.main_cpu)",
+			      extra_has(cfg, "-c") ? "-c" : "--main-lcore");
+	if (extra_has(cfg, "--huge-unlink"))
+		return refuse(-EINVAL, err, errlen, "eal.extra_args: --huge-unlink is set from the "
+			      "config (always, with eal.hugepages: no hugepage files left behind)");
+	if (extra_has(cfg, "--in-memory"))
+		return refuse(-EINVAL, err, errlen, "eal.extra_args: --in-memory: schednicd uses "
+			      "the EAL runtime directory of eal.file_prefix");
 	return 0;
 }
 

@@ -132,6 +132,14 @@ static void test_args(void)
 	expect_refused("{\"eal\": {\"extra_args\": [\"-m\", \"64\"]}}", "-m is set from the config");
 	expect_refused("{\"eal\": {\"extra_args\": [\"--file-prefix=x\"]}}",
 		       "--file-prefix is set from the config");
+	expect_refused("{\"eal\": {\"extra_args\": [\"-c\", \"0x3\"]}}",
+		       "eal.extra_args: -c contradicts the --lcores list");
+	expect_refused("{\"eal\": {\"extra_args\": [\"--main-lcore=1\"]}}",
+		       "eal.extra_args: --main-lcore contradicts the --lcores list");
+	expect_refused("{\"eal\": {\"hugepages\": true, \"extra_args\": "
+		       "[\"--huge-unlink=never\"]}}", "eal.extra_args: --huge-unlink is set from");
+	expect_refused("{\"eal\": {\"extra_args\": [\"--in-memory\"]}}",
+		       "eal.extra_args: --in-memory: schednicd uses the EAL runtime directory");
 	/* The config refuses it first (the same message, "config: " before). */
 	{
 		const char *j = "{\"uplink\": {\"af_xdp\": \"eth1\"}, "
