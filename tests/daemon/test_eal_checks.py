@@ -129,6 +129,9 @@ def test_pci_ready_device_passes_checks(schednicd_bin, tmp_path, fake_root):
     bind(fake_root, "vfio-pci", iommu=True)
     r, _ = run(schednicd_bin, tmp_path, fake_root, pci(), check=True)
     assert r.returncode == 0 and "config: ok" in r.stderr, r.stderr
+    # the test hook never goes unnoticed
+    assert f"schednicd: SN_HOST_ROOT={fake_root}: host checks read that tree, not this " \
+        "host's" in r.stderr, r.stderr
     r, _ = run(schednicd_bin, tmp_path, fake_root, pci(), check=False)
     assert r.returncode == 1, r.stderr
     assert (f"uplink: the EAL did not probe PCI device {BDF}: no ethdev for it (see the EAL "

@@ -190,8 +190,12 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 static int host_check(const struct sn_config *cfg, char *huge_dir, size_t len)
 {
 	char err[SN_CONFIG_ERR_MAX];
+	const char *root = getenv(SN_EAL_HOST_ROOT_ENV);
 
-	if (sn_eal_host_check(cfg, getenv(SN_EAL_HOST_ROOT_ENV), huge_dir, len, err, sizeof(err))) {
+	if (root && root[0])
+		fprintf(stderr, "schednicd: %s=%s: host checks read that tree, not this host's\n",
+			SN_EAL_HOST_ROOT_ENV, root);
+	if (sn_eal_host_check(cfg, root, huge_dir, len, err, sizeof(err))) {
 		fprintf(stderr, "schednicd: %s\n", err);   /* may exceed sn_log's line */
 		return 1;
 	}

@@ -221,6 +221,10 @@ static int check_hugepages(const struct sn_config *cfg, const char *root, char *
 			      "/proc/mounts: mount one (mkdir -p /dev/hugepages && mount -t hugetlbfs "
 			      "-o pagesize=2M nodev /dev/hugepages) or set eal.huge_dir to one");
 	}
+	if (!want[0] && strlen(mnt) >= huge_len)
+		return refuse(-EINVAL, err, errlen, "eal.hugepages: hugetlbfs mount %s: longer than "
+			      "%zu bytes (EAL --huge-dir): set eal.huge_dir to a shorter one", mnt,
+			      huge_len ? huge_len - 1 : 0);
 	if (!page_kb)
 		page_kb = default_pagesize_kb(root);
 	if (!page_kb)

@@ -5,7 +5,7 @@
  * hugepages with -m or --socket-mem) and uplink kind (vdev, PCI, AF_XDP,
  * none), the refusals of contradictory extra_args and layouts; the host
  * checks against fake sysfs/procfs trees built in a temp dir: hugetlbfs
- * mounts and free pages (for eal.memory_mb or --socket-mem), a PCI
+ * mounts (one too long), free pages (eal.memory_mb or --socket-mem), a PCI
  * device missing, unbound, bound to a kernel driver, used as a kernel
  * interface, under vfio-pci without an IOMMU group, under a uio driver
  * without hugepages, and ready; an AF_XDP interface missing, without a
@@ -297,6 +297,9 @@ static void expect_host(const char *json, int want_rc, const char *needle)
 	CHECK(!needle || strstr(err, needle));
 }
 
+#define LONG20 "hhhhhhhhhhhhhhhhhhhh"
+#define LONG120 LONG20 LONG20 LONG20 LONG20 LONG20 LONG20
+
 static void test_hugepages(void)
 {
 	const char *hp = "{\"eal\": {\"hugepages\": true, \"memory_mb\": 64}}";
@@ -310,6 +313,10 @@ static void test_hugepages(void)
 		    "eal.huge_dir: /mnt/h is not on a hugetlbfs mount");
 	/* No hugepages at all: no mount needed, no check. */
 	expect_host("{}", 0, NULL);
+	/* The first mount's path does not fit eal.huge_dir's 107 bytes. */
+	put("/proc/mounts", "nodev /mnt/" LONG120 " hugetlbfs rw,pagesize=2M 0 0\n");
+	expect_host(hp, -EINVAL, "eal.hugepages: hugetlbfs mount /mnt/" LONG120 ": longer than "
+		    "107 bytes (EAL --huge-dir): set eal.huge_dir to a shorter one");
 
 	put("/proc/mounts", "proc /proc proc rw 0 0\n"
 	    "nodev /dev/hugepages hugetlbfs rw,relatime,pagesize=2M 0 0\n"
