@@ -649,7 +649,9 @@ int sn_switch_worker(void *arg)
 		if (sw->pl)
 			sn_pipeline_flush(sw->pl);    /* before t goes stale */
 		bl_service(sw, t, now);
-		vq_service(sw, now, false);
+		/* every queue while a stop is open: a quiet one's stop never
+		 * waits for the sweep */
+		vq_service(sw, now, sn_vqtx_worker_stops_open(sw->wk));
 		/* Ends the read-side use of t and of every port's vid: pairs
 		 * with synchronize_rcu() in port/ (publish, destroy). */
 		rcu_quiescent_state();

@@ -392,6 +392,11 @@ bool sn_vqtx_quiet(const struct sn_vqtx *q);
  * acknowledges (release) and closes the queue's count in the worker's open
  * stops (sn_vqtx_keep_all). */
 bool sn_vqtx_stop_pending(const struct sn_vqtx *q);
+/* WORKER: some queue of this worker has a stop open (seq_cst load; pairs
+ * with sn_vqtx_stop()'s increment): the switch then services every queue
+ * it owns each iteration, quiet ones too, so a stop never waits for the
+ * sweep. */
+bool sn_vqtx_worker_stops_open(unsigned worker);
 /* WORKER (owner): frames of the current connection popped and not yet
  * freed, wherever they are in schednic. The copies sn_vqtx_copy_out()
  * makes are not among them: their descriptors are already completed, so

@@ -215,6 +215,11 @@ void sn_vqtx_keep_bound_end(unsigned worker)
 		w->keep_until = w->kb_min;
 }
 
+bool sn_vqtx_worker_stops_open(unsigned worker)
+{
+	return __atomic_load_n(&sn_vqtx_workers[worker].stops_open, __ATOMIC_SEQ_CST) != 0;
+}
+
 bool sn_vqtx_keep_all(unsigned worker)
 {
 	const struct sn_vqtx_worker *w = &sn_vqtx_workers[worker];
