@@ -39,8 +39,10 @@
  * the next frames see busy polling. No queue is ever starved: the sweep
  * reaches every entry in that many iterations whatever the busy ones do,
  * and an iteration is bounded (each busy queue gives at most a burst).
- * A deferred queue's stop waits for the same sweep at most, far below
- * SN_VQTX_STOP_WAIT_US.
+ * While a stop is open on the worker, every queue is serviced each
+ * iteration (sn_vqtx_worker_stops_open), so a quiet queue's stop waits
+ * for no sweep. A queue held back by its rate (no room in the pipeline)
+ * is not idle: it stays busy.
  *
  * Contract: the poll set belongs to its worker alone (struct sn_switch,
  * "Worker only"); it holds port pointers of the table it was built from,
@@ -119,7 +121,7 @@ void sn_switch_poll_sync(struct sn_switch *sw, const struct sn_port_table *t)
 /* Poll TX queue e->qi of vhost port e->p if it may be polled, switch what
  * it holds; returns the frames taken. */
 static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
-			 const struct sn_switch_pollq *e, struct rte_mbuf **pkts, uint64_t now)
+			 struct sn_switch_pollq *e, struct rte_mbuf **pkts, uint64_t now)
 {
 	struct sn_port *p = e->p;
 	const unsigned qi = e->qi;
@@ -141,6 +143,7 @@ static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
 			mx = sn_pipeline_src_room(sw->pl, p, burst);
 			if (!mx) {
 				sn_vqtx_count_horizon_wait(vq);
+				e->empty = 0;   /* held back, not idle: stays busy */
 				return 0;
 			}
 		} else if (sw->pl) {
@@ -150,8 +153,10 @@ static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
 			 * (sn_pipeline_src_copy_room). */
 			mx = sn_pipeline_src_copy_room(sw->pl, p,
 						       (uint64_t)p->nq * sn_vqtx_ring_size(vq), burst);
-			if (!mx)
+			if (!mx) {
+				e->empty = 0;   /* held back, not idle: stays busy */
 				return 0;
+			}
 		}
 		n = sn_vqtx_recv(vq, sw->mp, pkts, mx, now, &bytes);
 	} else {
