@@ -116,7 +116,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 		}
 		sn_pl_ret_service(pl);
 	}
-	if (pol->gen != pl->pol_gen || t != pl->t_seen || pl->dirty) {
+	if (pol->gen != pl->pol_gen || t != pl->t_seen || t->seq != pl->t_seq || pl->dirty) {
 		seq_counting(pl);
 		sn_pl_apply(pl, pol, t);
 	}

@@ -463,5 +463,6 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 	}
 	pl->pol_gen = pol->gen;
 	pl->t_seen = t;
+	pl->t_seq = t->seq;
 	pl->dirty = false;
 }

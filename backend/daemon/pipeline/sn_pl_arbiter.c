@@ -143,10 +143,11 @@ static struct arbset *aset_alloc(unsigned n_wk, unsigned n)
 	const size_t row = n * sizeof(void *);
 	struct arbset *as = rte_zmalloc("sn_arbset", sizeof(*as) + 2 * n_wk * row +
 					2 * n * sizeof(uint32_t), RTE_CACHE_LINE_SIZE);
-	char *mem = (char *)(as + 1);
+	char *mem;
 
 	if (!as)
 		return NULL;
+	mem = (char *)(as + 1);
 	as->n_slots = n;
 	for (unsigned k = 0; k < n_wk; k++, mem += 2 * row) {
 		as->cl[k] = (struct sn_arbiter_client **)mem;

@@ -202,6 +202,8 @@ struct sn_pipeline {
 	                           * staged until sn_pipeline_flush() */
 	bool drained;             /* sn_pipeline_drain() done */
 	const struct sn_port_table *t_seen;
+	uint64_t t_seq;           /* t_seen's publication number (sn_port_table.seq):
+	                           * a new table may reuse a freed one's address */
 	struct sn_port_table *t;  /* current iteration's snapshot */
 	struct sn_port *uplink;
 	uint64_t now;
