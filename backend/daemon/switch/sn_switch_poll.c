@@ -13,13 +13,12 @@
  *  - Every TX queue the worker owns (sn_port.h "Queues") has an entry,
  *    built from the port table in table order when the worker first sees
  *    a table (sn_port_table.seq; all entries start busy).
- *  - BUSY entries are polled every iteration, as every queue was before
- *    there were many. A busy entry that found nothing SN_SWITCH_QUIET_AFTER
- *    times in a row becomes QUIET, provided its queue holds nothing that
- *    needs the worker every iteration: a deferred queue (sn_vqtx) only
- *    when sn_vqtx_quiet() (no frame out, nothing left to publish), so its
- *    hold checks, completions and counters keep their per-iteration
- *    service while it matters.
+ *  - BUSY entries are polled every iteration. A busy entry that found
+ *    nothing SN_SWITCH_QUIET_AFTER times in a row becomes QUIET, provided
+ *    its queue holds nothing that needs the worker every iteration: a
+ *    deferred queue (sn_vqtx) only when sn_vqtx_quiet() (no frame out,
+ *    nothing left to publish), so its hold checks, completions and
+ *    counters keep their per-iteration service while it matters.
  *  - A SWEEP visits SN_SWITCH_SWEEP entries per iteration, round robin
  *    over all entries (busy ones are skipped: they were polled). A quiet
  *    queue found with frames becomes busy at once, its frames switched in
