@@ -99,7 +99,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchutil import remove_runtime, rpc, stop  # noqa: E402 (this directory)
+from benchutil import remove_runtime, rpc, stop, wait_control  # noqa: E402 (this directory)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -671,15 +671,8 @@ class Bench:
         cfg_path.write_text(json.dumps(cfg))
         d = self.spawn([self.schednicd, "--config", cfg_path], "schednicd", prefix,
                        stdin=subprocess.DEVNULL)
-
-        def answers():
-            try:
-                rpc(ctl, "version", timeout=2)
-                return True
-            except (OSError, ValueError, RuntimeError):
-                return False
         try:
-            wait_for(answers, 60, "schednicd control socket", d, d.logfile)
+            wait_control(ctl, d)
             snap = {}
             # counters at the start and end of sn-gen's window (arbiter
             # decisions, the daemon's batching proxies)
@@ -813,19 +806,13 @@ def run_interleaved(b, mode, args):
             if p.poll() is None:
                 os.kill(p.pid, sig)
 
-    def answers():
-        try:
-            rpc(ctl, "version", timeout=2)
-            return True
-        except (OSError, ValueError, RuntimeError):
-            return False
     try:
         tp = b.spawn(argv, "testpmd", pre_tp, stdin=subprocess.PIPE)
         d = b.spawn([b.schednicd, "--config", cfg_path], "schednicd", pre_d,
                     stdin=subprocess.DEVNULL)
         wait_for(lambda: all(os.path.exists(s_) for s_ in tp_socks), 30, "testpmd sockets",
                  tp, tp.logfile)
-        wait_for(answers, 60, "schednicd control socket", d, d.logfile)
+        wait_control(ctl, d)
         g_tp, sf_tp = gen(tp_socks, tp_gen, "tp")
         g_m, sf_m = gen(d_socks, overlay.get("_gen", ()), mode)
         procs["testpmd"], procs[mode] = (tp, g_tp), (d, g_m)

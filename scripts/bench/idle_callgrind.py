@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import remove_runtime, rpc, stop  # noqa: E402
+from benchutil import remove_runtime, rpc, stop, wait_control  # noqa: E402
 from datapath import REPO, find_binary, wait_for  # noqa: E402
 
 
@@ -72,13 +72,7 @@ def run(args, tmp, schednicd, vufront, n, tag):
                           stdin=subprocess.DEVNULL)
     many = None
     try:
-        def answers():
-            try:
-                rpc(ctl, "version", timeout=5)
-                return True
-            except (OSError, ValueError, RuntimeError):
-                return False
-        wait_for(answers, 300, "schednicd under callgrind", vg, d / "daemon.log")
+        wait_control(ctl, vg, 300, "schednicd under callgrind", d / "daemon.log", rpc_timeout=5)
         if n:
             ready = d / "ready"
             many = subprocess.Popen([str(vufront), "many", "--pattern", str(d / "idle%u.sock"),

@@ -45,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from datapath import (REPO, Bench, CpuMeter, add_gen_args, check_gen_args,  # noqa: E402
                       find_binary, wait_for)
-from benchutil import rpc  # noqa: E402
+from benchutil import rpc, wait_control  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 from snlib.limits import PORTS_MAX, ports_max_config  # noqa: E402
@@ -83,15 +83,8 @@ class IdleBench(Bench):
         d = self.spawn([schednicd, "--config", cfg_path], "schednicd", prefix,
                        stdin=subprocess.DEVNULL)
         many = None
-
-        def answers():
-            try:
-                rpc(ctl, "version", timeout=2)
-                return True
-            except (OSError, ValueError, RuntimeError):
-                return False
         try:
-            wait_for(answers, 60, "schednicd control socket", d, d.logfile)
+            wait_control(ctl, d)
             if n_idle:
                 ready = idle_dir / "ready"
                 many = self.spawn([self.vufront, "many", "--pattern",

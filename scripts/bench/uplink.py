@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchutil import remove_runtime, rpc, stop  # noqa: E402 (this directory)
+from benchutil import remove_runtime, rpc, stop, wait_control  # noqa: E402 (this directory)
 from datapath import CpuMeter  # noqa: E402 (this directory)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,18 +138,7 @@ class Bench:
         d = self.spawn([self.schednicd, "--config", cfg_path], "schednicd", prefix)
         g = None
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                if d.poll() is not None:
-                    raise RuntimeError(f"schednicd exited {d.returncode}: "
-                                       f"{d.logfile.read_text(errors='replace')[-2000:]}")
-                try:
-                    rpc(ctl, "version", timeout=2)
-                    break
-                except (OSError, ValueError, RuntimeError):
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("schednicd: no control socket")
-                    time.sleep(0.1)
+            wait_control(ctl, d)
             gprefix = f"sn-upb-g-{os.getpid()}-{self.seq}"
             g = self.spawn([self.sn_gen, "bench", "--cpu", 0, "--file-prefix", gprefix,
                             "--size", a.size, "--duration", a.duration, "--warmup", a.warmup,
