@@ -11,7 +11,8 @@
 #   4. pytest (tests/), every tier unless --tier says otherwise:
 #      unit (C unit tests, reference models), functional (daemon, control
 #      plane, datapath), accuracy (rates, sharing, conformance, isolation,
-#      fair dropping, live change against their bounds), perf (benchmark
+#      fair dropping, live change against their bounds), attack (a hostile
+#      tenant against a measured victim: quotas, spoofing), perf (benchmark
 #      harness), vm (QEMU guests; libvirt ones are also marked libvirt)
 #
 # Options: --quick         skip steps 2b/2c and 3 (sanitizers, fuzzing)
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-tiers_known="unit functional accuracy perf vm libvirt"
+tiers_known="unit functional accuracy attack perf vm libvirt"
 quick=0
 extended=0
 tier_expr=""
