@@ -150,6 +150,23 @@ struct sn_portq {
 	struct sn_portq_stats st __rte_cache_aligned;
 } __rte_cache_aligned;
 
+/* A port's budgets on the shared pools (doc/isolation.md): at most this
+ * many units of each pool at once, counted per port (mbufs and extbuf
+ * wrappers of its frames; held descriptors per TX queue; switch backlog
+ * entries; timing-wheel nodes; flow-table entries; MAC entries). Resolved
+ * (never 0) from the config section "quota" and policy.ports.<name>.quota
+ * when the port is created and at each policy publication: MAIN stores
+ * each field (relaxed), the datapath lcores load it (relaxed) once per
+ * burst, so a change takes effect within a loop iteration. */
+struct sn_port_quota {
+	uint32_t mbufs;     /* mbufs its frames hold, all queues */
+	uint32_t held;      /* deferred: descriptors held, per TX queue */
+	uint32_t backlog;   /* switch backlog entries, all destinations */
+	uint32_t wheel;     /* timing-wheel nodes, per worker */
+	uint32_t flows;     /* flow-table entries, per worker */
+	uint32_t macs;      /* MAC table entries */
+};
+
 struct sn_port {
 	/* Read-mostly: set by main before publication, immutable after. */
 	char name[SN_CONFIG_NAME_MAX + 1];
@@ -171,6 +188,7 @@ struct sn_port {
 	uint16_t nq;          /* queue pairs offered ("queues"); uplink: RX queues */
 	uint32_t max_hold_us; /* deferred: as configured (reported only) */
 	uint32_t unmarked_max_hold_us; /* deferred: as in force (reported only) */
+	struct sn_port_quota quota;    /* budgets (see its struct) */
 
 	/* Link state: written by the vhost thread under reg->lock (uplink: by
 	 * main before publication); read by the worker and main (atomics). */
