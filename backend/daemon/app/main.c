@@ -288,6 +288,8 @@ static int workers_create(const struct sn_config *cfg, struct sn_ports *reg,
 			.idle_sleep_us = cfg->datapath.idle_sleep_us,
 			.pipeline = sn_pipeline_worker(pl, k), .worker = k,
 			.cpufair = cfs[k],
+			.mac_move = cfg->datapath.mac_move_any ? SN_MAC_MOVE_ANY
+							       : SN_MAC_MOVE_VM_STICKY,
 			.share = k ? sws[0] : NULL }, reg, mp);
 		if (!sws[k]) {
 			sn_log("switch: %s", strerror(errno));
@@ -302,6 +304,21 @@ static int announce(void *sw, const struct sn_port *p, const uint8_t mac[6])
 {
 	return sn_switch_learn(sw, p, mac);
 }
+
+/* sn_port_mac_hooks: static entries and MAC budgets follow the ports. */
+static void mac_port_added(void *sw, const struct sn_port *p)
+{
+	sn_switch_port_added(sw, p);
+}
+
+static void mac_port_deleted(void *sw, uint16_t slot)
+{
+	sn_switch_port_deleted(sw, slot);
+}
+
+static const struct sn_port_mac_hooks mac_hooks = {
+	.added = mac_port_added, .deleted = mac_port_deleted,
+};
 
 /* The control server on cfg's socket with every method registered
  * (handler context ctl); NULL after a log line. */
@@ -340,7 +357,8 @@ static int config_ports_add(const struct sn_config *cfg, struct sn_ports *reg)
 			.max_hold_us = p->max_hold_us,
 			.unmarked_max_hold_us = p->unmarked_max_hold_us,
 			.queues = (uint16_t)p->queues,
-			.workers = p->has_workers ? p->workers : NULL });
+			.workers = p->has_workers ? p->workers : NULL,
+			.bind = &p->bind });
 
 		if (err) {
 			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
@@ -456,6 +474,7 @@ static int run(struct sn_config *cfg)
 	/* A migrated guest's MAC follows it (sn_port_migrate.c); the ports,
 	 * hence the hook, go before the switches. */
 	sn_ports_set_announce(reg, announce, sws[0]);
+	sn_ports_set_mac_hooks(reg, &mac_hooks, sws[0], cfg->datapath.mac_table_size);
 	ctl.reg = reg;
 	ctl.control_socket = cfg->control.socket;
 	ctl.sw = sws[0];

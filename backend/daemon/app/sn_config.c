@@ -69,6 +69,7 @@ static const struct key_spec datapath_keys[] = {
 	U("cpu_fair_pct", 0, 100, datapath.cpu_fair_pct),
 	U("workers", 0, SN_CONFIG_WORKERS_MAX, datapath.workers),
 	U("max_ports", 1, SN_CONFIG_PORTS_MAX, datapath.max_ports),
+	S("mac_move", 1, 15, datapath.mac_move_name),
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
@@ -88,7 +89,7 @@ static const struct key_spec uplink_keys[] = {
 
 static const char *const port_keys[] = { "name", "type", "path", "mode", "completion",
 					 "max_hold_us", "unmarked_max_hold_us", "queues", "workers",
-					 NULL };
+					 "allowed_macs", "allowed_ips", NULL };
 static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports",
 					  "policy", NULL };
 
@@ -468,6 +469,14 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 		}
 		p->has_workers = true;
 	}
+	{
+		char field[32], msg[160];
+
+		snprintf(field, sizeof(field), "ports[%zu].", i);
+		if (sn_bind_from_json(&p->bind, json_object_get(o, "allowed_macs"),
+				      json_object_get(o, "allowed_ips"), field, msg, sizeof(msg)))
+			return fail(err, errlen, "%s", msg);
+	}
 	return 0;
 }
 
@@ -554,6 +563,13 @@ static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 	if (cfg->eal.n_worker_cpus && cfg->eal.n_worker_cpus != cfg->datapath.workers)
 		return fail(err, errlen, "eal.worker_cpus: %u CPUs for %u workers (one per worker)",
 			    cfg->eal.n_worker_cpus, cfg->datapath.workers);
+	if (!strcmp(cfg->datapath.mac_move_name, "vm_sticky"))
+		cfg->datapath.mac_move_any = false;
+	else if (!strcmp(cfg->datapath.mac_move_name, "any"))
+		cfg->datapath.mac_move_any = true;
+	else
+		return fail(err, errlen, "datapath.mac_move: must be \"vm_sticky\" or \"any\", "
+			    "got \"%s\"", cfg->datapath.mac_move_name);
 	if (cfg->datapath.mac_table_size & (cfg->datapath.mac_table_size - 1))
 		return fail(err, errlen, "datapath.mac_table_size: must be a power of two");
 	if (cfg->uplink.enabled && !sn_config_port_name_ok(cfg->uplink.name))

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sn_bind.h"
+
 #define SN_CONFIG_NAME_MAX   32   /* port name length, without NUL */
 #define SN_CONFIG_PATH_MAX   107  /* sockaddr_un.sun_path minus NUL */
 #define SN_CONFIG_STATE_DIR_MAX 64 /* dir + "/<port>.txq<i>.rec" fits PATH_MAX */
@@ -48,6 +50,7 @@ struct sn_config_port {
 	unsigned queues;                   /* queue pairs (VIRTIO_NET_F_MQ), 1..8 */
 	bool has_workers;                  /* "workers" given, else balanced */
 	uint8_t workers[8];                /* [queues]: owner worker of TX queue i */
+	struct sn_bind bind;               /* allowed_macs / allowed_ips */
 };
 
 #define SN_CONFIG_MAX_HOLD_US_MAX 10000000u /* 10 s */
@@ -111,6 +114,8 @@ struct sn_config {
 		unsigned cpu_fair_pct;         /* CPU fair dropping budget, 0 = off */
 		unsigned workers;              /* worker lcores: 1, ncore 2..8 (resolved) */
 		unsigned max_ports;            /* vhost-user ports the tables hold */
+		char mac_move_name[16];        /* "vm_sticky" | "any" */
+		bool mac_move_any;             /* decoded: "any" */
 	} datapath;
 	struct {
 		bool enabled;

@@ -205,13 +205,14 @@ static json_t *stats_get_json(const struct sn_ctl *ctl, const char *only, json_t
 		return NULL;
 	}
 	sn_switch_mac_stats(ctl->sw, &ms);
-	o = json_pack("{s:o, s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:f}",
+	o = json_pack("{s:o, s:{s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:f}",
 			 "ports", ports,
 			 "mempool", "size", (json_int_t)ctl->mp->size,
 			 "in_use", (json_int_t)rte_mempool_in_use_count(ctl->mp),
 			 "mac_table", "entries", (json_int_t)ms.entries, "learned", (json_int_t)ms.learned,
 			 "aged", (json_int_t)ms.aged, "moves", (json_int_t)ms.moves,
-			 "full", (json_int_t)ms.full,
+			 "full", (json_int_t)ms.full, "move_refused", (json_int_t)ms.move_refused,
+			 "quota", (json_int_t)ms.quota,
 			 "uptime_s", (double)(sn_ctl_now_ns() - ctl->start_ns) / 1e9);
 	if (o && cf && json_object_set_new(o, "cpu_fair", cpufair_stats_json(&cf->sum))) {
 		json_decref(o);

@@ -41,6 +41,7 @@
 #include <urcu-qsbr.h>
 
 #include "sn_log.h"
+#include "sn_mac.h"
 #include "sn_uplink.h"
 #include "sn_vqtx.h"
 
@@ -52,6 +53,9 @@ const char *const sn_drop_names[SN_DROP_MAX] = {
 	[SN_DROP_PORT_DOWN] = "port_down",
 	[SN_DROP_HAIRPIN] = "hairpin",
 	[SN_DROP_GSO_FAILED] = "gso_failed",
+	[SN_DROP_SPOOFED] = "spoofed",
+	[SN_DROP_SPOOFED_ARP] = "spoofed_arp",
+	[SN_DROP_SPOOFED_ND] = "spoofed_nd",
 };
 
 /* Worker-written counters start their own cache line (no false sharing with
@@ -329,6 +333,13 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	p->client = client;
 	p->slot = (uint16_t)slot;
 	p->nq = opts->queues ? opts->queues : 1;
+	/* MAC entries: an even share of the table (sn_mac_quota_auto). */
+	if (reg->mac_table_size)
+		p->quota.macs = sn_mac_quota_auto(reg->mac_table_size, sn_config_port_slots - 1);
+	if (opts->bind) {
+		p->bind = *opts->bind;
+		p->bound = sn_bind_active(&p->bind);
+	}
 	if (p->nq > SN_PORT_QMAX) {
 		rc = -EINVAL;
 		goto err_free;
@@ -414,6 +425,8 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		goto err_unslot;
 	sn_log("port %s: added (vhost-user %s, %s, %u queue%s)", name, path,
 	       client ? "client" : "server", p->nq, p->nq > 1 ? "s" : "");
+	if (reg->mac_hooks)
+		reg->mac_hooks->added(reg->mac_hooks_arg, p);
 	return 0;
 
 err_unslot:
@@ -611,6 +624,8 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 		unregister_driver(p);
 	if (p->type == SN_PORT_UPLINK)
 		uplink_lsc_unregister(p);   /* before p goes */
+	if (reg->mac_hooks)
+		reg->mac_hooks->deleted(reg->mac_hooks_arg, p->slot);
 	sn_log("port %s: deleted", name);
 	port_free(p);
 	return 0;
@@ -641,6 +656,16 @@ void sn_port_stats_read(const struct sn_port *p, struct sn_port_stats *out)
 	out->tx_bytes = __atomic_load_n(&p->st.tx_bytes, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < SN_DROP_MAX; i++)
 		out->drop[i] = __atomic_load_n(&p->st.drop[i], __ATOMIC_RELAXED);
+	out->quota_macs = __atomic_load_n(&p->st.quota_macs, __ATOMIC_RELAXED);
+	out->move_refused = __atomic_load_n(&p->st.move_refused, __ATOMIC_RELAXED);
+}
+
+void sn_ports_set_mac_hooks(struct sn_ports *reg, const struct sn_port_mac_hooks *h, void *arg,
+			    unsigned table_entries)
+{
+	reg->mac_hooks = h;
+	reg->mac_hooks_arg = arg;
+	reg->mac_table_size = table_entries;
 }
 
 void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_stats *out)

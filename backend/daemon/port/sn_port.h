@@ -19,7 +19,8 @@
  *   client, slot,                                                         (rcu_assign_pointer: release)
  *   eth_port, tx_sync,
  *   gen, nq, vq, hold
- *   limits, q[].owner,
+ *   limits, bound, bind,
+ *   q[].owner,
  *   q[].vq (pointer)
  *   registered            MAIN                       MAIN                 none (one thread)
  *   vid                   VHOST under reg->lock      WORKER after up,     stored before up; up's
@@ -96,6 +97,7 @@
 
 #include <rte_common.h>
 
+#include "sn_bind.h"
 #include "sn_config.h"
 #include "sn_vring.h"
 
@@ -122,6 +124,11 @@ enum sn_drop {
 	SN_DROP_GSO_FAILED,   /* egress: GSO frame an ethdev can't take that we
 	                       * could not segment (not TCP/IPv4, bad headers,
 	                       * out of mbufs); see sn_switch.c */
+	SN_DROP_SPOOFED,      /* ingress: source MAC or IP outside the port's
+	                       * binding (sn_bind.h) */
+	SN_DROP_SPOOFED_ARP,  /* ingress: ARP with a foreign sender address */
+	SN_DROP_SPOOFED_ND,   /* ingress: neighbour discovery with a foreign
+	                       * address or link-layer option */
 	SN_DROP_MAX
 };
 
@@ -130,6 +137,10 @@ extern const char *const sn_drop_names[SN_DROP_MAX];
 struct sn_port_stats {
 	uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes;
 	uint64_t drop[SN_DROP_MAX];
+	/* Frames whose source MAC was not learned (still forwarded): the
+	 * port's MAC-entry quota or bucket share was used up (quota_macs), or
+	 * the move policy kept the MAC on another port (move_refused). */
+	uint64_t quota_macs, move_refused;
 };
 
 /* Per queue pair counters (see "Queues" above for the writers). */
@@ -189,6 +200,8 @@ struct sn_port {
 	uint32_t max_hold_us; /* deferred: as configured (reported only) */
 	uint32_t unmarked_max_hold_us; /* deferred: as in force (reported only) */
 	struct sn_port_quota quota;    /* budgets (see its struct) */
+	bool bound;                    /* sn_bind_active(&bind): checked per frame */
+	struct sn_bind bind;           /* allowed_macs / allowed_ips (VM ports) */
 
 	/* Link state: written by the vhost thread under reg->lock (uplink: by
 	 * main before publication); read by the worker and main (atomics). */
@@ -254,6 +267,20 @@ typedef int (*sn_port_announce_fn)(void *arg, const struct sn_port *p, const uin
  * message is only counted). */
 void sn_ports_set_announce(struct sn_ports *reg, sn_port_announce_fn fn, void *arg);
 
+/* The MAC table's view of port lifetimes (MAIN): added(p) once a port is
+ * published (install its allowed_macs as static entries, set its entry
+ * quota); deleted(slot) once a deleted port is out of the workers' sight
+ * (its entries go). Neither may fail the port operation. */
+struct sn_port_mac_hooks {
+	void (*added)(void *arg, const struct sn_port *p);
+	void (*deleted)(void *arg, uint16_t slot);
+};
+/* Main thread, before any port is added (NULL h: none). table_entries:
+ * the MAC table's size, from which a port's default MAC-entry quota
+ * (quota.macs) is derived. */
+void sn_ports_set_mac_hooks(struct sn_ports *reg, const struct sn_port_mac_hooks *h, void *arg,
+			    unsigned table_entries);
+
 struct sn_vhost_opts {
 	bool client;          /* mode "client" */
 	bool deferred;        /* completion "deferred" */
@@ -264,6 +291,7 @@ struct sn_vhost_opts {
 	const uint8_t *workers; /* [queues]: owner worker of each TX queue, each
 	                       * < sn_ports_workers(); NULL = balanced (the worker
 	                       * owning the fewest TX queues, lowest first) */
+	const struct sn_bind *bind; /* allowed_macs / allowed_ips; NULL = none */
 };
 
 /* Main thread, before any vhost-user port is added: the number of worker

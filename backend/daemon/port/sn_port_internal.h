@@ -23,6 +23,8 @@
  *                                                           (sn_vqtx_log_pause)
  *   announce,   MAIN                   VHOST (SEND_RARP     hook_lock
  *   announce_arg                       hook)
+ *   mac_hooks,  MAIN                   MAIN                 none (one thread)
+ *   mac_table_size
  *   next_gen,   MAIN                   MAIN                 none (one thread)
  *   n_workers,
  *   state_dir
@@ -57,6 +59,10 @@ struct sn_ports {
 	/* sn_ports_set_announce() (under hook_lock; called under it too). */
 	sn_port_announce_fn announce;
 	void *announce_arg;
+	/* sn_ports_set_mac_hooks(). */
+	const struct sn_port_mac_hooks *mac_hooks;
+	void *mac_hooks_arg;
+	unsigned mac_table_size;                /* entries: default MAC quotas */
 	char state_dir[SN_PORT_STATE_DIR_MAX + 1]; /* records of deferred TX queues
 	                                         * ("": none; main) */
 };

@@ -26,6 +26,7 @@
 #include "sn_pipeline.h"
 #include "sn_port.h"
 #include "sn_rpc.h"
+#include "sn_switch.h"
 #include "sn_uplink.h"
 #include "sn_vqtx.h"
 
@@ -132,6 +133,8 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	const char *completion = sn_rpc_param_str(params, "completion", "immediate");
 	struct sn_vhost_opts opts = { 0 };
 	uint8_t wmap[SN_CONFIG_QUEUES_MAX];
+	struct sn_bind bind;
+	char msg[160];
 	int rc;
 
 	if (!name)
@@ -157,6 +160,10 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	if (port_add_holds(params, &opts, err) || port_add_queues(ctl, params, &opts, wmap, err) ||
 	    port_add_unique(ctl, name, path, err))
 		return NULL;
+	if (sn_bind_from_json(&bind, json_object_get(params, "allowed_macs"),
+			      json_object_get(params, "allowed_ips"), "", msg, sizeof(msg)))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "%s", msg);
+	opts.bind = &bind;
 	rc = sn_ports_add_vhost(ctl->reg, name, path, &opts);
 	switch (rc) {
 	case 0:
@@ -235,6 +242,19 @@ static const char *completion_mode_str(const struct sn_port *p)
 	return in ? "deferred" : "immediate";
 }
 
+/* allowed_macs and allowed_ips of a vhost-user port into o: 0 or -1. */
+static int bind_add(const struct sn_port *p, json_t *o)
+{
+	json_t *b = sn_bind_to_json(&p->bind);
+
+	if (!b || json_object_update(o, b)) {
+		json_decref(b);
+		return -1;
+	}
+	json_decref(b);
+	return 0;
+}
+
 static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 {
 	struct sn_ctl *ctl = arg;
@@ -262,6 +282,10 @@ static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 				      "type", type_str(p), "path", p->path,
 				      "mode", p->client ? "client" : "server", "state", state_str(p),
 				      "completion_mode", completion_mode_str(p), "queues", q);
+			if (o && bind_add(p, o)) {
+				json_decref(o);
+				o = NULL;
+			}
 		} else
 			o = json_pack("{s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
 				      "mode", "ethdev", "state", state_str(p));
@@ -565,11 +589,19 @@ json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 			json_decref(drops);
 			return NULL;
 		}
-	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "name", p->name,
-		      "type", type_str(p), "state", state_str(p),
+	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I}}", "name",
+		      p->name, "type", type_str(p), "state", state_str(p),
 		      "rx_packets", (json_int_t)st.rx_packets, "rx_bytes", (json_int_t)st.rx_bytes,
 		      "tx_packets", (json_int_t)st.tx_packets, "tx_bytes", (json_int_t)st.tx_bytes,
-		      "drops", drops);
+		      "drops", drops, "mac",
+		      "entries", (json_int_t)(ctl->sw ? sn_switch_mac_used(ctl->sw, p->slot) : 0),
+		      "quota", (json_int_t)p->quota.macs,
+		      "quota_macs", (json_int_t)st.quota_macs,
+		      "move_refused", (json_int_t)st.move_refused);
+	if (o && p->type == SN_PORT_VHOST && bind_add(p, o)) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o && p->type == SN_PORT_UPLINK &&
 	    uplink_queues_add(ctl, p, have_es ? &es : NULL, o)) {
 		json_decref(o);

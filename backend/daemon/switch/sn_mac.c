@@ -75,14 +75,18 @@ unsigned sn_mac_age(struct sn_mac *t, unsigned from, uint64_t now)
 		bool any = false;
 
 		for (unsigned w = 0; w < SN_MAC_WAYS; w++)
-			any |= SN_MAC_LD(b->e[w].key) && sn_mac_expired(t, SN_MAC_LD(b->e[w].seen), now);
+			any |= SN_MAC_LD(b->e[w].key) &&
+			       sn_mac_entry_expired(t, SN_MAC_LD(b->e[w].seen),
+						    SN_MAC_LD(b->e[w].flags), now);
 		if (!any)
 			continue;
 		rte_seqlock_write_lock(&b->lock);
 		for (unsigned w = 0; w < SN_MAC_WAYS; w++) {
 			struct sn_mac_entry *e = &b->e[w];
 
-			if (e->key && sn_mac_expired(t, SN_MAC_LD(e->seen), now)) {
+			if (e->key && sn_mac_entry_expired(t, SN_MAC_LD(e->seen), e->flags, now)) {
+				if (t->q)
+					sn_quota_give(t->q, e->slot, 1);
 				SN_MAC_ST(e->key, 0);
 				sn_mac_ctr_add(&t->ms.aged, 1);
 				sn_mac_ctr_add(&t->ms.entries, -1ULL);
@@ -102,4 +106,52 @@ void sn_mac_stats(const struct sn_mac *t, struct sn_mac_stats *out)
 	out->aged = __atomic_load_n(&ms->aged, __ATOMIC_RELAXED);
 	out->moves = __atomic_load_n(&ms->moves, __ATOMIC_RELAXED);
 	out->full = __atomic_load_n(&ms->full, __ATOMIC_RELAXED);
+	out->move_refused = __atomic_load_n(&ms->move_refused, __ATOMIC_RELAXED);
+	out->quota = __atomic_load_n(&ms->quota, __ATOMIC_RELAXED);
+}
+
+void sn_mac_set_quota(struct sn_mac *t, struct sn_quota *q)
+{
+	t->q = q;
+}
+
+void sn_mac_set_move(struct sn_mac *t, enum sn_mac_move move)
+{
+	__atomic_store_n(&t->move_any, move == SN_MAC_MOVE_ANY, __ATOMIC_RELAXED);
+}
+
+unsigned sn_mac_forget(struct sn_mac *t, uint16_t slot)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < t->nb; i++) {
+		struct sn_mac_bucket *b = &t->b[i];
+		bool any = false;
+
+		for (unsigned w = 0; w < SN_MAC_WAYS; w++)
+			any |= SN_MAC_LD(b->e[w].key) && SN_MAC_LD(b->e[w].slot) == slot;
+		if (!any)
+			continue;
+		rte_seqlock_write_lock(&b->lock);
+		for (unsigned w = 0; w < SN_MAC_WAYS; w++) {
+			struct sn_mac_entry *e = &b->e[w];
+
+			if (e->key && e->slot == slot) {
+				if (t->q)
+					sn_quota_give(t->q, slot, 1);
+				SN_MAC_ST(e->key, 0);
+				sn_mac_ctr_add(&t->ms.entries, -1ULL);
+				n++;
+			}
+		}
+		rte_seqlock_write_unlock(&b->lock);
+	}
+	return n;
+}
+
+uint32_t sn_mac_quota_auto(unsigned table_entries, unsigned max_ports)
+{
+	uint32_t share = table_entries / 2 / (max_ports ? max_ports : 1);
+
+	return RTE_MIN(RTE_MAX(share, 2u * SN_MAC_WAYS), table_entries / 4);
 }

@@ -28,8 +28,36 @@
  *    that entry look fresh, which is harmless. Entries are values, never
  *    freed: no reader holds a pointer into the table past its read
  *    section.
+ *
+ * Source binding (doc/isolation.md "MAC entries and source-address
+ * binding"). An entry learned on a VM port is marked VM; one installed
+ * for a port's allowed_macs (SN_MAC_IN_STATIC) or learned from a port
+ * whose allowed_macs hold it (SN_MAC_IN_ALLOWED) is STATIC: it never
+ * expires nor ages out, and a static install may take the way of the
+ * oldest learned entry of a full bucket. Move policy for a known MAC seen
+ * on another port (or port generation):
+ *  - a STATIC entry moves only to a port whose allowed_macs hold it
+ *    (live migration: the new port lists the guest's MAC);
+ *  - an expired learned entry moves anywhere;
+ *  - SN_MAC_MOVE_VM_STICKY (default): a VM entry is not moved by a frame
+ *    from the uplink (a port without SN_MAC_IN_VM), only by another VM
+ *    port; SN_MAC_MOVE_ANY: any learned entry moves.
+ * A refused move changes nothing and counts move_refused.
+ * Quotas: with a quota pool attached (sn_mac_set_quota), every entry holds
+ * one unit of its port slot's budget (taken when an entry is written for
+ * the slot, given back when it ages out, is taken over or moved, or its
+ * port is forgotten); a new MAC of a slot without room is not learned
+ * (SN_MAC_QUOTA, counted `quota`). A VM port may also hold at most
+ * SN_MAC_BUCKET_PORT_MAX live learned entries of one bucket, so no single
+ * port fills a bucket: a victim's MAC stays learnable however an attacker
+ * picks its MACs (two attackers could fill a bucket; a static entry keeps
+ * its way whatever the others do).
  *  - sn_mac_age(): one thread only (worker 0), a slice of buckets per
  *    call; it locks a bucket only when that bucket has an expired entry.
+ *  - sn_mac_forget(), sn_mac_set_move(), sn_mac_set_quota(): MAIN, with
+ *    workers running (forget takes each bucket's write lock that holds an
+ *    entry of the slot; the move policy is a relaxed flag the writers
+ *    load).
  *  - sn_mac_stats(): any thread. The counters are updated with relaxed
  *    atomic fetch-adds (several writers) and read with relaxed loads: a
  *    set may be torn between fields, never a field.
@@ -44,15 +72,29 @@
 #define SN_MAC_VALID     (1ULL << 63)      /* set in every key */
 #define SN_MAC_AGE_SLICE 256               /* entries aged per sn_mac_age() */
 #define SN_MAC_SEEN_REFRESH 64             /* `seen` refreshed after 1/64 of aging */
+#define SN_MAC_BUCKET_PORT_MAX 2           /* learned entries of a VM port per bucket */
+
+/* What learns (sn_mac_learn's `in`). */
+#define SN_MAC_IN_VM      1u   /* a VM port (else the uplink) */
+#define SN_MAC_IN_ALLOWED 2u   /* the port's allowed_macs hold the MAC */
+#define SN_MAC_IN_STATIC  4u   /* install of an allowed_macs entry (MAIN) */
+
+enum sn_mac_move {
+	SN_MAC_MOVE_VM_STICKY,   /* default: the uplink does not move VM entries */
+	SN_MAC_MOVE_ANY,         /* any port moves a learned entry */
+};
 
 struct sn_mac;
 
 struct sn_mac_stats {
 	uint64_t entries;  /* currently valid */
 	uint64_t learned;  /* new entries */
-	uint64_t aged;     /* removed by aging */
+	uint64_t aged;     /* removed by aging, taken over once expired, or
+	                    * given up to a static entry of a full bucket */
 	uint64_t moves;    /* MAC seen on another port */
 	uint64_t full;     /* could not learn: bucket full */
+	uint64_t move_refused; /* MAC seen on another port, kept (move policy) */
+	uint64_t quota;    /* could not learn: the port's quota or bucket share */
 };
 
 /* Bytes of a table of `entries` (a power of two >= 16), 0 if invalid. */
@@ -75,5 +117,23 @@ unsigned sn_mac_buckets(const struct sn_mac *t);
 unsigned sn_mac_age(struct sn_mac *t, unsigned from, uint64_t now);
 
 void sn_mac_stats(const struct sn_mac *t, struct sn_mac_stats *out);
+
+struct sn_quota;
+/* MAIN, before the workers start: account entries per port slot in q
+ * (owners: port slots, total: the table's entries; the caller keeps it
+ * and sets each slot's reserve and cap with sn_quota_set). */
+void sn_mac_set_quota(struct sn_mac *t, struct sn_quota *q);
+/* MAIN, any time: the move policy (default SN_MAC_MOVE_VM_STICKY). */
+void sn_mac_set_move(struct sn_mac *t, enum sn_mac_move move);
+/* MAIN, after the port of slot is out of the workers' sight (deleted,
+ * grace period over): remove every entry of slot, static ones included,
+ * giving their units back. Returns the entries removed. */
+unsigned sn_mac_forget(struct sn_mac *t, uint16_t slot);
+
+/* Pure: the default MAC-entry cap of a VM port for a table of
+ * table_entries shared by max_ports VM ports: an even share of half the
+ * table (the other half stays for the uplink's LAN), at least
+ * 2 * SN_MAC_WAYS, at most table_entries / 4. */
+uint32_t sn_mac_quota_auto(unsigned table_entries, unsigned max_ports);
 
 #endif /* SN_MAC_H */

@@ -18,14 +18,20 @@
 #include <rte_seqlock.h>
 
 #include "sn_mac.h"
+#include "sn_quota.h"
 
 struct sn_mac_entry {
 	uint64_t key;    /* MAC | SN_MAC_VALID, 0 = empty */
 	uint64_t seen;   /* TSC of the last frame from it */
 	uint32_t gen;    /* port generation */
 	uint16_t slot;   /* port slot */
-	uint16_t pad;
+	uint16_t flags;  /* SN_MAC_E_* */
 };
+
+/* Entry flags. */
+#define SN_MAC_E_VM     1u   /* learned on a VM port */
+#define SN_MAC_E_STATIC 2u   /* an allowed_macs entry: never expires, never
+                              * moved but to a port that allows it */
 
 struct sn_mac_bucket {
 	rte_seqlock_t lock;
@@ -37,6 +43,8 @@ struct sn_mac {
 	unsigned bucket_shift;       /* 64 - log2(nb) */
 	uint64_t aging_tsc;
 	bool rte_mem;                /* sn_mac_create(): freed by sn_mac_free() */
+	bool move_any;               /* SN_MAC_MOVE_ANY, else SN_MAC_MOVE_VM_STICKY */
+	struct sn_quota *q;          /* entries per port slot; NULL = none */
 	struct sn_mac_stats ms;      /* fetch-add by any worker */
 	struct sn_mac_bucket b[] __rte_cache_aligned;
 };
@@ -46,6 +54,10 @@ enum sn_mac_learn_res {
 	SN_MAC_KNOWN,  /* key -> port already, nothing but `seen` written */
 	SN_MAC_WROTE,  /* key -> port now, the entry was written (new or moved) */
 	SN_MAC_FULL,   /* not learned: bucket full (counted) */
+	SN_MAC_QUOTA,  /* not learned: the port's quota or its share of the
+	                * bucket is used up (counted) */
+	SN_MAC_REFUSED, /* not moved: the move policy keeps the entry where
+	                 * it is (counted as move_refused) */
 };
 
 #define SN_MAC_LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -81,6 +93,13 @@ static inline bool sn_mac_expired(const struct sn_mac *t, uint64_t seen, uint64_
 	return now - seen > t->aging_tsc;
 }
 
+/* An entry (its seen and flags) that is a miss at now. */
+static inline bool sn_mac_entry_expired(const struct sn_mac *t, uint64_t seen, uint16_t flags,
+					uint64_t now)
+{
+	return !(flags & SN_MAC_E_STATIC) && sn_mac_expired(t, seen, now);
+}
+
 /* A lock-free snapshot of the entry for key in b: its way, or -1. */
 static inline int sn_mac_read(const struct sn_mac_bucket *b, uint64_t key, struct sn_mac_entry *out)
 {
@@ -95,6 +114,7 @@ static inline int sn_mac_read(const struct sn_mac_bucket *b, uint64_t key, struc
 				out->seen = SN_MAC_LD(b->e[w].seen);
 				out->gen = SN_MAC_LD(b->e[w].gen);
 				out->slot = SN_MAC_LD(b->e[w].slot);
+				out->flags = SN_MAC_LD(b->e[w].flags);
 				hit = (int)w;
 				break;
 			}
@@ -103,17 +123,52 @@ static inline int sn_mac_read(const struct sn_mac_bucket *b, uint64_t key, struc
 	return hit;
 }
 
-/* Learn key -> (slot, gen) at now: refresh a known entry, move one seen on
- * another port, or take a free or expired way of its bucket. */
+/* Whether the entry e (bucket locked) may move to a port of `in` flags:
+ * the move policy of sn_mac.h. */
+static inline bool sn_mac_may_move(const struct sn_mac *t, const struct sn_mac_entry *e,
+				   unsigned in, uint64_t now)
+{
+	if (e->flags & SN_MAC_E_STATIC)
+		return in & SN_MAC_IN_ALLOWED;
+	if (in & SN_MAC_IN_ALLOWED)
+		return true;
+	if (sn_mac_expired(t, SN_MAC_LD(e->seen), now))
+		return true;
+	return __atomic_load_n(&t->move_any, __ATOMIC_RELAXED) || !(e->flags & SN_MAC_E_VM) ||
+	       (in & SN_MAC_IN_VM);
+}
+
+/* Bucket locked: the quota unit of the entry e goes to `slot` (a new or
+ * moved entry); false (nothing changed, a hit counted) if refused. */
+static inline bool sn_mac_charge(struct sn_mac *t, const struct sn_mac_entry *e, uint16_t slot)
+{
+	if (!t->q || (e->key && e->slot == slot))
+		return true;
+	if (sn_quota_take(t->q, slot, 1) != 1)
+		return false;
+	if (e->key)
+		sn_quota_give(t->q, e->slot, 1);
+	return true;
+}
+
+/* Learn key -> (slot, gen) at now for a port of flags `in` (SN_MAC_IN_*):
+ * refresh a known entry, move one seen on another port (if the move
+ * policy allows it), or take a free or expired way of its bucket (if the
+ * port's quota and its share of the bucket allow it). */
 static inline enum sn_mac_learn_res sn_mac_learn(struct sn_mac *t, uint64_t key, uint16_t slot,
-						 uint32_t gen, uint64_t now)
+						 uint32_t gen, unsigned in, uint64_t now)
 {
 	struct sn_mac_bucket *b = sn_mac_bucket(t, key);
 	struct sn_mac_entry *free_e = NULL, cur = { 0 };
 	int hit = sn_mac_read(b, key, &cur);
 	enum sn_mac_learn_res res = SN_MAC_WROTE;
+	const uint16_t flags = (uint16_t)(((in & SN_MAC_IN_VM) ? SN_MAC_E_VM : 0) |
+					  ((in & (SN_MAC_IN_STATIC | SN_MAC_IN_ALLOWED)) ?
+					   SN_MAC_E_STATIC : 0));
+	unsigned mine = 0;
 
-	if (hit >= 0 && cur.slot == slot && cur.gen == gen) {
+	if (hit >= 0 && cur.slot == slot && cur.gen == gen &&
+	    (cur.flags & SN_MAC_E_STATIC) >= (flags & SN_MAC_E_STATIC)) {
 		/* Fast path, no lock (sn_mac.h). */
 		if (now - cur.seen > t->aging_tsc / SN_MAC_SEEN_REFRESH)
 			SN_MAC_ST(b->e[hit].seen, now);
@@ -122,22 +177,51 @@ static inline enum sn_mac_learn_res sn_mac_learn(struct sn_mac *t, uint64_t key,
 	rte_seqlock_write_lock(&b->lock);
 	for (unsigned w = 0; w < SN_MAC_WAYS; w++) {
 		struct sn_mac_entry *e = &b->e[w];
+		const bool dead = !e->key || sn_mac_entry_expired(t, SN_MAC_LD(e->seen), e->flags, now);
 
 		if (e->key == key) {
 			if (e->slot != slot || e->gen != gen) {
+				if (!sn_mac_may_move(t, e, in, now)) {
+					sn_mac_ctr_add(&t->ms.move_refused, 1);
+					res = SN_MAC_REFUSED;
+					goto unlock;
+				}
+				if (!sn_mac_charge(t, e, slot)) {
+					sn_mac_ctr_add(&t->ms.quota, 1);
+					res = SN_MAC_QUOTA;
+					goto unlock;
+				}
 				SN_MAC_ST(e->slot, slot);
 				SN_MAC_ST(e->gen, gen);
 				sn_mac_ctr_add(&t->ms.moves, 1);
 			}
+			SN_MAC_ST(e->flags, flags);
 			SN_MAC_ST(e->seen, now);
 			goto unlock;
 		}
-		if (!free_e && (!e->key || sn_mac_expired(t, SN_MAC_LD(e->seen), now)))
+		if (!free_e && dead)
 			free_e = e;
+		mine += !dead && e->slot == slot && !(e->flags & SN_MAC_E_STATIC);
+	}
+	if (!free_e && (in & SN_MAC_IN_STATIC)) {
+		/* A static entry takes the way of the oldest learned one. */
+		for (unsigned w = 0; w < SN_MAC_WAYS; w++) {
+			struct sn_mac_entry *e = &b->e[w];
+
+			if (!(e->flags & SN_MAC_E_STATIC) &&
+			    (!free_e || (int64_t)(SN_MAC_LD(e->seen) - SN_MAC_LD(free_e->seen)) < 0))
+				free_e = e;
+		}
 	}
 	if (!free_e) {
 		sn_mac_ctr_add(&t->ms.full, 1);
 		res = SN_MAC_FULL;
+		goto unlock;
+	}
+	if (((in & SN_MAC_IN_VM) && !(in & SN_MAC_IN_STATIC) && mine >= SN_MAC_BUCKET_PORT_MAX) ||
+	    !sn_mac_charge(t, free_e, slot)) {
+		sn_mac_ctr_add(&t->ms.quota, 1);
+		res = SN_MAC_QUOTA;
 		goto unlock;
 	}
 	if (free_e->key) {
@@ -148,6 +232,7 @@ static inline enum sn_mac_learn_res sn_mac_learn(struct sn_mac *t, uint64_t key,
 	SN_MAC_ST(free_e->seen, now);
 	SN_MAC_ST(free_e->slot, slot);
 	SN_MAC_ST(free_e->gen, gen);
+	SN_MAC_ST(free_e->flags, flags);
 	sn_mac_ctr_add(&t->ms.entries, 1);
 	sn_mac_ctr_add(&t->ms.learned, 1);
 unlock:
@@ -162,7 +247,8 @@ static inline bool sn_mac_lookup(struct sn_mac *t, uint64_t key, uint64_t now, u
 {
 	struct sn_mac_entry e;
 
-	if (sn_mac_read(sn_mac_bucket(t, key), key, &e) < 0 || sn_mac_expired(t, e.seen, now))
+	if (sn_mac_read(sn_mac_bucket(t, key), key, &e) < 0 ||
+	    sn_mac_entry_expired(t, e.seen, e.flags, now))
 		return false;
 	*slot = e.slot;
 	*gen = e.gen;

@@ -56,9 +56,11 @@
 #include <rte_vhost.h>
 #include <urcu-qsbr.h>
 
+#include "sn_bind.h"
 #include "sn_config.h"
 #include "sn_pipeline.h"
 #include "sn_port.h"
+#include "sn_quota.h"
 #include "sn_vqtx.h"
 
 #define IDLE_SPINS 20000 /* empty polls before napping */
@@ -467,6 +469,10 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	 * not memoized, so `full` still counts every such frame. */
 	uint64_t memo_src = 0, memo_dst = 0;
 	struct sn_port *memo_dp = NULL;
+	/* How the port learns (sn_mac.h "Source binding"): a VM port's
+	 * allowed_macs are the only sources that pass its binding. */
+	const unsigned learn_in = (in->type == SN_PORT_VHOST ? SN_MAC_IN_VM : 0) |
+				  (in->bound && in->bind.n_macs ? SN_MAC_IN_ALLOWED : 0);
 
 	for (uint16_t i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -489,10 +495,28 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 			continue;
 		}
 		sn_mac_keys(eth, &dkey, &skey);
-		if (skey != memo_src) {
-			enum sn_mac_learn_res r = sn_mac_learn(sw->mt, skey, in->slot, in->gen, now);
+		if (in->bound) {
+			/* One branch per frame for a port without a binding. */
+			enum sn_bind_verdict v = sn_bind_check(&in->bind, m, skey);
 
-			memo_src = r == SN_MAC_FULL ? 0 : skey;
+			if (v != SN_BIND_OK) {
+				sn_port_ctr_add(&in->st.drop[v == SN_BIND_SPOOFED_ARP ? SN_DROP_SPOOFED_ARP
+						: v == SN_BIND_SPOOFED_ND ? SN_DROP_SPOOFED_ND
+						: SN_DROP_SPOOFED], 1);
+				rte_pktmbuf_free(m);
+				continue;
+			}
+		}
+		if (skey != memo_src) {
+			enum sn_mac_learn_res r = sn_mac_learn(sw->mt, skey, in->slot, in->gen,
+							       learn_in, now);
+
+			/* Not learned: counted for every such frame. */
+			memo_src = r == SN_MAC_KNOWN || r == SN_MAC_WROTE ? skey : 0;
+			if (r == SN_MAC_QUOTA)
+				sn_port_ctr_add(&in->st.quota_macs, 1);
+			else if (r == SN_MAC_REFUSED)
+				sn_port_ctr_add(&in->st.move_refused, 1);
 			/* A write changes lookups; so does a known entry's
 			 * refreshed `seen` if it had expired (not yet aged
 			 * out): the memoized lookup of that very MAC. */
@@ -722,14 +746,22 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	}
 	if (cfg->share) {
 		sw->mt = cfg->share->mt;
+		sw->mq = cfg->share->mq;
 	} else {
 		sw->mt = sn_mac_create(cfg->mac_table_size,
 				       (uint64_t)cfg->mac_aging_s * rte_get_tsc_hz());
+		sw->mq = sn_quota_create(sn_config_port_slots, cfg->mac_table_size);
 		sw->mt_owner = true;
+		if (sw->mt && sw->mq) {
+			sn_mac_set_quota(sw->mt, sw->mq);
+			sn_mac_set_move(sw->mt, cfg->mac_move);
+		}
 	}
-	if (!sw->mt || port_tables(sw) || sn_switch_poll_init(sw)) {
-		if (sw->mt_owner)
+	if (!sw->mt || !sw->mq || port_tables(sw) || sn_switch_poll_init(sw)) {
+		if (sw->mt_owner) {
 			sn_mac_free(sw->mt);
+			sn_quota_free(sw->mq);
+		}
 		sn_switch_poll_fini(sw);
 		port_tables_free(sw);
 		rte_free(sw);
@@ -767,27 +799,11 @@ void sn_switch_destroy(struct sn_switch *sw)
 {
 	if (!sw)
 		return;
-	if (sw->mt_owner)
+	if (sw->mt_owner) {
 		sn_mac_free(sw->mt);
+		sn_quota_free(sw->mq);
+	}
 	sn_switch_poll_fini(sw);
 	port_tables_free(sw);
 	rte_free(sw);
-}
-
-void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out)
-{
-	sn_mac_stats(sw->mt, out);
-}
-
-/* See sn_switch.h: the key a frame from mac would give (sn_mac_keys). */
-int sn_switch_learn(struct sn_switch *sw, const struct sn_port *p, const uint8_t mac[6])
-{
-	struct rte_ether_hdr eth = { 0 };
-	uint64_t dkey, skey;
-
-	memcpy(eth.src_addr.addr_bytes, mac, RTE_ETHER_ADDR_LEN);
-	if (rte_is_multicast_ether_addr(&eth.src_addr) || rte_is_zero_ether_addr(&eth.src_addr))
-		return -EINVAL;
-	sn_mac_keys(&eth, &dkey, &skey);
-	return sn_mac_learn(sw->mt, skey, p->slot, p->gen, rte_rdtsc()) == SN_MAC_FULL ? -ENOSPC : 0;
 }

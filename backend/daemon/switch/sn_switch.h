@@ -48,6 +48,7 @@ struct sn_switch_config {
 	                            * destroy it last) */
 	struct sn_cpufair *cpufair;   /* CPU fair dropping; NULL = off; the
 	                               * worker owns it while it runs */
+	enum sn_mac_move mac_move;    /* datapath.mac_move (table creator only) */
 };
 
 /* Main thread, before the worker starts. NULL + errno. */
@@ -62,9 +63,20 @@ void sn_switch_destroy(struct sn_switch *sw);
 /* Any thread (the VHOST thread for a migrated guest, sn_port_migrate.c),
  * while sw exists: learn mac on port p now, as a frame from it would
  * (one bucket's write lock at most, never a wait for a worker). 0, or
- * -EINVAL (multicast or zero MAC), -ENOSPC (its bucket is full). */
+ * -EINVAL (multicast or zero MAC), -ENOSPC (its bucket is full or the
+ * port's MAC quota used up), -EPERM (p's allowed_macs do not hold mac,
+ * or the move policy keeps it on another port). */
 struct sn_port;
 int sn_switch_learn(struct sn_switch *sw, const struct sn_port *p, const uint8_t mac[6]);
+/* MAIN, the port registry's MAC hooks (sn_port_mac_hooks), with the
+ * workers running: a published VM port p gets its MAC-entry budget
+ * (reserve: its allowed_macs; cap: p->quota.macs) and its allowed_macs as
+ * static entries; a deleted port's slot loses every entry and gets the
+ * default budget back (no reserve, no cap: the uplink's). */
+void sn_switch_port_added(struct sn_switch *sw, const struct sn_port *p);
+void sn_switch_port_deleted(struct sn_switch *sw, uint16_t slot);
+/* Any thread: MAC entries port slot holds now. */
+uint32_t sn_switch_mac_used(const struct sn_switch *sw, uint16_t slot);
 
 /* Any thread: the counters of the MAC table sw uses (sn_mac_stats()). */
 void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_switch_impl.h — the switch's state, shared by its files: sn_switch.c
- * (worker loop, staging, backlogs) and sn_switch_gso.c (ethdev egress,
- * GSO segmentation). Not for other modules: their interface is
- * sn_switch.h. Everything below except `stop` belongs to the worker.
+ * (worker loop, staging, backlogs), sn_switch_gso.c (ethdev egress,
+ * GSO segmentation) and sn_switch_mac.c (the MAC table's outside view).
+ * Not for other modules: their interface is sn_switch.h. Everything below
+ * except `stop` belongs to the worker.
  */
 #ifndef SN_SWITCH_IMPL_H
 #define SN_SWITCH_IMPL_H
@@ -80,6 +81,7 @@ struct sn_switch {
 	uint16_t txq;                /* uplink TX queue (= wk) */
 	uint64_t scan_tsc;
 	struct sn_mac *mt;           /* shared (owned by the first switch) */
+	struct sn_quota *mq;         /* its entries per port slot (same owner) */
 	bool mt_owner;
 	unsigned mac_n;              /* buckets: the aging scan's range */
 

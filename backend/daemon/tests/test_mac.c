@@ -5,7 +5,9 @@
  * refresh, moves to another port or port generation, expiry at the exact
  * aging boundary, a full bucket and the reuse of an expired way, the
  * sliced aging scan; the keys of a frame's header; a reader racing a
- * writer never sees a torn entry. Exit status 1 if any check failed.
+ * writer never sees a torn entry; static (allowed_macs) entries, the move
+ * policy, per-port entry quotas and the per-bucket share of a VM port.
+ * Exit status 1 if any check failed.
  */
 #define ALLOW_EXPERIMENTAL_API
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "sn_mac_impl.h"
+#include "sn_quota.h"
 
 #include "sn_check.h"
 
@@ -171,7 +174,7 @@ static void run(struct sn_mac *t, const struct step *script, unsigned n, const u
 
 		switch (s->op) {
 		case LEARN:
-			if ((int)sn_mac_learn(t, key, s->slot, s->gen, s->now) != s->res) {
+			if ((int)sn_mac_learn(t, key, s->slot, s->gen, 0, s->now) != s->res) {
 				fprintf(stderr, "step %u: learn mac %u\n", i, s->mac);
 				CHECK(!"learn result as expected");
 			}
@@ -268,7 +271,7 @@ static void test_age_slices(void)
 	 * clock never goes back). */
 	for (unsigned i = 0; i < 600; i++) {
 		unsigned m = i < 300 ? 2 * i : 2 * (i - 300) + 1;
-		enum sn_mac_learn_res r = sn_mac_learn(t, key_n(m), 1, 1, m % 2 ? 500 : 0);
+		enum sn_mac_learn_res r = sn_mac_learn(t, key_n(m), 1, 1, 0, m % 2 ? 500 : 0);
 
 		learned += r == SN_MAC_WROTE;
 		old += r == SN_MAC_WROTE && m % 2 == 0;
@@ -333,20 +336,183 @@ static void test_race(void)
 	struct race r = { .t = table(16, AGING), .key = key_n(42) };
 	pthread_t th;
 
-	CHECK(sn_mac_learn(r.t, r.key, 1, 7, 1) == SN_MAC_WROTE);
+	CHECK(sn_mac_learn(r.t, r.key, 1, 7, 0, 1) == SN_MAC_WROTE);
 	CHECK(pthread_create(&th, NULL, race_reader, &r) == 0);
 	/* Until the reader had its share of the race (it may start late). */
 	for (uint32_t i = 0; i < 200000 || (__atomic_load_n(&r.hits, __ATOMIC_RELAXED) < 100000 &&
 					    i < 100000000); i++) {
 		uint16_t slot = (uint16_t)(1 + i % 60);
 
-		sn_mac_learn(r.t, r.key, slot, 7u * slot, 1);
+		sn_mac_learn(r.t, r.key, slot, 7u * slot, 0, 1);
 	}
 	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	CHECK(r.bad == 0);
 	CHECK(r.hits >= 100000);
 	free(r.t);
+}
+
+/* n keys of one bucket of t (the bucket of key_n(from)), searched. */
+static unsigned same_bucket(struct sn_mac *t, unsigned from, uint64_t *keys, unsigned n)
+{
+	struct sn_mac_bucket *b = sn_mac_bucket(t, key_n(from));
+	unsigned got = 0;
+
+	for (unsigned m = from; got < n && m < from + 100000; m++)
+		if (sn_mac_bucket(t, key_n(m)) == b)
+			keys[got++] = key_n(m);
+	return got;
+}
+
+static bool on(struct sn_mac *t, uint64_t key, uint64_t now, uint16_t want_slot)
+{
+	uint16_t slot;
+	uint32_t gen;
+
+	return sn_mac_lookup(t, key, now, &slot, &gen) && slot == want_slot;
+}
+
+#define VM SN_MAC_IN_VM
+#define ALLOWED (SN_MAC_IN_VM | SN_MAC_IN_ALLOWED)
+#define INSTALL (SN_MAC_IN_VM | SN_MAC_IN_ALLOWED | SN_MAC_IN_STATIC)
+
+/* Slot 1, 2: VM ports; slot 9: the uplink (no SN_MAC_IN_VM). */
+static void test_move_policy(void)
+{
+	struct sn_mac *t = table(1024, AGING);
+	struct sn_mac_stats st;
+	const uint64_t a = key_n(1), v = key_n(2), s = key_n(3);
+
+	/* vm_sticky: the uplink does not take a VM's entry ... */
+	CHECK(sn_mac_learn(t, v, 1, 1, VM, 0) == SN_MAC_WROTE);
+	CHECK(sn_mac_learn(t, v, 9, 9, 0, 10) == SN_MAC_REFUSED);
+	CHECK(sn_mac_learn(t, v, 9, 9, 0, 11) == SN_MAC_REFUSED);
+	CHECK(on(t, v, 11, 1));
+	sn_mac_stats(t, &st);
+	CHECK(st.move_refused == 2 && st.moves == 0);
+	/* ... but another VM port may (a guest moved without allowed_macs),
+	 * also an entry learned on the uplink, which the uplink then cannot
+	 * take back. */
+	CHECK(sn_mac_learn(t, a, 9, 9, 0, 0) == SN_MAC_WROTE);
+	CHECK(sn_mac_learn(t, a, 2, 2, VM, 1) == SN_MAC_WROTE);
+	CHECK(on(t, a, 1, 2));
+	CHECK(sn_mac_learn(t, a, 9, 9, 0, 2) == SN_MAC_REFUSED);
+	/* An expired VM entry is free for the uplink. */
+	CHECK(sn_mac_learn(t, a, 9, 9, 0, 2 + AGING + 1) == SN_MAC_WROTE);
+	CHECK(on(t, a, 3 + AGING, 9));
+	/* "any": the uplink moves a VM entry. */
+	sn_mac_set_move(t, SN_MAC_MOVE_ANY);
+	CHECK(sn_mac_learn(t, v, 9, 9, 0, 20) == SN_MAC_WROTE);
+	CHECK(on(t, v, 20, 9));
+	sn_mac_set_move(t, SN_MAC_MOVE_VM_STICKY);
+
+	/* A static entry: never expires, never aged, moved by no one but a
+	 * port that lists it, whatever the policy. */
+	CHECK(sn_mac_learn(t, s, 1, 1, INSTALL, 0) == SN_MAC_WROTE);
+	CHECK(on(t, s, 10 * AGING, 1));
+	for (unsigned b = 0; b < sn_mac_buckets(t);)
+		b = sn_mac_age(t, b, 10 * AGING);
+	CHECK(on(t, s, 10 * AGING, 1));
+	sn_mac_set_move(t, SN_MAC_MOVE_ANY);
+	CHECK(sn_mac_learn(t, s, 2, 2, VM, 10 * AGING) == SN_MAC_REFUSED);
+	CHECK(sn_mac_learn(t, s, 9, 9, 0, 10 * AGING) == SN_MAC_REFUSED);
+	CHECK(on(t, s, 10 * AGING, 1));
+	/* A frame from its own port is known (no write). */
+	CHECK(sn_mac_learn(t, s, 1, 1, ALLOWED, 10 * AGING) == SN_MAC_KNOWN);
+	/* Live migration: the new port lists the MAC. */
+	CHECK(sn_mac_learn(t, s, 2, 2, ALLOWED, 10 * AGING + 1) == SN_MAC_WROTE);
+	CHECK(on(t, s, 20 * AGING, 2));
+	CHECK(sn_mac_learn(t, s, 1, 1, VM, 20 * AGING) == SN_MAC_REFUSED);
+	/* Forgetting a port removes its entries, static ones too. */
+	CHECK(sn_mac_forget(t, 2) == 1);
+	CHECK(!on(t, s, 20 * AGING, 2));
+	free(t);
+}
+
+/* A static install takes the oldest learned way of a full bucket; four
+ * static entries keep the bucket. */
+static void test_static_install(void)
+{
+	struct sn_mac *t = table(64, AGING);
+	uint64_t k[6];
+
+	CHECK(same_bucket(t, 100, k, 6) == 6);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK(sn_mac_learn(t, k[i], (uint16_t)(10 + i), 1, 0, i) == SN_MAC_WROTE);
+	CHECK(sn_mac_learn(t, k[4], 1, 1, VM, 5) == SN_MAC_FULL);
+	CHECK(sn_mac_learn(t, k[4], 1, 1, INSTALL, 5) == SN_MAC_WROTE);
+	CHECK(on(t, k[4], 5, 1));
+	CHECK(!on(t, k[0], 5, 10));          /* the oldest went */
+	CHECK(on(t, k[1], 5, 11));
+	free(t);
+}
+
+/* Entries per slot: the cap, the reserve, units given back. */
+static void test_quota(void)
+{
+	struct sn_mac *t = table(1024, AGING);
+	struct sn_quota *q = sn_quota_create(16, 1024);
+	struct sn_quota_owner_stats os;
+	struct sn_mac_stats st;
+	unsigned learned = 0, refused = 0;
+
+	CHECK(q != NULL);
+	if (!q)
+		return;
+	sn_mac_set_quota(t, q);
+	CHECK(sn_quota_set(q, 1, 2, 8) == 0);       /* attacker: 8, 2 reserved */
+	CHECK(sn_quota_set(q, 2, 1, 8) == 0);       /* victim */
+	CHECK(sn_mac_learn(t, key_n(5000), 1, 1, INSTALL, 0) == SN_MAC_WROTE);
+	for (unsigned m = 0; m < 200; m++) {
+		enum sn_mac_learn_res r = sn_mac_learn(t, key_n(10000 + m), 1, 1, VM, 1);
+
+		learned += r == SN_MAC_WROTE;
+		refused += r == SN_MAC_QUOTA;
+	}
+	printf("quota: learned %u refused %u\n", learned, refused);
+	CHECK(learned == 7 && refused == 193);      /* 8 with the static one */
+	CHECK(sn_quota_used(q, 1) == 8);
+	sn_quota_owner_stats(q, 1, &os);
+	CHECK(os.hits == 193);
+	sn_mac_stats(t, &st);
+	CHECK(st.quota == 193 && st.entries == 8);
+	/* The victim still learns. */
+	CHECK(sn_mac_learn(t, key_n(1), 2, 2, VM, 1) == SN_MAC_WROTE);
+	CHECK(on(t, key_n(1), 1, 2));
+	/* A move charges the new slot and refunds the old one. */
+	CHECK(sn_mac_learn(t, key_n(10000), 2, 2, VM, 2) == SN_MAC_WROTE);
+	CHECK(sn_quota_used(q, 1) == 7 && sn_quota_used(q, 2) == 2);
+	/* Aging gives learned units back, the static entry keeps its own. */
+	for (unsigned b = 0; b < sn_mac_buckets(t);)
+		b = sn_mac_age(t, b, 3 + AGING);
+	CHECK(sn_quota_used(q, 1) == 1 && sn_quota_used(q, 2) == 0);
+	/* Forget gives the rest back. */
+	CHECK(sn_mac_forget(t, 1) == 1);
+	CHECK(sn_quota_used(q, 1) == 0);
+	sn_quota_free(q);
+	free(t);
+}
+
+/* One VM port never holds more than SN_MAC_BUCKET_PORT_MAX learned ways of
+ * a bucket: an attacker choosing MACs of a victim's bucket leaves it room. */
+static void test_bucket_share(void)
+{
+	struct sn_mac *t = table(64, AGING);
+	uint64_t k[8];
+	unsigned won = 0;
+
+	CHECK(same_bucket(t, 300, k, 8) == 8);
+	for (unsigned i = 0; i < 7; i++)
+		won += sn_mac_learn(t, k[i], 1, 1, VM, 0) == SN_MAC_WROTE;
+	CHECK(won == SN_MAC_BUCKET_PORT_MAX);
+	CHECK(sn_mac_learn(t, k[7], 2, 2, VM, 0) == SN_MAC_WROTE);   /* the victim */
+	CHECK(on(t, k[7], 0, 2));
+	/* The uplink is not limited per bucket. */
+	CHECK(sn_mac_learn(t, k[5], 9, 9, 0, 0) == SN_MAC_WROTE);
+	CHECK(sn_mac_quota_auto(16384, 64) == 128);
+	CHECK(sn_mac_quota_auto(16384, 4096) == 2 * SN_MAC_WAYS);
+	CHECK(sn_mac_quota_auto(64, 1) == 16);
+	free(t);
 }
 
 int main(void)
@@ -357,5 +523,9 @@ int main(void)
 	test_bucket_full();
 	test_age_slices();
 	test_race();
+	test_move_policy();
+	test_static_install();
+	test_quota();
+	test_bucket_share();
 	return sn_check_exit("test_mac");
 }
