@@ -73,6 +73,10 @@ static void usage(FILE *out)
 "                         (udp=: IPv4/UDP frames of\n"
 "                         that 5-tuple, count mode only; a sn-gen sink counts\n"
 "                         them as foreign)\n"
+"                         [,arp=SPA-TPA] ARP requests from that sender IP\n"
+"                         (sender MAC = source MAC; foreign to a sink)\n"
+"                         [,smacs=N] source MAC of frame k: smac's last\n"
+"                         three bytes + k mod N (a MAC spray)\n"
 "                         (repeat; default src=0,dst=1)\n"
 "  --count N              frames per flow without count= (default 1000)\n"
 "  --size B               frame size without FCS, 60..1514 (default 64)\n"
@@ -189,7 +193,7 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		      uint64_t default_count)
 {
 	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "size", "lat",
-					   NULL};
+					   "arp", "smacs", NULL};
 	struct rte_kvargs *kv = rte_kvargs_parse(text, keys);
 	const char *v;
 	uint64_t n;
@@ -248,6 +252,36 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 	if ((v = rte_kvargs_get(kv, "udp")) != NULL && parse_udp(v, f) != 0) {
 		fprintf(stderr, "sn-gen: --flow %s: udp must be SRCIP:SPORT-DSTIP:DPORT\n", text);
 		goto out;
+	}
+	if ((v = rte_kvargs_get(kv, "arp")) != NULL) {
+		const char *dash = strchr(v, '-');
+		uint16_t unused;
+		char a[64];
+
+		if (f->udp || !dash || (size_t)(dash - v) >= sizeof(a) - 3 ||
+		    strlen(dash + 1) >= sizeof(a) - 3) {
+			fprintf(stderr, "sn-gen: --flow %s: arp must be SPA-TPA (not with udp)\n", text);
+			goto out;
+		}
+		/* parse_ipport wants IP:PORT */
+		snprintf(a, sizeof(a), "%.*s:0", (int)(dash - v), v);
+		if (parse_ipport(a, strlen(a), &f->ip_src, &unused)) {
+			fprintf(stderr, "sn-gen: --flow %s: arp must be SPA-TPA\n", text);
+			goto out;
+		}
+		snprintf(a, sizeof(a), "%s:0", dash + 1);
+		if (parse_ipport(a, strlen(a), &f->ip_dst, &unused)) {
+			fprintf(stderr, "sn-gen: --flow %s: arp must be SPA-TPA\n", text);
+			goto out;
+		}
+		f->arp = 1;
+	}
+	if ((v = rte_kvargs_get(kv, "smacs")) != NULL) {
+		if (parse_u64(v, 1u << 24, &n) != 0 || n == 0) {
+			fprintf(stderr, "sn-gen: --flow %s: smacs must be 1..16777216\n", text);
+			goto out;
+		}
+		f->smacs = (uint32_t)n;
 	}
 	if ((v = rte_kvargs_get(kv, "lat")) != NULL && strcmp(v, "0") != 0) {
 		if (strcmp(v, "1") != 0 || sn_genlat_init(f) != 0) {

@@ -71,6 +71,11 @@ struct sn_gen_flow {
 	int udp;
 	uint32_t ip_src, ip_dst;
 	uint16_t udp_sport, udp_dport;
+	/* arp=: ARP requests sender ip_src, target ip_dst instead (count mode) */
+	int arp;
+	/* smacs=N: frame seq comes from the source MAC whose last three bytes
+	 * are the base's + seq mod N (N > 1: a MAC spray) */
+	uint32_t smacs;
 	uint64_t count;
 	unsigned int phase;
 	uint16_t size;               /* frame bytes; 0 = --size */

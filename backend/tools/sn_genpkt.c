@@ -88,6 +88,23 @@ void sn_genpkt_to_udp(struct rte_mbuf *m, uint32_t src, uint32_t dst, uint16_t s
 	udp->dgram_cksum = 0;   /* none: allowed for UDP over IPv4 */
 }
 
+void sn_genpkt_to_arp(struct rte_mbuf *m, uint32_t spa, uint32_t tpa)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_arp_hdr *a = (struct rte_arp_hdr *)(eth + 1);
+
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+	memset(a, 0, sizeof(*a));
+	a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+	a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+	a->arp_hlen = RTE_ETHER_ADDR_LEN;
+	a->arp_plen = 4;
+	a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
+	rte_ether_addr_copy(&eth->src_addr, &a->arp_data.arp_sha);
+	a->arp_data.arp_sip = rte_cpu_to_be_32(spa);
+	a->arp_data.arp_tip = rte_cpu_to_be_32(tpa);
+}
+
 enum sn_genpkt_kind sn_genpkt_classify(const struct rte_mbuf *m, uint32_t run,
 				       int verify, uint16_t *flow, uint64_t *seq)
 {

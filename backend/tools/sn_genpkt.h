@@ -59,6 +59,10 @@ int sn_genpkt_build(struct rte_mbuf *m, const struct rte_ether_addr *dst,
  * classifies as SN_GENPKT_FOREIGN). For traffic classifiers under test. */
 void sn_genpkt_to_udp(struct rte_mbuf *m, uint32_t src, uint32_t dst, uint16_t sport,
 		      uint16_t dport);
+/* The same for an ARP request (IPv4 over Ethernet) from sender hardware
+ * address = the frame's source MAC, sender IP spa, target IP tpa (host
+ * order); the frame keeps its length (padding after the ARP body). */
+void sn_genpkt_to_arp(struct rte_mbuf *m, uint32_t spa, uint32_t tpa);
 
 /* Classify a received frame; with verify != 0 the whole pattern is checked
  * (a mismatch gives SN_GENPKT_BAD). *flow and *seq are set for DATA/LEARN. */

@@ -408,8 +408,20 @@ static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
 		if (sn_genpkt_build(m[i], &f->dst, f->has_smac ? &f->smac : &p->mac,
 				    g->run_id, (uint16_t)fi, f->built + i, flow_size(g, f)) != 0)
 			sn_die("frame size %u does not fit an mbuf", flow_size(g, f));
+		if (f->smacs > 1) {
+			struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m[i], struct rte_ether_hdr *);
+			uint8_t *b = eth->src_addr.addr_bytes;
+			uint32_t low = ((uint32_t)b[3] << 16 | (uint32_t)b[4] << 8 | b[5]) +
+				       (uint32_t)((f->built + i) % f->smacs);
+
+			b[3] = (uint8_t)(low >> 16);
+			b[4] = (uint8_t)(low >> 8);
+			b[5] = (uint8_t)low;
+		}
 		if (f->udp)
 			sn_genpkt_to_udp(m[i], f->ip_src, f->ip_dst, f->udp_sport, f->udp_dport);
+		else if (f->arp)
+			sn_genpkt_to_arp(m[i], f->ip_src, f->ip_dst);
 		p->pend[i] = m[i];
 	}
 	p->npend = (uint16_t)n;

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 _seq = itertools.count()
-DROP_KEYS = ("no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin", "gso_failed")
+DROP_KEYS = ("no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin", "gso_failed",
+             "spoofed", "spoofed_arp", "spoofed_nd")
 
 
 def peer_mac(i: int) -> str:
