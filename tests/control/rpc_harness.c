@@ -28,6 +28,7 @@ struct port {
 	char name[33];
 	char path[108];
 	char mode[8];
+	json_t *allowed_macs;   /* as given (schednicd validates them), or [] */
 };
 
 static struct port ports[MAX_PORTS];
@@ -89,6 +90,8 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	snprintf(p->mode, sizeof(p->mode), "%s", m ? json_string_value(m) : "server");
+	m = json_object_get(params, "allowed_macs");
+	p->allowed_macs = m ? json_deep_copy(m) : json_array();
 	return json_pack("{s:s}", "name", name);
 }
 
@@ -103,23 +106,27 @@ static json_t *h_port_del(json_t *params, void *arg, struct sn_rpc_error *err)
 	p = port_find(name);
 	if (!p)
 		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no such port: %s", name);
+	json_decref(p->allowed_macs);
 	*p = ports[--nports];
 	return json_object();
 }
 
 static json_t *port_json(const struct port *p, int with_stats)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", p->name,
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:[]}", "name", p->name,
 			      "type", "vhost-user", "path", p->path, "mode", p->mode,
-			      "state", "down", "completion_mode", "immediate");
+			      "state", "down", "completion_mode", "immediate",
+			      "allowed_macs", p->allowed_macs, "allowed_ips");
 
 	if (o && with_stats) {
 		json_object_del(o, "path");
 		json_object_del(o, "mode");
-		json_t *c = json_pack("{s:i, s:i, s:i, s:i, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}}",
+		json_t *c = json_pack("{s:i, s:i, s:i, s:i, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
+			"s:i, s:i, s:i}}",
 			"rx_packets", 0, "rx_bytes", 0, "tx_packets", 0, "tx_bytes", 0,
 			"drops", "no_mbuf", 0, "ring_full", 0, "unknown_dst", 0,
-			"malformed", 0, "port_down", 0, "hairpin", 0, "gso_failed", 0);
+			"malformed", 0, "port_down", 0, "hairpin", 0, "gso_failed", 0,
+			"spoofed", 0, "spoofed_arp", 0, "spoofed_nd", 0);
 
 		json_object_update(o, c);
 		json_decref(c);
@@ -285,6 +292,8 @@ int main(int argc, char **argv)
 		}
 	}
 	sn_rpc_server_destroy(srv);
+	for (unsigned i = 0; i < nports; i++)
+		json_decref(ports[i].allowed_macs);
 	free(schema);
 	return rc < 0 ? 1 : 0;
 }

@@ -19,7 +19,8 @@ from snlib.rpc import RpcClient
 
 pytestmark = pytest.mark.functional
 
-DROP_KEYS = {"no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin", "gso_failed"}
+DROP_KEYS = {"no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin", "gso_failed",
+             "spoofed", "spoofed_arp", "spoofed_nd"}
 
 
 # ---- each method ----------------------------------------------------------
@@ -41,7 +42,7 @@ def test_port_add_list_del(ctl, sn_tmpdir):
     assert set(ports) >= {"va", "vb"}
     assert {k: v for k, v in ports["va"].items() if k != "queues"} == {
         "name": "va", "type": "vhost-user", "path": a, "mode": "server",
-        "state": "down", "completion_mode": "immediate"}
+        "state": "down", "completion_mode": "immediate", "allowed_macs": [], "allowed_ips": []}
     if ctl.kind == "daemon":
         # queue -> worker map; one worker outside layout ncore
         assert ports["va"]["queues"] == [{"queue": 0, "worker": 0}], ports["va"]

@@ -22,7 +22,8 @@ HOOK = REPO / "qemu-configs" / "libvirt" / "hooks" / "qemu"
 
 def domain_xml(sock_dir):
     return f"""<domain type='qemu'><name>d0</name><devices>
-      <interface type='vhostuser'><source type='unix' path='{sock_dir}/sn-d0.0.sock' mode='client'/>
+      <interface type='vhostuser'><mac address='52:54:00:AB:CD:01'/>
+        <source type='unix' path='{sock_dir}/sn-d0.0.sock' mode='client'/>
         <driver queues='2'/></interface>
       <interface type='vhostuser'><source type='unix' path='/elsewhere/x.sock' mode='client'/></interface>
     </devices></domain>"""
@@ -48,8 +49,8 @@ def test_hook_adds_and_deletes_ports(harness, sn_tmpdir):
     r = run_hook(hook, "prepare", "begin", domain_xml(sock_dir))
     assert r.returncode == 0, r.stderr
     ports = h.rpc("port.list")["ports"]
-    assert [(p["name"], p["path"], p["mode"]) for p in ports] == [
-        ("sn-d0.0", f"{sock_dir}/sn-d0.0.sock", "server")]
+    assert [(p["name"], p["path"], p["mode"], p["allowed_macs"]) for p in ports] == [
+        ("sn-d0.0", f"{sock_dir}/sn-d0.0.sock", "server", ["52:54:00:ab:cd:01"])]
     r = run_hook(hook, "prepare", "begin", domain_xml(sock_dir))  # again: accepted
     assert r.returncode == 0, r.stderr
     r = run_hook(hook, "release", "end", domain_xml(sock_dir))
@@ -68,3 +69,14 @@ def test_hook_waits_for_busy_control_socket(harness, sn_tmpdir):
     r = run_hook(hook, "prepare", "begin", domain_xml(sock_dir))
     assert r.returncode == 0, r.stderr
     assert [p["name"] for p in h.rpc("port.list")["ports"]] == ["sn-d0.0"]
+
+
+def test_hook_binding_can_be_turned_off(harness, sn_tmpdir):
+    """"bind_macs": false in the hook's settings: no allowed_macs."""
+    h = harness()
+    hook, sock_dir = install(sn_tmpdir, h)
+    cfg = hook.parent / "schednic.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "bind_macs": False}))
+    r = run_hook(hook, "prepare", "begin", domain_xml(sock_dir))
+    assert r.returncode == 0, r.stderr
+    assert [p["allowed_macs"] for p in h.rpc("port.list")["ports"]] == [[]]
