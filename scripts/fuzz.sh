@@ -105,7 +105,7 @@ oname() { local s=${1#backend/}; s=${s//\//_}; echo "$obj/${s%.c}.o"; }
 mk=$out/Makefile
 {
   echo "CC := clang"
-  echo "CFLAGS := -std=c11 -D_GNU_SOURCE -DALLOW_EXPERIMENTAL_API -g -O1 -Wall -Wextra -Werror" \
+  echo "CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror" \
        "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
        "$incs -I $obj $pkgcflags"
   core_objs=""
