@@ -158,6 +158,7 @@ ncpu=$(nproc)
 run_one() {   # target cpu
   local t=$1 cpu=$2 corpus=$out/corpus/$1 art=$out/artifacts/$1/ dict=() s0 rc=0
   mkdir -p "$corpus" "$art"
+  rm -f "$art"crash-* "$art"leak-* "$art"timeout-* "$art"oom-* "$art"slow-unit-*
   if [ -d "backend/fuzz/corpus/$t" ]; then cp -n backend/fuzz/corpus/$t/* "$corpus"/ 2>/dev/null || true; fi
   [ -f "backend/fuzz/$t.dict" ] && dict=(-dict="backend/fuzz/$t.dict")
   s0=$(date +%s)

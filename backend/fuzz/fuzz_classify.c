@@ -71,10 +71,13 @@ struct rte_hash {
 	uint8_t *used;
 };
 
+static struct rte_hash *g_hash;   /* the flow table of the current run */
+
 struct rte_hash *rte_hash_create(const struct rte_hash_parameters *p)
 {
 	struct rte_hash *h = calloc(1, sizeof(*h));
 
+	g_hash = h;
 	if (!h || p->key_len > FAKE_KEY_MAX)
 		abort();
 	h->n = p->entries;
@@ -381,6 +384,7 @@ struct mflow {
 	struct tuple t;
 	uint8_t cls;
 	const struct sn_tstamp *ts;
+	uint64_t last;             /* its last frame */
 };
 
 struct state {
@@ -415,8 +419,9 @@ static void check_stats(struct state *s)
 	if (sn_classify_class_stats(s->c, SLOT, s->pp.n_classes, &(struct sn_classify_class_stats){ 0 }) !=
 	    -ENOENT)
 		FAIL("stats of class %u of %u\n", s->pp.n_classes, s->pp.n_classes);
-	if (active > s->max_flows)
-		FAIL("%llu flows active, table of %u\n", (unsigned long long)active, s->max_flows);
+	if (active > s->max_flows || g_hash->count > s->max_flows || active > g_hash->count)
+		FAIL("%llu flows active, %u in the table of %u\n", (unsigned long long)active,
+		     g_hash->count, s->max_flows);
 }
 
 static void apply(struct state *s, struct cur *c, uint64_t now, bool fresh)
@@ -461,11 +466,18 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 	struct sn_classify_res r1, r2;
 	struct pkt p1, p2;
 	uint32_t h1, h2;
+	uint64_t full_before = 0;
 
 	if (ok && slot == SLOT)
 		for (unsigned i = 0; i < s->pp.n_classes && want < 0; i++)
 			if (model_match(&s->pp.classes[i].m, &t))
 				want = (int)i;
+	if (want >= 0) {
+		struct sn_classify_class_stats st;
+
+		sn_classify_class_stats(s->c, SLOT, (unsigned)want, &st);
+		full_before = st.flow_table_full;
+	}
 	wrap(&p1, f, len, split);
 	wrap(&p2, f, len, 0);
 	memset(&r1, 0, sizeof(r1));
@@ -498,26 +510,54 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 		s->bytes[want] += len;
 		if (ts && cl->scope == SN_POLICY_SCOPE_FLOW) {
 			struct sn_classify_class_stats st;
+			uint64_t active = 0;
 			unsigned k;
 
+			sn_classify_class_stats(s->c, SLOT, (unsigned)want, &st);
+			for (unsigned i = 0; i < s->pp.n_classes; i++) {
+				struct sn_classify_class_stats o;
+
+				sn_classify_class_stats(s->c, SLOT, i, &o);
+				active += o.flows_active;
+			}
 			for (k = 0; k < s->nfl; k++)
 				if (s->fl[k].cls == want && !memcmp(&s->fl[k].t, &t, sizeof(t)))
 					break;
-			sn_classify_class_stats(s->c, SLOT, (unsigned)want, &st);
-			if (k < s->nfl) {
+			if (active > g_hash->count)
+				FAIL("classes hold %llu flows, the table %u\n",
+				     (unsigned long long)active, g_hash->count);
+			if (st.flow_table_full > full_before) {
+				/* Table full: paced by the class's shared state. */
+				if (g_hash->count < s->max_flows)
+					FAIL("flow_table_full counted with %u of %u entries used\n",
+					     g_hash->count, s->max_flows);
+				if (k < s->nfl)
+					FAIL("a flow in the table was counted as table full\n");
+				if (s->class_ts[want] && s->class_ts[want] != ts)
+					FAIL("class %d: shared state %p, earlier %p\n", want, (void *)ts,
+					     (const void *)s->class_ts[want]);
+				s->class_ts[want] = ts;
+				for (k = 0; k < s->nfl; k++)
+					if (s->fl[k].ts == ts)
+						FAIL("a class's shared state is also a flow's\n");
+				ts = NULL;
+			} else if (k < s->nfl) {
 				if (s->fl[k].ts != ts)
 					FAIL("flow of class %d: state %p, earlier %p\n", want, (void *)ts,
 					     (const void *)s->fl[k].ts);
-			} else if (s->nfl < MFLOWS) {
-				s->fl[s->nfl++] = (struct mflow){ t, (uint8_t)want, ts };
+				s->fl[k].last = now;
+			} else {
+				if (ts == s->class_ts[want])
+					FAIL("a new flow got the class's shared state without a full table\n");
+				if (s->nfl < MFLOWS)
+					s->fl[s->nfl++] = (struct mflow){ t, (uint8_t)want, ts, now };
 			}
-			if (s->class_ts[want] && ts == s->class_ts[want] && k == s->nfl)
-				FAIL("a new flow got the class's shared state without a full table\n");
 		} else if (ts) {
 			if (s->class_ts[want] && s->class_ts[want] != ts)
 				FAIL("class %d: shared state %p, earlier %p\n", want, (void *)ts,
 				     (const void *)s->class_ts[want]);
 			s->class_ts[want] = ts;
+			ts = NULL;
 		}
 		/* Per-flow states are distinct across flows. */
 		for (unsigned k = 0; ts && k < s->nfl; k++)
@@ -568,10 +608,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 			now += step;
 			sn_classify_tick(s.c, now, 100000000);
-			if (step > SN_CLASSIFY_AGE_NS / 2) {
-				/* Flows may age now: forget the states seen. */
-				s.nfl = 0;
-			}
+			/* Flows idle for half the ageing time may be aged
+			 * by now: forget their states. */
+			for (unsigned k = 0; k < s.nfl;)
+				if (now - s.fl[k].last > SN_CLASSIFY_AGE_NS / 2)
+					s.fl[k] = s.fl[--s.nfl];
+				else
+					k++;
 		} else {
 			apply(&s, &c, now, op & 1);
 		}
