@@ -423,7 +423,8 @@ static bool parse(const struct rte_mbuf *m, struct flow_key *k)
 	const struct rte_ether_hdr *eth;
 	const struct rte_vlan_hdr *vlan;
 	const struct rte_ipv4_hdr *ip;
-	const uint16_t *pt;
+	const void *pt;
+	uint16_t ports[2];   /* copied: a segment may put them at any address */
 	uint32_t off = sizeof(*eth);
 	uint16_t type;
 	unsigned ihl;
@@ -455,8 +456,9 @@ static bool parse(const struct rte_mbuf *m, struct flow_key *k)
 	    !(rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK)) {
 		pt = rte_pktmbuf_read(m, off + ihl, 2 * sizeof(uint16_t), &buf);
 		if (pt) {
-			k->sport = rte_be_to_cpu_16(pt[0]);
-			k->dport = rte_be_to_cpu_16(pt[1]);
+			memcpy(ports, pt, sizeof(ports));
+			k->sport = rte_be_to_cpu_16(ports[0]);
+			k->dport = rte_be_to_cpu_16(ports[1]);
 		}
 	}
 	return true;
