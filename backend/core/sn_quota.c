@@ -115,8 +115,10 @@ uint32_t sn_quota_take(struct sn_quota *q, uint32_t owner, uint32_t want)
 	}
 	uint32_t d = g ? excess(used + g, min) - excess(used, min) : 0;
 	if (d) {
-		uint32_t s = atomic_fetch_add_explicit(&q->shared, d, memory_order_relaxed) + d;
-		uint32_t res = atomic_load_explicit(&q->reserved, memory_order_relaxed);
+		/* seq_cst: pairs with sn_quota_set's store of `reserved` and
+		 * load of `shared` (a raise of a reserve against this take). */
+		uint32_t s = atomic_fetch_add_explicit(&q->shared, d, memory_order_seq_cst) + d;
+		uint32_t res = atomic_load_explicit(&q->reserved, memory_order_seq_cst);
 		uint32_t lim = q->total - SN_MIN(res, q->total);
 		if (s > lim) {
 			uint32_t over = SN_MIN(d, s - lim);
@@ -143,9 +145,24 @@ int sn_quota_set(struct sn_quota *q, uint32_t owner, uint32_t min, uint32_t max)
 		return -ENOSPC;
 	/* A larger sum of reserves shrinks the shared part before the
 	 * reserve exists, a smaller one after: takers never see a shared
-	 * part bigger than the pool allows. */
-	if (nres > res)
-		atomic_store_explicit(&q->reserved, (uint32_t)nres, memory_order_relaxed);
+	 * part bigger than the pool allows. A larger one must also fit
+	 * beside the excess the owners hold now (reserved + shared <= total,
+	 * what keeps every grant inside the pool), this owner's own excess
+	 * shrinking by the raise: else it is undone. The seq_cst store of
+	 * `reserved` and load of `shared` pair with the seq_cst add to
+	 * `shared` and load of `reserved` in sn_quota_take: either that take
+	 * sees the new reserve and returns its overshoot, or this check sees
+	 * the take's excess. */
+	if (nres > res) {
+		atomic_store_explicit(&q->reserved, (uint32_t)nres, memory_order_seq_cst);
+		uint32_t used0 = w_used(atomic_load_explicit(&o->word, memory_order_relaxed));
+		uint32_t sh = atomic_load_explicit(&q->shared, memory_order_seq_cst);
+		uint32_t own = excess(used0, old_min) - excess(used0, min);
+		if (nres + sh - SN_MIN(own, sh) > q->total) {
+			atomic_store_explicit(&q->reserved, res, memory_order_relaxed);
+			return -ENOSPC;
+		}
+	}
 	atomic_store_explicit(&o->max, max, memory_order_relaxed);
 	uint64_t w = atomic_load_explicit(&o->word, memory_order_relaxed);
 	uint32_t used;

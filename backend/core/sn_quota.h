@@ -62,7 +62,9 @@ void sn_quota_free(struct sn_quota *q);   /* NULL: no-op */
 /* One thread at a time (MAIN): set owner's reserve and cap. The owner may
  * hold more than a new cap: it then takes nothing until it is back below.
  * 0; -EINVAL (owner out of range, min > max, max > total); -ENOSPC (the
- * reserves would exceed the pool: nothing changed). */
+ * reserves would exceed the pool, or a raised reserve does not fit beside
+ * the excess the owners hold now, which would let grants overdraw the
+ * pool: nothing changed; retry once units came back). */
 int sn_quota_set(struct sn_quota *q, uint32_t owner, uint32_t min, uint32_t max);
 
 /* Any thread: draw up to `want` units for owner; returns the units granted

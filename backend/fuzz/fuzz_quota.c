@@ -13,7 +13,9 @@
  * its cap; the units held by all owners never exceed the pool; a set
  * returns what its contract says and changes nothing when refused; use,
  * reserve, cap, hits, refused, the sum of reserves and the shared use
- * (sum of excesses) equal the model's. Any difference aborts.
+ * (sum of excesses) equal the model's. Any difference aborts. A raised
+ * reserve that does not fit beside the excess held is refused: else its
+ * owner could take units the pool does not have.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -172,6 +174,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				want_rc = -ENOSPC;
 			else
 				want_rc = 0;
+			if (want_rc == 0 && min > o->min) {
+				/* A raised reserve must fit beside the excess
+				 * held (with this owner's under the new reserve). */
+				uint32_t old = o->min, nres, sh;
+
+				o->min = min;
+				nres = m_reserved(&m);
+				sh = m_shared(&m);
+				o->min = old;
+				if ((uint64_t)nres + sh > m.total)
+					want_rc = -ENOSPC;
+			}
 			rc = sn_quota_set(q, owner, min, max);
 			if (rc != want_rc)
 				FAIL("set(%u, %u, %u) returned %d, model %d\n", owner, min, max, rc,
