@@ -156,16 +156,16 @@ echo "fuzz: built in $(( $(date +%s) - t0 ))s"
 # ---- Run. ----
 ncpu=$(nproc)
 run_one() {   # target cpu
-  local t=$1 cpu=$2 corpus=$out/corpus/$1 art=$out/artifacts/$1/ dict=() s0 rc=0
+  local t=$1 cpu=$2 corpus=$out/corpus/$1 art=$out/artifacts/$1/ dict=() start rc=0
   mkdir -p "$corpus" "$art"
   rm -f "$art"crash-* "$art"leak-* "$art"timeout-* "$art"oom-* "$art"slow-unit-*
   if [ -d "backend/fuzz/corpus/$t" ]; then cp -n backend/fuzz/corpus/$t/* "$corpus"/ 2>/dev/null || true; fi
   [ -f "backend/fuzz/$t.dict" ] && dict=(-dict="backend/fuzz/$t.dict")
-  s0=$(date +%s)
+  start=$(date +%s)
   taskset -c "$cpu" "$out/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$art" ${dict[@]+"${dict[@]}"} "$corpus" \
     >"$out/$t.log" 2>&1 || rc=$?
-  echo "$rc $(( $(date +%s) - s0 ))" >"$out/$t.rc"
+  echo "$rc $(( $(date +%s) - start ))" >"$out/$t.rc"
 }
 echo "fuzz: running ${#targets[@]} targets for ${secs}s each, $jobs at a time"
 pids=() slot=0
