@@ -88,7 +88,7 @@ if [ $quick = 0 ]; then
   TSAN_OPTIONS=halt_on_error=1 build-tsan/backend/core/test_mbox_stress
 
   step "fuzz targets (scripts/fuzz.sh)"
-  scripts/fuzz.sh --seconds "${SN_FUZZ_SECONDS:-20}"
+  scripts/fuzz.sh --seconds "${SN_FUZZ_SECONDS:-8}"
 fi
 
 step "pytest"

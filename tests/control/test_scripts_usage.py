@@ -42,14 +42,40 @@ def test_help(script):
     ("fuzz.sh", ["--seconds"], "fuzz: --seconds needs a positive integer"),
     ("fuzz.sh", ["--seconds", "x"], "fuzz: --seconds needs a positive integer"),
     ("fuzz.sh", ["--seconds", "0"], "fuzz: --seconds needs a positive integer"),
+    ("fuzz.sh", ["--hours"], "fuzz: --hours needs a positive integer"),
+    ("fuzz.sh", ["--long", "--hours", "1.5"], "fuzz: --hours needs a positive integer"),
+    ("fuzz.sh", ["--jobs", "0"], "fuzz: --jobs needs a positive integer"),
+    ("fuzz.sh", ["--target"], "fuzz: --target needs a target name"),
+    ("fuzz.sh", ["--target", "fuzz_bogus"], "fuzz: unknown target fuzz_bogus (--list shows them)"),
+    ("fuzz.sh", ["fuzz_mbox", "bogus"], "fuzz: unknown target bogus (--list shows them)"),
+    ("fuzz.sh", ["--bogus"], "fuzz: unknown option --bogus"),
     ("build-guest-image.sh", ["--out"], "build-guest-image: --out needs a value"),
     ("build-guest-image.sh", ["--virtio-net"], "build-guest-image: --virtio-net needs a value"),
     ("build-guest-image.sh", ["--bogus"], "build-guest-image: unknown argument --bogus"),
     ("test.sh", ["--tier"], "test.sh: --tier needs T[,T...]"),
     ("test.sh", ["--tier", "unit,bogus"],
      "test.sh: unknown tier 'bogus' (tiers: unit functional accuracy perf vm libvirt)"),
-], ids=["fuzz-missing", "fuzz-nan", "fuzz-zero", "image-out", "image-virtio", "image-unknown",
+], ids=["fuzz-missing", "fuzz-nan", "fuzz-zero", "fuzz-hours-missing", "fuzz-hours-fraction",
+        "fuzz-jobs-zero", "fuzz-target-missing", "fuzz-target-unknown", "fuzz-name-unknown",
+        "fuzz-unknown-option", "image-out", "image-virtio", "image-unknown",
         "test-tier-missing", "test-tier-unknown"])
 def test_option_values_checked(script, args, word):
     r = run(script, *args)
     assert r.returncode == 2 and r.stderr.strip() == word, (r.returncode, r.stderr)
+
+
+def test_fuzz_list_names_every_target_with_a_corpus():
+    """--list prints each backend/fuzz/fuzz_*.c target; each has a committed
+    seed corpus, and the generated seeds and dictionaries are up to date."""
+    r = run("fuzz.sh", "--list")
+    assert r.returncode == 0, r.stderr
+    listed = r.stdout.split()
+    sources = sorted(p.stem for p in (REPO / "backend/fuzz").glob("fuzz_*.c"))
+    print(listed)
+    assert listed == sources and len(listed) >= 11, (listed, sources)
+    for t in listed:
+        corpus = list((REPO / "backend/fuzz/corpus" / t).glob("*"))
+        assert len(corpus) >= 10, (t, len(corpus))
+    c = subprocess.run(["python3", str(REPO / "backend/fuzz/seeds.py"), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert c.returncode == 0, c.stderr
