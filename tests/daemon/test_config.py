@@ -178,6 +178,21 @@ def test_config_file_contents_rejected(schednicd_bin, tmp_path, text, expect):
     assert r.returncode == 1 and expect in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("text,expect", [
+    ('{"ports [\\\n', "cfg.json:2:0: invalid escape near '\"ports [\\?'"),
+    ('{"eal": {"bad\\nkey": 1}}', "config: eal.bad?key: unknown key"),
+    ('{"policy": {"uplink": {"ove\\rload": 1}}}', "policy.uplink.ove?load: unknown key"),
+], ids=["syntax-error-quotes-newline", "key-with-newline", "policy-key-with-cr"])
+def test_error_message_is_one_line(schednicd_bin, tmp_path, text, expect):
+    """Control characters of the input quoted in a message are replaced."""
+    r = check(schednicd_bin, tmp_path, text)
+    print(repr(r.stderr))
+    assert r.returncode == 1, r.stderr
+    msg = r.stderr.rstrip("\n")
+    assert "\n" not in msg and "\r" not in msg, repr(r.stderr)
+    assert expect in msg, repr(r.stderr)
+
+
 def test_print_default_config_round_trip(schednicd_bin, tmp_path):
     r = run(schednicd_bin, "--print-default-config")
     assert r.returncode == 0, r.stderr

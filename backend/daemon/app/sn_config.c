@@ -104,6 +104,11 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err + n, errlen - n, fmt, ap);
 	va_end(ap);
+	/* One line: the input quoted (keys, JSON text near a syntax error)
+	 * may hold control characters. */
+	for (char *c = err + n; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	return -EINVAL;
 }
 
