@@ -12,7 +12,8 @@
  * with "jsonrpc": "2.0", an "id", exactly one of "result" / "error"; an
  * error has a known code and a non-empty message; the id is the
  * request's (null for a line that does not parse, a batch, a non-object
- * or a bad id); no response exactly for a well-formed notification; the
+ * or a bad id); no response exactly for a well-formed notification (an
+ * integer beyond 64 bits anywhere changes nothing in that); the
  * structural errors in the documented order; a handler only ever sees an
  * object that passes validation again (defaults added, nothing removed),
  * and a success echoes it as the result. The counters move by one
@@ -154,8 +155,13 @@ static void one_line(const char *line, size_t len)
 	struct sn_rpc_method *m = NULL;
 
 	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-	if (!req)
-		overflow = json_error_code(&je) == json_error_numeric_overflow;
+	if (!req && json_error_code(&je) == json_error_numeric_overflow) {
+		/* An integer beyond int64: the structure is judged as if it
+		 * were a number (the id is then not compared exactly). */
+		overflow = true;
+		req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
+				 JSON_DECODE_INT_AS_REAL, &je);
+	}
 	memset(&st0, 0, sizeof(st0));
 	st1 = st0;
 	called = NULL;
@@ -164,7 +170,9 @@ static void one_line(const char *line, size_t len)
 		FAIL("requests counted %llu times\n", (unsigned long long)st1.requests);
 	if (errors(&st1) > 1)
 		FAIL("one line counted %llu errors\n", (unsigned long long)errors(&st1));
-	if (req) {
+	if (req && overflow && !json_is_object(req)) {
+		want = SN_RPC_PARSE_ERROR;   /* not a request object: -32700 after all */
+	} else if (req) {
 		want = structure(req, &rid);
 		if (!want) {
 			notification = !json_object_get(req, "id");
@@ -173,7 +181,7 @@ static void one_line(const char *line, size_t len)
 	} else if (!overflow) {
 		want = SN_RPC_PARSE_ERROR;
 	}
-	if (called && (!m || called != m))
+	if (called && (!m || called != m || overflow))
 		FAIL("handler of %s ran for method %s\n", called->name, m ? m->name : "(none)");
 	if (!resp) {
 		if (!notification)

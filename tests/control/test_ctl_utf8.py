@@ -59,6 +59,12 @@ BIG = [
     ("member", b'{"jsonrpc":"2.0","method":"version","x":1e3,"y":9223372036854775808,"id":8}', -32600, 8,
      "integer out of range"),
     ("not-an-object", b'[18446744073709551616]', -32700, None, "too big integer"),
+    # not a valid request (an unknown member, a method that is an integer):
+    # answered, with id null, although it has no id to be a notification
+    ("invalid-no-id", b'{"jsonrpc":"2.0","i;":1,"method":55555555555555555555555555555,'
+     b'"params":{"port":55555555555555555555555555555}}', -32600, None, "integer out of range"),
+    ("bad-id-type", b'{"jsonrpc":"2.0","method":"stats.get","params":{"port":18446744073709551616},'
+     b'"id":[1]}', -32600, None, "integer out of range"),
     # the +-2^63 edges, where a double cannot tell the in-range INT64_MAX /
     # INT64_MIN from the first integers beyond them (an INT64_MAX id beside
     # an overflowing parameter is a valid id, not -32600 "id: out of range")

@@ -298,6 +298,24 @@ static bool find_overflow(json_t *v, char *buf, size_t size, size_t off)
  * -32602 naming the parameter (-32600 if it is the id or outside params),
  * the id echoed exactly. NULL with *answered false: not a request object,
  * a -32700 after all. */
+/* The checks dispatch() makes before it looks the method up, on a request
+ * parsed with its overflowing integers marked (an OVF method is an
+ * integer, not a string). */
+static bool well_formed(json_t *req)
+{
+	json_t *id = json_object_get(req, "id"), *ver = json_object_get(req, "jsonrpc");
+	json_t *m = json_object_get(req, "method"), *p = json_object_get(req, "params"), *v;
+	const char *key;
+
+	if ((id && !json_is_string(id) && !json_is_number(id) && !json_is_null(id)) ||
+	    !json_is_string(ver) || strcmp(json_string_value(ver), "2.0") != 0)
+		return false;
+	json_object_foreach(req, key, v)
+		if (!request_member(key))
+			return false;
+	return json_is_string(m) && !out_of_int64(m) && (!p || json_is_object(p) || json_is_array(p));
+}
+
 static json_t *overflow_response(struct sn_rpc_stats *st, const char *line, size_t len,
 				 bool *answered)
 {
@@ -319,10 +337,15 @@ static json_t *overflow_response(struct sn_rpc_stats *st, const char *line, size
 	id = json_object_get(req, "id");
 	if (id && out_of_int64(id)) {
 		resp = reject(st, NULL, true, SN_RPC_INVALID_REQUEST, "id: integer out of range");
-	} else if (find_overflow(json_object_get(req, "params"), path, sizeof(path), 0)) {
+	} else if (well_formed(req) &&
+		   find_overflow(json_object_get(req, "params"), path, sizeof(path), 0)) {
 		snprintf(msg, sizeof(msg), "params%s: integer out of range (beyond 64 bits)", path);
 		resp = reject(st, id, id != NULL, SN_RPC_INVALID_PARAMS, msg);
 	} else {
+		/* Not a valid request (answered without an id too), or the
+		 * overflow is outside params; a bad id is answered as null. */
+		if (id && !json_is_string(id) && !json_is_number(id) && !json_is_null(id))
+			id = NULL;
 		resp = reject(st, id, true, SN_RPC_INVALID_REQUEST,
 			      "request: integer out of range (beyond 64 bits)");
 	}
