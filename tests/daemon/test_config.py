@@ -182,9 +182,14 @@ def test_config_file_contents_rejected(schednicd_bin, tmp_path, text, expect):
     ('{"ports [\\\n', "cfg.json:2:0: invalid escape near '\"ports [\\?'"),
     ('{"eal": {"bad\\nkey": 1}}', "config: eal.bad?key: unknown key"),
     ('{"policy": {"uplink": {"ove\\rload": 1}}}', "policy.uplink.ove?load: unknown key"),
-], ids=["syntax-error-quotes-newline", "key-with-newline", "policy-key-with-cr"])
+    (json.dumps({"eal": {"k" * 600: 1}}), "config: eal." + "k" * 64 + ": unknown key"),
+    (json.dumps({"policy": {"uplink": {"k" * 600: 1}}}),
+     "policy.uplink." + "k" * 64 + ": unknown key"),
+], ids=["syntax-error-quotes-newline", "key-with-newline", "policy-key-with-cr", "long-key",
+        "policy-long-key"])
 def test_error_message_is_one_line(schednicd_bin, tmp_path, text, expect):
-    """Control characters of the input quoted in a message are replaced."""
+    """Control characters of the input quoted in a message are replaced; a
+    long key is cut so that the reason stays in the message."""
     r = check(schednicd_bin, tmp_path, text)
     print(repr(r.stderr))
     assert r.returncode == 1, r.stderr

@@ -204,7 +204,7 @@ static int decode_section(struct sn_config *cfg, const struct key_spec *specs,
 	if (u) {
 		json_object_foreach(u, key, v) {
 			if (!key_known_spec(specs, key))
-				return fail(err, errlen, "%s.%s: unknown key", path, key);
+				return fail(err, errlen, "%s.%.64s: unknown key", path, key);
 		}
 	}
 	for (const struct key_spec *ks = specs; ks->key; ks++) {
@@ -379,7 +379,7 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 		return fail(err, errlen, "ports[%zu]: must be an object", i);
 	json_object_foreach(o, key, v) {
 		if (!key_known_list(port_keys, key))
-			return fail(err, errlen, "ports[%zu].%s: unknown key", i, key);
+			return fail(err, errlen, "ports[%zu].%.64s: unknown key", i, key);
 	}
 	v = json_object_get(o, "name");
 	if (!v)
@@ -628,7 +628,7 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 	}
 	json_object_foreach(user, key, v) {
 		if (!key_known_list(root_keys, key)) {
-			fail(err, errlen, "%s: unknown key", key);
+			fail(err, errlen, "%.64s: unknown key", key);
 			goto out;
 		}
 	}

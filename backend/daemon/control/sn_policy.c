@@ -84,7 +84,7 @@ static int check_keys(const json_t *obj, const char *const *keys, const char *pa
 		for (k = keys; *k && strcmp(*k, key); k++)
 			;
 		if (!*k)
-			return fail(err, errlen, "%s.%s: unknown key", path, key);
+			return fail(err, errlen, "%s.%.64s: unknown key", path, key);
 	}
 	return 0;
 }
