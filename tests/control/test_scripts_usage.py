@@ -54,7 +54,7 @@ def test_help(script):
     ("build-guest-image.sh", ["--bogus"], "build-guest-image: unknown argument --bogus"),
     ("test.sh", ["--tier"], "test.sh: --tier needs T[,T...]"),
     ("test.sh", ["--tier", "unit,bogus"],
-     "test.sh: unknown tier 'bogus' (tiers: unit functional accuracy perf vm libvirt)"),
+     "test.sh: unknown tier 'bogus' (tiers: unit functional accuracy attack perf vm libvirt)"),
 ], ids=["fuzz-missing", "fuzz-nan", "fuzz-zero", "fuzz-hours-missing", "fuzz-hours-fraction",
         "fuzz-jobs-zero", "fuzz-target-missing", "fuzz-target-unknown", "fuzz-name-unknown",
         "fuzz-unknown-option", "image-out", "image-virtio", "image-unknown",
