@@ -162,7 +162,7 @@ run_one() {   # target cpu
   if [ -d "backend/fuzz/corpus/$t" ]; then cp -n backend/fuzz/corpus/$t/* "$corpus"/ 2>/dev/null || true; fi
   [ -f "backend/fuzz/$t.dict" ] && dict=(-dict="backend/fuzz/$t.dict")
   start=$(date +%s)
-  taskset -c "$cpu" "$out/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+  taskset -c "$cpu" "$out/$t" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$art" ${dict[@]+"${dict[@]}"} "$corpus" \
     >"$out/$t.log" 2>&1 || rc=$?
   echo "$rc $(( $(date +%s) - start ))" >"$out/$t.rc"

@@ -157,10 +157,13 @@ static void one_line(const char *line, size_t len)
 	req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
 	if (!req && json_error_code(&je) == json_error_numeric_overflow) {
 		/* An integer beyond int64: the structure is judged as if it
-		 * were a number (the id is then not compared exactly). */
+		 * were a number (the id is then not compared exactly). Not
+		 * with a NUL byte in the line, invalid JSON that jansson
+		 * reading numbers as reals may skip after a number. */
 		overflow = true;
-		req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
-				 JSON_DECODE_INT_AS_REAL, &je);
+		if (!memchr(line, '\0', len))
+			req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES |
+					 JSON_DECODE_INT_AS_REAL, &je);
 	}
 	memset(&st0, 0, sizeof(st0));
 	st1 = st0;
