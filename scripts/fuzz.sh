@@ -34,9 +34,9 @@ recipes=(
   "fuzz_quota    | | "
   "fuzz_vnethdr  | vqtx/sn_vnethdr.c | libdpdk"
   "fuzz_mac      | switch/sn_mac.c | libdpdk"
-  "fuzz_config   | app/sn_config.c control/sn_policy.c @sn_default_config | jansson liburcu-qsbr libdpdk"
-  "fuzz_policy   | app/sn_config.c control/sn_policy.c @sn_default_config | jansson liburcu-qsbr libdpdk"
-  "fuzz_classify | classify/sn_classify.c control/sn_policy.c app/sn_config.c @sn_default_config | libdpdk jansson liburcu-qsbr"
+  "fuzz_config   | app/sn_config.c control/sn_policy.c port/sn_bind.c @sn_default_config | jansson liburcu-qsbr libdpdk"
+  "fuzz_policy   | app/sn_config.c control/sn_policy.c port/sn_bind.c @sn_default_config | jansson liburcu-qsbr libdpdk"
+  "fuzz_classify | classify/sn_classify.c control/sn_policy.c app/sn_config.c port/sn_bind.c @sn_default_config | libdpdk jansson liburcu-qsbr"
   "fuzz_rpc      | control/sn_rpc_dispatch.c control/sn_rpc_params.c @sn_rpc_api_json | jansson"
 )
 
