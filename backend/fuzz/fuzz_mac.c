@@ -365,10 +365,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	entries = sizes[data[0] % 3];
 	aging = (uint64_t)data[1] + 1;
 	memset(&m, 0, sizeof(m));
-	/* One unit per way, and one for the learning thread: a learn takes
-	 * the unit of the way it writes before the entry it replaces gives
-	 * its own back (sn_mac_charge). */
-	q = sn_quota_create(NSLOT, entries + 1);
+	/* The pool the switch makes: one unit per way and one per learning
+	 * thread (sn_mac_quota_units), so the pool itself never refuses. */
+	q = sn_quota_create(NSLOT, sn_mac_quota_units(entries));
 	if (!q)
 		abort();
 	for (unsigned s = 0; s < NSLOT; s++) {

@@ -119,9 +119,22 @@ unsigned sn_mac_age(struct sn_mac *t, unsigned from, uint64_t now);
 void sn_mac_stats(const struct sn_mac *t, struct sn_mac_stats *out);
 
 struct sn_quota;
+/* Threads that may learn at once: every worker (SN_CONFIG_WORKERS_MAX at
+ * most), the VHOST thread and MAIN. A writer takes its new entry's unit
+ * before the entry it replaces gives one back, so each holds one unit
+ * more than the table for a moment. */
+#define SN_MAC_WRITERS_MAX 10u
+/* Units of the quota pool of a table of `entries`: the entries, plus one
+ * per writer, so that a move or the take-over of an expired way in a full
+ * table is never refused for the moment its unit is counted twice. */
+static inline unsigned sn_mac_quota_units(unsigned entries)
+{
+	return entries + SN_MAC_WRITERS_MAX;
+}
 /* MAIN, before the workers start: account entries per port slot in q
- * (owners: port slots, total: the table's entries; the caller keeps it
- * and sets each slot's reserve and cap with sn_quota_set). */
+ * (owners: port slots, total: sn_mac_quota_units() of the table's entries;
+ * the caller keeps it and sets each slot's reserve and cap with
+ * sn_quota_set). */
 void sn_mac_set_quota(struct sn_mac *t, struct sn_quota *q);
 /* MAIN, any time: the move policy (default SN_MAC_MOVE_VM_STICKY). */
 void sn_mac_set_move(struct sn_mac *t, enum sn_mac_move move);

@@ -750,7 +750,7 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 	} else {
 		sw->mt = sn_mac_create(cfg->mac_table_size,
 				       (uint64_t)cfg->mac_aging_s * rte_get_tsc_hz());
-		sw->mq = sn_quota_create(sn_config_port_slots, cfg->mac_table_size);
+		sw->mq = sn_quota_create(sn_config_port_slots, sn_mac_quota_units(cfg->mac_table_size));
 		sw->mt_owner = true;
 		if (sw->mt && sw->mq) {
 			sn_mac_set_quota(sw->mt, sw->mq);

@@ -493,6 +493,38 @@ static void test_quota(void)
 	free(t);
 }
 
+/* In a table whose every way is taken, a move still gets its unit: the
+ * pool counts the moved entry twice for a moment. */
+static void test_quota_full_table(void)
+{
+	struct sn_mac *t = table(16, AGING);   /* 4 buckets */
+	struct sn_quota *q = sn_quota_create(16, sn_mac_quota_units(16));
+	unsigned n = 0;
+
+	CHECK(q != NULL);
+	if (!q)
+		return;
+	sn_mac_set_quota(t, q);
+	/* Fill every way from the uplink (slot 9: no share limit). */
+	for (unsigned m = 0; n < 16 && m < 100000; m++)
+		n += sn_mac_learn(t, key_n(20000 + m), 9, 9, 0, 1) == SN_MAC_WROTE;
+	CHECK(n == 16);
+	CHECK(sn_quota_used(q, 9) == 16);
+	/* Every entry moves to VM port 1, one after another. */
+	unsigned moved = 0;
+	for (unsigned m = 0; m < 100000 && moved < 16; m++) {
+		uint64_t k = key_n(20000 + m);
+
+		if (!on(t, k, 2, 9))
+			continue;
+		moved += sn_mac_learn(t, k, 1, 1, ALLOWED, 2) == SN_MAC_WROTE;
+	}
+	CHECK(moved == 16);
+	CHECK(sn_quota_used(q, 9) == 0 && sn_quota_used(q, 1) == 16);
+	sn_quota_free(q);
+	free(t);
+}
+
 /* One VM port never holds more than SN_MAC_BUCKET_PORT_MAX learned ways of
  * a bucket: an attacker choosing MACs of a victim's bucket leaves it room. */
 static void test_bucket_share(void)
@@ -526,6 +558,7 @@ int main(void)
 	test_move_policy();
 	test_static_install();
 	test_quota();
+	test_quota_full_table();
 	test_bucket_share();
 	return sn_check_exit("test_mac");
 }
