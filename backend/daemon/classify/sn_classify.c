@@ -110,6 +110,12 @@ struct sn_classify {
 	 * 2 s ageing time after 256 class creations, and a new class must not
 	 * take over a gone class's flow states (new_uid()). */
 	uint32_t (*uid_flows)[UID_N];
+	/* Flow-table quota: entries each slot's port holds (the sum of its
+	 * uid_flows), its cap (sn_classify_set_flow_quota, 0 = none) and the
+	 * new flows refused at the cap (counter: worker writes, relaxed). */
+	uint32_t *slot_flows;
+	uint32_t *flows_cap;
+	uint64_t *quota_flows;
 	/* The last apply_port's old class index -> new index
 	 * (SN_CLASSIFY_NONE: gone); moved: not the identity. */
 	bool *moved;
@@ -129,6 +135,13 @@ static inline void ctr_set(uint64_t *c, uint64_t v)
 	__atomic_store_n(c, v, __ATOMIC_RELAXED);
 }
 
+/* Worker: the entries a slot holds (relaxed store: sn_classify_port_flows
+ * reads it from any thread). */
+static inline void slot_flows_add(struct sn_classify *c, uint16_t slot, int d)
+{
+	__atomic_store_n(&c->slot_flows[slot], c->slot_flows[slot] + (uint32_t)d, __ATOMIC_RELAXED);
+}
+
 static void zero_stats(void *st, size_t size)
 {
 	for (size_t i = 0; i < size / sizeof(uint64_t); i++)
@@ -140,6 +153,9 @@ static void slot_tables_free(struct sn_classify *c)
 	rte_free(c->n_cls);
 	rte_free(c->next_uid);
 	rte_free(c->uid_flows);
+	rte_free(c->slot_flows);
+	rte_free(c->flows_cap);
+	rte_free(c->quota_flows);
 	rte_free(c->moved);
 	rte_free(c->created);
 	rte_free(c->renum);
@@ -154,13 +170,17 @@ static int slot_tables(struct sn_classify *c, unsigned n, int socket)
 	SLOT_TABLE(n_cls);
 	SLOT_TABLE(next_uid);
 	SLOT_TABLE(uid_flows);
+	SLOT_TABLE(slot_flows);
+	SLOT_TABLE(flows_cap);
+	SLOT_TABLE(quota_flows);
 	SLOT_TABLE(moved);
 	SLOT_TABLE(created);
 	SLOT_TABLE(renum);
 	SLOT_TABLE(cls);
 #undef SLOT_TABLE
 	c->n_slots = n;
-	return c->n_cls && c->next_uid && c->uid_flows && c->moved && c->created && c->renum &&
+	return c->n_cls && c->next_uid && c->uid_flows && c->slot_flows && c->flows_cap &&
+	       c->quota_flows && c->moved && c->created && c->renum &&
 	       c->cls ? 0 : -ENOMEM;
 }
 
@@ -240,6 +260,7 @@ static void purge_uid(struct sn_classify *c, uint16_t slot, uint8_t uid)
 		SN_VERIFY(pos >= 0);
 		c->flows[pos].used = 0;
 		c->uid_flows[slot][uid]--;
+		slot_flows_add(c, slot, -1);
 	}
 	SN_VERIFY(c->uid_flows[slot][uid] == 0);
 }
@@ -284,6 +305,8 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 	static_assert(SN_POLICY_CLASSES_MAX < SN_CLASSIFY_NONE, "renumbering: NONE is no index");
 	static_assert(SN_POLICY_CLASSES_MAX < UID_N, "a free uid always exists");
 	static_assert(UID_N == 1u << (8 * sizeof(((struct flow_key *)0)->cls)), "uid = key.cls");
+	if (fresh)
+		ctr_set(&c->quota_flows[slot], 0);
 
 	memcpy(old, c->cls[slot], sizeof(old));
 	/* A class is its name (policy.set's identity): old index ->
@@ -490,7 +513,8 @@ static bool match(const struct sn_policy_match *m, const struct flow_key *k)
 	       k->dport >= m->dport_lo && k->dport <= m->dport_hi;
 }
 
-/* The flow state of k in class k->cls (created if new); NULL = table full. */
+/* The flow state of k in class k->cls (created if new); NULL = the port
+ * is at its flow quota (quota_flows) or the table is full. */
 static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
 				 const struct flow_key *key, uint64_t now)
 {
@@ -498,6 +522,12 @@ static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
 	struct flow *f;
 
 	if (pos < 0) {
+		const uint32_t cap = c->flows_cap[key->slot];
+
+		if (cap && c->slot_flows[key->slot] >= cap) {
+			ctr_add(&c->quota_flows[key->slot], 1);
+			return NULL;
+		}
 		pos = rte_hash_add_key(c->h, key);
 		if (pos < 0) {
 			ctr_add(&kc->st.flow_table_full, 1);
@@ -508,6 +538,7 @@ static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
 		f->version = kc->version;
 		f->used = 1;
 		c->uid_flows[key->slot][key->cls]++;
+		slot_flows_add(c, key->slot, 1);
 		ctr_add(&kc->st.flows_created, 1);
 		ctr_add(&kc->st.flows_active, 1);
 	}
@@ -667,6 +698,34 @@ void sn_classify_uplinked(struct sn_classify *c, uint16_t slot, uint8_t cls, uin
 	ctr_add(&kc->st.uplink_bytes, len);
 }
 
+void sn_classify_set_flow_quota(struct sn_classify *c, uint16_t slot, uint32_t cap)
+{
+	c->flows_cap[slot] = cap;
+}
+
+uint32_t sn_classify_port_flows(const struct sn_classify *c, uint16_t slot)
+{
+	return slot < c->n_slots ? __atomic_load_n(&c->slot_flows[slot], __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t sn_classify_quota_flows(const struct sn_classify *c, uint16_t slot)
+{
+	return slot < c->n_slots ? __atomic_load_n(&c->quota_flows[slot], __ATOMIC_RELAXED) : 0;
+}
+
+uint32_t sn_classify_flows_quota_auto(uint32_t max_flows, unsigned n_slots, unsigned burst)
+{
+	const uint64_t pool = max_flows ? max_flows : SN_CLASSIFY_FLOWS_DEF;
+	const uint64_t reserve = 2ull * (burst ? burst : 1);
+	const uint64_t n = n_slots ? n_slots : 1;
+
+	/* Every other slot keeps its reserve however one port sprays;
+	 * with more slots than reserves fit, the fair share. */
+	if (pool >= n * reserve)
+		return (uint32_t)(pool - (n - 1) * reserve);
+	return (uint32_t)(pool / n ? pool / n : 1);
+}
+
 /* Free flow states idle for SN_CLASSIFY_AGE_NS with no pacing debt. */
 static void sweep(struct sn_classify *c, uint64_t now)
 {
@@ -691,6 +750,7 @@ static void sweep(struct sn_classify *c, uint64_t now)
 			continue;
 		f->used = 0;
 		c->uid_flows[k->slot][k->cls]--;
+		slot_flows_add(c, k->slot, -1);
 		for (unsigned j = 0; j < c->n_cls[k->slot]; j++) {
 			struct cls *kc = &c->cls[k->slot][j];
 

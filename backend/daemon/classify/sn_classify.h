@@ -134,6 +134,25 @@ void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, 
  * there, e.g. the port limit). */
 void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mbuf *m,
 		       uint64_t now, struct sn_classify_res *r);
+/* Flow-table quota. A port may hold at most `cap` entries of the
+ * worker's flow table (0 = no cap); a new flow of a port at its cap is
+ * paced by its class's shared state, like one finding the table full, and
+ * counted in the port's quota_flows (not in flow_table_full), so the
+ * table keeps entries for the other ports. Entries are released when the
+ * flow ages out (SN_CLASSIFY_AGE_NS) or its class goes away.
+ * set_flow_quota: WORKER, once per burst of the port before its frames
+ * are classified (the caller loads sn_port.quota.flows relaxed).
+ * port_flows (entries held) / quota_flows (refusals since the port took
+ * the slot): any thread, relaxed reads (the worker is the only writer).
+ * flows_quota_auto: pure; the default cap for a table of max_flows
+ * entries (0: SN_CLASSIFY_FLOWS_DEF) shared by n_slots port slots, each
+ * keeping a reserve of two bursts of new flows: max_flows less the other
+ * slots' reserves, or max_flows / n_slots when the reserves do not fit. */
+void sn_classify_set_flow_quota(struct sn_classify *c, uint16_t slot, uint32_t cap);
+uint32_t sn_classify_port_flows(const struct sn_classify *c, uint16_t slot);
+uint64_t sn_classify_quota_flows(const struct sn_classify *c, uint16_t slot);
+uint32_t sn_classify_flows_quota_auto(uint32_t max_flows, unsigned n_slots, unsigned burst);
+
 /* Any thread (pure): a hash of m's flow: its IPv4 5-tuple, else its
  * Ethernet addresses (fair dropping's flow id). */
 uint32_t sn_classify_flow_hash(const struct rte_mbuf *m);

@@ -59,6 +59,7 @@ const char *const sn_pipeline_drop_names[SN_PL_DROP_MAX] = {
 	[SN_PL_DROP_SRC_STOP] = "src_stopped",
 	[SN_PL_DROP_NO_MBUF] = "no_mbuf",
 	[SN_PL_DROP_FAIR] = "fair",
+	[SN_PL_DROP_QUOTA_WHEEL] = "quota_wheel",
 };
 
 void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *arg)

@@ -87,6 +87,7 @@ enum sn_pipeline_drop {
 	SN_PL_DROP_SRC_STOP,      /* deferred source: its device is stopping */
 	SN_PL_DROP_NO_MBUF,       /* deferred source: no mbuf for the uplink copy */
 	SN_PL_DROP_FAIR,          /* uplink.overload "fair": flow above its fair share */
+	SN_PL_DROP_QUOTA_WHEEL,   /* the source port holds its quota of wheel nodes */
 	SN_PL_DROP_MAX
 };
 
@@ -106,6 +107,10 @@ struct sn_pipeline_port_stats {
 	uint64_t qfq_backlog;                      /* frames in mailbox + scheduler */
 	uint64_t rate_bps;                         /* current limit, 0 = none */
 	uint64_t weight;
+	/* Flow-table entries the port holds and its new flows refused at its
+	 * flow quota, over the workers (sn_classify_port_flows /
+	 * sn_classify_quota_flows; the reader fills them, not the worker). */
+	uint64_t flow_entries, quota_flows;
 	uint64_t drop[SN_PL_DROP_MAX];
 };
 
@@ -200,6 +205,9 @@ void sn_pipeline_flush(struct sn_pipeline *pl);
  * allowed (progress even when one maximal frame spans the horizon: it is
  * then dropped at the horizon). */
 #define SN_PIPELINE_ROOM_FRAME_MIN 1518u
+/* Both room functions also keep the port's frames in this worker's wheel
+ * within its wheel quota (sn_port.quota.wheel, loaded relaxed): a port
+ * at its quota waits in its ring instead of losing frames (quota_wheel). */
 uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
 			      uint16_t max);
 /* Worker: how many frames a deferred queue of a guest that did not opt in
@@ -222,6 +230,15 @@ uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl);
 /* Worker: frames from port `in` held (wheel + mailbox + scheduler). */
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in);
+/* Wheel-node quota. A port may hold at most sn_port.quota.wheel nodes of
+ * each worker's wheel (0 = no cap; submit loads it relaxed once per
+ * burst); a frame of a port at its quota that would enter the wheel is
+ * dropped and counted (quota_wheel), its own, never another port's.
+ * Pure: the default quota for a node pool of pool_nodes shared by
+ * n_slots port slots, each keeping a reserve of two bursts: the pool less
+ * the other slots' reserves, or pool_nodes / n_slots when they do not
+ * fit. */
+uint32_t sn_pipeline_wheel_quota_auto(uint32_t pool_nodes, unsigned n_slots, unsigned burst);
 /* Worker, while a queue of port `in` has a stop pending (sn_vqtx.h): drop
  * every frame of its stopping queues from the wheel now and ask the
  * arbiter half to drop them from its mailboxes and scheduler classes

@@ -66,6 +66,8 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 			else
 				dst[i] += v;
 		}
+		out->flow_entries += sn_classify_port_flows(pl->sh->wk[k]->cls, p->slot);
+		out->quota_flows += sn_classify_quota_flows(pl->sh->wk[k]->cls, p->slot);
 	}
 	return found ? 0 : -ENOENT;
 }

@@ -479,8 +479,14 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	uint16_t i = 0;
 	const struct sn_port *d0 = NULL;   /* same: every frame of due[] goes to d0 */
 	bool same = true;
+	/* Quotas: one relaxed load per burst (sn_port_quota); 0 = no cap. */
+	const uint32_t wq = __atomic_load_n(&in->quota.wheel, __ATOMIC_RELAXED);
+	const uint64_t wcap = wq ? wq : UINT64_MAX;
 
 	seq_counting(pl);
+	if (has_cls)
+		sn_classify_set_flow_quota(pl->cls, in->slot,
+					   __atomic_load_n(&in->quota.flows, __ATOMIC_RELAXED));
 	if (!has_cls && wd == 0) {
 		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
 
@@ -532,6 +538,13 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 				fresh = true;
 			}
 			if (wd != 0 || ts > tnow) {
+				/* At its wheel quota: the frame is dropped
+				 * before its stamps are committed (a drop
+				 * keeps no budget), counted on its port. */
+				if (unlikely(wd >= wcap)) {
+					drop(pl, m, SN_PL_DROP_QUOTA_WHEEL);
+					continue;
+				}
 				wd += wheel_insert(pl, m, &cr, nx, ts, now);
 				continue;
 			}
@@ -714,15 +727,43 @@ static uint16_t room_within(const struct sn_pipeline *pl, const struct wslot *ps
 	return (uint16_t)RTE_MIN(k, (uint64_t)max);
 }
 
+/* Frames port slot ps may still put into this worker's wheel within the
+ * port's wheel quota (max: no quota). */
+static uint16_t wheel_room(const struct wslot *ps, const struct sn_port *in, uint16_t max)
+{
+	const uint32_t q = __atomic_load_n(&in->quota.wheel, __ATOMIC_RELAXED);
+	const uint64_t d = ps->st.wheel_depth;
+
+	if (!q)
+		return max;
+	return d < q ? (uint16_t)RTE_MIN((uint64_t)q - d, (uint64_t)max) : 0;
+}
+
 /* See sn_pipeline.h. */
 uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
 			      uint16_t max)
 {
 	const struct wslot *ps = &pl->ps[in->slot];
+	uint16_t k;
 
-	if (ps->gen != in->gen || !ps->shaped || !ps->has_rate)
+	if (ps->gen != in->gen || !ps->shaped)
 		return max;
-	return room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), max);
+	k = wheel_room(ps, in, max);
+	if (!ps->has_rate)
+		return k;
+	return room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), k);
+}
+
+/* See sn_pipeline.h. */
+uint32_t sn_pipeline_wheel_quota_auto(uint32_t pool_nodes, unsigned n_slots, unsigned burst)
+{
+	const uint64_t reserve = 2ull * (burst ? burst : 1), n = n_slots ? n_slots : 1;
+
+	if (!pool_nodes)
+		return 1;
+	if (pool_nodes >= n * reserve)
+		return (uint32_t)(pool_nodes - (n - 1) * reserve);
+	return pool_nodes / n ? (uint32_t)(pool_nodes / n) : 1;
 }
 
 /* See sn_pipeline.h. */
@@ -745,7 +786,7 @@ uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn
 		k = RTE_MAX(k, ahead);
 		k = RTE_MIN(k, room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), max));
 	}
-	return k;
+	return RTE_MIN(k, wheel_room(ps, in, max));
 }
 
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)
