@@ -32,6 +32,7 @@
 #include <rte_mempool.h>
 #include <rte_version.h>
 
+#include "sn_classify.h"
 #include "sn_config.h"
 #include "sn_cpufair.h"
 #include "sn_ctl.h"
@@ -458,6 +459,14 @@ static int run(struct sn_config *cfg)
 		sn_log("port registry: %s", strerror(errno));
 		goto out_mp;
 	}
+	/* Default budgets on the shared pools this process sizes: every
+	 * port slot keeps a reserve of two bursts (sn_port_quota). */
+	sn_ports_set_quota_default(reg, &(struct sn_port_quota){
+		.backlog = sn_switch_backlog_quota_auto(sn_config_port_slots, cfg->datapath.burst),
+		.wheel = sn_pipeline_wheel_quota_auto(mp->size, sn_config_port_slots,
+						      cfg->datapath.burst),
+		.flows = sn_classify_flows_quota_auto(cfg->datapath.max_flows, sn_config_port_slots,
+						      cfg->datapath.burst) });
 	if (sn_ports_set_workers(reg, nw)) {
 		sn_log("port registry: %u workers refused", nw);
 		goto out_ports;

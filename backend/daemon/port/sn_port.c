@@ -56,6 +56,7 @@ const char *const sn_drop_names[SN_DROP_MAX] = {
 	[SN_DROP_SPOOFED] = "spoofed",
 	[SN_DROP_SPOOFED_ARP] = "spoofed_arp",
 	[SN_DROP_SPOOFED_ND] = "spoofed_nd",
+	[SN_DROP_QUOTA_BACKLOG] = "quota_backlog",
 };
 
 /* Worker-written counters start their own cache line (no false sharing with
@@ -219,7 +220,13 @@ static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_
 	p->uplink_vid = -1;
 	p->nq = 1;
 	p->gen = reg->next_gen++;
+	p->quota = reg->quota_def;
 	return p;
+}
+
+void sn_ports_set_quota_default(struct sn_ports *reg, const struct sn_port_quota *q)
+{
+	reg->quota_def = *q;
 }
 
 static void port_free(struct sn_port *p)

@@ -129,6 +129,8 @@ enum sn_drop {
 	SN_DROP_SPOOFED_ARP,  /* ingress: ARP with a foreign sender address */
 	SN_DROP_SPOOFED_ND,   /* ingress: neighbour discovery with a foreign
 	                       * address or link-layer option */
+	SN_DROP_QUOTA_BACKLOG, /* ingress: deferred frame whose destination was
+	                       * full, its port holding its backlog quota */
 	SN_DROP_MAX
 };
 
@@ -255,6 +257,9 @@ struct sn_ports;
 /* Main thread. One registry per process (the vhost callbacks carry only a
  * vid, so they reach it through a process-wide pointer). NULL + errno. */
 struct sn_ports *sn_ports_create(void);
+/* MAIN, before any port is added: the budgets every new port starts with
+ * (sn_port_quota; all 0 until set: no cap). */
+void sn_ports_set_quota_default(struct sn_ports *reg, const struct sn_port_quota *q);
 /* Main thread: delete every port (uplink included), free the registry. */
 void sn_ports_destroy(struct sn_ports *reg);
 

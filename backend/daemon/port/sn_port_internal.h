@@ -55,6 +55,7 @@ struct sn_ports {
 	struct { int vid; struct sn_port *p; } *hook; /* [sn_config_port_slots] */
 	struct sn_port_table *table;            /* RCU-published snapshot */
 	uint32_t next_gen;
+	struct sn_port_quota quota_def;         /* a new port's budgets (main) */
 	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */
 	/* sn_ports_set_announce() (under hook_lock; called under it too). */
 	sn_port_announce_fn announce;

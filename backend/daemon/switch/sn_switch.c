@@ -119,198 +119,6 @@ static int pipeline_gso(void *arg, const struct sn_port *p, struct rte_mbuf *m)
 }
 
 
-/* ---- Backlogs (deferred frames waiting for a vhost destination). ---- */
-
-static_assert(SN_PORT_SLOTS_MAX <= 64 * 64, "bl_any: one bit per bl_busy word");
-
-static void bl_push(struct sn_switch *sw, struct sn_switch_backlog *b, const struct sn_port *dst,
-		    struct rte_mbuf *m, uint64_t deadline)
-{
-	sw->bl_busy[dst->slot / 64] |= 1ULL << (dst->slot % 64);
-	sw->bl_any |= 1ULL << (dst->slot / 64);
-	if (b->n == 0) {
-		b->gen = dst->gen;
-		b->head = 0;
-		b->next_check = UINT64_MAX;
-	}
-	rte_pktmbuf_refcnt_update(m, 1);   /* every segment, see stage_add() */
-	b->m[(b->head + b->n++) & (BACKLOG_MAX - 1)] = m;
-	if (deadline < b->next_check)
-		b->next_check = deadline;
-}
-
-/* Hand what the destination takes to its RX ring, oldest first. */
-static void bl_drain(struct sn_switch_backlog *b, struct sn_port *p)
-{
-	while (b->n) {
-		uint16_t cnt = (uint16_t)SN_MIN_U(SN_MIN_U(b->n, BACKLOG_MAX - b->head),
-						  SN_CONFIG_BURST_MAX);
-		struct rte_mbuf **a = &b->m[b->head];
-		uint64_t bytes = 0;
-		uint16_t k = sn_port_vhost_enqueue_bytes(p, a, cnt, &bytes);  /* MQ: reorders a */
-
-		sn_port_ctr_add(&p->st.tx_packets, k);
-		sn_port_ctr_add(&p->st.tx_bytes, bytes);
-		rte_pktmbuf_free_bulk(a, k);
-		b->head = (b->head + k) & (BACKLOG_MAX - 1);
-		b->n -= k;
-		if (k < cnt)
-			break;
-	}
-}
-
-/* Drop the frames for which drop(m) holds (freeing completes them); the
- * rest keeps its order. Returns how many were dropped. */
-static unsigned bl_filter(struct sn_switch_backlog *b, bool (*drop)(struct rte_mbuf *, void *), void *arg)
-{
-	uint32_t keep = 0, n = b->n, dropped = 0;
-	uint64_t next = UINT64_MAX;
-
-	for (uint32_t i = 0; i < n; i++) {
-		struct rte_mbuf *m = b->m[(b->head + i) & (BACKLOG_MAX - 1)];
-		uint64_t pop;
-
-		if (drop(m, arg)) {
-			rte_pktmbuf_free(m);
-			dropped++;
-			continue;
-		}
-		if (sn_vqtx_of(m, &pop)) {
-			uint64_t d = sn_vqtx_deadline(sn_vqtx_of(m, &pop), pop);
-
-			next = d < next ? d : next;
-		}
-		b->m[(b->head + keep++) & (BACKLOG_MAX - 1)] = m;
-	}
-	b->n = keep;
-	b->next_check = next;
-	return dropped;
-}
-
-static bool drop_all(struct rte_mbuf *m, void *arg)
-{
-	(void)m, (void)arg;
-	return true;
-}
-
-/* The destination port was deleted: no port counter is left to count the
- * frame on, so it is counted on its source queue (every backlogged frame is
- * a deferred one: sn_vqtx_of is never NULL here, see flush()). */
-static bool drop_dest_deleted(struct rte_mbuf *m, void *arg)
-{
-	uint64_t pop;
-	struct sn_vqtx *q = sn_vqtx_of(m, &pop);
-
-	(void)arg;
-	if (q)
-		sn_vqtx_count_dest_deleted(q);
-	return true;
-}
-
-static bool drop_expired(struct rte_mbuf *m, void *arg)
-{
-	uint64_t pop, now = *(const uint64_t *)arg;
-	struct sn_vqtx *q = sn_vqtx_of(m, &pop);
-
-	if (!q || sn_vqtx_deadline(q, pop) > now)
-		return false;
-	sn_vqtx_count_timeout(q);
-	return true;
-}
-
-/* The stock-guest fallback (sn_vqtx_copy_out): a frame of a guest that
- * did not opt in, past its hold limit, is copied in its place and goes on
- * waiting (its descriptor is completed); without an mbuf for the copy it
- * is dropped (counted as copy_no_mbuf). Before drop_expired, which then
- * finds only opted-in frames past their limit. */
-static void bl_copy_expired(struct sn_switch_backlog *b, uint64_t now)
-{
-	uint32_t keep = 0, n = b->n;
-
-	for (uint32_t i = 0; i < n; i++) {
-		struct rte_mbuf *m = b->m[(b->head + i) & (BACKLOG_MAX - 1)];
-		uint64_t pop;
-		struct sn_vqtx *q = sn_vqtx_of(m, &pop);
-
-		if (q && sn_vqtx_is_stock(m) && sn_vqtx_deadline(q, pop) <= now) {
-			m = sn_vqtx_copy_out(m);
-			if (!m)
-				continue;
-		}
-		b->m[(b->head + keep++) & (BACKLOG_MAX - 1)] = m;
-	}
-	b->n = keep;
-}
-
-static bool drop_of_queue(struct rte_mbuf *m, void *arg)
-{
-	uint64_t pop;
-
-	if (sn_vqtx_of(m, &pop) != arg)
-		return false;
-	sn_vqtx_count_forced(arg);
-	sn_vqtx_count_purged(arg, SN_VQTX_PURGED_BACKLOG);
-	return true;
-}
-
-/* bl_service() for the backlogs of bl_busy[w]. */
-static void bl_service_word(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now,
-			    unsigned w)
-{
-	for (uint64_t busy = sw->bl_busy[w]; busy; busy &= busy - 1) {
-		unsigned i = w * 64 + (unsigned)__builtin_ctzll(busy);
-		struct sn_switch_backlog *b = &sw->bl[i];
-		struct sn_port *p;
-
-		if (!b->n) {
-			sw->bl_busy[w] &= ~(1ULL << (i % 64));
-			continue;
-		}
-		p = t->by_slot[i];
-		if (!p || p->gen != b->gen) {
-			bl_filter(b, drop_dest_deleted, NULL);  /* port deleted */
-			continue;
-		}
-		if (!sn_port_is_up(p)) {
-			sn_port_ctr_add(&p->st.drop[SN_DROP_PORT_DOWN], bl_filter(b, drop_all, NULL));
-			continue;
-		}
-		bl_drain(b, p);
-		if (b->n && now >= b->next_check) {
-			bl_copy_expired(b, now);
-			bl_filter(b, drop_expired, &now);
-		}
-	}
-}
-
-/* Every iteration: deliver, expire, or drop backlogs of vanished or down
- * destinations. */
-static void bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now)
-{
-	for (uint64_t words = sw->bl_any; words; words &= words - 1) {
-		unsigned w = (unsigned)__builtin_ctzll(words);
-
-		bl_service_word(sw, t, now, w);
-		if (!sw->bl_busy[w])
-			sw->bl_any &= ~(1ULL << w);
-	}
-}
-
-/* A deferred port is stopping: none of its frames may stay with us. */
-static void bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q)
-{
-	for (uint64_t words = sw->bl_any; words; words &= words - 1) {
-		unsigned w = (unsigned)__builtin_ctzll(words);
-
-		for (uint64_t busy = sw->bl_busy[w]; busy; busy &= busy - 1) {
-			unsigned i = w * 64 + (unsigned)__builtin_ctzll(busy);
-
-			if (sw->bl[i].n)
-				bl_filter(&sw->bl[i], drop_of_queue, q);
-		}
-	}
-}
-
 /* Every iteration, after switching: deferred ports publish completions, or
  * hand their ring back when a stop is pending. The stop never waits on the
  * link: a stopping queue's frames are purged from the backlogs here and
@@ -327,7 +135,7 @@ static void vq_service_one(struct sn_switch *sw, const struct sn_switch_pollq *e
 		return;
 	sn_vqtx_keep_bound_add(q);
 	if (sn_vqtx_stop_pending(q)) {
-		bl_purge_queue(sw, q);
+		sn_switch_bl_purge_queue(sw, q);
 		/* Acknowledged once none of the queue's own frames is out, or
 		 * the port holds nothing in the pipeline: a stock guest's
 		 * copies there reference no descriptor and leave at their own
@@ -362,8 +170,17 @@ static void vq_service(struct sn_switch *sw, uint64_t now, bool all)
 	sn_vqtx_keep_bound_end(sw->wk);
 }
 
-static void flush(struct sn_switch *sw)
+/* in: the port whose burst was staged; its deferred frames a full
+ * destination cannot take wait in the destination's backlog while in
+ * holds fewer than its backlog quota of entries on this worker (loaded
+ * once per burst), else they are dropped and counted on in
+ * (quota_backlog): one source cannot take the backlog others need. */
+static void flush(struct sn_switch *sw, struct sn_port *in)
 {
+	const uint32_t bq = __atomic_load_n(&in->quota.backlog, __ATOMIC_RELAXED);
+	const uint32_t bcap = bq ? bq : UINT32_MAX;
+	uint64_t over = 0;
+
 	for (unsigned i = 0; i < sw->n_touched; i++) {
 		struct sn_switch_stage *s = &sw->stage[sw->touched[i]];
 		struct sn_port *p = s->port;
@@ -378,7 +195,7 @@ static void flush(struct sn_switch *sw)
 		}
 		b = &sw->bl[p->slot];
 		if (b->n)
-			bl_drain(b, p);
+			sn_switch_bl_drain(sw, b, p);
 		/* MQ: reorders s->pkts, taken ones first. */
 		k = b->n ? 0 : sn_port_vhost_enqueue_bytes(p, s->pkts, s->n, &bytes);
 		/* Deferred frames the destination cannot take now wait; the
@@ -390,10 +207,15 @@ static void flush(struct sn_switch *sw)
 			uint64_t pop;
 
 			q = sn_vqtx_of(m, &pop);
-			if (q && b->n < BACKLOG_MAX) {
-				bl_push(sw, b, p, m, sn_vqtx_deadline(q, pop));
-				s->pkts[j] = NULL;
+			if (!q || b->n >= BACKLOG_MAX)
+				continue;
+			if (sw->bl_src[in->slot] >= bcap) {
+				over++;
+				s->pkts[j] = NULL;   /* freed (completed) with the burst */
+				continue;
 			}
+			sn_switch_bl_push(sw, b, p, m, in->slot, sn_vqtx_deadline(q, pop));
+			s->pkts[j] = NULL;
 		}
 		sn_port_ctr_add(&p->st.tx_packets, k);
 		sn_port_ctr_add(&p->st.tx_bytes, bytes);
@@ -405,6 +227,8 @@ static void flush(struct sn_switch *sw)
 		s->n = 0;
 	}
 	sw->n_touched = 0;
+	if (over)
+		sn_port_ctr_add(&in->st.drop[SN_DROP_QUOTA_BACKLOG], over);
 }
 
 /* Free the frames of a burst that came in by copy (an immediate
@@ -575,7 +399,7 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 	sn_port_ctr_add(&in->st.rx_bytes, bytes);
 	if (ns)
 		sn_pipeline_submit_burst(sw->pl, in, spkts, sdst, ns);
-	flush(sw);
+	flush(sw, in);
 	/* Deferred frames delivered by copy are completed and their mbufs
 	 * recycled without a detach (sn_vqtx.h); frames of a port without
 	 * deferred queues are plain copies. */
@@ -635,7 +459,7 @@ static void worker_drain(struct sn_switch *sw)
 
 	for (unsigned i = 0; i < sn_config_port_slots; i++)
 		if (sw->bl[i].n)
-			bl_filter(&sw->bl[i], drop_all, NULL);
+			sn_switch_bl_drop_all(sw, &sw->bl[i]);
 	if (sw->pl)
 		sn_pipeline_drain(sw->pl);
 	sn_switch_poll_sync(sw, t);
@@ -672,7 +496,7 @@ int sn_switch_worker(void *arg)
 		}
 		if (sw->pl)
 			sn_pipeline_flush(sw->pl);    /* before t goes stale */
-		bl_service(sw, t, now);
+		sn_switch_bl_service(sw, t, now);
 		/* every queue while a stop is open: a quiet one's stop never
 		 * waits for the sweep */
 		vq_service(sw, now, sn_vqtx_worker_stops_open(sw->wk));
@@ -714,16 +538,18 @@ static int port_tables(struct sn_switch *sw)
 	const unsigned n = sn_config_port_slots;
 
 	sw->bl = rte_zmalloc("sn_backlog", sizeof(*sw->bl) * n, RTE_CACHE_LINE_SIZE);
+	sw->bl_src = rte_zmalloc("sn_bl_src", sizeof(*sw->bl_src) * n, RTE_CACHE_LINE_SIZE);
 	sw->stage = rte_zmalloc("sn_stage", sizeof(*sw->stage) * n, RTE_CACHE_LINE_SIZE);
 	sw->touched = rte_zmalloc("sn_touched", sizeof(*sw->touched) * n, RTE_CACHE_LINE_SIZE);
 	sw->bl_busy = rte_zmalloc("sn_bl_busy", sizeof(*sw->bl_busy) * ((n + 63) / 64),
 				  RTE_CACHE_LINE_SIZE);
-	return sw->bl && sw->stage && sw->touched && sw->bl_busy ? 0 : -ENOMEM;
+	return sw->bl && sw->bl_src && sw->stage && sw->touched && sw->bl_busy ? 0 : -ENOMEM;
 }
 
 static void port_tables_free(struct sn_switch *sw)
 {
 	rte_free(sw->bl);
+	rte_free(sw->bl_src);
 	rte_free(sw->stage);
 	rte_free(sw->touched);
 	rte_free(sw->bl_busy);

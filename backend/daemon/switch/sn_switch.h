@@ -78,6 +78,18 @@ void sn_switch_port_deleted(struct sn_switch *sw, uint16_t slot);
 /* Any thread: MAC entries port slot holds now. */
 uint32_t sn_switch_mac_used(const struct sn_switch *sw, uint16_t slot);
 
+/* Backlog quota. A deferred port's frames that a full vhost destination
+ * cannot take wait in that destination's backlog (SN_SWITCH_BACKLOG_MAX
+ * frames) on the worker; the port may hold at most sn_port.quota.backlog
+ * entries over all backlogs of a worker (0 = no cap; loaded once per
+ * burst). Beyond, its frame is dropped, completed and counted on the
+ * port (quota_backlog), never another port's. Pure: the default quota
+ * for n_slots port slots and the datapath burst: a backlog less a reserve
+ * of two bursts, so that one source never fills a destination's backlog
+ * alone (several sources at their quotas share it first come first
+ * served); the whole backlog with at most two slots. */
+uint32_t sn_switch_backlog_quota_auto(unsigned n_slots, unsigned burst);
+
 /* Any thread: the counters of the MAC table sw uses (sn_mac_stats()). */
 void sn_switch_mac_stats(const struct sn_switch *sw, struct sn_mac_stats *out);
 

@@ -52,12 +52,14 @@ struct sn_switch_pollset {
 	struct sn_port **eth;
 };
 
-/* Frames from deferred ports waiting for one vhost destination. */
+/* Frames from deferred ports waiting for one vhost destination; src[i]
+ * is the source port slot of m[i] (its entry in sn_switch.bl_src). */
 struct sn_switch_backlog {
 	uint32_t gen;          /* destination port generation */
 	uint32_t head, n;      /* ring of SN_SWITCH_BACKLOG_MAX */
 	uint64_t next_check;   /* earliest hold deadline inside (TSC) */
 	struct rte_mbuf *m[SN_SWITCH_BACKLOG_MAX];
+	uint16_t src[SN_SWITCH_BACKLOG_MAX];
 };
 
 /* The frames of one burst for one destination port. */
@@ -98,6 +100,10 @@ struct sn_switch {
 	uint16_t *touched;           /* slots staged in this burst, [n_touched] */
 	struct sn_switch_stage *stage;
 	struct sn_switch_backlog *bl;
+	/* Backlog entries each source slot holds over all destinations of
+	 * this worker (at most its sn_port.quota.backlog, loaded once per
+	 * burst in flush()). */
+	uint32_t *bl_src;
 	/* Bitmap of backlogs that may be non-empty: bit i of bl_busy[i / 64]
 	 * for bl[i]; bit w of bl_any: bl_busy[w] != 0. An iteration with no
 	 * backlog reads bl_any only. */
@@ -116,6 +122,22 @@ void sn_switch_flush_eth(struct sn_switch *sw, struct sn_port *p, struct sn_swit
  * 0 = not all sent (ring full), -1 = cannot segment. m stays the
  * caller's. */
 int sn_switch_gso_tx(struct sn_switch *sw, const struct sn_port *p, struct rte_mbuf *m);
+
+/* sn_switch_bl.c, worker only. push: queue m (source slot src, hold
+ * deadline) on backlog b of vhost destination dst (b->n below
+ * SN_SWITCH_BACKLOG_MAX; the caller checked src's quota), taking a
+ * reference. drain: hand what p takes to its RX ring, oldest first.
+ * service: every iteration, deliver, expire, or drop the backlogs of
+ * vanished or down destinations. purge_queue: a deferred queue is
+ * stopping: drop its frames from every backlog. drop_all: drop every
+ * frame of b (the worker is leaving). */
+void sn_switch_bl_push(struct sn_switch *sw, struct sn_switch_backlog *b, const struct sn_port *dst,
+		       struct rte_mbuf *m, uint16_t src, uint64_t deadline);
+void sn_switch_bl_drain(struct sn_switch *sw, struct sn_switch_backlog *b, struct sn_port *p);
+void sn_switch_bl_service(struct sn_switch *sw, const struct sn_port_table *t, uint64_t now);
+struct sn_vqtx;
+void sn_switch_bl_purge_queue(struct sn_switch *sw, struct sn_vqtx *q);
+void sn_switch_bl_drop_all(struct sn_switch *sw, struct sn_switch_backlog *b);
 
 /* sn_switch.c: switch a burst that came in on port in (CPU fair
  * dropping first when configured); t0 = the worker CPU clock at its
