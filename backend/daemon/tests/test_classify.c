@@ -19,6 +19,7 @@
  * any check failed.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,8 +376,8 @@ static void policy(struct sn_policy_port *pp)
 	pp->classes[2].m.proto = UDP;
 }
 
-static void classify(struct sn_classify *c, const struct row *r, struct sn_classify_res *res,
-		     unsigned *len)
+static void classify_at(struct sn_classify *c, uint16_t slot, const struct row *r,
+			struct sn_classify_res *res, unsigned *len)
 {
 	uint8_t data[256];
 	struct pkt p;
@@ -384,11 +385,17 @@ static void classify(struct sn_classify *c, const struct row *r, struct sn_class
 	*len = build(&r->f, data, sizeof(data));
 	wrap(&p, data, *len, r->split);
 	memset(res, 0, sizeof(*res));
-	sn_classify_frame(c, SLOT, &p.m[0], NOW, res);
+	sn_classify_frame(c, slot, &p.m[0], NOW, res);
 	if (sn_classify_flow_hash(&p.m[0]) != want_hash(r)) {
 		fprintf(stderr, "%s: flow hash\n", r->what);
 		CHECK(!"the 5-tuple as expected");
 	}
+}
+
+static void classify(struct sn_classify *c, const struct row *r, struct sn_classify_res *res,
+		     unsigned *len)
+{
+	classify_at(c, SLOT, r, res, len);
 }
 
 static void test_table(void)
@@ -495,6 +502,83 @@ static void test_table_full(void)
 	sn_classify_free(c);
 }
 
+/* A TCP flow to :80 (class "web", paced per flow) from source port sport. */
+static struct sn_tstamp *web_flow(struct sn_classify *c, uint16_t slot, uint16_t sport)
+{
+	struct row r = { "flow", { .proto = TCP, .src = IP(192, 0, 2, 1), .dst = B,
+				   .sport = sport, .dport = 80 }, 0, 0, 1, sport, 80 };
+	struct sn_classify_res res;
+	unsigned len;
+
+	classify_at(c, slot, &r, &res, &len);
+	CHECK(res.cls == 0 && res.n == 1);
+	return res.n ? res.pol[0] : NULL;
+}
+
+/* Slot SLOT sprays 10 flows with a flow quota of 4, in a table of 64:
+ * its first 4 flows get states, the other 6 share the class's state and
+ * count quota_flows (not flow_table_full), while slot SLOT + 1 still gets
+ * a state for each of its flows. Ageing gives the entries back. */
+static void test_flow_quota(void)
+{
+	struct sn_classify *c = sn_classify_create(0, 64, 64, 0);
+	const uint16_t s2 = SLOT + 1;
+	struct sn_policy_port pp;
+	struct sn_tstamp *ts[10], *t2[3];
+	struct sn_classify_class_stats st;
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	policy(&pp);
+	sn_classify_apply_port(c, SLOT, &pp, true, NOW);
+	sn_classify_apply_port(c, s2, &pp, true, NOW);
+	sn_classify_set_flow_quota(c, SLOT, 4);
+	sn_classify_set_flow_quota(c, s2, 4);
+	for (unsigned i = 0; i < 10; i++)
+		ts[i] = web_flow(c, SLOT, (uint16_t)(2000 + i));
+	for (unsigned i = 0; i < 3; i++)
+		t2[i] = web_flow(c, s2, (uint16_t)(2000 + i));
+	for (unsigned i = 0; i < 4; i++)
+		for (unsigned j = i + 1; j < 10; j++)
+			CHECK(ts[i] != ts[j]);
+	for (unsigned i = 5; i < 10; i++)
+		CHECK(ts[i] == ts[4]);
+	CHECK(t2[0] != t2[1] && t2[1] != t2[2] && t2[0] != t2[2] && t2[0] != ts[4]);
+	printf("flow quota 4: slot %u holds %u entries, %" PRIu64 " refused; slot %u holds %u, "
+	       "%" PRIu64 " refused\n", SLOT, sn_classify_port_flows(c, SLOT),
+	       sn_classify_quota_flows(c, SLOT), s2, sn_classify_port_flows(c, s2),
+	       sn_classify_quota_flows(c, s2));
+	CHECK(sn_classify_port_flows(c, SLOT) == 4 && sn_classify_quota_flows(c, SLOT) == 6);
+	CHECK(sn_classify_port_flows(c, s2) == 3 && sn_classify_quota_flows(c, s2) == 0);
+	CHECK(sn_classify_class_stats(c, SLOT, 0, &st) == 0);
+	CHECK(st.flows_created == 4 && st.flow_table_full == 0 && st.flows_active == 4);
+	CHECK(sn_classify_class_stats(c, s2, 0, &st) == 0);
+	CHECK(st.flows_created == 3 && st.flow_table_full == 0);
+	/* A known flow at the quota keeps its state. */
+	CHECK(web_flow(c, SLOT, 2000) == ts[0]);
+	/* Aged out: the entries leave the count, a new flow gets one. */
+	CHECK(sn_classify_tick(c, NOW + SN_CLASSIFY_AGE_NS + 1, 0) == 0);
+	CHECK(sn_classify_port_flows(c, SLOT) == 0 && sn_classify_port_flows(c, s2) == 0);
+	CHECK(web_flow(c, SLOT, 3000) != ts[4]);
+	CHECK(sn_classify_port_flows(c, SLOT) == 1 && sn_classify_quota_flows(c, SLOT) == 6);
+	/* A new port on the slot starts with no refusals counted. */
+	sn_classify_apply_port(c, SLOT, &pp, true, NOW);
+	CHECK(sn_classify_quota_flows(c, SLOT) == 0);
+	sn_classify_free(c);
+}
+
+/* The default cap: the table less every other slot's reserve of two
+ * bursts, or the fair share when the reserves do not fit. */
+static void test_flow_quota_auto(void)
+{
+	CHECK(sn_classify_flows_quota_auto(16384, 65, 32) == 16384 - 64 * 64);
+	CHECK(sn_classify_flows_quota_auto(0, 65, 32) == SN_CLASSIFY_FLOWS_DEF - 64 * 64);
+	CHECK(sn_classify_flows_quota_auto(16384, 1, 32) == 16384);
+	CHECK(sn_classify_flows_quota_auto(16384, 513, 32) == 16384 / 513);
+	CHECK(sn_classify_flows_quota_auto(8, 4096, 32) == 1);
+}
+
 /* A port without classes classifies nothing; its frames cross no policy. */
 static void test_no_classes(void)
 {
@@ -515,6 +599,8 @@ int main(void)
 {
 	test_table();
 	test_table_full();
+	test_flow_quota();
+	test_flow_quota_auto();
 	test_no_classes();
 	return sn_check_exit("test_classify");
 }

@@ -15,7 +15,9 @@
  *  - live apply: a rate change published while frames are queued
  *    restamps them from the apply on at the new rate, faster and slower;
  *  - drain: every held frame is freed ("src_stopped"), the mbuf pool is
- *    full again, and so after every case.
+ *    full again, and so after every case;
+ *  - wheel quota: a port at its quota of wheel nodes loses its own frames
+ *    ("quota_wheel") and gets no room to submit more.
  * The pipeline needs DPDK memory (rte_zmalloc, mbufs), so the test starts
  * the EAL (no hugepages, no PCI, its own file prefix). It runs the 1-core
  * layout with a port table built by hand (no registry, no vhost device):
@@ -428,6 +430,47 @@ static void drain(void)
 	fix_close(&f);
 }
 
+/* ---- wheel quota ---------------------------------------------------------- */
+
+/* vm0 with a wheel quota of 6 nodes submits 10 frames that all fit the
+ * horizon: 6 are queued, 4 dropped as quota_wheel (no horizon drop), and
+ * the room a backpressured guest gets falls from 6 to 0; the queued ones
+ * leave at the rate. */
+static void wheel_quota(void)
+{
+	const uint64_t rate = 4000000;   /* 2 ms a 1000-byte frame */
+	const uint32_t len = 1000;
+	const unsigned n = 10, q = 6;
+	const uint64_t p = frame_ns(rate, len);
+	struct sn_pipeline_port_stats s;
+	uint16_t room0, room1;
+	struct fix f;
+	uint64_t t0;
+
+	if (fix_open(&f, rate))
+		return;
+	ports[0].quota.wheel = q;
+	room0 = sn_pipeline_src_room(f.pl, &ports[0], 32);
+	t0 = submit(&f, n, len, NULL);
+	room1 = sn_pipeline_src_room(f.pl, &ports[0], 32);
+	s = stats0(&f);
+	printf("wheel quota %u: %u offered, %" PRIu64 " queued, %" PRIu64 " quota_wheel, %" PRIu64
+	       " horizon; room %u -> %u\n", q, n, s.wheel_depth, s.drop[SN_PL_DROP_QUOTA_WHEEL],
+	       s.drop[SN_PL_DROP_HORIZON], room0, room1);
+	CHECK(s.offered_packets == n && s.wheel_depth == q && sn_pipeline_held(f.pl) == q);
+	CHECK(s.drop[SN_PL_DROP_QUOTA_WHEEL] == n - q && s.drop[SN_PL_DROP_HORIZON] == 0);
+	CHECK(room0 == q && room1 == 0);
+	CHECK(rte_mempool_avail_count(mp) == avail0 - q);
+	follow(&f, chain_start(&f, t0, p), p, q, 0, len, 2 * MS, "wheel quota");
+	s = stats0(&f);
+	CHECK(s.drop[SN_PL_DROP_DST_GONE] == q && s.wheel_depth == 0);
+	CHECK(sn_pipeline_src_room(f.pl, &ports[0], 32) > 0);
+	fix_close(&f);
+	CHECK(sn_pipeline_wheel_quota_auto(16383, 65, 32) == 16383 - 64 * 64);
+	CHECK(sn_pipeline_wheel_quota_auto(16383, 513, 32) == 16383 / 513);
+	CHECK(sn_pipeline_wheel_quota_auto(16383, 1, 32) == 16383);
+}
+
 /* ---- EAL ------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -477,6 +520,7 @@ int main(void)
 		for (size_t i = 0; i < RTE_DIM(live_cases); i++)
 			live_apply(&live_cases[i]);
 		drain();
+		wheel_quota();
 		rte_mempool_free(mp);
 	}
 	rte_eal_cleanup();
