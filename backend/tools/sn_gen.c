@@ -68,8 +68,10 @@ static void usage(FILE *out)
 "                         drained; fewer if the switch port does not offer MQ\n"
 "                         (reported as ports[].queues)\n"
 "  --flow SPEC            src=I,dst=J|MAC[,count=N][,smac=MAC][,phase=K][,size=B]\n"
-"                         [,udp=SRCIP:SPORT-DSTIP:DPORT][,lat=1] (lat=1: one-\n"
+"                         [,udp=SRCIP:SPORT-DSTIP:DPORT][,sports=N][,lat=1] (lat=1: one-\n"
 "                         way latency per frame, driver TX -> sink RX, TSC)\n"
+"                         (sports=N: frame k of a udp= flow has source port\n"
+"                         SPORT + k mod N: N 5-tuples, a flow-table spray)\n"
 "                         (udp=: IPv4/UDP frames of\n"
 "                         that 5-tuple, count mode only; a sn-gen sink counts\n"
 "                         them as foreign)\n"
@@ -193,7 +195,7 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		      uint64_t default_count)
 {
 	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "size", "lat",
-					   "arp", "smacs", NULL};
+					   "arp", "smacs", "sports", NULL};
 	struct rte_kvargs *kv = rte_kvargs_parse(text, keys);
 	const char *v;
 	uint64_t n;
@@ -282,6 +284,14 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 			goto out;
 		}
 		f->smacs = (uint32_t)n;
+	}
+	if ((v = rte_kvargs_get(kv, "sports")) != NULL) {
+		if (!f->udp || parse_u64(v, 65536 - f->udp_sport, &n) != 0 || n == 0) {
+			fprintf(stderr, "sn-gen: --flow %s: sports needs udp= and must be 1..%u\n",
+				text, f->udp ? 65536u - f->udp_sport : 0u);
+			goto out;
+		}
+		f->udp_sports = (uint16_t)RTE_MIN(n, (uint64_t)UINT16_MAX);
 	}
 	if ((v = rte_kvargs_get(kv, "lat")) != NULL && strcmp(v, "0") != 0) {
 		if (strcmp(v, "1") != 0 || sn_genlat_init(f) != 0) {

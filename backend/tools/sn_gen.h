@@ -76,6 +76,8 @@ struct sn_gen_flow {
 	/* smacs=N: frame seq comes from the source MAC whose last three bytes
 	 * are the base's + seq mod N (N > 1: a MAC spray) */
 	uint32_t smacs;
+	uint16_t udp_sports;         /* sports=N: frame k has source port
+	                              * udp_sport + k mod N (0, 1: fixed) */
 	uint64_t count;
 	unsigned int phase;
 	uint16_t size;               /* frame bytes; 0 = --size */

@@ -419,7 +419,11 @@ static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
 			b[5] = (uint8_t)low;
 		}
 		if (f->udp)
-			sn_genpkt_to_udp(m[i], f->ip_src, f->ip_dst, f->udp_sport, f->udp_dport);
+			sn_genpkt_to_udp(m[i], f->ip_src, f->ip_dst,
+					 f->udp_sports > 1 ? (uint16_t)(f->udp_sport + (f->built + i) %
+									f->udp_sports)
+							   : f->udp_sport,
+					 f->udp_dport);
 		else if (f->arp)
 			sn_genpkt_to_arp(m[i], f->ip_src, f->ip_dst);
 		p->pend[i] = m[i];

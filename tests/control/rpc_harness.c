@@ -122,11 +122,11 @@ static json_t *port_json(const struct port *p, int with_stats)
 		json_object_del(o, "path");
 		json_object_del(o, "mode");
 		json_t *c = json_pack("{s:i, s:i, s:i, s:i, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
-			"s:i, s:i, s:i}}",
+			"s:i, s:i, s:i, s:i}}",
 			"rx_packets", 0, "rx_bytes", 0, "tx_packets", 0, "tx_bytes", 0,
 			"drops", "no_mbuf", 0, "ring_full", 0, "unknown_dst", 0,
 			"malformed", 0, "port_down", 0, "hairpin", 0, "gso_failed", 0,
-			"spoofed", 0, "spoofed_arp", 0, "spoofed_nd", 0);
+			"spoofed", 0, "spoofed_arp", 0, "spoofed_nd", 0, "quota_backlog", 0);
 
 		json_object_update(o, c);
 		json_decref(c);

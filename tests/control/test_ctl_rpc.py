@@ -20,7 +20,8 @@ from snlib.rpc import RpcClient
 pytestmark = pytest.mark.functional
 
 DROP_KEYS = {"no_mbuf", "ring_full", "unknown_dst", "malformed", "port_down", "hairpin", "gso_failed",
-             "spoofed", "spoofed_arp", "spoofed_nd"}
+             "spoofed", "spoofed_arp", "spoofed_nd",
+             "quota_backlog"}
 
 
 # ---- each method ----------------------------------------------------------

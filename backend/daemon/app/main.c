@@ -461,12 +461,22 @@ static int run(struct sn_config *cfg)
 	}
 	/* Default budgets on the shared pools this process sizes: every
 	 * port slot keeps a reserve of two bursts (sn_port_quota). */
-	sn_ports_set_quota_default(reg, &(struct sn_port_quota){
-		.backlog = sn_switch_backlog_quota_auto(sn_config_port_slots, cfg->datapath.burst),
-		.wheel = sn_pipeline_wheel_quota_auto(mp->size, sn_config_port_slots,
-						      cfg->datapath.burst),
-		.flows = sn_classify_flows_quota_auto(cfg->datapath.max_flows, sn_config_port_slots,
-						      cfg->datapath.burst) });
+	{
+		const struct sn_port_quota q = {
+			.backlog = sn_switch_backlog_quota_auto(sn_config_port_slots,
+								cfg->datapath.burst),
+			.wheel = sn_pipeline_wheel_quota_auto(mp->size, sn_config_port_slots,
+							      cfg->datapath.burst),
+			.flows = sn_classify_flows_quota_auto(cfg->datapath.max_flows,
+							      sn_config_port_slots,
+							      cfg->datapath.burst),
+		};
+
+		sn_ports_set_quota_default(reg, &q);
+		sn_log("quotas per port: %u backlog entries, %u wheel nodes, %u flow entries "
+		       "per worker (%u port slots)", q.backlog, q.wheel, q.flows,
+		       sn_config_port_slots);
+	}
 	if (sn_ports_set_workers(reg, nw)) {
 		sn_log("port registry: %u workers refused", nw);
 		goto out_ports;
