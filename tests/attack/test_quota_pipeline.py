@@ -201,11 +201,11 @@ def test_flow_spray_keeps_victims_flow_entries(schednicd, sngen):
           f"({(attacked - alone) / alone:+.2%}); attacker holds {att['flow_entries']} entries, "
           f"quota_flows {att['quota_flows']}; victim holds {vic['flow_entries']}, "
           f"quota_flows {vic['quota_flows']}; victim deltas {dv}")
-    assert att["quota_flows"] > 0 and 0 < att["flow_entries"] <= 896, att
-    assert vic["quota_flows"] == 0 and vic["flow_entries"] > 0, vic
-    assert pf_class(st, "vm1")["flow_table_full"] == 0, pf_class(st, "vm1")
     assert not any(dv.values()), dv
     assert abs(attacked - alone) <= TOL * alone, (alone, attacked)
+    assert vic["quota_flows"] == 0 and vic["flow_entries"] > 0, vic
+    assert att["quota_flows"] > 0 and 0 < att["flow_entries"] <= 896, att
+    assert pf_class(st, "vm1")["flow_table_full"] == 0, pf_class(st, "vm1")
     assert d.alive()
 
 
@@ -241,10 +241,10 @@ def test_wheel_flood_stops_at_its_quota(schednicd, sngen):
           f"({(attacked - alone) / alone:+.2%}); attacker wheel_depth {att['wheel_depth']}, "
           f"quota_wheel {att['drops']['quota_wheel']}, wheel_pool {att['drops']['wheel_pool']}; "
           f"mempool {st['mempool']}; victim deltas {dv}")
-    assert att["drops"]["quota_wheel"] > 0 and att["wheel_depth"] <= 1535, att
-    assert att["drops"]["wheel_pool"] == 0, att
     assert not any(dv.values()), dv
     assert abs(attacked - alone) <= TOL * alone, (alone, attacked)
+    assert att["drops"]["quota_wheel"] > 0 and att["wheel_depth"] <= 1535, att
+    assert att["drops"]["wheel_pool"] == 0, att
     assert d.alive()
 
 
@@ -256,14 +256,15 @@ def dport(tmp, name, **kw):
 
 @pytest.mark.functional
 def test_backlog_flood_leaves_victims_share(schednicd, sngen, sn_tmpdir):
-    """Deferred (opted-in) vm0 (victim) and vm1 (attacker) send to vm2,
-    whose sn-gen is paused, so frames wait in vm2's backlog (1024) once
-    its RX ring is full. The attacker's backlog quota is 1024 - 2 x 32 =
-    960: its 3000 frames fill vm2's ring and 960 backlog entries, the rest
-    is dropped and completed on vm1 (quota_backlog). The victim's 40
-    frames then still wait in the backlog and are all delivered when vm2
-    resumes, as its 40 frames sent alone before were: no ring_full at
-    vm2, no drop or hold timeout of the victim's."""
+    """Deferred (opted-in) vm0 (victim) and vm1 (attacker), each driven by
+    its own sn-gen, send to vm2, whose sn-gen is paused, so frames wait in
+    vm2's backlog (1024) once its RX ring (1024) is full. The attacker's
+    backlog quota is 1024 - 2 x 32 = 960: of its 3000 frames 1024 fill
+    vm2's ring, 960 wait in the backlog, the rest is dropped and completed
+    on vm1 (quota_backlog). The victim's 40 frames then still wait in the
+    backlog and are all delivered when vm2 resumes, as its 40 frames sent
+    alone before were: no ring_full at vm2, no drop or hold timeout of the
+    victim's."""
     n_att, n_vic = 3000, 40
     d = schednicd(ports=[dport(sn_tmpdir, "vm0", completion="deferred"),
                          dport(sn_tmpdir, "vm1", completion="deferred"),
@@ -271,59 +272,58 @@ def test_backlog_flood_leaves_victims_share(schednicd, sngen, sn_tmpdir):
                   datapath={"max_ports": 3})
     sink = sngen([d.vhost_path("vm2")], "--flow", "src=0,dst=02:99:00:00:00:09,count=0",
                  mac_base=8)
-    gen = sngen([d.vhost_path("vm0"), d.vhost_path("vm1")], "--marker",
-                "--flow", f"src=0,dst={peer_mac(8)},count={n_vic},phase=0",
-                "--flow", f"src=1,dst={peer_mac(8)},count={n_att},phase=1",
-                "--flow", f"src=0,dst={peer_mac(8)},count={n_vic},phase=2")
-    sink.wait("ready")
-    gen.wait("ready")
+    vgen = sngen([d.vhost_path("vm0")], "--marker",
+                 "--flow", f"src=0,dst={peer_mac(8)},count={n_vic},phase=0",
+                 "--flow", f"src=0,dst={peer_mac(8)},count={n_vic},phase=1")
+    agen = sngen([d.vhost_path("vm1")], "--marker",
+                 "--flow", f"src=0,dst={peer_mac(8)},count={n_att},phase=0", mac_base=1)
     names = ("vm0", "vm1", "vm2")
+    for g in (sink, vgen, agen):
+        g.wait("ready")
     for n in names:
         d.wait_port_state(n, "up")
-    sink.go("learn")
-    gen.go("learn")
+    for g in (sink, vgen, agen):
+        g.go("learn")
     t0 = wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in names))
 
-    def paused(phase, pred):
-        os.kill(sink.proc.pid, signal.SIGSTOP)
-        try:
-            gen.go(phase)
-            held = wait_settled(d, pred)
-        finally:
-            os.kill(sink.proc.pid, signal.SIGCONT)
-        return held
-
-    # alone: the victim's frames wait for the paused sink and are delivered
-    held = paused(0, lambda t: t["vm0"]["rx_packets"] == 1 + n_vic)
-    t1 = wait_settled(d, lambda t: t["vm0"]["completion"]["held_now"] == 0)
-    alone = t1["vm2"]["tx_packets"] - t0["vm2"]["tx_packets"]
-    # attacked: the attacker at its quota, then the victim
+    # alone: the victim's frames wait for the paused sink, then are delivered
     os.kill(sink.proc.pid, signal.SIGSTOP)
     try:
-        gen.go(1)
-        ta = wait_settled(d, lambda t: t["vm1"]["rx_packets"] == 1 + n_att
-                          and t["vm1"]["drops"]["quota_backlog"] > 0)
-        gen.go(2)
+        vgen.go(0)
+        wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + n_vic)
+    finally:
+        os.kill(sink.proc.pid, signal.SIGCONT)
+    t1 = wait_settled(d, lambda t: t["vm0"]["completion"]["held_now"] == 0
+                      and t["vm2"]["tx_packets"] == t0["vm2"]["tx_packets"] + n_vic)
+    alone = t1["vm2"]["tx_packets"] - t0["vm2"]["tx_packets"]
+    # attacked: the attacker floods the paused sink until it can pop no
+    # more (its quota, or its ring held full), then the victim sends
+    os.kill(sink.proc.pid, signal.SIGSTOP)
+    try:
+        (agen.sync / "go-0").touch()
+        ta = wait_settled(d, lambda t: t["vm1"]["rx_packets"] >= 1 + 2048, quiet=1.0)
+        vgen.go(1)
         tv = wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + 2 * n_vic)
     finally:
         os.kill(sink.proc.pid, signal.SIGCONT)
     t2 = wait_settled(d, lambda t: t["vm0"]["completion"]["held_now"] == 0
                       and t["vm1"]["completion"]["held_now"] == 0)
+    att_popped = t2["vm1"]["rx_packets"] - t1["vm1"]["rx_packets"]
     att_drops = t2["vm1"]["drops"]["quota_backlog"]
-    att_delivered = n_att - att_drops
+    att_delivered = att_popped - att_drops
     attacked = t2["vm2"]["tx_packets"] - t1["vm2"]["tx_packets"] - att_delivered
+    ring_full = t2["vm2"]["drops"]["ring_full"] - t0["vm2"]["drops"]["ring_full"]
     c0, c1 = t2["vm0"]["completion"], t2["vm1"]["completion"]
-    print(f"backlog flood: victim held {held['vm0']['completion']['held_now']} alone, "
-          f"{tv['vm0']['completion']['held_now']} attacked; delivered {alone}/{n_vic} alone, "
-          f"{attacked}/{n_vic} attacked; attacker held {ta['vm1']['completion']['held_now']}, "
-          f"quota_backlog {att_drops}, delivered {att_delivered}; vm2 ring_full "
-          f"{t2['vm2']['drops']['ring_full'] - t0['vm2']['drops']['ring_full']}")
-    assert att_drops > 0, t2["vm1"]
+    print(f"backlog flood: victim delivered {alone}/{n_vic} alone, {attacked}/{n_vic} attacked "
+          f"(held {tv['vm0']['completion']['held_now']} while vm2 was paused); attacker popped "
+          f"{att_popped}, held {ta['vm1']['completion']['held_now']}, quota_backlog "
+          f"{att_drops}, delivered {att_delivered}; vm2 ring_full {ring_full}")
     assert alone == n_vic and attacked == n_vic, (alone, attacked)
-    assert t2["vm2"]["drops"]["ring_full"] == t0["vm2"]["drops"]["ring_full"], t2["vm2"]
+    assert ring_full == 0, t2["vm2"]
     assert not any(t2["vm0"]["drops"].values()), t2["vm0"]
     assert c0["hold_timeouts"] == 0 and c0["popped"] == c0["completed"] == 1 + 2 * n_vic, c0
+    assert att_drops > 0 and att_popped == n_att, t2["vm1"]
     assert c1["popped"] == c1["completed"] == 1 + n_att, c1
-    gen.finish()
-    sink.finish()
+    for g in (vgen, agen, sink):
+        g.finish()
     assert d.alive()
