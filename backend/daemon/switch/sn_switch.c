@@ -32,8 +32,9 @@
  * descriptor stays held meanwhile, so the guest's TX ring, not our
  * mempool, absorbs the queue. Frames to the uplink are copied (a PMD may
  * keep an mbuf past a device stop, and guest memory must not outlive it).
- * Backlogs belong to the worker alone; a port being stopped has every one
- * of its frames purged from them before sn_vqtx_stop_ack().
+ * Backlogs belong to the worker alone (sn_switch_bl.c, with each source's
+ * backlog quota); a port being stopped has every one of its frames purged
+ * from them before sn_vqtx_stop_ack().
  */
 #define _LGPL_SOURCE
 /* rte_seqlock (sn_mac_impl.h) is experimental in DPDK 22.11. */
@@ -64,7 +65,6 @@
 #include "sn_vqtx.h"
 
 #define IDLE_SPINS 20000 /* empty polls before napping */
-#define SN_MIN_U(a, b) ((a) < (b) ? (a) : (b))
 #define BACKLOG_MAX SN_SWITCH_BACKLOG_MAX
 
 /* The destination port of a unicast MAC, or NULL (unknown: flood). */

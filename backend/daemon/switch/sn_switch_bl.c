@@ -44,8 +44,9 @@ void sn_switch_bl_push(struct sn_switch *sw, struct sn_switch_backlog *b, const 
 }
 
 /* After a partial enqueue of a[0, cnt) reordered it (MQ: taken frames
- * first), put each frame's source slot back beside it: om / os are the
- * frames and sources before the enqueue. Only on a full destination. */
+ * first, the rest grouped by RX queue), put each frame's source slot back
+ * beside it: om / os are the frames and sources before the enqueue. Only
+ * on a full multiqueue destination. */
 static void bl_resync_src(struct rte_mbuf **a, uint16_t *sa, uint16_t cnt,
 			  struct rte_mbuf *const *om, const uint16_t *os)
 {
@@ -76,7 +77,9 @@ void sn_switch_bl_drain(struct sn_switch *sw, struct sn_switch_backlog *b, struc
 		memcpy(om, a, cnt * sizeof(a[0]));
 		memcpy(os, sa, cnt * sizeof(sa[0]));
 		k = sn_port_vhost_enqueue_bytes(p, a, cnt, &bytes);  /* MQ: reorders a */
-		if (k < cnt && k)
+		/* all taken: every source in os leaves; else MQ may have
+		 * regrouped the frames by RX queue, even with none taken */
+		if (k < cnt && memcmp(a, om, cnt * sizeof(a[0])))
 			bl_resync_src(a, sa, cnt, om, os);
 		for (uint16_t j = 0; j < k; j++)
 			sw->bl_src[sa[j]]--;

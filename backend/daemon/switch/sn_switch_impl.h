@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_switch_impl.h — the switch's state, shared by its files: sn_switch.c
- * (worker loop, staging, backlogs), sn_switch_gso.c (ethdev egress,
- * GSO segmentation) and sn_switch_mac.c (the MAC table's outside view).
- * Not for other modules: their interface is sn_switch.h. Everything below
- * except `stop` belongs to the worker.
+ * (worker loop, staging), sn_switch_bl.c (backlogs), sn_switch_poll.c
+ * (poll set), sn_switch_gso.c (ethdev egress, GSO segmentation) and
+ * sn_switch_mac.c (the MAC table's outside view). Not for other modules:
+ * their interface is sn_switch.h. Everything below except `stop` belongs
+ * to the worker.
  */
 #ifndef SN_SWITCH_IMPL_H
 #define SN_SWITCH_IMPL_H
