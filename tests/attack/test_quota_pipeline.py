@@ -215,9 +215,11 @@ def test_wheel_flood_stops_at_its_quota(schednicd, sngen):
     wheel quota is 2047 - 8 x 64 = 1535 nodes. Its class paces 200-byte
     frames at 1 Mbit/s (625/s) with horizon "clamp" while it offers
     10000/s: a clamped frame waits up to a horizon (262 ms) in the wheel,
-    so it would hold ~2600 nodes, more than the pool, and every port's
-    frames would find no mbuf; the quota stops it at 1535 (quota_wheel)
-    and the victim's paced flows keep their rate."""
+    so it would hold ~2600 nodes, more than the pool; the quota stops it
+    at 1535 (quota_wheel) and the victim's paced flows keep their rate.
+    (Without the quota the attacker held 2016 of the 2047 nodes here and
+    the victim still kept its rate: the wheel's nodes are the mbufs, and
+    what is left of them is the mbuf quotas' to guard.)"""
     pol = {"ports": {
         "vm0": {"classes": [{"name": "pf", "proto": "udp", "rate_bps": FLOW_RATE,
                                        "burst_bytes": FLOW_BURST}]},
