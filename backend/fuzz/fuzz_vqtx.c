@@ -233,6 +233,19 @@ static void header(uint16_t head, uint64_t *gpa)
 	*gpa = HDR_OFF + 16u * head;
 }
 
+/* Room in the avail ring: entries not yet taken by the device stay fewer
+ * than the ring size (the guest model peeks at the device's avail index;
+ * a driver knows it from its free descriptors, which the hostile
+ * out-of-range and duplicate entries below do not use). */
+static bool avail_room(void)
+{
+	uint16_t a = (uint16_t)F.consumed, u;
+
+	if (F.started)
+		sn_vring_get_base(F.q->vr, &a, &u);
+	return (uint16_t)(F.avail_pos - a) < F.size;
+}
+
 static void avail_put(uint16_t head)
 {
 	F.avail->ring[F.avail_pos & (F.size - 1)] = head;
@@ -248,6 +261,8 @@ static void post(struct input *in, bool indirect)
 	int16_t head = free_desc(c);
 	uint64_t hgpa;
 
+	if (!avail_room())
+		return;
 	if (c >= 0xf8) {   /* hostile: a head held already, or out of range */
 		uint16_t h = c & 1 ? (uint16_t)(F.size + (c & 7)) : (uint16_t)(take(in) % F.size);
 
@@ -713,8 +728,8 @@ static void drain_and_check(bool free_queue_first)
 	if (!F.broken)
 		for (uint32_t h = 0; h < F.size; h++)
 			if (!F.dup[h] && F.posts[h] > F.done[h] && F.pos[h] < F.consumed)
-				FAIL("head %u consumed (pos %u < %u) and never completed\n", h,
-				     F.pos[h], F.consumed);
+				FAIL("head %u consumed (pos %u < %u) and never completed (posts %u done %u skipped %llu+%llu)\n", h,
+				     F.pos[h], F.consumed, F.posts[h], F.done[h], (unsigned long long)st.err[SN_VRING_E_HEAD_OOB], (unsigned long long)st.err[SN_VRING_E_HEAD_BUSY]);
 	if (free_queue_first) {
 		/* The queue goes with its last frame (reap on the worker). */
 		sn_vqtx_free(F.q);
