@@ -321,7 +321,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	}
 	q->vid = vid;
 	q->map = map;
-	q->last_map = map;
+	sn_vqtx_note_table(q, map);
 	q->ring_map = map;
 	q->old_out = 0;
 	__atomic_store_n(&q->nmaps, 1, __ATOMIC_RELAXED);
@@ -608,7 +608,7 @@ release:
 	}
 	q->map = NULL;
 	q->ring_map = NULL;
-	q->last_map = NULL;
+	sn_vqtx_note_table(q, NULL);
 	__atomic_store_n(&q->nmaps, 0, __ATOMIC_RELAXED);
 	q->slots = NULL;
 	q->vid = -1;

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include <rte_vhost.h>
@@ -131,21 +132,35 @@ void *sn_vqtx_gmap_xlate(const struct sn_vqtx_gmap *g, const void *p, uint64_t l
 	return gmap_gpa(g, sn_vqtx_gmap_lib_gpa(g, p, len), len);
 }
 
-/* The library's current table of vid is the one g was made from (the
- * library skips a SET_MEM_TABLE whose regions keep guest-physical address,
- * size and front-end address; the hook still runs). */
-static bool gmap_current(const struct sn_vqtx_gmap *g, int vid)
+void sn_vqtx_note_table(struct sn_vqtx *q, const struct sn_vqtx_gmap *g)
+{
+	struct sn_vqtx_gmap_id *t = &q->last_tab;
+
+	memset(t, 0, sizeof(*t));
+	for (uint32_t i = 0; g && i < g->mem.nregions; i++) {
+		t->gpa[i] = g->mem.regions[i].guest_phys_addr;
+		t->size[i] = g->mem.regions[i].size;
+		t->lib_hva[i] = g->lib_hva[i];
+		t->uaddr[i] = g->uaddr[i];
+		t->n = i + 1;
+	}
+}
+
+/* The library's current table of vid is the last one this thread mapped
+ * (the library skips a SET_MEM_TABLE whose regions keep guest-physical
+ * address, size and front-end address; the hook still runs). */
+static bool table_current(const struct sn_vqtx_gmap_id *t, int vid)
 {
 	struct rte_vhost_memory *mem = NULL;
 	bool same = false;
 
-	if (rte_vhost_get_mem_table(vid, &mem) == 0 && mem->nregions == g->mem.nregions) {
+	if (t->n && rte_vhost_get_mem_table(vid, &mem) == 0 && mem->nregions == t->n) {
 		same = true;
 		for (uint32_t i = 0; i < mem->nregions; i++)
-			if (mem->regions[i].guest_phys_addr != g->mem.regions[i].guest_phys_addr ||
-			    mem->regions[i].size != g->mem.regions[i].size ||
-			    mem->regions[i].host_user_addr != g->lib_hva[i] ||
-			    mem->regions[i].guest_user_addr != g->uaddr[i])
+			if (mem->regions[i].guest_phys_addr != t->gpa[i] ||
+			    mem->regions[i].size != t->size[i] ||
+			    mem->regions[i].host_user_addr != t->lib_hva[i] ||
+			    mem->regions[i].guest_user_addr != t->uaddr[i])
 				same = false;
 	}
 	free(mem);
@@ -158,7 +173,7 @@ int sn_vqtx_remap(struct sn_vqtx *q, int vid)
 
 	if (!q->vr || q->vid != vid)
 		return -ENODEV;
-	if (q->last_map && gmap_current(q->last_map, vid))
+	if (table_current(&q->last_tab, vid))
 		return 1;
 	if (__atomic_load_n(&q->nmaps, __ATOMIC_RELAXED) >= SN_VQTX_MAPS_MAX)
 		return -EBUSY;
@@ -166,13 +181,13 @@ int sn_vqtx_remap(struct sn_vqtx *q, int vid)
 	if (!g)
 		return -errno;
 	__atomic_fetch_add(&q->nmaps, 1, __ATOMIC_RELAXED);
-	q->last_map = g;
+	sn_vqtx_note_table(q, g);
 	/* Release pairs with the worker's acquire exchange in take_map(): it
 	 * sees the map's contents. A map the worker had not taken yet is
 	 * ours again (the exchange gives each pointer to one side only). */
 	old = __atomic_exchange_n(&q->next_map, g, __ATOMIC_ACQ_REL);
 	if (old) {
-		sn_vqtx_gmap_free(old);    /* never last_map: that is g now */
+		sn_vqtx_gmap_free(old);    /* the worker never saw it */
 		__atomic_fetch_sub(&q->nmaps, 1, __ATOMIC_RELAXED);
 	}
 	return 0;

@@ -121,11 +121,15 @@ struct sn_vqtx {
 	 * (VHOST xchg release -> WORKER xchg acquire). */
 	struct sn_vqtx_gmap *map;
 	struct sn_vqtx_gmap *next_map;
-	/* The newest map the VHOST thread made (start or remap): VHOST only;
-	 * it stays mapped until stop or until the worker retires it, which
-	 * happens only after it took a newer one (made later by this thread),
-	 * so its table can be compared. */
-	const struct sn_vqtx_gmap *last_map;
+	/* The table of the newest map the VHOST thread made (start or
+	 * remap), copied: VHOST only. A copy, not the map: the worker may
+	 * unmap that map at any time (a table sn_vring_set_mem refused is
+	 * retired with the older maps). */
+	struct sn_vqtx_gmap_id {
+		uint32_t n;                          /* 0: none */
+		uint64_t gpa[SN_VRING_MAX_REGIONS], size[SN_VRING_MAX_REGIONS];
+		uint64_t lib_hva[SN_VRING_MAX_REGIONS], uaddr[SN_VRING_MAX_REGIONS];
+	} last_tab;
 	/* WORKER while live: the map the rings are read through (moved to the
 	 * newest map when the rings lie inside it), the rings' guest-physical
 	 * addresses (set at start), the map generation (slot.mgen) and the
@@ -253,6 +257,8 @@ SN_VQTX_INTERNAL void sn_vqtx_gmap_free_list(struct sn_vqtx_gmap *g);
 SN_VQTX_INTERNAL uint64_t sn_vqtx_gmap_lib_gpa(const struct sn_vqtx_gmap *g, const void *p,
 					       uint64_t len);
 SN_VQTX_INTERNAL void sn_vqtx_take_map(struct sn_vqtx *q);
+/* VHOST: q->last_tab = g's table (NULL: none). */
+SN_VQTX_INTERNAL void sn_vqtx_note_table(struct sn_vqtx *q, const struct sn_vqtx_gmap *g);
 SN_VQTX_INTERNAL void sn_vqtx_retire(struct sn_vqtx *q);
 
 /* Worker, frame_done() of a frame popped through an older map. */
