@@ -720,6 +720,7 @@ static void usage(FILE *o)
 	fprintf(o,
 "usage: sn-vufront --socket PATH --scenario NAME [options]\n"
 "       sn-vufront many ... (idle guests of many sockets: sn-vufront many --help)\n"
+"       sn-vufront fuzz ... (random vhost-user messages: sn-vufront fuzz --help)\n"
 "  Connects to a vhost-user back-end (server socket) as the front-end, posts\n"
 "  crafted TX descriptors, prints one JSON line of what the used ring showed.\n"
 "  --scenario NAME   good hold desc_oob loop chain_too_long too_many_segs\n"
@@ -864,6 +865,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "many") == 0)
 		return sn_vufront_many(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "fuzz") == 0)
+		return sn_vufront_fuzz(argc - 1, argv + 1);
 	f.timeout_s = 10;
 	f.rounds = 1;
 	memset(f.dst, 0xff, 6);

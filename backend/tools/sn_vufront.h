@@ -142,5 +142,8 @@ void sn_vufront_restart_json(const struct sn_vufront *f);
 /* sn_vufront_many.c: "sn-vufront many ...", the many-connection mode
  * (argv[0] = "many"); returns the exit status. */
 int sn_vufront_many(int argc, char **argv);
+/* sn_vufront_fuzz.c: "sn-vufront fuzz ...", the black-box message fuzzer
+ * (argv[0] = "fuzz"); returns the exit status. */
+int sn_vufront_fuzz(int argc, char **argv);
 
 #endif /* SN_VUFRONT_H */
