@@ -126,14 +126,35 @@ static void rxview_setup_locked(struct sn_port *p, int vid)
 	}
 }
 
+static void device_down(struct sn_ports *reg, const char *path, int vid);
+
 static int cb_new_device(int vid)
 {
 	char path[PATH_MAX];
 	struct sn_ports *reg = sn_ports_global;
 	struct sn_port *p;
+	int old = -1;
 
 	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
 		return -1;
+	/* A second connection's device starts while the first one's still
+	 * runs (a front-end reconnected before the library saw the first
+	 * connection close): the first device goes down first, as its
+	 * destroy_device would take it (grace period, every TX queue
+	 * stopped), so the worker never polls a queue being restarted. The
+	 * library's later destroy_device of that vid finds another vid on
+	 * the port and does nothing. */
+	pthread_mutex_lock(&reg->lock);
+	p = find_by_path_locked(reg, path);
+	if (p && __atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) != vid)
+		old = __atomic_load_n(&p->vid, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&reg->lock);
+	if (old >= 0) {
+		sn_log("port %s: vid %d starts while vid %d still runs: taking vid %d down first",
+		       p->name, vid, old, old);
+		device_down(reg, path, old);
+	}
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
 	if (p) {
@@ -209,11 +230,19 @@ static void cb_destroy_device(int vid)
 {
 	char path[PATH_MAX];
 	struct sn_ports *reg = sn_ports_global;
-	struct sn_port *p;
-	uint32_t started;
 
 	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
 		return;
+	device_down(reg, path, vid);
+}
+
+/* The device vid of the port at path goes down (destroy_device, or a
+ * newer device of the same port starting). */
+static void device_down(struct sn_ports *reg, const char *path, int vid)
+{
+	struct sn_port *p;
+	uint32_t started;
+
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
 	if (!p || __atomic_load_n(&p->vid, __ATOMIC_RELAXED) != vid) {
