@@ -232,6 +232,11 @@ struct sn_port {
 	 * the switch learned on this port. VHOST stores (relaxed), any
 	 * thread loads. */
 	uint64_t rarp_received, rarp_learned;
+	/* vhost-user ports: SET_MEM_TABLE messages refused before the
+	 * library applied them (a region it would fail to map after
+	 * dropping the current table, sn_port_memhook.c). VHOST stores
+	 * (relaxed), any thread loads. */
+	uint64_t mem_table_rejected;
 
 	/* Counters: datapath lcores, sn_port_ctr_add() (see the table). */
 	struct sn_port_stats st __rte_cache_aligned;

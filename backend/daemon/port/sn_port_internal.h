@@ -48,9 +48,9 @@ struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
 	struct sn_port **slot;                  /* [sn_config_port_slots]:
 	                                         * authoritative, main writes */
-	/* vid -> deferred port, for the message hooks: from new_connection (a
- * second connection while the port runs is not added) or new_device to
- * destroy_device or destroy_connection. */
+	/* vid -> vhost-user port, for the message hooks: from new_connection
+ * (a second connection while the port runs is not added) or new_device
+ * to destroy_device or destroy_connection. */
 	pthread_mutex_t hook_lock;
 	struct { int vid; struct sn_port *p; } *hook; /* [sn_config_port_slots] */
 	struct sn_port_table *table;            /* RCU-published snapshot */
@@ -79,9 +79,11 @@ extern const struct rte_vhost_device_ops sn_port_vhost_ops;
  * the entries of vid and of p, then add (vid, p) unless p is NULL; vid <
  * 0: drop every entry of p (port going away). */
 void sn_port_memhook_set(struct sn_ports *reg, int vid, struct sn_port *p);
-/* The message hooks of a running deferred port's device (passed to
- * rte_vhost_extern_callback_register() in new_device): post, the memory
- * table (sn_port_memhook.c); pre, SET_LOG_BASE and SEND_RARP (sn_port_migrate.c). */
+/* The message hooks of every vhost-user port's device (passed to
+ * rte_vhost_extern_callback_register() in new_connection and new_device):
+ * pre, the memory-table check (sn_port_memhook.c), then SET_LOG_BASE and
+ * SEND_RARP (sn_port_migrate.c, deferred ports); post, the memory table
+ * (sn_port_memhook.c, deferred ports). */
 extern const struct rte_vhost_user_extern_ops sn_port_memhook_ops;
 /* sn_port_migrate.c: the pre-message hook of the same devices
  * (SET_LOG_BASE, SEND_RARP), and its part of the post hook (ext_post

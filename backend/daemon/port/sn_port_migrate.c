@@ -122,8 +122,8 @@ enum rte_vhost_msg_result sn_port_migrate_pre(int vid, void *msg)
 		/* Paused for this SET_LOG_BASE; any other message means the
 		 * one before is over (resumed also if the library failed it). */
 		log_pause(p, req == VHOST_USER_SET_LOG_BASE_REQ);
-		if (req == VHOST_USER_SEND_RARP_REQ)
-			announce(reg, p, msg);
+		if (req == VHOST_USER_SEND_RARP_REQ && p->vq)
+			announce(reg, p, msg);   /* immediate ports: the library's dequeue */
 	}
 	pthread_mutex_unlock(&reg->hook_lock);
 	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;

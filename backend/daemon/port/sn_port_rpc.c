@@ -613,7 +613,9 @@ json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 		if (!c || json_object_set_new(o, "completion", c) ||
 		    json_object_set_new(o, "completion_mode", json_string(completion_mode_str(p))) ||
 		    !q || json_object_set_new(o, "queues", q) ||
-		    json_object_set_new(o, "migration", migration_json(p))) {
+		    json_object_set_new(o, "migration", migration_json(p)) ||
+		    json_object_set_new(o, "vhost_user", json_pack("{s:I}", "mem_table_rejected",
+			(json_int_t)__atomic_load_n(&p->mem_table_rejected, __ATOMIC_RELAXED)))) {
 			json_decref(o);
 			return NULL;
 		}

@@ -170,14 +170,13 @@ static int cb_new_device(int vid)
 		}
 		p->txq_started = p->vq ? 1u : 0u;
 		rxview_setup_locked(p, vid);   /* before running and up */
-		/* Follow memory table changes (sn_port_memhook.c) and a
-		 * migrated guest's announce (sn_port_migrate.c). */
-		if (p->vq) {
-			sn_port_memhook_set(reg, vid, p);
-			if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
-				sn_log("port %s: cannot hook SET_MEM_TABLE and SEND_RARP (memory "
-				       "hotplug and migrations are not followed)", p->name);
-		}
+		/* Check memory tables and, deferred ports, follow their
+		 * changes (sn_port_memhook.c) and a migrated guest's announce
+		 * (sn_port_migrate.c). */
+		sn_port_memhook_set(reg, vid, p);
+		if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
+			sn_log("port %s: cannot hook SET_MEM_TABLE and SEND_RARP (memory "
+			       "hotplug and migrations are not followed)", p->name);
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
 		/* Queue pair 0 is ready by definition of new_device. */
@@ -192,10 +191,11 @@ static int cb_new_device(int vid)
 	return p ? 0 : -1;
 }
 
-/* A front-end connected to a deferred port: its message hooks from now on,
- * not only once the device runs. The destination QEMU of a migration may
- * announce the guest (SEND_RARP, sn_port_migrate.c) before it starts the
- * device; new_device registers them again, destroy_device drops the
+/* A front-end connected to a port: its message hooks from now on, not
+ * only once the device runs (every port: the memory-table check of
+ * sn_port_memhook.c; deferred ports: the destination QEMU of a migration
+ * may announce the guest, SEND_RARP, sn_port_migrate.c, before it starts
+ * the device); new_device registers them again, destroy_device drops the
  * port's entry in hook[] (the memory-table hook checks that the port runs
  * anyway). */
 static int cb_new_connection(int vid)
@@ -208,7 +208,7 @@ static int cb_new_connection(int vid)
 		return 0;
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
-	if (p && p->vq && !__atomic_load_n(&p->running, __ATOMIC_RELAXED)) {
+	if (p && !__atomic_load_n(&p->running, __ATOMIC_RELAXED)) {
 		sn_port_memhook_set(reg, vid, p);
 		if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
 			sn_log("port %s: cannot hook the messages of vid %d", p->name, vid);
