@@ -134,6 +134,11 @@ static struct fz {
 	int16_t table_owner[IND_N];
 	bool broken;               /* avail jump: the end check is off */
 	bool table_bad;            /* the table has no ring region or overlaps */
+	/* A stop gave up waiting for the worker's ack (the fuzz thread was
+	 * descheduled for SN_VQTX_STOP_WAIT_US on a loaded machine): by
+	 * design the chains still held then are never completed, so the
+	 * completion, forced and late counts are not checked. */
+	bool abandoned;
 	/* Worker's frames. */
 	struct held h[MAXHELD];
 	uint32_t nh;
@@ -552,7 +557,9 @@ static void after_stop(uint64_t forced0)
 
 	collect();
 	sn_vqtx_stats_read(F.q, &st);
-	if (st.forced - forced0 != F.forced)
+	if (st.stop_timeouts)
+		F.abandoned = true;
+	if (!F.abandoned && st.forced - forced0 != F.forced)
 		FAIL("forced %llu, expected %llu\n", (unsigned long long)(st.forced - forced0),
 		     (unsigned long long)F.forced);
 	F.consumed += (uint16_t)(d->vr[VRING].last_avail - (uint16_t)F.consumed);
@@ -723,9 +730,9 @@ static void drain_and_check(bool free_queue_first)
 		     (unsigned long long)F.timeouts,
 		     (unsigned long long)(st.copied_out + st.copy_no_mbuf),
 		     (unsigned long long)F.copies);
-	if (st.held_now != 0)
+	if (!F.abandoned && st.held_now != 0)
 		FAIL("held_now %llu after the stop\n", (unsigned long long)st.held_now);
-	if (!F.broken)
+	if (!F.broken && !F.abandoned)
 		for (uint32_t h = 0; h < F.size; h++)
 			if (!F.dup[h] && F.posts[h] > F.done[h] && F.pos[h] < F.consumed)
 				FAIL("head %u consumed (pos %u < %u) and never completed (posts %u done %u skipped %llu+%llu)\n", h,
@@ -742,7 +749,7 @@ static void drain_and_check(bool free_queue_first)
 		free_one(F.nh - 1, F.nh & 1);
 	check_snap("after late frees");
 	sn_vqtx_stats_read(F.q, &st);
-	if (st.late_free != F.late || st.extbuf_in_use != 0)
+	if ((!F.abandoned && st.late_free != F.late) || st.extbuf_in_use != 0)
 		FAIL("late_free %llu/%llu extbuf_in_use %llu\n", (unsigned long long)st.late_free,
 		     (unsigned long long)F.late, (unsigned long long)st.extbuf_in_use);
 	sn_vqtx_free(F.q);
