@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* fuzz_vhost_msg.c — libFuzzer target for our side of the vhost-user
+ * message flow: the device callbacks of port/sn_port_vhost.c
+ * (new_connection, new_device, destroy_device, destroy_connection,
+ * vring_state_changed) and the message hooks of sn_port_memhook.c and
+ * sn_port_migrate.c (the memory-table check, remaps of the deferred TX
+ * queues, the dirty-log pause around SET_LOG_BASE, SEND_RARP).
+ *
+ * Debian's librte_vhost is not instrumented, and the library itself is
+ * not linked: this covers our code only. The callbacks and hooks run
+ * against the fake device API of fz_vhost.c (four devices, memfd guest
+ * memory, vrings inside it) and a registry built here as sn_port.c
+ * builds it (ports found by socket path, the vid -> port hook table):
+ * three ports, one deferred with two queue pairs, one immediate, one
+ * deferred with one. The input is a program of (operation, fields):
+ * connect, start, stop and close a device (its socket path one of the
+ * ports' or an unknown one; its vring count, memory table and ring
+ * addresses chosen by the input, so starts can fail), enable and disable
+ * vrings (any index), and messages through the library's order (pre
+ * hook, the table applied, post hook): SET_MEM_TABLE (valid, changed,
+ * with bad regions, short), SET_LOG_BASE, SEND_RARP (any size and MAC),
+ * any other request code. The worker index of every queue is "gone", so
+ * a device stop tears its queues down on this thread (no worker to wait
+ * for).
+ *
+ * Invariants (abort on failure): no crash; a table the library would
+ * fail on after unmapping the current one never reaches it (the pre hook
+ * turned it into one it refuses first), counted once on the port; the
+ * hook table has at most one entry per vid and per port; up = running
+ * and vrings 0 and 1 enabled; a port not running has no TX queue started
+ * and its queues' rings stopped; a running port's vid is a device whose
+ * path is the port's; a started TX queue's ring is live; rarp_learned =
+ * announce callbacks that succeeded <= rarp_received; at the end, after
+ * every device is stopped and closed, the hook table is empty and no
+ * guest memory map of ours is left (mem_maps 0); the queues free (ASan).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_lcore.h>
+
+#include "fz_vhost.h"
+#include "sn_port_internal.h"
+#include "sn_vqtx.h"
+
+#define FAIL(...) do { fprintf(stderr, "fuzz_vhost_msg: " __VA_ARGS__); abort(); } while (0)
+
+#define NPORTS 3
+#define SLOTS  4
+#define MSG_HDR 12u
+
+unsigned sn_config_port_slots = SLOTS;
+struct sn_ports *sn_ports_global;
+
+struct input {
+	const uint8_t *p;
+	size_t n;
+};
+
+static uint8_t take(struct input *in)
+{
+	if (in->n == 0)
+		return 0;
+	in->n--;
+	return *in->p++;
+}
+
+static uint64_t take_n(struct input *in, int bytes)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < bytes; i++)
+		v |= (uint64_t)take(in) << (8 * i);
+	return v;
+}
+
+static const char *const paths[NPORTS + 1] = { "/fz/p0.sock", "/fz/p1.sock", "/fz/p2.sock",
+					       "/fz/unknown.sock" };
+
+static struct {
+	struct sn_ports reg;
+	struct sn_port *port[NPORTS];
+	struct sn_port *slot[SLOTS];
+	struct { int vid; struct sn_port *p; } hook[SLOTS];
+	bool connected[FZ_VHOST_DEVS];
+	uint64_t announce_ok, announce_calls, bad_tables[NPORTS];
+	int announce_rc;
+} S;
+
+static int announce(void *arg, const struct sn_port *p, const uint8_t mac[6])
+{
+	(void)arg;
+	(void)p;
+	(void)mac;
+	S.announce_calls++;
+	if (S.announce_rc == 0)
+		S.announce_ok++;
+	return S.announce_rc;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	char prefix[64];
+	char *eal[] = { "fuzz_vhost_msg", "--no-huge", "-m", "64", "--no-pci", "--no-shconf",
+			"--no-telemetry", "-l", "0", "--log-level=error", "--file-prefix", prefix };
+	cpu_set_t cpus;
+
+	(void)argc;
+	(void)argv;
+	snprintf(prefix, sizeof(prefix), "sn-fuzz-%d", (int)getpid());
+	CPU_ZERO(&cpus);
+	sched_getaffinity(0, sizeof(cpus), &cpus);
+	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])), eal) < 0)
+		FAIL("rte_eal_init failed\n");
+	sched_setaffinity(0, sizeof(cpus), &cpus);
+	for (int v = 0; v < FZ_VHOST_DEVS; v++)
+		if (fz_vhost_dev_init(v, paths[0]))
+			FAIL("fake device %d\n", v);
+	/* No worker runs: a stop tears the queue down on the calling thread. */
+	sn_vqtx_worker_enter(0);
+	sn_vqtx_worker_exit(0);
+	return 0;
+}
+
+static struct sn_port *port_new(unsigned i, unsigned nq, bool deferred)
+{
+	struct sn_port *p = aligned_alloc(RTE_CACHE_LINE_SIZE, sizeof(*p));
+
+	if (!p)
+		FAIL("alloc\n");
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "p%u", i);
+	snprintf(p->path, sizeof(p->path), "%s", paths[i]);
+	p->type = SN_PORT_VHOST;
+	p->slot = (uint16_t)i;
+	p->nq = (uint16_t)nq;
+	p->vid = -1;
+	p->uplink_vid = -1;
+	for (unsigned q = 0; deferred && q < nq; q++) {
+		p->q[q].vq = sn_vqtx_create(q ? 0 : 500, (uint16_t)q);
+		if (!p->q[q].vq)
+			FAIL("sn_vqtx_create\n");
+	}
+	p->vq = p->q[0].vq;
+	return p;
+}
+
+static void registry_new(void)
+{
+	memset(&S, 0, sizeof(S));
+	pthread_mutex_init(&S.reg.lock, NULL);
+	pthread_mutex_init(&S.reg.hook_lock, NULL);
+	S.reg.slot = S.slot;
+	S.reg.hook = (void *)S.hook;
+	S.port[0] = port_new(0, 2, true);
+	S.port[1] = port_new(1, 1, false);
+	S.port[2] = port_new(2, 1, true);
+	for (unsigned i = 0; i < NPORTS; i++)
+		S.slot[i] = S.port[i];
+	sn_ports_global = &S.reg;
+	sn_ports_set_announce(&S.reg, announce, NULL);
+}
+
+static void registry_free(void)
+{
+	for (unsigned i = 0; i < NPORTS; i++) {
+		for (unsigned q = 0; q < S.port[i]->nq; q++)
+			sn_vqtx_free(S.port[i]->q[q].vq);
+		sn_vqtx_gmap_free(S.port[i]->rxmap);
+		free(S.port[i]);
+	}
+	sn_ports_global = NULL;
+	pthread_mutex_destroy(&S.reg.lock);
+	pthread_mutex_destroy(&S.reg.hook_lock);
+}
+
+/* ---- The fake devices ---- */
+
+static void device_config(int vid, struct input *in)
+{
+	struct fz_vhost_dev *d = &fz_vhost_devs[vid];
+	uint8_t c = take(in), r = take(in);
+
+	snprintf(d->ifname, sizeof(d->ifname), "%s", paths[c & 3]);
+	d->features = (c & 4 ? 1ULL << 32 : 0) | (c & 8 ? 1ULL << 26 : 0) |
+		      (c >= 0xf0 ? 1ULL << 29 : 0);       /* EVENT_IDX: refused */
+	d->nvrings = (uint16_t)(2u << ((c >> 4) & 3));   /* 2, 4, 8, 16 */
+	if (d->nvrings > FZ_VHOST_VRINGS)
+		d->nvrings = FZ_VHOST_VRINGS;
+	d->nregions = 2;
+	d->reg[0] = (struct fz_vhost_region){ 0, 0x10000, 0x7f0000000000, 0, 0 };
+	d->reg[1] = (struct fz_vhost_region){ 0x10000, 0x10000, 0x7f0000010000, 1, 0 };
+	if (r & 1)   /* rings' region elsewhere or missing */
+		d->reg[0].gpa = r & 2 ? 0x40000 : 0x20000;
+	for (int v = 0; v < FZ_VHOST_VRINGS; v++) {
+		d->vr[v].size = 16u << (r >> 6);
+		d->vr[v].desc = 0x1000u * (uint32_t)v;
+		d->vr[v].avail = 0x1000u * (uint32_t)v + 0x400;
+		d->vr[v].used = 0x1000u * (uint32_t)v + 0x800;
+		d->vr[v].last_avail = d->vr[v].last_used = 0;
+		d->vr[v].wild = (r & 4) && v == 1;
+	}
+	for (int f = 0; f < FZ_VHOST_FDS; f++)
+		memset(d->guest[f], 0, 0x10000);
+	if (fz_vhost_set_mem(vid))
+		FAIL("fake table\n");
+	d->ext = NULL;
+}
+
+static int vid_of(struct input *in)
+{
+	return take(in) % FZ_VHOST_DEVS;
+}
+
+/* What the library would do with a SET_MEM_TABLE after the pre hook:
+ * nregions > 8 or a wrong fd count: refused, nothing unmapped; else the
+ * old table is unmapped and each region mapped: one it cannot map fails
+ * the message with the table gone (must never happen: the pre hook
+ * refuses those first). */
+static bool table_fails_after_unmap(const uint8_t *m)
+{
+	uint32_t n;
+
+	memcpy(&n, m + MSG_HDR, 4);
+	if (n > 8)
+		return false;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t r[4];
+
+		memcpy(r, m + MSG_HDR + 8 + 32 * i, sizeof(r));
+		if (r[1] == 0 || r[3] >= -r[1])
+			return true;
+	}
+	return false;
+}
+
+/* The pre hook's rule, as the model states it: refused when it carries
+ * at most 8 regions and is shorter than they are, or a region has size
+ * 0 or wraps (mmap_offset, guest_phys_addr or userspace_addr + size). */
+static bool table_refused(const uint8_t *m)
+{
+	uint32_t n, size;
+
+	memcpy(&n, m + MSG_HDR, 4);
+	memcpy(&size, m + 8, 4);
+	if (n > 8)
+		return false;
+	if (size < 8 + 32 * n)
+		return true;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t r[4];
+
+		memcpy(r, m + MSG_HDR + 8 + 32 * i, sizeof(r));
+		if (r[1] == 0 || r[3] >= -r[1] || r[0] + r[1] < r[0] || r[2] + r[1] < r[2])
+			return true;
+	}
+	return false;
+}
+
+static struct sn_port *hooked(int vid)
+{
+	for (unsigned i = 0; i < SLOTS; i++)
+		if (S.hook[i].p && S.hook[i].vid == vid)
+			return S.hook[i].p;
+	return NULL;
+}
+
+static void message(struct input *in)
+{
+	int vid = vid_of(in);
+	struct fz_vhost_dev *d = &fz_vhost_devs[vid];
+	uint8_t m[MSG_HDR + 8 + 32 * 9];
+	uint8_t kind = take(in);
+	uint32_t req, size, n = 0;
+	struct sn_port *hp = hooked(vid);
+	bool bad_before;
+
+	memset(m, 0, sizeof(m));
+	switch (kind % 5) {
+	case 0: case 1:   /* SET_MEM_TABLE */
+		req = 5;
+		n = take(in) % 10;
+		memcpy(m + MSG_HDR, &n, 4);
+		for (uint32_t i = 0; i < n && i < 9; i++) {
+			uint64_t r[4];
+			uint8_t c = take(in);
+
+			r[0] = (uint64_t)(c & 7) * 0x10000u;
+			r[1] = c & 0x80 ? take_n(in, 8) : 0x10000u >> ((c >> 3) & 3);
+			r[2] = 0x7f0000000000 + r[0];
+			r[3] = c & 0x40 ? take_n(in, 8) : 0;
+			memcpy(m + MSG_HDR + 8 + 32 * i, r, sizeof(r));
+		}
+		size = kind & 0x80 ? take(in) : 8 + 32 * (n < 9 ? n : 9);
+		break;
+	case 2:
+		req = 6;   /* SET_LOG_BASE */
+		size = 16;
+		break;
+	case 3:
+		req = 19;  /* SEND_RARP */
+		size = kind & 0x80 ? take(in) % 16 : 8;
+		for (int i = 0; i < 8; i++)
+			m[MSG_HDR + i] = take(in);
+		S.announce_rc = kind & 0x40 ? -ENOENT : 0;
+		break;
+	default:
+		req = take(in);
+		size = take(in) % 64;
+		for (uint32_t i = 0; i < size; i++)
+			m[MSG_HDR + i] = take(in);
+		break;
+	}
+	memcpy(m, &req, 4);
+	memcpy(m + 8, &size, 4);
+	if (!d->ext)
+		return;   /* the library calls no hook of a device without them */
+	bad_before = req == 5 && table_refused(m);
+	if (d->ext->pre_msg_handle(vid, m) != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
+		FAIL("pre hook handled request %u\n", req);
+	if (req == 5 && table_fails_after_unmap(m))
+		FAIL("a memory table the library fails after unmapping passed the pre hook\n");
+	if (bad_before && hp)
+		S.bad_tables[hp->slot]++;
+	if (req == 5) {
+		uint32_t after;
+
+		memcpy(&after, m + MSG_HDR, 4);
+		if (n <= 8 && (after != n) != bad_before)
+			FAIL("pre hook: table of %u regions refused %u, model says %u\n", n,
+			     after != n, bad_before);
+	}
+	if (req == 5) {
+		memcpy(&n, m + MSG_HDR, 4);
+		if (n > 8)
+			return;   /* refused by the library: no post hook */
+		/* Applied: the fake device takes the regions as given (the
+		 * library maps what the front-end sends). */
+		d->nregions = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t r[4];
+
+			memcpy(r, m + MSG_HDR + 8 + 32 * i, sizeof(r));
+			d->reg[i] = (struct fz_vhost_region){ r[0], r[1], r[2], i % FZ_VHOST_FDS,
+							      r[3] };
+			d->nregions = i + 1;
+		}
+		if (fz_vhost_set_mem(vid))
+			return;   /* the library failed it: no post hook */
+	}
+	if (d->ext->post_msg_handle(vid, m) != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
+		FAIL("post hook handled request %u\n", req);
+}
+
+/* ---- Invariants ---- */
+
+static void check(void)
+{
+	for (unsigned i = 0; i < SLOTS; i++)
+		for (unsigned j = i + 1; j < SLOTS; j++)
+			if (S.hook[i].p && S.hook[j].p &&
+			    (S.hook[i].vid == S.hook[j].vid || S.hook[i].p == S.hook[j].p))
+				FAIL("hook[] entries %u and %u share a vid or a port\n", i, j);
+	for (unsigned i = 0; i < NPORTS; i++) {
+		struct sn_port *p = S.port[i];
+		bool up = p->running && (p->vring_on & 3u) == 3u;
+
+		if (p->up != up)
+			FAIL("port %u: up %u, running %u, vrings %#x\n", i, p->up, p->running,
+			     p->vring_on);
+		if (p->txq_started >> p->nq)
+			FAIL("port %u: started queue beyond nq\n", i);
+		if (!p->running && (p->txq_started || p->txq_ready || p->rxview_on))
+			FAIL("port %u: not running with queues started %#x ready %#x view %u\n", i,
+			     p->txq_started, p->txq_ready, p->rxview_on);
+		if (p->running && (p->vid < 0 || p->vid >= FZ_VHOST_DEVS ||
+				   strcmp(fz_vhost_devs[p->vid].ifname, p->path)))
+			FAIL("port %u: running on vid %d of another path\n", i, p->vid);
+		for (unsigned q = 0; q < p->nq; q++) {
+			bool live = p->q[q].vq && sn_vqtx_ring_size(p->q[q].vq) != 0;
+
+			if (!!(p->txq_started & (1u << q)) != live)
+				FAIL("port %u queue %u: started %u, ring live %u\n", i, q,
+				     !!(p->txq_started & (1u << q)), live);
+		}
+		if (p->rarp_learned > p->rarp_received)
+			FAIL("port %u: rarp learned > received\n", i);
+		if (p->mem_table_rejected != S.bad_tables[i])
+			FAIL("port %u: mem_table_rejected %llu, expected %llu\n", i,
+			     (unsigned long long)p->mem_table_rejected,
+			     (unsigned long long)S.bad_tables[i]);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct input in = { data, size };
+	const struct rte_vhost_device_ops *ops = &sn_port_vhost_ops;
+	uint32_t steps = 0;
+	uint64_t learned = 0;
+
+	registry_new();
+	for (int v = 0; v < FZ_VHOST_DEVS; v++) {
+		struct input none = { NULL, 0 };
+
+		device_config(v, &none);
+	}
+	while (in.n && steps++ < 256) {
+		uint8_t op = take(&in);
+		int vid;
+
+		switch (op % 8) {
+		case 0:   /* a front-end connects: its device is set up anew */
+			vid = vid_of(&in);
+			if (S.connected[vid])
+				break;
+			device_config(vid, &in);
+			S.connected[vid] = true;
+			ops->new_connection(vid);
+			break;
+		case 1: case 2:   /* the device is ready */
+			vid = vid_of(&in);
+			if (S.connected[vid])
+				ops->new_device(vid);
+			break;
+		case 3:
+			vid = vid_of(&in);
+			if (S.connected[vid])
+				ops->destroy_device(vid);
+			break;
+		case 4:
+			vid = vid_of(&in);
+			if (S.connected[vid]) {
+				ops->destroy_device(vid);
+				ops->destroy_connection(vid);
+				fz_vhost_devs[vid].ext = NULL;
+				S.connected[vid] = false;
+			}
+			break;
+		case 5: {
+			uint16_t q = take(&in);
+
+			vid = vid_of(&in);
+			if (S.connected[vid])
+				ops->vring_state_changed(vid, q % 40, op & 0x80 ? 0 : 1);
+			break;
+		}
+		default:
+			message(&in);
+			break;
+		}
+		check();
+	}
+	for (int v = 0; v < FZ_VHOST_DEVS; v++) {
+		if (!S.connected[v])
+			continue;
+		ops->destroy_device(v);
+		ops->destroy_connection(v);
+		fz_vhost_devs[v].ext = NULL;
+	}
+	check();
+	for (unsigned i = 0; i < SLOTS; i++)
+		if (S.hook[i].p)
+			FAIL("hook[%u] left for vid %d\n", i, S.hook[i].vid);
+	for (unsigned i = 0; i < NPORTS; i++) {
+		learned += S.port[i]->rarp_learned;
+		for (unsigned q = 0; q < S.port[i]->nq; q++) {
+			struct sn_vqtx_stats st;
+
+			if (!S.port[i]->q[q].vq)
+				continue;
+			sn_vqtx_stats_read(S.port[i]->q[q].vq, &st);
+			if (st.mem_maps)
+				FAIL("port %u queue %u: %llu guest memory maps left\n", i, q,
+				     (unsigned long long)st.mem_maps);
+		}
+	}
+	if (getenv("FUZZ_VHOST_MSG_VERBOSE"))   /* what one input did (seed checks) */
+		for (unsigned i = 0; i < NPORTS; i++) {
+			struct sn_vqtx_stats st = { 0 };
+
+			if (S.port[i]->vq)
+				sn_vqtx_stats_read(S.port[i]->vq, &st);
+			fprintf(stderr, "fuzz_vhost_msg: port %u: rarp %llu/%llu tables refused %llu "
+				"remaps %llu stop waits %llu\n", i,
+				(unsigned long long)S.port[i]->rarp_learned,
+				(unsigned long long)S.port[i]->rarp_received,
+				(unsigned long long)S.port[i]->mem_table_rejected,
+				(unsigned long long)st.mem_remaps,
+				(unsigned long long)st.stop_wait_us_max);
+		}
+	if (learned != S.announce_ok)
+		FAIL("rarp_learned %llu, announce succeeded %llu\n", (unsigned long long)learned,
+		     (unsigned long long)S.announce_ok);
+	registry_free();
+	return 0;
+}
