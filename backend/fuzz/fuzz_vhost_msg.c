@@ -90,6 +90,10 @@ static struct {
 	struct sn_port *slot[SLOTS];
 	struct { int vid; struct sn_port *p; } hook[SLOTS];
 	bool connected[FZ_VHOST_DEVS];
+	/* The library's RUNNING flag: new_device returned 0 and no
+	 * destroy_device since (it calls new_device only without it, and
+	 * destroy_device only with it). */
+	bool running[FZ_VHOST_DEVS];
 	uint64_t announce_ok, announce_calls, bad_tables[NPORTS];
 	int announce_rc;
 } S;
@@ -429,18 +433,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 1: case 2:   /* the device is ready */
 			vid = vid_of(&in);
-			if (S.connected[vid])
-				ops->new_device(vid);
+			if (S.connected[vid] && !S.running[vid])
+				S.running[vid] = ops->new_device(vid) == 0;
 			break;
 		case 3:
 			vid = vid_of(&in);
-			if (S.connected[vid])
+			if (S.running[vid])
 				ops->destroy_device(vid);
+			S.running[vid] = false;
 			break;
 		case 4:
 			vid = vid_of(&in);
 			if (S.connected[vid]) {
-				ops->destroy_device(vid);
+				if (S.running[vid])
+					ops->destroy_device(vid);
+				S.running[vid] = false;
 				ops->destroy_connection(vid);
 				fz_vhost_devs[vid].ext = NULL;
 				S.connected[vid] = false;
@@ -463,7 +470,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int v = 0; v < FZ_VHOST_DEVS; v++) {
 		if (!S.connected[v])
 			continue;
-		ops->destroy_device(v);
+		if (S.running[v])
+			ops->destroy_device(v);
 		ops->destroy_connection(v);
 		fz_vhost_devs[v].ext = NULL;
 	}
