@@ -291,6 +291,15 @@ static int cb_vring_state_changed(int vid, uint16_t queue_id, int enable)
 		return 0;
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
+	/* While the port runs, only its device's vrings count: another
+	 * connection on the same socket (the library accepts more than one)
+	 * must not change the running device's mask (it would take the
+	 * port down, or up, at the running device's next change). Before
+	 * the port runs, the enables of any connection are kept for the
+	 * device that starts. */
+	if (p && __atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) != vid)
+		p = NULL;
 	if (p) {
 		uint32_t on = __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED);
 
