@@ -83,10 +83,10 @@ round=0
 rc=0
 while [ "$left" -gt 0 ]; do
   n=$(( left < 60 ? left : 60 ))
-  s1=$(( seed + 2 * round )); s2=$(( s1 + 1 ))
-  "$front" fuzz --socket "$work/wd.sock" --seconds "$n" --seed "$s1" >"$work/wd.json" &
+  seed_d=$(( seed + 2 * round )); seed_i=$(( seed_d + 1 ))
+  "$front" fuzz --socket "$work/wd.sock" --seconds "$n" --seed "$seed_d" >"$work/wd.json" &
   f1=$!
-  "$front" fuzz --socket "$work/wi.sock" --seconds "$n" --seed "$s2" >"$work/wi.json" &
+  "$front" fuzz --socket "$work/wi.sock" --seconds "$n" --seed "$seed_i" >"$work/wi.json" &
   f2=$!
   wait "$f1" || rc=1
   wait "$f2" || rc=1
@@ -94,11 +94,11 @@ while [ "$left" -gt 0 ]; do
     python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("fuzz-vhost: round %s port %s seed %s: %s messages, %s connections, %s closed by the daemon, ok %s" % (sys.argv[2], sys.argv[3], r["seed"], r["messages"], r["connections"], r["closed_by_backend"], r["ok"])); print("fuzz-vhost:   sent", json.dumps(r["sent"], sort_keys=True))' "$work/$p.json" "$round" "$p" || rc=1
   done
   if ! kill -0 "$pid" 2>/dev/null || ! rpc version >/dev/null; then
-    echo "fuzz-vhost: schednicd died or stopped answering (round $round, seeds $s1 $s2)" >&2
+    echo "fuzz-vhost: schednicd died or stopped answering (round $round, seeds $seed_d $seed_i)" >&2
     tail -40 "$work/schednicd.log" >&2
     exit 1
   fi
-  [ "$rc" = 0 ] || { echo "fuzz-vhost: a fuzzer failed (round $round, seeds $s1 $s2)" >&2;
+  [ "$rc" = 0 ] || { echo "fuzz-vhost: a fuzzer failed (round $round, seeds $seed_d $seed_i)" >&2;
                      tail -40 "$work/schednicd.log" >&2; exit 1; }
   left=$(( left - n ))
   round=$(( round + 1 ))

@@ -328,6 +328,7 @@ static void message(struct input *in)
 	if (!d->ext)
 		return;   /* the library calls no hook of a device without them */
 	bad_before = req == 5 && table_refused(m);
+	memcpy(&n, m + MSG_HDR, 4);   /* as sent (any request code may be 5) */
 	if (d->ext->pre_msg_handle(vid, m) != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
 		FAIL("pre hook handled request %u\n", req);
 	if (req == 5 && table_fails_after_unmap(m))
