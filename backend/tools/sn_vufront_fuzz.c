@@ -57,6 +57,7 @@ struct fz {
 	uint64_t sent[NREQ + 1];      /* [NREQ]: codes >= NREQ */
 	uint64_t truncated, oversized, connections, closed_by_backend, msgs;
 	bool closed;
+	int badfd;                    /* --bad-fds: an eventfd (not mappable), else -1 */
 };
 
 static uint64_t rnd(struct fz *z)
@@ -219,6 +220,8 @@ static void mem_table(struct fz *z, bool plausible)
 		r[3] = off;
 		memcpy(pl + 8 + 32 * i, r, sizeof(r));
 		fds[i] = z->memfd[f];
+		if (z->badfd >= 0 && !plausible && below(z, 16) == 0)
+			fds[i] = z->badfd;
 	}
 	nfds = (int)(n < MAX_FDS ? n : MAX_FDS);
 	if (!plausible && below(z, 4) == 0)
@@ -359,11 +362,14 @@ static void one(struct fz *z)
 static int usage(FILE *o, int rc)
 {
 	fprintf(o,
-"usage: sn-vufront fuzz --socket PATH [--seconds N] [--seed K]\n"
+"usage: sn-vufront fuzz --socket PATH [--seconds N] [--seed K] [--bad-fds]\n"
 "  Connects to a vhost-user back-end as the front-end and sends random but\n"
 "  plausible message sequences for N seconds (default 10), reconnecting\n"
 "  after each; prints one JSON line (messages per type). Exit 0 if the\n"
-"  back-end kept or cleanly closed every connection and still accepts one.\n");
+"  back-end kept or cleanly closed every connection and still accepts one.\n"
+"  --bad-fds: memory regions sometimes backed by an eventfd, which cannot\n"
+"  be mapped (DPDK 22.11's vhost library fails such a table after dropping\n"
+"  the current one, and dies at the next ring access: off by default).\n");
 	return rc;
 }
 
@@ -373,6 +379,7 @@ int sn_vufront_fuzz(int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "seconds", required_argument, NULL, 'n' },
 		{ "seed", required_argument, NULL, 'k' },
+		{ "bad-fds", no_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -381,7 +388,7 @@ int sn_vufront_fuzz(int argc, char **argv)
 	unsigned long long seed = 1;
 	char *end;
 	int opt;
-	bool ok = true, first = true;
+	bool ok = true, first = true, bad_fds = false;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -398,6 +405,7 @@ int sn_vufront_fuzz(int argc, char **argv)
 			if (errno || end == optarg || *end)
 				return usage(stderr, 2);
 			break;
+		case 'b': bad_fds = true; break;
 		case 'h': return usage(stdout, 0);
 		default: return usage(stderr, 2);
 		}
@@ -405,6 +413,7 @@ int sn_vufront_fuzz(int argc, char **argv)
 	if (!z.path || optind != argc || strlen(z.path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return usage(stderr, 2);
 	z.rng = seed * 0x9e3779b97f4a7c15ULL + 1;
+	z.badfd = bad_fds ? eventfd(0, EFD_CLOEXEC) : -1;
 	for (int i = 0; i < NFILES; i++) {
 		z.memfd[i] = memfd_create("sn-vufront-fuzz", MFD_CLOEXEC);
 		if (z.memfd[i] < 0 || ftruncate(z.memfd[i], FILE_SIZE))
