@@ -32,16 +32,16 @@ SCHEMA = REPO / "backend" / "daemon" / "control" / "rpc_api.json"
 def source_keys() -> set:
     src = CONFIG_C.read_text()
     keys = set()
-    for section in ("eal", "control", "datapath", "uplink"):
+    for section in ("eal", "control", "datapath", "uplink", "quota"):
         body = re.search(r"key_spec %s_keys\[\] = \{(.*?)\n\};" % section, src, re.S).group(1)
-        for k in re.findall(r'(?:U|S|B)\("(\w+)"|\{ "(\w+)",', body):
+        for k in re.findall(r'(?:U|S|B|A)\("(\w+)"|\{ "(\w+)",', body):
             keys.add(f"{section}.{k[0] or k[1]}")
     body = re.search(r"port_keys\[\] = \{(.*?)\};", src, re.S).group(1)
     keys |= {f"ports[i].{k}" for k in re.findall(r'"(\w+)"', body)}
     body = re.search(r"root_keys\[\] = \{(.*?)\};", src, re.S).group(1)
     roots = set(re.findall(r'"(\w+)"', body))
     # Sections are documented through their keys; "policy" as a whole.
-    assert roots == {"eal", "control", "datapath", "uplink", "ports", "policy"}, roots
+    assert roots == {"eal", "control", "datapath", "uplink", "ports", "policy", "quota"}, roots
     keys.add("policy")
     return keys
 
@@ -109,7 +109,7 @@ def test_each_key_recognised_by_binary(schednicd_bin, tmp_path, key):
     assert lines[0].startswith(f"config: {shown}") or key == "policy", lines[0]
 
 
-@pytest.mark.parametrize("section", ["eal", "control", "datapath", "uplink", "ports[i]"])
+@pytest.mark.parametrize("section", ["eal", "control", "datapath", "uplink", "quota", "ports[i]"])
 def test_unknown_key_rejected_in_every_section(schednicd_bin, tmp_path, section):
     rc, lines = check(schednicd_bin, tmp_path, with_value(f"{section}.no_such_knob", 1))
     assert rc == 1 and len(lines) == 1 and "no_such_knob: unknown key" in lines[0], lines

@@ -22,7 +22,7 @@
 
 #include "sn_policy.h"
 
-enum kind { K_UINT, K_STR, K_BOOL };
+enum kind { K_UINT, K_STR, K_BOOL, K_AUTO };   /* K_AUTO: "auto" (0) or K_UINT */
 
 struct key_spec {
 	const char *key;
@@ -34,6 +34,7 @@ struct key_spec {
 
 #define U(k, lo, hi, field) { k, K_UINT, lo, hi, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
 #define B(k, field) { k, K_BOOL, 0, 1, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
+#define A(k, lo, hi, field) { k, K_AUTO, lo, hi, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
 #define S(k, lo, hi, field) { k, K_STR, lo, hi, offsetof(struct sn_config, field), sizeof(((struct sn_config *)0)->field) }
 
 static const struct key_spec eal_keys[] = {
@@ -58,7 +59,7 @@ static const struct key_spec control_keys[] = {
 };
 
 static const struct key_spec datapath_keys[] = {
-	U("mbufs", 255, 1u << 24, datapath.mbufs),
+	A("mbufs", 255, 1u << 24, datapath.mbufs),
 	U("mbuf_cache", 0, 512, datapath.mbuf_cache),
 	U("burst", 1, SN_CONFIG_BURST_MAX, datapath.burst),
 	U("mac_table_size", 16, 1u << 22, datapath.mac_table_size),
@@ -87,11 +88,26 @@ static const struct key_spec uplink_keys[] = {
 	{ NULL, K_UINT, 0, 0, 0, 0 },
 };
 
+const char *const sn_config_quota_keys[SN_QK_MAX] = {
+	"mbufs", "held", "backlog", "wheel", "flows", "macs",
+};
+
+static const struct key_spec quota_keys[] = {
+	A("mbufs", 4, SN_CONFIG_QUOTA_MAX, quota.limit[SN_QK_MBUFS]),
+	A("held", 2, SN_CONFIG_QUOTA_MAX, quota.limit[SN_QK_HELD]),
+	A("backlog", 2, SN_CONFIG_QUOTA_MAX, quota.limit[SN_QK_BACKLOG]),
+	A("wheel", 2, SN_CONFIG_QUOTA_MAX, quota.limit[SN_QK_WHEEL]),
+	A("flows", 2, SN_CONFIG_QUOTA_MAX, quota.limit[SN_QK_FLOWS]),
+	A("macs", 1, SN_CONFIG_QUOTA_MAX, quota.limit[SN_QK_MACS]),
+	A("mbufs_reserve", 2, SN_CONFIG_QUOTA_MAX, quota.mbufs_reserve),
+	{ NULL, K_UINT, 0, 0, 0, 0 },
+};
+
 static const char *const port_keys[] = { "name", "type", "path", "mode", "completion",
 					 "max_hold_us", "unmarked_max_hold_us", "queues", "workers",
 					 "allowed_macs", "allowed_ips", NULL };
 static const char *const root_keys[] = { "eal", "control", "datapath", "uplink", "ports",
-					  "policy", NULL };
+					  "policy", "quota", NULL };
 
 __attribute__((format(printf, 3, 4)))
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -155,9 +171,18 @@ static int decode_one(struct sn_config *cfg, const struct key_spec *ks, json_t *
 {
 	char *dst = (char *)cfg + ks->off;
 
-	if (ks->kind == K_UINT) {
+	if (ks->kind == K_AUTO && json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
+		if (ks->size != sizeof(uint32_t))
+			return fail(err, errlen, "%s.%s: internal: bad field size", path, ks->key);
+		*(uint32_t *)dst = 0;
+		return 0;
+	}
+	if (ks->kind == K_UINT || ks->kind == K_AUTO) {
 		json_int_t x;
 
+		if (!json_is_integer(v) && ks->kind == K_AUTO)
+			return fail(err, errlen, "%s.%s: must be \"auto\" or an integer in [%llu, %llu]",
+				    path, ks->key, ks->min, ks->max);
 		if (!json_is_integer(v))
 			return fail(err, errlen, "%s.%s: must be an integer", path, ks->key);
 		x = json_integer_value(v);
@@ -514,6 +539,40 @@ static bool prefix_ok(const char *s)
 	return true;
 }
 
+unsigned sn_config_uplink_mbufs(const struct sn_config *cfg, unsigned n_rxq)
+{
+	if (!cfg->uplink.enabled)
+		return 0;
+	if (n_rxq == 0)
+		n_rxq = cfg->uplink.rx_queues ? cfg->uplink.rx_queues : SN_CONFIG_UPLINK_RXQ_MAX;
+	return n_rxq * (cfg->uplink.rx_desc + cfg->datapath.burst);
+}
+
+unsigned sn_config_mbufs_auto(const struct sn_config *cfg)
+{
+	unsigned long long q = 1, n;
+
+	for (unsigned i = 0; i < cfg->n_ports; i++)
+		if (cfg->ports[i].queues > q)
+			q = cfg->ports[i].queues;
+	/* four bursts per queue of every port (a reserve of two and as much
+	 * again shared) */
+	n = sn_config_uplink_mbufs(cfg, 0) +
+	    (unsigned long long)cfg->datapath.max_ports * q * 4 * cfg->datapath.burst;
+	if (n < 16383)
+		n = 16383;
+	return n > (1u << 24) ? 1u << 24 : (unsigned)n;
+}
+
+unsigned sn_config_pool_mb(unsigned n)
+{
+	/* object: mbuf header (128) + headroom + data room, cache aligned,
+	 * plus the mempool's header per object (64) */
+	const unsigned long long obj = 128 + 2048 + 128 + 64;
+
+	return (unsigned)((n * obj + (1u << 20) - 1) >> 20);
+}
+
 unsigned sn_config_port_slots = SN_CONFIG_MAX_PORTS_DEF + 1;
 
 int sn_config_set_port_slots(unsigned max_ports)
@@ -537,6 +596,20 @@ static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 			    SN_CONFIG_PORTS_MAX);
 	if (!prefix_ok(cfg->eal.file_prefix) || cfg->eal.file_prefix[0] == '.')
 		return fail(err, errlen, "eal.file_prefix: must match [A-Za-z0-9_.-]+ (not starting with '.')");
+	if (cfg->datapath.mbufs == 0) {
+		cfg->datapath.mbufs = sn_config_mbufs_auto(cfg);
+		/* The pool must fit the EAL's memory with room to spare for
+		 * the rings, tables and the vhost library (a quarter). A
+		 * number given by hand is left to the mempool's own check. */
+		if (sn_config_pool_mb(cfg->datapath.mbufs) > cfg->eal.memory_mb * 3 / 4)
+			return fail(err, errlen, "datapath.mbufs: \"auto\" sizes the pool for "
+				    "datapath.max_ports %u: %u mbufs, %u MB, more than 3/4 of "
+				    "eal.memory_mb %u (raise eal.memory_mb to %u or lower "
+				    "datapath.max_ports)", cfg->datapath.max_ports,
+				    cfg->datapath.mbufs, sn_config_pool_mb(cfg->datapath.mbufs),
+				    cfg->eal.memory_mb,
+				    sn_config_pool_mb(cfg->datapath.mbufs) * 4 / 3 + 1);
+	}
 	if ((unsigned long long)cfg->datapath.mbuf_cache * 3 / 2 > cfg->datapath.mbufs)
 		return fail(err, errlen, "datapath.mbuf_cache: must be at most mbufs / 1.5 (%u)",
 			    cfg->datapath.mbufs * 2 / 3);
@@ -658,6 +731,9 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 		if ((rc = decode_rx_queues(cfg, u, json_object_get(def, "uplink"), err, errlen)))
 			goto out;
 	}
+	if ((rc = decode_section(cfg, quota_keys, json_object_get(user, "quota"),
+				 json_object_get(def, "quota"), "quota", err, errlen)))
+		goto out;
 	u = json_object_get(user, "ports");
 	if ((rc = decode_ports(cfg, u ? u : json_object_get(def, "ports"), err, errlen)))
 		goto out;

@@ -83,6 +83,21 @@ enum sn_layout {
 	SN_LAYOUT_NCORE,       /* W workers (switch + shaper, each its queues) | arbiter */
 };
 
+/* The shared pools a port draws from and its budget on each (config
+ * section "quota", policy.ports.<name>.quota; struct sn_port_quota,
+ * doc/isolation.md), in this order; sn_config_quota_keys names them. */
+enum sn_quota_kind {
+	SN_QK_MBUFS = 0,   /* mbufs and extbuf wrappers its frames hold */
+	SN_QK_HELD,        /* deferred: descriptors held per TX queue */
+	SN_QK_BACKLOG,     /* switch backlog entries */
+	SN_QK_WHEEL,       /* timing-wheel nodes per worker */
+	SN_QK_FLOWS,       /* flow-table entries per worker */
+	SN_QK_MACS,        /* MAC table entries */
+	SN_QK_MAX
+};
+extern const char *const sn_config_quota_keys[SN_QK_MAX];
+#define SN_CONFIG_QUOTA_MAX (1u << 24)   /* any budget, when given */
+
 struct sn_config {
 	struct {
 		unsigned memory_mb;
@@ -104,7 +119,9 @@ struct sn_config {
 		unsigned max_clients;
 	} control;
 	struct {
-		unsigned mbufs, mbuf_cache, burst;
+		unsigned mbufs;                /* pool size; 0 = "auto" (resolved
+		                                * by sn_config_mbufs_auto at parse) */
+		unsigned mbuf_cache, burst;
 		unsigned mac_table_size;       /* entries, power of two */
 		unsigned mac_aging_s;
 		unsigned max_flows;            /* flow states per worker */
@@ -130,6 +147,11 @@ struct sn_config {
 		unsigned af_xdp_busy_budget;   /* 0: no preferred busy polling */
 		unsigned rx_queues;            /* 0 = "auto" (sn_uplink.h) */
 	} uplink;
+	struct {
+		/* per-port budgets, 0 = "auto" (sn_port_quota.c derives it) */
+		uint32_t limit[SN_QK_MAX];
+		uint32_t mbufs_reserve;        /* per port, 0 = "auto" */
+	} quota;
 	unsigned n_ports;
 	struct sn_config_port ports[SN_CONFIG_PORTS_MAX];
 	char *policy_json;   /* "policy" (validated by sn_policy_parse), owned; NULL = none */
@@ -162,6 +184,18 @@ extern unsigned sn_config_port_slots;
 /* Main thread, before any port table exists (sn_config_parse, unit
  * tests): max_ports 1..SN_CONFIG_PORTS_MAX (0 or -EINVAL). */
 int sn_config_set_port_slots(unsigned max_ports);
+
+/* Pure: the mempool size "auto" gives (datapath.mbufs): the uplink's RX
+ * share (sn_config_uplink_mbufs) plus, for each of max_ports ports, four
+ * bursts per queue (the most queues a configured port offers), at least
+ * 16383 and at most 1 << 24 (doc/isolation.md). */
+unsigned sn_config_mbufs_auto(const struct sn_config *cfg);
+/* Pure: the mbufs reserved for the uplink's RX rings and bursts (its RX
+ * descriptors on every RX queue it may have, plus one burst each):
+ * rx_queues, or SN_CONFIG_UPLINK_RXQ_MAX when "auto"; 0 without uplink. */
+unsigned sn_config_uplink_mbufs(const struct sn_config *cfg, unsigned n_rxq);
+/* Pure: the memory (MB) a pool of n mbufs of the default data room takes. */
+unsigned sn_config_pool_mb(unsigned n);
 
 /* [A-Za-z0-9_.-]{1,32} */
 bool sn_config_port_name_ok(const char *name);
