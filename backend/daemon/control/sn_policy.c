@@ -366,11 +366,42 @@ static int parse_aggregates(const json_t *a, struct sn_policy *out, char *err, s
 	return 0;
 }
 
+/* policy.ports.<name>.quota: each key "auto" (not set) or a budget in
+ * the config section's range (sn_config.c: at least 1, 2 or 4 units). */
+static int parse_quota(const json_t *q, const char *path, struct sn_policy_port *pp,
+		       char *err, size_t errlen)
+{
+	static const uint32_t lo[SN_QK_MAX] = { 4, 2, 2, 2, 2, 1 };
+	char qpath[80];
+	const char *key;
+	json_t *v;
+
+	snprintf(qpath, sizeof(qpath), "%s.quota", path);
+	if (!json_is_object(q))
+		return fail(err, errlen, "%s: must be an object", qpath);
+	json_object_foreach((json_t *)q, key, v) {
+		unsigned k;
+
+		for (k = 0; k < SN_QK_MAX && strcmp(key, sn_config_quota_keys[k]); k++)
+			;
+		if (k == SN_QK_MAX)
+			return fail(err, errlen, "%s.%s: unknown key", qpath, key);
+		if (json_is_string(v) && !strcmp(json_string_value(v), "auto"))
+			continue;
+		if (!json_is_integer(v) || json_integer_value(v) < lo[k] ||
+		    json_integer_value(v) > SN_CONFIG_QUOTA_MAX)
+			return fail(err, errlen, "%s.%s: must be \"auto\" or %u..%u", qpath, key,
+				    lo[k], SN_CONFIG_QUOTA_MAX);
+		pp->quota[k] = (uint32_t)json_integer_value(v);
+	}
+	return 0;
+}
+
 static int parse_port(const char *name, const json_t *o, const struct sn_policy *pol,
 		      struct sn_policy_port *pp, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "rate_bps", "burst_bytes", "weight", "classes",
-					    NULL };
+					    "quota", NULL };
 	char path[64];
 	uint64_t v;
 	int rc;
@@ -397,6 +428,9 @@ static int parse_port(const char *name, const json_t *o, const struct sn_policy 
 	if ((rc = get_uint(o, "weight", path, 1, SN_SCHED_MAX_WEIGHT, 0, &v, err, errlen)))
 		return rc;
 	pp->weight = (uint32_t)v;
+	if (json_object_get(o, "quota") &&
+	    (rc = parse_quota(json_object_get(o, "quota"), path, pp, err, errlen)))
+		return rc;
 	if (json_object_get(o, "classes"))
 		return parse_classes(json_object_get(o, "classes"), path, pol, pp, err, errlen);
 	return 0;
@@ -519,6 +553,18 @@ json_t *sn_policy_to_json(const struct sn_policy *p)
 		for (unsigned k = 0; k < pp->n_classes; k++)
 			if (json_array_append_new(cl, class_to_json(p, &pp->classes[k])))
 				goto fail;
+		/* "quota" only with a budget set, each set key alone. */
+		for (unsigned k = 0; k < SN_QK_MAX; k++) {
+			json_t *q = json_object_get(o, "quota");
+
+			if (!pp->quota[k])
+				continue;
+			if (!q && json_object_set_new(o, "quota", q = json_object()))
+				goto fail;
+			if (json_object_set_new(q, sn_config_quota_keys[k],
+						json_integer(pp->quota[k])))
+				goto fail;
+		}
 	}
 	for (unsigned i = 0; i < p->n_aggs; i++) {
 		const struct sn_policy_aggregate *a = &p->aggs[i];

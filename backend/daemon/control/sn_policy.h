@@ -6,7 +6,9 @@
  *   {"uplink": {"rate_bps": N, "algorithm": "qfq"|"drr"|"fifo",
  *               "overhead_bytes": 24},
  *    "ports":  {"<port>": {"rate_bps": N, "burst_bytes": B, "weight": W,
- *                          "classes": [CLASS, ...]}},
+ *                          "classes": [CLASS, ...],
+ *                          "quota": {"mbufs": N, "held": N, "backlog": N,
+ *                                    "wheel": N, "flows": N, "macs": N}}},
  *    "aggregates": {"<name>": {"rate_bps": N, "burst_bytes": B,
  *                              "update_ms": 100}}}
  *   CLASS = {"name": "web", "proto": "tcp"|"udp"|"icmp"|0..255,
@@ -34,7 +36,9 @@
  * frame whose flow's virtual queue exceeds θ is dropped; needs a rate).
  * uplink.rate_bps 0 = line rate (no link emulation limit); a port's
  * rate_bps 0 = no rate limit (the port still gets its weight on the
- * uplink). Ports without an entry are not shaped at all. Every key is
+ * uplink). Ports without an entry are not shaped at all. A port's "quota"
+ * overrides the config section "quota" for that port, key by key ("auto"
+ * or absent: the config's value; doc/isolation.md). Every key is
  * optional; unknown keys are errors; every message names the field, e.g.
  *   policy.ports.vm0.weight: must be 1..65536
  *
@@ -122,6 +126,7 @@ struct sn_policy_port {
 	uint32_t weight;        /* 1..SN_SCHED_MAX_WEIGHT */
 	unsigned n_classes;
 	struct sn_policy_class classes[SN_POLICY_CLASSES_MAX];
+	uint32_t quota[SN_QK_MAX]; /* budgets by enum sn_quota_kind, 0 = not set */
 };
 
 struct sn_policy_aggregate {
