@@ -637,6 +637,14 @@ void sn_vqtx_worker_exit(unsigned worker)
 	__atomic_store_n(&w->state, WORKER_GONE, __ATOMIC_RELEASE);
 }
 
+void sn_vqtx_set_quota(struct sn_vqtx *q, struct sn_quota *mq, uint32_t owner,
+		       const uint32_t *held_cap)
+{
+	q->mq = mq;
+	q->mq_owner = owner;
+	q->held_cap = held_cap;
+}
+
 void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker)
 {
 	q->w = worker_of(worker);

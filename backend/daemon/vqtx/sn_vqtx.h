@@ -129,6 +129,7 @@
 
 struct rte_mbuf;
 struct rte_mempool;
+struct sn_quota;
 struct sn_vqtx;
 
 #define SN_VQTX_HOLD_BUCKETS 48
@@ -178,6 +179,13 @@ struct sn_vqtx_stats {
 	 * wheel horizon ahead (sn_pipeline_src_room(): its frames wait in the
 	 * guest's ring instead of being dropped at the horizon). */
 	uint64_t horizon_waits;
+	/* Budgets (sn_vqtx_set_quota, doc/isolation.md): polls that took
+	 * fewer descriptors than asked, or none, because the queue held its
+	 * cap of descriptors (quota_held) or its port its cap of mbufs
+	 * (quota_mbufs): the guest's frames wait in its ring. Frames whose
+	 * segments did not fit the port's mbuf budget once popped:
+	 * drop-completed (quota_mbufs_dropped). */
+	uint64_t quota_held, quota_mbufs, quota_mbufs_dropped;
 	/* Descriptor chains the guest has posted on this ring that
 	 * the worker has not taken yet (avail index - last avail index), as
 	 * of the latest counter publication: with held_now, what the guest
@@ -262,6 +270,16 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq);
 /* MAIN, before the port is published: hold limit of frames without the
  * opt-in (1..; capped by a non-zero max_hold_us). */
 void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us);
+/* MAIN, before the port is published: the budgets of this queue. Every
+ * mbuf that wraps a popped frame (one per segment) is charged to owner
+ * `owner` of the shared quota mq (sn_quota.h) before the pop and given
+ * back when the frame is done (its last free, any thread that may free
+ * it: the owner worker, sn_vqtx.h "Lifetime"); a poll takes at most the
+ * owner's room. *held_cap (relaxed load once per poll; MAIN may store it
+ * at any time) caps the frames the queue holds (popped, not yet done).
+ * mq NULL, held_cap NULL: no such budget. */
+void sn_vqtx_set_quota(struct sn_vqtx *q, struct sn_quota *mq, uint32_t owner,
+		       const uint32_t *held_cap);
 /* MAIN, after the port's driver is unregistered (sn_vqtx_stop done): q
  * goes now, or with its last frame still out (freed then on the worker:
  * see Lifetime above). */

@@ -50,6 +50,8 @@ static inline void frame_done(struct slot *s)
 	}
 	hold_record(q, w->now > s->pop_tsc ? w->now - s->pop_tsc : 0);
 	ctr_set(&q->st.extbuf_in_use, q->outstanding - 1);
+	if (q->mq)
+		sn_quota_give(q->mq, q->mq_owner, s->nseg);
 	if (s->epoch != q->epoch || !q->vr ||
 	    unlikely(__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED))) {
 		ctr_inc(&q->st.late_free);
@@ -143,6 +145,8 @@ DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 	heads_flush(r, heads);
 	hold_flush(r);
 	ctr_set(&q->st.extbuf_in_use, q->outstanding - r->n);
+	if (q->mq && r->n)
+		sn_quota_give(q->mq, q->mq_owner, r->n);   /* one segment each */
 	if (r->max > q->st.hold_max)
 		ctr_set(&q->st.hold_max, r->max);
 	r->q = NULL;

@@ -16,6 +16,7 @@
 
 #include "sn_common.h"
 #include "sn_config.h"
+#include "sn_quota.h"
 #include "sn_vring.h"
 
 /* Symbols shared by the sn_vqtx*.c files only: hidden, so that the
@@ -95,10 +96,17 @@ struct slot {
 	uint32_t epoch;
 	uint16_t head;
 	uint16_t mgen;                /* q->mgen when popped */
+	uint8_t nseg;                 /* units charged to q->mq (its segments) */
 };
 
 struct sn_vqtx {
 	/* Read-mostly. */
+	/* Budgets (sn_vqtx_set_quota): the port's mbuf quota and its owner
+	 * there (NULL: none), and the held-descriptor cap of this queue
+	 * (MAIN stores, the owner loads relaxed once per burst; NULL: none). */
+	struct sn_quota *mq;
+	uint32_t mq_owner;
+	const uint32_t *held_cap;
 	uint64_t max_hold_tsc;        /* 0 = no limit */
 	uint64_t unmarked_hold_tsc;   /* > 0 */
 	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one

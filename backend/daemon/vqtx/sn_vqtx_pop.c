@@ -108,6 +108,7 @@ static struct rte_mbuf *wrap_frame(struct sn_vqtx *q, struct rte_mempool *mp,
 		return NULL;
 	}
 	s = &q->slots[p->head];         /* q, head, free_cb, fcb_opaque: set at start */
+	s->nseg = (uint8_t)p->nseg;     /* charged by the caller */
 	s->epoch = q->epoch;
 	s->mgen = q->mgen;
 	s->pop_tsc = hold_long ? now & ~1ULL : now | 1;  /* hold class */
@@ -153,12 +154,62 @@ offl:
 	return segs[0];
 }
 
+/* Owner: the descriptors a poll may take under the queue's budgets (at
+ * most max), with the port's mbufs for one segment each taken from its
+ * quota into *granted; 0 = not polled (counted). */
+static uint16_t budget(struct sn_vqtx *q, uint16_t max, uint32_t *granted)
+{
+	*granted = 0;
+	if (q->held_cap) {
+		const uint32_t cap = __atomic_load_n(q->held_cap, __ATOMIC_RELAXED);
+
+		if (q->outstanding + max > cap) {
+			ctr_inc(&q->st.quota_held);
+			q->stats_pending = true;   /* waiting_now changes without a pop */
+			if (q->outstanding >= cap)
+				return 0;
+			max = (uint16_t)(cap - q->outstanding);
+		}
+	}
+	if (q->mq) {
+		*granted = sn_quota_take(q->mq, q->mq_owner, max);
+		if (*granted < max) {
+			ctr_inc(&q->st.quota_mbufs);
+			q->stats_pending = true;
+			max = (uint16_t)*granted;
+		}
+	}
+	return max;
+}
+
+/* Owner: charge frame p's segments beyond the one budget() took for it
+ * (*granted: units taken and not yet charged). False: they do not fit. */
+static inline bool charge(struct sn_vqtx *q, const struct sn_vring_pkt *p, uint32_t *granted,
+			  uint32_t left)
+{
+	uint32_t more;
+
+	if (!q->mq)
+		return true;
+	/* keep one unit for each frame after this one */
+	if (*granted >= left - 1 + p->nseg) {
+		*granted -= p->nseg;
+		return true;
+	}
+	more = left - 1 + p->nseg - *granted;
+	*granted += sn_quota_take(q->mq, q->mq_owner, more);
+	if (*granted < left - 1 + p->nseg)
+		return false;
+	*granted -= p->nseg;
+	return true;
+}
+
 uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		      struct rte_mbuf **pkts, uint16_t max, uint64_t now, uint64_t *bytes)
 {
 	struct sn_vring_pkt *vp = q->scratch;
 	struct rte_mbuf *stash[SN_CONFIG_BURST_MAX];
-	uint32_t n, nstash = 0, good = 0, marked = 0;
+	uint32_t n, nstash = 0, good = 0, marked = 0, granted;
 	uint64_t by = 0;
 	uint16_t out = 0;
 
@@ -177,6 +228,9 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		sn_vqtx_take_map(q);
 	was_broken = sn_vring_is_broken(q->vr);
 
+	max = budget(q, max, &granted);
+	if (max == 0)
+		return 0;
 	sn_vring_get_base(q->vr, &a0, &u);
 	n = sn_vring_tx_pop(q->vr, vp, max);
 	sn_vring_get_base(q->vr, &a1, &u);
@@ -185,6 +239,10 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	if (a1 != a0)
 		rec_popped(q, vp, n, a1);   /* every head popped, bad ones too */
 	*bytes = 0;
+	if (n < granted) {   /* one unit per frame popped stays taken */
+		sn_quota_give(q->mq, q->mq_owner, granted - n);
+		granted = n;
+	}
 	if (n == 0)
 		return 0;
 	/* One mempool access per burst (the common frame is one segment);
@@ -211,8 +269,15 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 			complete(q, p->head);
 			continue;
 		}
+		if (!charge(q, p, &granted, n - i)) {
+			ctr_inc(&q->st.quota_mbufs_dropped);
+			complete(q, p->head);
+			continue;
+		}
 		m = wrap_frame(q, mp, p, &o, stash, &nstash, hold_long, now);
 		if (m == NULL) {
+			if (q->mq)
+				sn_quota_give(q->mq, q->mq_owner, p->nseg);
 			ctr_inc(&q->st.no_mbuf);
 			complete(q, p->head);
 			continue;
@@ -223,6 +288,8 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		pkts[out++] = m;
 	}
 	*bytes = by;
+	if (granted)   /* the units of frames not wrapped (bad, dropped) */
+		sn_quota_give(q->mq, q->mq_owner, granted);
 	if (nstash)
 		put_back(q->w, stash, nstash);
 	/* Per-frame counters once per burst (one writer: this worker). */
