@@ -54,6 +54,9 @@ def assert_quiet(t, name):
     assert c["completed"] == c["popped"], c
     assert not any(c["vring_errors"].values()), c
     assert c["no_mbuf"] == 0 and c["offload"] == 0, c
+    # every mbuf its frames held is back in the pool's guest share
+    q = t[name]["quota"]["mbufs"]
+    assert q["used"] == 0 and q["reserve"] > 0 and q["limit"] >= q["reserve"], q
 
 
 def idle_in_use(d):

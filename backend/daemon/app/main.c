@@ -42,6 +42,7 @@
 #include "sn_policy.h"
 #include "sn_log.h"
 #include "sn_port.h"
+#include "sn_port_quota.h"
 #include "sn_rpc.h"
 #include "sn_switch.h"
 #include "sn_uplink.h"
@@ -182,6 +183,59 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 		sn_log("pipeline: %s", strerror(errno));
 		return 1;
 	}
+	return 0;
+}
+
+/* sn_port_quota_policy_fn: port name's quota overrides in the policy in
+ * force (store: the policy store). */
+static const uint32_t *policy_quota(void *store, const char *name)
+{
+	const struct sn_policy_port *pp = sn_policy_port_find(sn_policy_main(store), name);
+
+	return pp ? pp->quota : NULL;
+}
+
+/* The ports' budgets (sn_port_quota.h): the mbuf quota covers the pool
+ * but for the uplink's RX share (uplink_rxq RX queues, 0 = no uplink),
+ * the lcores' mempool caches and the workers' recycle stashes. 0, or 1
+ * after a log line. */
+static int quota_setup(const struct sn_config *cfg, struct sn_ports *reg,
+		       const struct rte_mempool *mp, struct sn_policy_store *store,
+		       unsigned uplink_rxq)
+{
+	struct sn_port_quota_env env = {
+		.mbufs_reserve = cfg->quota.mbufs_reserve,
+		.max_ports = cfg->datapath.max_ports, .burst = cfg->datapath.burst,
+		.backlog_size = 1024,   /* SN_SWITCH_BACKLOG_MAX (sn_switch_impl.h) */
+		.wheel_nodes = mp->size, .max_flows = cfg->datapath.max_flows,
+		.mac_table_size = cfg->datapath.mac_table_size,
+	};
+	/* a cache holds up to 1.5 times its size before it flushes */
+	const uint64_t caches = (uint64_t)rte_lcore_count() * (mp->cache_size * 3 / 2 + 1);
+	const uint64_t stashes = (uint64_t)cfg->datapath.workers * 2 * SN_CONFIG_BURST_MAX;
+	uint64_t kept;
+	int rc;
+
+	memcpy(env.limit, cfg->quota.limit, sizeof(env.limit));
+	env.uplink_mbufs = uplink_rxq ? sn_config_uplink_mbufs(cfg, uplink_rxq) : 0;
+	kept = env.uplink_mbufs + caches + stashes;
+	if (mp->size <= kept + (uint64_t)cfg->datapath.burst * 2) {
+		sn_log("datapath.mbufs: %u mbufs leave no guest share: the uplink's RX share (%u), "
+		       "the mempool caches (%llu) and the recycle stashes (%llu) take %llu "
+		       "(raise datapath.mbufs or use \"auto\")", mp->size, env.uplink_mbufs,
+		       (unsigned long long)caches, (unsigned long long)stashes,
+		       (unsigned long long)kept);
+		return 1;
+	}
+	env.mbuf_total = (uint32_t)(mp->size - kept);
+	rc = sn_ports_quota_setup(reg, &env, policy_quota, store);
+	if (rc) {
+		sn_log("quota: %s", strerror(-rc));
+		return 1;
+	}
+	sn_log("quota: %u mbufs shared by the ports (pool %u, uplink RX share %u, "
+	       "caches and stashes %llu)", env.mbuf_total, mp->size, env.uplink_mbufs,
+	       (unsigned long long)(caches + stashes));
 	return 0;
 }
 
@@ -527,9 +581,13 @@ static int run(struct sn_config *cfg)
 		uplink_port = up.port_id;
 		uplink_open = true;
 		ctl.uplink_txq_used = n_txq;
+		if (quota_setup(cfg, reg, mp, pol_store, up.n_rxq))
+			goto out_switch;
 		if (sn_ports_add_uplink(reg, cfg->uplink.name, uplink_port, up.n_rxq))
 			goto out_switch;
 	}
+	if (!cfg->uplink.enabled && quota_setup(cfg, reg, mp, pol_store, 0))
+		goto out_switch;
 	srv = control_start(cfg, &ctl);
 	if (!srv)
 		goto out_switch;

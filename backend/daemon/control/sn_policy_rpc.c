@@ -15,6 +15,7 @@
 #include "sn_ctl.h"
 #include "sn_policy.h"
 #include "sn_port.h"
+#include "sn_port_quota.h"
 #include "sn_rpc.h"
 
 static json_t *h_policy_get(json_t *params, void *arg, struct sn_rpc_error *err)
@@ -38,6 +39,7 @@ static json_t *publish(struct sn_ctl *ctl, const struct sn_policy *pol, struct s
 
 	if (rc)
 		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "policy: %s", strerror(-rc));
+	sn_ports_quota_apply(ctl->reg);   /* the ports' budgets under the new entries */
 	return json_pack("{s:I}", "generation", (json_int_t)sn_policy_main(ctl->policy)->gen);
 }
 

@@ -418,6 +418,11 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		rc = -EIO;
 		goto err_unregister;
 	}
+	/* Budgets before the first poll: the workers see them with the
+	 * table's publication (release). */
+	sn_ports_quota_port(reg, p);
+	for (uint16_t i = 0; p->vq && i < p->nq; i++)
+		sn_vqtx_set_quota(p->q[i].vq, reg->mbufq, p->slot, &p->quota.held);
 	/* Visible to the callbacks before the driver can produce any. */
 	pthread_mutex_lock(&reg->lock);
 	reg->slot[slot] = p;
@@ -440,6 +445,7 @@ err_unslot:
 	pthread_mutex_lock(&reg->lock);
 	reg->slot[slot] = NULL;
 	pthread_mutex_unlock(&reg->lock);
+	sn_ports_quota_release(reg, p);
 err_unregister:
 	rte_vhost_driver_unregister(path);
 err_free:
@@ -569,6 +575,7 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 		uplink_lsc_cb(eth_port, RTE_ETH_EVENT_INTR_LSC, p, NULL);
 	p->running = 1;
 	p->up = 1;      /* started ethdev; published below (release) */
+	sn_ports_quota_port(reg, p);
 	pthread_mutex_lock(&reg->lock);
 	reg->slot[slot] = p;
 	pthread_mutex_unlock(&reg->lock);
@@ -633,6 +640,7 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 		uplink_lsc_unregister(p);   /* before p goes */
 	if (reg->mac_hooks)
 		reg->mac_hooks->deleted(reg->mac_hooks_arg, p->slot);
+	sn_ports_quota_release(reg, p);
 	sn_log("port %s: deleted", name);
 	port_free(p);
 	return 0;
@@ -650,6 +658,7 @@ void sn_ports_destroy(struct sn_ports *reg)
 	free(reg->table);
 	pthread_mutex_destroy(&reg->lock);
 	pthread_mutex_destroy(&reg->hook_lock);
+	sn_ports_quota_fini(reg);
 	free(reg->slot);
 	free(reg->hook);
 	free(reg);

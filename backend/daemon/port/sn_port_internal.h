@@ -27,7 +27,10 @@
  *   mac_table_size
  *   next_gen,   MAIN                   MAIN                 none (one thread)
  *   n_workers,
- *   state_dir
+ *   state_dir,
+ *   mbufq (the  MAIN (setup, fini)     any thread (takes,   sn_quota.h; set before any
+ *   pointer),                          gives)               port exists, freed after
+ *   qenv, qpol                                              every port is gone
  *
  * Lock order: lock, then hook_lock. The memory-table hook takes hook_lock
  * only, never lock: it runs with the library's queue locks held, and a
@@ -43,6 +46,7 @@
 #include <rte_vhost.h>
 
 #include "sn_port.h"
+#include "sn_port_quota.h"
 
 struct sn_ports {
 	pthread_mutex_t lock;                   /* slot[] vs the vhost thread */
@@ -66,6 +70,12 @@ struct sn_ports {
 	unsigned mac_table_size;                /* entries: default MAC quotas */
 	char state_dir[SN_PORT_STATE_DIR_MAX + 1]; /* records of deferred TX queues
 	                                         * ("": none; main) */
+	/* Budgets (sn_port_quota.c): the mbuf quota over the port slots
+	 * (NULL: none), what "auto" derives from, the policy lookup. */
+	struct sn_quota *mbufq;
+	struct sn_port_quota_env qenv;
+	sn_port_quota_policy_fn qpol;
+	void *qpol_arg;
 };
 
 /* The vhost callbacks only get a vid; they reach the registry here. Set by

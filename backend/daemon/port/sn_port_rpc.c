@@ -25,6 +25,8 @@
 #include "sn_ctl.h"
 #include "sn_pipeline.h"
 #include "sn_port.h"
+#include "sn_port_quota.h"
+#include "sn_quota.h"
 #include "sn_rpc.h"
 #include "sn_switch.h"
 #include "sn_uplink.h"
@@ -359,7 +361,11 @@ static json_t *occ_json(const struct sn_vqtx_stats *vs)
 static int copy_add(json_t *c, const struct sn_vqtx_stats *vs)
 {
 	return json_object_set_new(c, "copied_out", json_integer((json_int_t)vs->copied_out)) ||
-	       json_object_set_new(c, "copy_no_mbuf", json_integer((json_int_t)vs->copy_no_mbuf))
+	       json_object_set_new(c, "copy_no_mbuf", json_integer((json_int_t)vs->copy_no_mbuf)) ||
+	       json_object_set_new(c, "quota_held", json_integer((json_int_t)vs->quota_held)) ||
+	       json_object_set_new(c, "quota_mbufs", json_integer((json_int_t)vs->quota_mbufs)) ||
+	       json_object_set_new(c, "quota_mbufs_dropped",
+				   json_integer((json_int_t)vs->quota_mbufs_dropped))
 	       ? -1 : 0;
 }
 
@@ -556,6 +562,46 @@ static json_t *migration_json(const struct sn_port *p)
 }
 
 /* See sn_port_rpc.h. */
+/* The "quota" object: each budget of p (sn_port_quota.h) with, where the
+ * port module accounts it, its use and hits. mbufs: the port's slot in
+ * the mbuf quota (the uplink: its reserved RX share, limit only); held:
+ * the limit per TX queue, the most any queue holds now, the polls it
+ * limited. */
+static json_t *quota_json(const struct sn_ctl *ctl, const struct sn_port *p)
+{
+	const struct sn_quota *mq = sn_ports_mbuf_quota(ctl->reg);
+	struct sn_quota_owner_stats os = { 0 };
+	uint64_t held_now = 0, held_hits = 0, mbuf_drops = 0;
+	json_t *o, *mb;
+
+	for (unsigned qi = 0; qi < p->nq; qi++) {
+		struct sn_vqtx_stats vs;
+
+		if (!p->q[qi].vq)
+			continue;
+		sn_vqtx_stats_read(p->q[qi].vq, &vs);
+		held_now = RTE_MAX(held_now, vs.extbuf_in_use);
+		held_hits += vs.quota_held;
+		mbuf_drops += vs.quota_mbufs_dropped;
+	}
+	if (mq && p->type == SN_PORT_VHOST)
+		sn_quota_owner_stats(mq, p->slot, &os);
+	mb = json_pack("{s:I, s:I, s:I, s:I, s:I}",
+		       "limit", (json_int_t)__atomic_load_n(&p->quota.mbufs, __ATOMIC_RELAXED),
+		       "reserve", (json_int_t)os.min, "used", (json_int_t)os.used,
+		       "hits", (json_int_t)os.hits, "dropped", (json_int_t)mbuf_drops);
+	o = !mb ? NULL : json_pack("{s:o, s:{s:I, s:I, s:I}, s:{s:I}, s:{s:I}, s:{s:I}, s:{s:I}}",
+		       "mbufs", mb,
+		       "held", "limit", (json_int_t)__atomic_load_n(&p->quota.held, __ATOMIC_RELAXED),
+		       "used", (json_int_t)held_now, "hits", (json_int_t)held_hits,
+		       "backlog", "limit",
+		       (json_int_t)__atomic_load_n(&p->quota.backlog, __ATOMIC_RELAXED),
+		       "wheel", "limit", (json_int_t)__atomic_load_n(&p->quota.wheel, __ATOMIC_RELAXED),
+		       "flows", "limit", (json_int_t)__atomic_load_n(&p->quota.flows, __ATOMIC_RELAXED),
+		       "macs", "limit", (json_int_t)__atomic_load_n(&p->quota.macs, __ATOMIC_RELAXED));
+	return o;
+}
+
 json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	struct sn_port_stats st;
@@ -598,6 +644,10 @@ json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 		      "quota", (json_int_t)p->quota.macs,
 		      "quota_macs", (json_int_t)st.quota_macs,
 		      "move_refused", (json_int_t)st.move_refused);
+	if (o && json_object_set_new(o, "quota", quota_json(ctl, p))) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o && p->type == SN_PORT_VHOST && bind_add(p, o)) {
 		json_decref(o);
 		return NULL;

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_port_quota.c — each port's budgets on the shared pools: resolution
+ * (policy entry, else config, else "auto") and the mbuf quota's reserve
+ * and cap per port slot (sn_port_quota.h, doc/isolation.md).
+ *
+ * The "auto" budgets, with B = datapath.burst and nq the port's queues:
+ *   mbufs reserve  2 B nq (two bursts per queue)
+ *   mbufs cap      max(reserve + 2 B nq, (T - max_ports 2 B) / 2), T the
+ *                  mbuf quota's pool: half of what the reserves of a full
+ *                  daemon leave, so two tenants at their cap still leave
+ *                  every other port its reserve and more
+ *   held           per TX queue: max(2 B, min(mbufs cap / nq, 32768))
+ *                  (the ring size bounds it too)
+ *   backlog        max(2 B, switch backlog per destination / 2)
+ *   wheel          max(2 B, wheel nodes per worker / 4)
+ *   flows          max(8, flow-table entries per worker / 4)
+ *   macs           vhost-user port: max(16, MAC table / 16); uplink:
+ *                  MAC table / 2 (the hosts behind it)
+ */
+#include "sn_port_quota.h"
+
+#include <errno.h>
+
+#include "sn_log.h"
+#include "sn_port_internal.h"
+#include "sn_quota.h"
+
+static uint32_t max_u32(uint32_t a, uint32_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+void sn_port_quota_resolve(const struct sn_port_quota_env *env, const struct sn_port *p,
+			   const uint32_t *pol, struct sn_port_quota *out, uint32_t *mbufs_min)
+{
+	const uint32_t b2 = 2 * env->burst, nq = p->nq ? p->nq : 1;
+	const uint64_t reserves = (uint64_t)env->max_ports * b2;
+	uint32_t v[SN_QK_MAX], rsv;
+
+	for (unsigned k = 0; k < SN_QK_MAX; k++)
+		v[k] = pol && pol[k] ? pol[k] : env->limit[k];
+	rsv = env->mbufs_reserve ? env->mbufs_reserve : b2 * nq;
+	if (!v[SN_QK_MBUFS])
+		v[SN_QK_MBUFS] = max_u32(rsv + b2 * nq, env->mbuf_total > reserves ?
+					 (uint32_t)((env->mbuf_total - reserves) / 2) : 0);
+	if (p->type == SN_PORT_UPLINK) {
+		/* its frames come from its RX share, not from the quota */
+		v[SN_QK_MBUFS] = env->uplink_mbufs ? env->uplink_mbufs : 1;
+		rsv = 0;
+	}
+	if (!v[SN_QK_HELD])
+		v[SN_QK_HELD] = max_u32(b2, min_u32(v[SN_QK_MBUFS] / nq, 32768));
+	if (!v[SN_QK_BACKLOG])
+		v[SN_QK_BACKLOG] = max_u32(b2, env->backlog_size / 2);
+	if (!v[SN_QK_WHEEL])
+		v[SN_QK_WHEEL] = max_u32(b2, env->wheel_nodes / 4);
+	if (!v[SN_QK_FLOWS])
+		v[SN_QK_FLOWS] = max_u32(8, env->max_flows / 4);
+	if (!v[SN_QK_MACS])
+		v[SN_QK_MACS] = p->type == SN_PORT_UPLINK ? max_u32(1, env->mac_table_size / 2) :
+				max_u32(16, env->mac_table_size / 16);
+	out->mbufs = v[SN_QK_MBUFS];
+	out->held = v[SN_QK_HELD];
+	out->backlog = v[SN_QK_BACKLOG];
+	out->wheel = v[SN_QK_WHEEL];
+	out->flows = v[SN_QK_FLOWS];
+	out->macs = v[SN_QK_MACS];
+	*mbufs_min = min_u32(rsv, out->mbufs);
+}
+
+int sn_ports_quota_setup(struct sn_ports *reg, const struct sn_port_quota_env *env,
+			 sn_port_quota_policy_fn fn, void *arg)
+{
+	if (!env->mbuf_total)
+		return -EINVAL;
+	reg->mbufq = sn_quota_create(sn_config_port_slots, env->mbuf_total);
+	if (!reg->mbufq)
+		return -errno;
+	reg->qenv = *env;
+	reg->qpol = fn;
+	reg->qpol_arg = arg;
+	return 0;
+}
+
+struct sn_quota *sn_ports_mbuf_quota(const struct sn_ports *reg)
+{
+	return reg->mbufq;
+}
+
+void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p)
+{
+	const uint32_t *pol = reg->qpol ? reg->qpol(reg->qpol_arg, p->name) : NULL;
+	struct sn_port_quota q;
+	uint32_t min;
+
+	sn_port_quota_resolve(&reg->qenv, p, pol, &q, &min);
+	__atomic_store_n(&p->quota.mbufs, q.mbufs, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->quota.held, q.held, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->quota.backlog, q.backlog, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->quota.wheel, q.wheel, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->quota.flows, q.flows, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->quota.macs, q.macs, __ATOMIC_RELAXED);
+	if (!reg->mbufq || p->type != SN_PORT_VHOST)
+		return;
+	if (q.mbufs > sn_quota_total(reg->mbufq))
+		q.mbufs = sn_quota_total(reg->mbufq);
+	min = min_u32(min, q.mbufs);
+	if (sn_quota_set(reg->mbufq, p->slot, min, q.mbufs) == -ENOSPC) {
+		/* the reserves of the other ports leave less: what fits */
+		struct sn_quota_owner_stats os;
+		uint32_t free_rsv;
+
+		sn_quota_owner_stats(reg->mbufq, p->slot, &os);
+		free_rsv = sn_quota_total(reg->mbufq) - (sn_quota_reserved(reg->mbufq) - os.min);
+		sn_log("port %s: quota.mbufs_reserve %u does not fit the pool's %u unreserved "
+		       "mbufs: reserve %u", p->name, min, free_rsv, min_u32(min, free_rsv));
+		sn_quota_set(reg->mbufq, p->slot, min_u32(min, free_rsv), q.mbufs);
+	}
+}
+
+void sn_ports_quota_apply(struct sn_ports *reg)
+{
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
+		if (reg->slot[i])
+			sn_ports_quota_port(reg, reg->slot[i]);
+}
+
+void sn_ports_quota_release(struct sn_ports *reg, const struct sn_port *p)
+{
+	if (reg->mbufq && p->type == SN_PORT_VHOST)
+		sn_quota_set(reg->mbufq, p->slot, 0, sn_quota_total(reg->mbufq));
+}
+
+void sn_ports_quota_fini(struct sn_ports *reg)
+{
+	sn_quota_free(reg->mbufq);
+	reg->mbufq = NULL;
+}
