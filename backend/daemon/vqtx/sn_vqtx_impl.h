@@ -107,6 +107,12 @@ struct sn_vqtx {
 	struct sn_quota *mq;
 	uint32_t mq_owner;
 	const uint32_t *held_cap;
+	/* Owner: segments per frame to expect (the most of the last burst,
+	 * halving over bursts of smaller frames; 0 = 1): a poll pops only
+	 * as many frames as the port's mbuf room holds at that size, so
+	 * chains wait in the ring rather than being dropped for want of
+	 * mbufs. */
+	uint32_t seg_hint;
 	uint64_t max_hold_tsc;        /* 0 = no limit */
 	uint64_t unmarked_hold_tsc;   /* > 0 */
 	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one

@@ -172,11 +172,21 @@ static uint16_t budget(struct sn_vqtx *q, uint16_t max, uint32_t *granted)
 		}
 	}
 	if (q->mq) {
+		uint32_t fit;
+
 		*granted = sn_quota_take(q->mq, q->mq_owner, max);
-		if (*granted < max) {
+		fit = *granted;
+		if (unlikely(q->seg_hint > 1)) {   /* chains seen: room for them */
+			fit = (*granted + sn_quota_room(q->mq, q->mq_owner)) / q->seg_hint;
+			if (fit < *granted) {
+				sn_quota_give(q->mq, q->mq_owner, *granted - fit);
+				*granted = fit;
+			}
+		}
+		if (fit < max) {
 			ctr_inc(&q->st.quota_mbufs);
 			q->stats_pending = true;
-			max = (uint16_t)*granted;
+			max = (uint16_t)fit;
 		}
 	}
 	return max;
@@ -209,7 +219,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 {
 	struct sn_vring_pkt *vp = q->scratch;
 	struct rte_mbuf *stash[SN_CONFIG_BURST_MAX];
-	uint32_t n, nstash = 0, good = 0, marked = 0, granted;
+	uint32_t n, nstash = 0, good = 0, marked = 0, granted, nseg_max = 1;
 	uint64_t by = 0;
 	uint16_t out = 0;
 
@@ -269,6 +279,8 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 			complete(q, p->head);
 			continue;
 		}
+		if (p->nseg > nseg_max)
+			nseg_max = p->nseg;
 		if (!charge(q, p, &granted, n - i)) {
 			ctr_inc(&q->st.quota_mbufs_dropped);
 			complete(q, p->head);
@@ -288,6 +300,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		pkts[out++] = m;
 	}
 	*bytes = by;
+	q->seg_hint = nseg_max >= q->seg_hint / 2 ? nseg_max : q->seg_hint / 2;
 	if (granted)   /* the units of frames not wrapped (bad, dropped) */
 		sn_quota_give(q->mq, q->mq_owner, granted);
 	if (nstash)
