@@ -238,6 +238,53 @@ static void sc_hold(struct sn_vufront *f, uint32_t count)
 	collect(f);
 }
 
+/* A hostile tenant holding mbufs: q chains, each a header carrying the
+ * opt-in marker (held as long as the back-end likes, not copied out) and
+ * an indirect table of SN_VRING_MAX_SEGS payload segments of FLOOD_SEG
+ * bytes (one frame of 64 mbufs on the back-end's side), each chain posted
+ * again as soon as it is used, until --timeout (nothing awaited, no
+ * failure). */
+#define FLOOD_OFF 0x20000u           /* region 0: the flood's indirect tables */
+#define FLOOD_TBL 0x800u             /* one table of 65 descriptors each */
+#define FLOOD_SEG 16u
+
+static void sc_flood64(struct sn_vufront *f, uint32_t count)
+{
+	const double end = sn_vufront_now() + f->timeout_s;
+
+	(void)count;
+	_Static_assert(FLOOD_OFF + FLOOD_TBL * MAX_Q <= REG_SIZE, "flood tables fit region 0");
+	_Static_assert((SN_VRING_MAX_SEGS + 1) * 16 <= FLOOD_TBL, "a flood table fits its slot");
+	_Static_assert(SN_VRING_MAX_SEGS * FLOOD_SEG <= FRAME_SZ, "a flood frame fits its slot");
+	for (uint32_t i = 0; i < f->q; i++) {
+		uint32_t k = new_frame(f);
+		struct sn_vring_desc *t = (struct sn_vring_desc *)(void *)
+			(f->base[0] + FLOOD_OFF + FLOOD_TBL * i);
+
+		/* num_buffers: the guest's opt-in marker (sn_vqtx.h), so the
+		 * back-end holds the frames rather than copying them out */
+		memcpy(f->base[0] + HDR_OFF + 16 * k + 10, (const uint8_t[2]){ 0x44, 0x53 }, 2);
+		t[0] = (struct sn_vring_desc){ hdr_gpa(k), f->hdr_len, SN_VRING_DESC_F_NEXT, 1 };
+		for (uint16_t j = 1; j <= SN_VRING_MAX_SEGS; j++)
+			t[j] = (struct sn_vring_desc){ frame_gpa(k) + (j - 1u) * FLOOD_SEG, FLOOD_SEG,
+				j < SN_VRING_MAX_SEGS ? SN_VRING_DESC_F_NEXT : 0, (uint16_t)(j + 1) };
+		add_head(f, put_desc(f, GPA0 + FLOOD_OFF + FLOOD_TBL * i,
+				     (SN_VRING_MAX_SEGS + 1) * 16, SN_VRING_DESC_F_INDIRECT, 0),
+			 false, true);
+	}
+	publish(f);
+	while (sn_vufront_now() < end) {
+		const uint16_t u = used_idx(f);
+
+		for (; f->used_seen != u; f->used_seen++, f->used_total++)
+			add_head(f, (uint16_t)f->used->ring[f->used_seen & (f->q - 1)].id, false, true);
+		if (f->chains)
+			publish(f);
+		sn_vufront_nap_us(100);
+	}
+	f->expect = 0;               /* held on purpose: nothing awaited */
+}
+
 static void sc_desc_oob(struct sn_vufront *f, uint32_t count)
 {
 	(void)count;
@@ -666,6 +713,7 @@ static void sc_log_resize(struct sn_vufront *f, uint32_t count)
 static const struct scenario scenarios[] = {
 	{ "good", 128, sc_good },
 	{ "hold", 256, sc_hold },
+	{ "flood64", 256, sc_flood64 },
 	{ "desc_oob", 128, sc_desc_oob },
 	{ "loop", 128, sc_loop },
 	/* 64: q + 1 buffers must stay under the parser's walk budget
@@ -724,6 +772,7 @@ static void usage(FILE *o)
 "  Connects to a vhost-user back-end (server socket) as the front-end, posts\n"
 "  crafted TX descriptors, prints one JSON line of what the used ring showed.\n"
 "  --scenario NAME   good hold desc_oob loop chain_too_long too_many_segs\n"
+"                    flood64 (64-segment chains reposted until --timeout)\n"
 "                    addr_oob cross_region zero_len oversized too_short\n"
 "                    bad_indirect write_only head_oob head_busy avail_jump rewrite\n"
 "                    hotplug (memory hotplug while running)\n"
