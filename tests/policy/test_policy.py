@@ -302,6 +302,9 @@ INVALID = [
     ({"ports": {"vm0": {"colour": "red"}}}, "policy.ports.vm0.colour"),
     ({"ports": {"bad name": {}}}, "policy.ports"),
     ({"ports": {f"p{i}": {"weight": 65536} for i in range(17)}}, "sum of weights"),
+    ({"ports": {"vm0": {"quota": {"mbufs": 2}}}}, "policy.ports.vm0.quota.mbufs"),
+    ({"ports": {"vm0": {"quota": {"nope": 5}}}}, "policy.ports.vm0.quota.nope"),
+    ({"ports": {"vm0": {"quota": 7}}}, "policy.ports.vm0.quota"),
 ]
 
 
@@ -330,6 +333,29 @@ def test_invalid_policy_rejected_as_a_whole(schednicd):
     d.rpc("policy.del", {"port": "vm0"})
     assert d.rpc("policy.get")["ports"] == {}
     assert "policy" not in d.port_stats("vm0")
+
+
+@pytest.mark.functional
+def test_quota_overrides_follow_the_policy(schednicd, sn_tmpdir):
+    """policy.ports.<name>.quota overrides the config section quota for
+    that port, key by key, at every publication and when a port is added;
+    a budgets-only entry reads back as written and shapes nothing."""
+    d = schednicd(ports=["vm0", "vm1"], quota={"mbufs": 1000})
+
+    def limits(name):
+        q = d.port_stats(name)["quota"]
+        return q["mbufs"]["limit"], q["held"]["limit"]
+
+    assert limits("vm0")[0] == limits("vm1")[0] == 1000
+    entry = {"quota": {"mbufs": 300, "held": 99}}
+    d.rpc("policy.set", {"policy": {"ports": {"vm0": entry, "vm2": {"quota": {"mbufs": 50}}}}})
+    assert limits("vm0") == (300, 99) and limits("vm1")[0] == 1000
+    assert d.rpc("policy.get")["ports"]["vm0"] == entry
+    assert "policy" not in d.port_stats("vm0")     # budgets only: not shaped
+    d.rpc("port.add", {"name": "vm2", "path": str(sn_tmpdir / "vm2.sock")})
+    assert limits("vm2")[0] == 50
+    d.rpc("policy.del", {"port": "vm0"})
+    assert limits("vm0")[0] == 1000
 
 
 @pytest.mark.functional

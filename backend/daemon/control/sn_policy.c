@@ -431,6 +431,7 @@ static int parse_port(const char *name, const json_t *o, const struct sn_policy 
 	if (json_object_get(o, "quota") &&
 	    (rc = parse_quota(json_object_get(o, "quota"), path, pp, err, errlen)))
 		return rc;
+	pp->quota_only = json_object_size(o) == 1 && json_object_get(o, "quota");
 	if (json_object_get(o, "classes"))
 		return parse_classes(json_object_get(o, "classes"), path, pol, pp, err, errlen);
 	return 0;
@@ -540,9 +541,11 @@ json_t *sn_policy_to_json(const struct sn_policy *p)
 	for (unsigned i = 0; i < p->n_ports; i++) {
 		const struct sn_policy_port *pp = &p->ports[i];
 		json_t *cl = NULL;
-		json_t *o = json_pack("{s:I, s:I, s:I}", "rate_bps", (json_int_t)pp->rate_bps,
-				      "burst_bytes", (json_int_t)pp->burst_bytes,
-				      "weight", (json_int_t)pp->weight);
+		/* a budgets-only entry reads back as one (it shapes nothing) */
+		json_t *o = pp->quota_only ? json_object() :
+			json_pack("{s:I, s:I, s:I}", "rate_bps", (json_int_t)pp->rate_bps,
+				  "burst_bytes", (json_int_t)pp->burst_bytes,
+				  "weight", (json_int_t)pp->weight);
 
 		if (!o || json_object_set_new(ports, pp->name, o))
 			goto fail;
@@ -553,7 +556,10 @@ json_t *sn_policy_to_json(const struct sn_policy *p)
 		for (unsigned k = 0; k < pp->n_classes; k++)
 			if (json_array_append_new(cl, class_to_json(p, &pp->classes[k])))
 				goto fail;
-		/* "quota" only with a budget set, each set key alone. */
+		/* "quota" only with a budget set, each set key alone (a
+		 * budgets-only entry keeps it, empty or not). */
+		if (pp->quota_only && json_object_set_new(o, "quota", json_object()))
+			goto fail;
 		for (unsigned k = 0; k < SN_QK_MAX; k++) {
 			json_t *q = json_object_get(o, "quota");
 

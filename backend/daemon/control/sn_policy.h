@@ -38,7 +38,8 @@
  * rate_bps 0 = no rate limit (the port still gets its weight on the
  * uplink). Ports without an entry are not shaped at all. A port's "quota"
  * overrides the config section "quota" for that port, key by key ("auto"
- * or absent: the config's value; doc/isolation.md). Every key is
+ * or absent: the config's value; doc/isolation.md); an entry with no other
+ * key sets budgets only and does not make the port shaped. Every key is
  * optional; unknown keys are errors; every message names the field, e.g.
  *   policy.ports.vm0.weight: must be 1..65536
  *
@@ -127,6 +128,8 @@ struct sn_policy_port {
 	unsigned n_classes;
 	struct sn_policy_class classes[SN_POLICY_CLASSES_MAX];
 	uint32_t quota[SN_QK_MAX]; /* budgets by enum sn_quota_kind, 0 = not set */
+	bool quota_only;        /* the entry has no key but "quota": budgets
+	                         * only, the port is not shaped */
 };
 
 struct sn_policy_aggregate {

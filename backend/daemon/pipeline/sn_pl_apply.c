@@ -338,6 +338,8 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 		if (p && p->type == SN_PORT_UPLINK)
 			a->uplink = p;
 		want[s] = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		if (want[s] && want[s]->quota_only)
+			want[s] = NULL;   /* budgets only: no scheduler class */
 		if (!p || as->gen != p->gen) {
 			/* Another port (or none) in this slot: fresh counters. */
 			as->gen = p ? p->gen : 0;
@@ -416,6 +418,8 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 		if (p && p->type == SN_PORT_UPLINK)
 			pl->uplink = p;
 		w = p && p->type == SN_PORT_VHOST ? sn_policy_port_find(pol, p->name) : NULL;
+		if (w && w->quota_only)
+			w = NULL;   /* budgets only (sn_port_quota.c): not shaped */
 		/* The slot's flow classes (fresh if another port). */
 		cls_changed[s] = sn_classify_apply_port(pl->cls, (uint16_t)s, w,
 							!p || ps->gen != p->gen, pl->now);
