@@ -34,7 +34,7 @@ import pytest
 from snlib.wait import wait_for
 from sngen import peer_mac, port_table, wait_settled
 
-pytestmark = [pytest.mark.attack, pytest.mark.accuracy]
+pytestmark = [pytest.mark.attack]
 
 RATE = 50_000             # victim frames/s (sn-gen --rate)
 N = 75_000                # victim frames per phase (1.5 s)
@@ -144,6 +144,7 @@ def check_victim(gen, alone, attacked, no_mbuf, up_nombuf):
     assert [f["rx"] for f in r["flows"]] == [N, N], r["flows"]
 
 
+@pytest.mark.accuracy
 def test_chains_to_paused_peer(schednicd, sngen, spawn, vufront_bin, sn_tmpdir):
     """(a) 64-segment chains to a paused peer."""
     ifname = f"snq{os.getpid() % 100000}a"
@@ -184,6 +185,7 @@ def test_chains_to_paused_peer(schednicd, sngen, spawn, vufront_bin, sn_tmpdir):
              "the hostile port's mbufs back", d=d)
 
 
+@pytest.mark.accuracy
 def test_flood_into_shaped_class(schednicd, sngen, sn_tmpdir):
     """(b) an opted-in guest floods a 1 Mbit/s class with horizon clamp."""
     ifname = f"snq{os.getpid() % 100000}b"
@@ -227,3 +229,49 @@ def test_flood_into_shaped_class(schednicd, sngen, sn_tmpdir):
     hostile.proc.wait(30)
     wait_for(lambda: quota(port_table(d.stats()), "h")["used"] == 0,
              "the hostile port's mbufs back", d=d, timeout=30)
+
+
+@pytest.mark.functional
+def test_held_cap_bounds_an_opted_in_guest(schednicd, sngen, sn_tmpdir):
+    """An opted-in guest with max_hold_us 0 (no time limit) sends to a
+    paused peer: once the peer's RX ring is full its frames would wait in
+    the switch's backlog with their descriptors held; quota.held (128 from
+    its policy entry) is what bounds them. Its queue is then not polled
+    (quota_held rises) and, once the peer drains, every frame arrives:
+    backpressure, no drop."""
+    held, n = 128, 2000
+    ports = [{"name": "p", "type": "vhost-user", "path": str(sn_tmpdir / "p.sock"),
+              "mode": "server"},
+             {"name": "h", "type": "vhost-user", "path": str(sn_tmpdir / "h.sock"),
+              "mode": "server", "completion": "deferred", "max_hold_us": 0}]
+    d = schednicd(ports=ports, policy={"ports": {"h": {"quota": {"held": held}}}})
+    sink = sngen([d.vhost_path("p")], "--flow", "src=0,dst=02:99:00:00:00:09,count=0",
+                 mac_base=SINK_MAC_BASE)
+    gen = sngen([d.vhost_path("h")], "--marker",
+                "--flow", f"src=0,dst={peer_mac(SINK_MAC_BASE)},count={n},phase=0")
+    sink.wait("ready")
+    gen.wait("ready")
+    for name in ("p", "h"):
+        d.wait_port_state(name, "up")
+    sink.go("learn")
+    gen.go("learn")
+    wait_settled(d, lambda t: t["p"]["rx_packets"] == 1 and t["h"]["rx_packets"] == 1)
+    os.kill(sink.proc.pid, signal.SIGSTOP)
+    try:
+        (gen.sync / "go-0").touch()
+        t = wait_for(lambda: (lambda t: t if t["h"]["quota"]["held"]["hits"] > 0 else None)(
+            port_table(d.stats())), "the hostile queue at its held cap", d=d)
+        samples = [port_table(d.stats())["h"] for _ in range(20)]
+        most = max(s["completion"]["held_now"] for s in samples)
+    finally:
+        os.kill(sink.proc.pid, signal.SIGCONT)
+    q = t["h"]["quota"]["held"]
+    print(f"\nheld cap {held}: most held {most}, quota.held {q}, "
+          f"completion.quota_held {samples[-1]['completion']['quota_held']}")
+    assert q["limit"] == held and 0 < most <= held, (q, most)
+    assert samples[-1]["completion"]["quota_held"] > 0
+    t = wait_settled(d, lambda t: t["p"]["tx_packets"] == 1 + n
+                     and t["h"]["completion"]["held_now"] == 0, timeout=60)
+    c = t["h"]["completion"]
+    assert c["completed"] == c["popped"] == 1 + n and c["hold_timeouts"] == 0, c
+    assert t["p"]["drops"]["ring_full"] == 0 and t["h"]["quota"]["mbufs"]["used"] == 0, t
