@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_port_quota.c — the ports' budgets (sn_port_quota.c): the "auto"
+ * formulas, the order policy entry > config > auto, and the mbuf quota's
+ * reserves and caps per port slot (a hand-built registry, no EAL). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sn_port_internal.h"
+#include "sn_port_quota.h"
+#include "sn_quota.h"
+
+#include "sn_check.h"
+
+/* sn_config.c's, without the parser: the default slot count */
+unsigned sn_config_port_slots = SN_CONFIG_MAX_PORTS_DEF + 1;
+
+static const uint32_t *g_pol;
+
+static const uint32_t *policy_of(void *arg, const char *name)
+{
+	(void)arg;
+	return !strcmp(name, "vm1") ? g_pol : NULL;
+}
+
+static struct sn_port *port(const char *name, enum sn_port_type type, uint16_t slot,
+			    uint16_t nq)
+{
+	struct sn_port *p = calloc(1, sizeof(*p));
+
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->type = type;
+	p->slot = slot;
+	p->nq = nq;
+	return p;
+}
+
+static const struct sn_port_quota_env env0 = {
+	.mbuf_total = 10000, .uplink_mbufs = 1056, .max_ports = 64, .burst = 32,
+	.backlog_size = 1024, .wheel_nodes = 8192, .max_flows = 16384, .mac_table_size = 4096,
+};
+
+static void test_auto(void)
+{
+	struct sn_port *p = port("vm0", SN_PORT_VHOST, 0, 1), *p2 = port("vm2", SN_PORT_VHOST, 1, 2);
+	struct sn_port *up = port("uplink", SN_PORT_UPLINK, 2, 1);
+	struct sn_port_quota q;
+	uint32_t min;
+
+	sn_port_quota_resolve(&env0, p, NULL, &q, &min);
+	/* reserve two bursts per queue; cap half of what 64 reserves leave */
+	CHECK(min == 64);
+	CHECK(q.mbufs == (10000 - 64 * 64) / 2);
+	CHECK(q.held == q.mbufs);
+	CHECK(q.backlog == 512 && q.wheel == 2048 && q.flows == 4096 && q.macs == 256);
+	sn_port_quota_resolve(&env0, p2, NULL, &q, &min);
+	CHECK(min == 128 && q.held == q.mbufs / 2);
+	/* a pool the reserves fill: the cap is the reserve plus two bursts */
+	struct sn_port_quota_env small = env0;
+	small.mbuf_total = 1000;
+	sn_port_quota_resolve(&small, p, NULL, &q, &min);
+	CHECK(min == 64 && q.mbufs == 128 && q.held == 128);
+	/* the uplink: its RX share, no reserve; half the MAC table */
+	sn_port_quota_resolve(&env0, up, NULL, &q, &min);
+	CHECK(q.mbufs == 1056 && min == 0 && q.macs == 2048);
+	free(p);
+	free(p2);
+	free(up);
+}
+
+static void test_order(void)
+{
+	struct sn_port *p = port("vm1", SN_PORT_VHOST, 0, 1);
+	struct sn_port_quota_env env = env0;
+	const uint32_t pol[SN_QK_MAX] = { [SN_QK_MBUFS] = 300, [SN_QK_MACS] = 7 };
+	struct sn_port_quota q;
+	uint32_t min;
+
+	env.limit[SN_QK_MBUFS] = 1000;
+	env.limit[SN_QK_FLOWS] = 99;
+	env.mbufs_reserve = 40;
+	sn_port_quota_resolve(&env, p, pol, &q, &min);
+	CHECK(q.mbufs == 300 && q.macs == 7);     /* the policy's */
+	CHECK(q.flows == 99);                     /* the config's */
+	CHECK(q.backlog == 512);                  /* auto */
+	CHECK(q.held == 300 && min == 40);
+	/* a reserve above the cap is the cap */
+	env.mbufs_reserve = 500;
+	sn_port_quota_resolve(&env, p, pol, &q, &min);
+	CHECK(min == 300);
+	free(p);
+}
+
+static void test_registry(void)
+{
+	struct sn_ports reg;
+	struct sn_port *a = port("vm0", SN_PORT_VHOST, 0, 1), *b = port("vm1", SN_PORT_VHOST, 1, 1);
+	struct sn_port_quota_env env = env0;
+	const uint32_t pol[SN_QK_MAX] = { [SN_QK_MBUFS] = 200 };
+	struct sn_quota_owner_stats os;
+
+	memset(&reg, 0, sizeof(reg));
+	reg.slot = calloc(sn_config_port_slots, sizeof(reg.slot[0]));
+	env.mbuf_total = 100;
+	CHECK(sn_ports_quota_setup(&reg, &(struct sn_port_quota_env){ 0 }, NULL, NULL) == -EINVAL);
+	CHECK(sn_ports_quota_setup(&reg, &env, policy_of, NULL) == 0);
+	g_pol = pol;
+	reg.slot[0] = a;
+	reg.slot[1] = b;
+	sn_ports_quota_port(&reg, a);
+	sn_quota_owner_stats(reg.mbufq, 0, &os);
+	CHECK(os.min == 64 && os.max == 100);     /* capped at the pool */
+	/* the second reserve does not fit whole: lowered to what is left */
+	sn_ports_quota_port(&reg, b);
+	sn_quota_owner_stats(reg.mbufq, 1, &os);
+	CHECK(os.min == 36 && os.max == 100 && b->quota.mbufs == 200);
+	/* a new policy: applied to every port */
+	g_pol = NULL;
+	sn_ports_quota_apply(&reg);
+	CHECK(b->quota.mbufs == 128);
+	sn_ports_quota_release(&reg, a);
+	sn_quota_owner_stats(reg.mbufq, 0, &os);
+	CHECK(os.min == 0);
+	sn_ports_quota_fini(&reg);
+	CHECK(sn_ports_mbuf_quota(&reg) == NULL);
+	free(reg.slot);
+	free(a);
+	free(b);
+}
+
+int main(void)
+{
+	test_auto();
+	test_order();
+	test_registry();
+	return sn_check_exit("port_quota");
+}
