@@ -4,11 +4,14 @@
  * and cap per port slot (sn_port_quota.h, doc/isolation.md).
  *
  * The "auto" budgets, with B = datapath.burst and nq the port's queues:
- *   mbufs reserve  2 B nq (two bursts per queue)
- *   mbufs cap      max(reserve + 2 B nq, (T - max_ports 2 B) / 2), T the
- *                  mbuf quota's pool: half of what the reserves of a full
- *                  daemon leave, so two tenants at their cap still leave
- *                  every other port its reserve and more
+ *   mbufs reserve  R nq, R = min(2 B, T / (2 max_ports)) per queue: two
+ *                  bursts, or what a pool too small for max_ports ports
+ *                  of two bursts leaves (half of it for the reserves;
+ *                  logged at start), T the mbuf quota's pool
+ *   mbufs cap      max(reserve + 2 B nq, (T - max_ports R) / 2): half of
+ *                  what the reserves of a full daemon leave, so two
+ *                  tenants at their cap still leave every other port its
+ *                  reserve and more
  *   held           per TX queue: max(2 B, min(mbufs cap / nq, 32768))
  *                  (the ring size bounds it too)
  *   backlog        max(2 B, switch backlog per destination / 2)
@@ -39,12 +42,14 @@ void sn_port_quota_resolve(const struct sn_port_quota_env *env, const struct sn_
 			   const uint32_t *pol, struct sn_port_quota *out, uint32_t *mbufs_min)
 {
 	const uint32_t b2 = 2 * env->burst, nq = p->nq ? p->nq : 1;
-	const uint64_t reserves = (uint64_t)env->max_ports * b2;
+	/* per queue: two bursts, or what a pool too small for that leaves */
+	const uint32_t rq = min_u32(b2, env->mbuf_total / (2 * max_u32(env->max_ports, 1)));
+	const uint64_t reserves = (uint64_t)env->max_ports * rq;
 	uint32_t v[SN_QK_MAX], rsv;
 
 	for (unsigned k = 0; k < SN_QK_MAX; k++)
 		v[k] = pol && pol[k] ? pol[k] : env->limit[k];
-	rsv = env->mbufs_reserve ? env->mbufs_reserve : b2 * nq;
+	rsv = env->mbufs_reserve ? env->mbufs_reserve : rq * nq;
 	if (!v[SN_QK_MBUFS])
 		v[SN_QK_MBUFS] = max_u32(rsv + b2 * nq, env->mbuf_total > reserves ?
 					 (uint32_t)((env->mbuf_total - reserves) / 2) : 0);
@@ -84,6 +89,12 @@ int sn_ports_quota_setup(struct sn_ports *reg, const struct sn_port_quota_env *e
 	reg->qenv = *env;
 	reg->qpol = fn;
 	reg->qpol_arg = arg;
+	if (!env->mbufs_reserve &&
+	    env->mbuf_total / (2 * max_u32(env->max_ports, 1)) < 2 * env->burst)
+		sn_log("quota: %u mbufs for %u ports leave a reserve of %u mbufs per queue, "
+		       "less than two bursts (%u): raise datapath.mbufs or use \"auto\"",
+		       env->mbuf_total, env->max_ports,
+		       env->mbuf_total / (2 * max_u32(env->max_ports, 1)), 2 * env->burst);
 	return 0;
 }
 

@@ -55,11 +55,16 @@ static void test_auto(void)
 	CHECK(q.backlog == 512 && q.wheel == 2048 && q.flows == 4096 && q.macs == 256);
 	sn_port_quota_resolve(&env0, p2, NULL, &q, &min);
 	CHECK(min == 128 && q.held == q.mbufs / 2);
-	/* a pool the reserves fill: the cap is the reserve plus two bursts */
+	/* a pool too small for 64 reserves of two bursts: half of it for
+	 * the reserves (7 each), half of the rest the cap */
 	struct sn_port_quota_env small = env0;
 	small.mbuf_total = 1000;
 	sn_port_quota_resolve(&small, p, NULL, &q, &min);
-	CHECK(min == 64 && q.mbufs == 128 && q.held == 128);
+	CHECK(min == 7 && q.mbufs == (1000 - 64 * 7) / 2 && q.held == q.mbufs);
+	/* a reserve given: the cap is at least the reserve plus two bursts */
+	small.mbufs_reserve = 900;
+	sn_port_quota_resolve(&small, p, NULL, &q, &min);
+	CHECK(min == 900 && q.mbufs == 964);
 	/* the uplink: its RX share, no reserve; half the MAC table */
 	sn_port_quota_resolve(&env0, up, NULL, &q, &min);
 	CHECK(q.mbufs == 1056 && min == 0 && q.macs == 2048);
@@ -102,6 +107,7 @@ static void test_registry(void)
 	memset(&reg, 0, sizeof(reg));
 	reg.slot = calloc(sn_config_port_slots, sizeof(reg.slot[0]));
 	env.mbuf_total = 100;
+	env.mbufs_reserve = 64;
 	CHECK(sn_ports_quota_setup(&reg, &(struct sn_port_quota_env){ 0 }, NULL, NULL) == -EINVAL);
 	CHECK(sn_ports_quota_setup(&reg, &env, policy_of, NULL) == 0);
 	g_pol = pol;
@@ -117,7 +123,7 @@ static void test_registry(void)
 	/* a new policy: applied to every port */
 	g_pol = NULL;
 	sn_ports_quota_apply(&reg);
-	CHECK(b->quota.mbufs == 128);
+	CHECK(b->quota.mbufs == 64 + 64);
 	sn_ports_quota_release(&reg, a);
 	sn_quota_owner_stats(reg.mbufq, 0, &os);
 	CHECK(os.min == 0);

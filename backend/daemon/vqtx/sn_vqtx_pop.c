@@ -239,8 +239,10 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	was_broken = sn_vring_is_broken(q->vr);
 
 	max = budget(q, max, &granted);
-	if (max == 0)
+	if (max == 0) {
+		*bytes = 0;
 		return 0;
+	}
 	sn_vring_get_base(q->vr, &a0, &u);
 	n = sn_vring_tx_pop(q->vr, vp, max);
 	sn_vring_get_base(q->vr, &a1, &u);
