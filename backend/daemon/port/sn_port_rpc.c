@@ -571,7 +571,7 @@ static json_t *quota_json(const struct sn_ctl *ctl, const struct sn_port *p)
 {
 	const struct sn_quota *mq = sn_ports_mbuf_quota(ctl->reg);
 	struct sn_quota_owner_stats os = { 0 };
-	uint64_t held_now = 0, held_hits = 0, mbuf_drops = 0;
+	uint64_t held_now = 0, held_hits = 0, mbuf_hits = 0, mbuf_drops = 0;
 	json_t *o, *mb;
 
 	for (unsigned qi = 0; qi < p->nq; qi++) {
@@ -582,6 +582,7 @@ static json_t *quota_json(const struct sn_ctl *ctl, const struct sn_port *p)
 		sn_vqtx_stats_read(p->q[qi].vq, &vs);
 		held_now = RTE_MAX(held_now, vs.extbuf_in_use);
 		held_hits += vs.quota_held;
+		mbuf_hits += vs.quota_mbufs;
 		mbuf_drops += vs.quota_mbufs_dropped;
 	}
 	if (mq && p->type == SN_PORT_VHOST)
@@ -589,7 +590,7 @@ static json_t *quota_json(const struct sn_ctl *ctl, const struct sn_port *p)
 	mb = json_pack("{s:I, s:I, s:I, s:I, s:I}",
 		       "limit", (json_int_t)__atomic_load_n(&p->quota.mbufs, __ATOMIC_RELAXED),
 		       "reserve", (json_int_t)os.min, "used", (json_int_t)os.used,
-		       "hits", (json_int_t)os.hits, "dropped", (json_int_t)mbuf_drops);
+		       "hits", (json_int_t)mbuf_hits, "dropped", (json_int_t)mbuf_drops);
 	o = !mb ? NULL : json_pack("{s:o, s:{s:I, s:I, s:I}, s:{s:I}, s:{s:I}, s:{s:I}, s:{s:I}}",
 		       "mbufs", mb,
 		       "held", "limit", (json_int_t)__atomic_load_n(&p->quota.held, __ATOMIC_RELAXED),

@@ -155,11 +155,12 @@ offl:
 }
 
 /* Owner: the descriptors a poll may take under the queue's budgets (at
- * most max), with the port's mbufs for one segment each taken from its
- * quota into *granted; 0 = not polled (counted). */
-static uint16_t budget(struct sn_vqtx *q, uint16_t max, uint32_t *granted)
+ * most max): the held cap's room, and the frames of seg_hint segments the
+ * port's mbuf room holds (a relaxed read: an empty poll costs no atomic
+ * write; the pop's frames are taken from the quota after it). 0 = not
+ * polled (counted). */
+static uint16_t budget(struct sn_vqtx *q, uint16_t max)
 {
-	*granted = 0;
 	if (q->held_cap) {
 		const uint32_t cap = __atomic_load_n(q->held_cap, __ATOMIC_RELAXED);
 
@@ -172,17 +173,9 @@ static uint16_t budget(struct sn_vqtx *q, uint16_t max, uint32_t *granted)
 		}
 	}
 	if (q->mq) {
-		uint32_t fit;
+		const uint32_t room = sn_quota_room(q->mq, q->mq_owner);
+		const uint32_t fit = q->seg_hint > 1 ? room / q->seg_hint : room;
 
-		*granted = sn_quota_take(q->mq, q->mq_owner, max);
-		fit = *granted;
-		if (unlikely(q->seg_hint > 1)) {   /* chains seen: room for them */
-			fit = (*granted + sn_quota_room(q->mq, q->mq_owner)) / q->seg_hint;
-			if (fit < *granted) {
-				sn_quota_give(q->mq, q->mq_owner, *granted - fit);
-				*granted = fit;
-			}
-		}
 		if (fit < max) {
 			ctr_inc(&q->st.quota_mbufs);
 			q->stats_pending = true;
@@ -192,8 +185,9 @@ static uint16_t budget(struct sn_vqtx *q, uint16_t max, uint32_t *granted)
 	return max;
 }
 
-/* Owner: charge frame p's segments beyond the one budget() took for it
- * (*granted: units taken and not yet charged). False: they do not fit. */
+/* Owner: charge frame p's segments beyond the one taken for it after the
+ * pop (*granted: units taken and not yet charged; left: frames of the
+ * burst from p on). False: they do not fit. */
 static inline bool charge(struct sn_vqtx *q, const struct sn_vring_pkt *p, uint32_t *granted,
 			  uint32_t left)
 {
@@ -238,7 +232,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		sn_vqtx_take_map(q);
 	was_broken = sn_vring_is_broken(q->vr);
 
-	max = budget(q, max, &granted);
+	max = budget(q, max);
 	if (max == 0) {
 		*bytes = 0;
 		return 0;
@@ -251,12 +245,11 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 	if (a1 != a0)
 		rec_popped(q, vp, n, a1);   /* every head popped, bad ones too */
 	*bytes = 0;
-	if (n < granted) {   /* one unit per frame popped stays taken */
-		sn_quota_give(q->mq, q->mq_owner, granted - n);
-		granted = n;
-	}
 	if (n == 0)
 		return 0;
+	/* one unit per frame popped (the room was read above; a take that
+	 * raced another lcore's gets less, and charge() tries again) */
+	granted = q->mq ? sn_quota_take(q->mq, q->mq_owner, n) : 0;
 	/* One mempool access per burst (the common frame is one segment);
 	 * frames that need more, or a pool too low for the whole burst, fall
 	 * back to one allocation per frame. Left-overs go back at the end. */
