@@ -206,8 +206,12 @@ static int quota_setup(const struct sn_config *cfg, struct sn_ports *reg,
 	struct sn_port_quota_env env = {
 		.mbufs_reserve = cfg->quota.mbufs_reserve,
 		.max_ports = cfg->datapath.max_ports, .burst = cfg->datapath.burst,
-		.backlog_size = 1024,   /* SN_SWITCH_BACKLOG_MAX (sn_switch_impl.h) */
-		.wheel_nodes = mp->size, .max_flows = cfg->datapath.max_flows,
+		.auto_backlog = sn_switch_backlog_quota_auto(sn_config_port_slots, cfg->datapath.burst),
+		.auto_wheel = sn_pipeline_wheel_quota_auto(mp->size, sn_config_port_slots,
+							   cfg->datapath.burst),
+		.auto_flows = sn_classify_flows_quota_auto(cfg->datapath.max_flows,
+							   sn_config_port_slots, cfg->datapath.burst),
+		.auto_macs = sn_mac_quota_auto(cfg->datapath.mac_table_size, cfg->datapath.max_ports),
 		.mac_table_size = cfg->datapath.mac_table_size,
 	};
 	/* a cache holds up to 1.5 times its size before it flushes */
@@ -236,6 +240,9 @@ static int quota_setup(const struct sn_config *cfg, struct sn_ports *reg,
 	sn_log("quota: %u mbufs shared by the ports (pool %u, uplink RX share %u, "
 	       "caches and stashes %llu)", env.mbuf_total, mp->size, env.uplink_mbufs,
 	       (unsigned long long)(caches + stashes));
+	sn_log("quota: auto per port: %u backlog entries, %u wheel nodes and %u flow entries "
+	       "per worker, %u MAC entries (%u port slots)", env.auto_backlog, env.auto_wheel,
+	       env.auto_flows, env.auto_macs, sn_config_port_slots);
 	return 0;
 }
 
@@ -513,24 +520,6 @@ static int run(struct sn_config *cfg)
 		sn_log("port registry: %s", strerror(errno));
 		goto out_mp;
 	}
-	/* Default budgets on the shared pools this process sizes: every
-	 * port slot keeps a reserve of two bursts (sn_port_quota). */
-	{
-		const struct sn_port_quota q = {
-			.backlog = sn_switch_backlog_quota_auto(sn_config_port_slots,
-								cfg->datapath.burst),
-			.wheel = sn_pipeline_wheel_quota_auto(mp->size, sn_config_port_slots,
-							      cfg->datapath.burst),
-			.flows = sn_classify_flows_quota_auto(cfg->datapath.max_flows,
-							      sn_config_port_slots,
-							      cfg->datapath.burst),
-		};
-
-		sn_ports_set_quota_default(reg, &q);
-		sn_log("quotas per port: %u backlog entries, %u wheel nodes, %u flow entries "
-		       "per worker (%u port slots)", q.backlog, q.wheel, q.flows,
-		       sn_config_port_slots);
-	}
 	if (sn_ports_set_workers(reg, nw)) {
 		sn_log("port registry: %u workers refused", nw);
 		goto out_ports;
@@ -547,7 +536,7 @@ static int run(struct sn_config *cfg)
 	/* A migrated guest's MAC follows it (sn_port_migrate.c); the ports,
 	 * hence the hook, go before the switches. */
 	sn_ports_set_announce(reg, announce, sws[0]);
-	sn_ports_set_mac_hooks(reg, &mac_hooks, sws[0], cfg->datapath.mac_table_size);
+	sn_ports_set_mac_hooks(reg, &mac_hooks, sws[0]);
 	ctl.reg = reg;
 	ctl.control_socket = cfg->control.socket;
 	ctl.sw = sws[0];

@@ -220,13 +220,7 @@ static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_
 	p->uplink_vid = -1;
 	p->nq = 1;
 	p->gen = reg->next_gen++;
-	p->quota = reg->quota_def;
 	return p;
-}
-
-void sn_ports_set_quota_default(struct sn_ports *reg, const struct sn_port_quota *q)
-{
-	reg->quota_def = *q;
 }
 
 static void port_free(struct sn_port *p)
@@ -340,9 +334,6 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	p->client = client;
 	p->slot = (uint16_t)slot;
 	p->nq = opts->queues ? opts->queues : 1;
-	/* MAC entries: an even share of the table (sn_mac_quota_auto). */
-	if (reg->mac_table_size)
-		p->quota.macs = sn_mac_quota_auto(reg->mac_table_size, sn_config_port_slots - 1);
 	if (opts->bind) {
 		p->bind = *opts->bind;
 		p->bound = sn_bind_active(&p->bind);
@@ -676,12 +667,10 @@ void sn_port_stats_read(const struct sn_port *p, struct sn_port_stats *out)
 	out->move_refused = __atomic_load_n(&p->st.move_refused, __ATOMIC_RELAXED);
 }
 
-void sn_ports_set_mac_hooks(struct sn_ports *reg, const struct sn_port_mac_hooks *h, void *arg,
-			    unsigned table_entries)
+void sn_ports_set_mac_hooks(struct sn_ports *reg, const struct sn_port_mac_hooks *h, void *arg)
 {
 	reg->mac_hooks = h;
 	reg->mac_hooks_arg = arg;
-	reg->mac_table_size = table_entries;
 }
 
 void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_stats *out)

@@ -262,9 +262,6 @@ struct sn_ports;
 /* Main thread. One registry per process (the vhost callbacks carry only a
  * vid, so they reach it through a process-wide pointer). NULL + errno. */
 struct sn_ports *sn_ports_create(void);
-/* MAIN, before any port is added: the budgets every new port starts with
- * (sn_port_quota; all 0 until set: no cap). */
-void sn_ports_set_quota_default(struct sn_ports *reg, const struct sn_port_quota *q);
 /* Main thread: delete every port (uplink included), free the registry. */
 void sn_ports_destroy(struct sn_ports *reg);
 
@@ -285,11 +282,10 @@ struct sn_port_mac_hooks {
 	void (*added)(void *arg, const struct sn_port *p);
 	void (*deleted)(void *arg, uint16_t slot);
 };
-/* Main thread, before any port is added (NULL h: none). table_entries:
- * the MAC table's size, from which a port's default MAC-entry quota
- * (quota.macs) is derived. */
-void sn_ports_set_mac_hooks(struct sn_ports *reg, const struct sn_port_mac_hooks *h, void *arg,
-			    unsigned table_entries);
+/* Main thread, before any port is added (NULL h: none). `added` also
+ * runs for every port after each policy publication (its quota.macs may
+ * have changed: sn_ports_quota_apply). */
+void sn_ports_set_mac_hooks(struct sn_ports *reg, const struct sn_port_mac_hooks *h, void *arg);
 
 struct sn_vhost_opts {
 	bool client;          /* mode "client" */

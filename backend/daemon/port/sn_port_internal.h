@@ -24,7 +24,6 @@
  *   announce,   MAIN                   VHOST (SEND_RARP     hook_lock
  *   announce_arg                       hook)
  *   mac_hooks,  MAIN                   MAIN                 none (one thread)
- *   mac_table_size
  *   next_gen,   MAIN                   MAIN                 none (one thread)
  *   n_workers,
  *   state_dir,
@@ -59,7 +58,6 @@ struct sn_ports {
 	struct { int vid; struct sn_port *p; } *hook; /* [sn_config_port_slots] */
 	struct sn_port_table *table;            /* RCU-published snapshot */
 	uint32_t next_gen;
-	struct sn_port_quota quota_def;         /* a new port's budgets (main) */
 	unsigned n_workers;                     /* TX queue owners 0..n-1 (main) */
 	/* sn_ports_set_announce() (under hook_lock; called under it too). */
 	sn_port_announce_fn announce;
@@ -67,7 +65,6 @@ struct sn_ports {
 	/* sn_ports_set_mac_hooks(). */
 	const struct sn_port_mac_hooks *mac_hooks;
 	void *mac_hooks_arg;
-	unsigned mac_table_size;                /* entries: default MAC quotas */
 	char state_dir[SN_PORT_STATE_DIR_MAX + 1]; /* records of deferred TX queues
 	                                         * ("": none; main) */
 	/* Budgets (sn_port_quota.c): the mbuf quota over the port slots

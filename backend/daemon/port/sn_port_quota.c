@@ -14,11 +14,13 @@
  *                  reserve and more
  *   held           per TX queue: max(2 B, min(mbufs cap / nq, 32768))
  *                  (the ring size bounds it too)
- *   backlog        max(2 B, switch backlog per destination / 2)
- *   wheel          max(2 B, wheel nodes per worker / 4)
- *   flows          max(8, flow-table entries per worker / 4)
- *   macs           vhost-user port: max(16, MAC table / 16); uplink:
- *                  MAC table / 2 (the hosts behind it)
+ *   backlog, wheel, flows, macs
+ *                  the rule of the module that sizes the pool (env's
+ *                  auto_*: sn_switch_backlog_quota_auto,
+ *                  sn_pipeline_wheel_quota_auto,
+ *                  sn_classify_flows_quota_auto, sn_mac_quota_auto;
+ *                  doc/isolation.md); the uplink's macs: the whole
+ *                  table (its entries are not capped)
  */
 #include "sn_port_quota.h"
 
@@ -61,14 +63,15 @@ void sn_port_quota_resolve(const struct sn_port_quota_env *env, const struct sn_
 	if (!v[SN_QK_HELD])
 		v[SN_QK_HELD] = max_u32(b2, min_u32(v[SN_QK_MBUFS] / nq, 32768));
 	if (!v[SN_QK_BACKLOG])
-		v[SN_QK_BACKLOG] = max_u32(b2, env->backlog_size / 2);
+		v[SN_QK_BACKLOG] = max_u32(1, env->auto_backlog);
 	if (!v[SN_QK_WHEEL])
-		v[SN_QK_WHEEL] = max_u32(b2, env->wheel_nodes / 4);
+		v[SN_QK_WHEEL] = max_u32(1, env->auto_wheel);
 	if (!v[SN_QK_FLOWS])
-		v[SN_QK_FLOWS] = max_u32(8, env->max_flows / 4);
+		v[SN_QK_FLOWS] = max_u32(1, env->auto_flows);
 	if (!v[SN_QK_MACS])
-		v[SN_QK_MACS] = p->type == SN_PORT_UPLINK ? max_u32(1, env->mac_table_size / 2) :
-				max_u32(16, env->mac_table_size / 16);
+		v[SN_QK_MACS] = max_u32(1, env->auto_macs);
+	if (p->type == SN_PORT_UPLINK)
+		v[SN_QK_MACS] = max_u32(1, env->mac_table_size);
 	out->mbufs = v[SN_QK_MBUFS];
 	out->held = v[SN_QK_HELD];
 	out->backlog = v[SN_QK_BACKLOG];
@@ -136,9 +139,17 @@ void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p)
 
 void sn_ports_quota_apply(struct sn_ports *reg)
 {
-	for (unsigned i = 0; i < sn_config_port_slots; i++)
-		if (reg->slot[i])
-			sn_ports_quota_port(reg, reg->slot[i]);
+	for (unsigned i = 0; i < sn_config_port_slots; i++) {
+		struct sn_port *p = reg->slot[i];
+
+		if (!p)
+			continue;
+		sn_ports_quota_port(reg, p);
+		/* the MAC table's cap of the port follows (its hook sets the
+		 * reserve and cap; static entries are already in place) */
+		if (reg->mac_hooks)
+			reg->mac_hooks->added(reg->mac_hooks_arg, p);
+	}
 }
 
 void sn_ports_quota_release(struct sn_ports *reg, const struct sn_port *p)

@@ -39,10 +39,12 @@ struct sn_port_quota_env {
 	uint32_t uplink_mbufs;        /* the uplink's RX share, reserved */
 	unsigned max_ports;           /* datapath.max_ports */
 	unsigned burst;               /* datapath.burst */
-	uint32_t backlog_size;        /* switch backlog entries per destination */
-	uint32_t wheel_nodes;         /* timing-wheel nodes per worker */
-	uint32_t max_flows;           /* flow-table entries per worker */
-	uint32_t mac_table_size;      /* MAC table entries */
+	/* The "auto" caps of the pools other modules size, each from that
+	 * module's rule (MAIN fills them): sn_switch_backlog_quota_auto,
+	 * sn_pipeline_wheel_quota_auto, sn_classify_flows_quota_auto,
+	 * sn_mac_quota_auto. */
+	uint32_t auto_backlog, auto_wheel, auto_flows, auto_macs;
+	uint32_t mac_table_size;      /* MAC table entries (the uplink's macs) */
 };
 
 /* The overrides of port `name` (uint32_t[SN_QK_MAX], 0 = not set) in the

@@ -37,7 +37,8 @@ static struct sn_port *port(const char *name, enum sn_port_type type, uint16_t s
 
 static const struct sn_port_quota_env env0 = {
 	.mbuf_total = 10000, .uplink_mbufs = 1056, .max_ports = 64, .burst = 32,
-	.backlog_size = 1024, .wheel_nodes = 8192, .max_flows = 16384, .mac_table_size = 4096,
+	.auto_backlog = 960, .auto_wheel = 4096, .auto_flows = 12288, .auto_macs = 128,
+	.mac_table_size = 4096,
 };
 
 static void test_auto(void)
@@ -52,7 +53,7 @@ static void test_auto(void)
 	CHECK(min == 64);
 	CHECK(q.mbufs == (10000 - 64 * 64) / 2);
 	CHECK(q.held == q.mbufs);
-	CHECK(q.backlog == 512 && q.wheel == 2048 && q.flows == 4096 && q.macs == 256);
+	CHECK(q.backlog == 960 && q.wheel == 4096 && q.flows == 12288 && q.macs == 128);
 	sn_port_quota_resolve(&env0, p2, NULL, &q, &min);
 	CHECK(min == 128 && q.held == q.mbufs / 2);
 	/* a pool too small for 64 reserves of two bursts: half of it for
@@ -65,9 +66,9 @@ static void test_auto(void)
 	small.mbufs_reserve = 900;
 	sn_port_quota_resolve(&small, p, NULL, &q, &min);
 	CHECK(min == 900 && q.mbufs == 964);
-	/* the uplink: its RX share, no reserve; half the MAC table */
+	/* the uplink: its RX share, no reserve, the whole MAC table */
 	sn_port_quota_resolve(&env0, up, NULL, &q, &min);
-	CHECK(q.mbufs == 1056 && min == 0 && q.macs == 2048);
+	CHECK(q.mbufs == 1056 && min == 0 && q.macs == 4096);
 	free(p);
 	free(p2);
 	free(up);
@@ -87,7 +88,7 @@ static void test_order(void)
 	sn_port_quota_resolve(&env, p, pol, &q, &min);
 	CHECK(q.mbufs == 300 && q.macs == 7);     /* the policy's */
 	CHECK(q.flows == 99);                     /* the config's */
-	CHECK(q.backlog == 512);                  /* auto */
+	CHECK(q.backlog == 960);                  /* auto */
 	CHECK(q.held == 300 && min == 40);
 	/* a reserve above the cap is the cap */
 	env.mbufs_reserve = 500;
