@@ -85,7 +85,7 @@ def test_uplink_frame_with_a_vms_mac_does_not_divert_it(schednicd, sngen, sn_tmp
     """A frame from the uplink with vm0's source MAC: with the default move
     policy (vm_sticky) vm0's entry stays (move_refused counted) and vm1's
     traffic to vm0 all reaches vm0, none the uplink; datapath.mac_move "any"
-    (the old behaviour) is measured too: the entry moves and vm1's frames
+    (any port moves any learned entry) is measured too: the entry moves and vm1's frames
     go to the uplink."""
     up = sn_tmpdir / "uplink.sock"
     names = ["vm0", "vm1"]
