@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sn_arbiter.h"
 #include "sn_config.h"
 #include "sn_policy.h"
 #include "sn_sched.h"
@@ -60,7 +61,10 @@ static inline void fuzz_check_policy(const struct sn_policy *p)
 {
 	uint64_t wsum = 0;
 
-	FCHECK(fuzz_rate_ok(p->uplink.rate_bps, 1), "uplink.rate_bps %llu",
+	/* The uplink's rate is the link emulation's, not a shaper's. */
+	FCHECK(p->uplink.rate_bps == 0 ||
+	       (p->uplink.rate_bps >= 1000 && p->uplink.rate_bps <= SN_ARBITER_MAX_LINK_BPS),
+	       "uplink.rate_bps %llu",
 	       (unsigned long long)p->uplink.rate_bps);
 	FCHECK(p->uplink.algo == SN_SCHED_QFQ || p->uplink.algo == SN_SCHED_DRR ||
 	       p->uplink.algo == SN_SCHED_FIFO, "algo %d", (int)p->uplink.algo);
