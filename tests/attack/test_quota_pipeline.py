@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "datapath"))
-from sngen import SnGen, peer_mac, port_table, wait_settled  # noqa: E402
+from sngen import peer_mac, port_table, wait_settled  # noqa: E402
 
 pytestmark = [pytest.mark.attack]
 
@@ -51,27 +51,6 @@ FLOW_RATE = 1_200_000
 FLOW_BURST = 4000                # its burst_bytes
 WINDOW = 3.0                     # seconds per rate window (worker clock)
 TOL = 0.02
-
-
-@pytest.fixture(scope="module")
-def sn_gen_bin(build_dir) -> Path:
-    b = build_dir / "backend" / "sn-gen"
-    if not b.exists():
-        pytest.fail(f"sn-gen missing in {build_dir}: build with scripts/build.sh")
-    return b
-
-
-@pytest.fixture
-def sngen(spawn, sn_gen_bin, sn_tmpdir):
-    """Factory: sngen(socks, *args, mac_base=0) -> SnGen in count mode."""
-    n = [0]
-
-    def make(socks, *args, mac_base=0):
-        n[0] += 1
-        return SnGen(spawn, sn_gen_bin, sn_tmpdir, "count", socks, args, n[0],
-                     mac_base=mac_base)
-
-    return make
 
 
 def policy_port(st, name):
