@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_classify.c — libFuzzer target for the flow classifier
- * (sn_classify.h) on arbitrary frames against a fuzzed small policy.
+ * (sn_classify.h) on arbitrary frames against fuzzed small policies and
+ * per-port flow-table quotas.
  *
- * Input: a flow-table size (2..17 entries), a policy of 0..4 classes for
- * port slot 1 (protocol, source prefix, destination port range, pacing
- * rate, scope, horizon, each picked from a few values so frames hit
- * them), then records: a frame (Ethernet, an 802.1Q tag or two, IPv4 with
- * options / IPv6 / ARP / raw, TCP / UDP / ICMP / any protocol, fragments,
- * cut anywhere, split over one or two exactly sized mbuf segments) sent
- * from one of 4 slots, a time step with an ageing tick, or a new policy
- * applied to slot 1.
+ * Input: a flow-table size (2..17 entries), a byte of flow caps for port
+ * slots 1..3 (2 bits each: none, 1, 2 or 4 entries), a policy of 0..4
+ * classes for each of slots 1..3 (protocol, source prefix, destination
+ * port range, pacing rate, scope, horizon, each picked from a few values
+ * so frames hit them), then records: a frame (Ethernet, an 802.1Q tag or
+ * two, IPv4 with options / IPv6 / ARP / raw, TCP / UDP / ICMP / any
+ * protocol, fragments, cut anywhere, split over one or two exactly sized
+ * mbuf segments) sent from one of 4 slots (slot 0 has no classes), a
+ * time step with an ageing tick, or a new policy applied to one of slots
+ * 1..3.
  *
  * Checks, each aborting on violation: the class returned is the first
  * class whose match an independent model of the 5-tuple rules
@@ -24,13 +27,21 @@
  * capacity and every class's flows_active = created - aged, their sum =
  * the table's count; offered packets and bytes add up per class;
  * renumbering after a policy change names a class of the new policy or
- * none.
+ * none. Flow quota (doc/isolation.md): a port never holds more entries
+ * than its cap; a new flow (a lookup the fake table misses) of a port at
+ * its cap gets no entry, is paced by its class's shared state and is
+ * counted once in quota_flows (not in flow_table_full), one below its
+ * cap gets an entry unless the table is full; a frame of one port never
+ * changes another port's entries; the ports' entries add up to the
+ * table's; every entry is given back once all flows are idle past the
+ * ageing time.
  *
  * EAL-free like tests/test_classify.c: the classifier's memory and its
  * flow table (rte_hash) are replaced by the fakes below, which this
  * executable's definitions take precedence over.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +117,7 @@ int32_t rte_hash_count(const struct rte_hash *h)
 	return (int32_t)h->count;
 }
 
-int32_t rte_hash_lookup(const struct rte_hash *h, const void *key)
+static int32_t find(const struct rte_hash *h, const void *key)
 {
 	for (uint32_t i = 0; i < h->n; i++)
 		if (h->used[i] && !memcmp(h->keys[i], key, h->key_len))
@@ -114,10 +125,21 @@ int32_t rte_hash_lookup(const struct rte_hash *h, const void *key)
 	return -ENOENT;
 }
 
+static uint64_t g_misses;   /* lookups of the classifier that found no entry */
+
+int32_t rte_hash_lookup(const struct rte_hash *h, const void *key)
+{
+	int32_t pos = find(h, key);
+
+	if (pos < 0)
+		g_misses++;
+	return pos;
+}
+
 int32_t rte_hash_add_key(const struct rte_hash *hc, const void *key)
 {
 	struct rte_hash *h = (struct rte_hash *)hc;
-	int32_t pos = rte_hash_lookup(h, key);
+	int32_t pos = find(h, key);
 
 	if (pos >= 0)
 		return pos;
@@ -134,7 +156,7 @@ int32_t rte_hash_add_key(const struct rte_hash *hc, const void *key)
 int32_t rte_hash_del_key(const struct rte_hash *hc, const void *key)
 {
 	struct rte_hash *h = (struct rte_hash *)hc;
-	int32_t pos = rte_hash_lookup(h, key);
+	int32_t pos = find(h, key);
 
 	if (pos >= 0) {
 		h->used[pos] = 0;
@@ -176,8 +198,7 @@ static uint16_t u16(struct cur *c)
 
 /* ---- The policy. ---- */
 
-#define SLOT   1
-#define NSLOTS 4
+#define NSLOTS 4   /* slot 0 never gets classes */
 #define MAXCLS 4
 
 static const uint32_t srcs[][2] = {   /* address, prefix length */
@@ -186,10 +207,10 @@ static const uint32_t srcs[][2] = {   /* address, prefix length */
 static const uint16_t dports[][2] = { { 0, 65535 }, { 80, 80 }, { 1024, 65535 }, { 53, 53 } };
 static const uint8_t protos[] = { 0, 6, 17, 1 };
 
-static void build_policy(struct cur *c, struct sn_policy_port *pp)
+static void build_policy(struct cur *c, struct sn_policy_port *pp, uint16_t slot)
 {
 	memset(pp, 0, sizeof(*pp));
-	snprintf(pp->name, sizeof(pp->name), "vm1");
+	snprintf(pp->name, sizeof(pp->name), "vm%u", slot);
 	pp->weight = 1;
 	pp->n_classes = u8(c) % (MAXCLS + 1);
 	for (unsigned i = 0; i < pp->n_classes; i++) {
@@ -387,103 +408,219 @@ struct mflow {
 	uint64_t last;             /* its last frame */
 };
 
-struct state {
-	struct sn_classify *c;
+/* The model of one port slot. */
+struct pstate {
 	struct sn_policy_port pp;
-	uint32_t max_flows;
+	uint32_t cap;              /* its flow quota, 0 = none */
+	uint64_t refused;          /* new flows refused at the cap since it took the slot */
 	struct mflow fl[MFLOWS];
 	unsigned nfl;
 	const struct sn_tstamp *class_ts[MAXCLS];   /* shared state seen per class */
 	uint64_t offered[MAXCLS], bytes[MAXCLS];
 };
 
-static void check_stats(struct state *s)
-{
-	uint64_t active = 0;
+struct state {
+	struct sn_classify *c;
+	uint32_t max_flows;
+	struct pstate ps[NSLOTS];
+};
 
-	for (unsigned i = 0; i < s->pp.n_classes; i++) {
+static const uint32_t caps[] = { 0, 1, 2, 4 };
+
+static uint64_t class_stat_sum(struct state *s, uint16_t slot, size_t field)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < s->ps[slot].pp.n_classes; i++) {
 		struct sn_classify_class_stats st;
 
-		if (sn_classify_class_stats(s->c, SLOT, i, &st))
-			FAIL("no stats for class %u of %u\n", i, s->pp.n_classes);
-		if (st.flows_active != st.flows_created - st.flows_aged)
-			FAIL("class %u: flows_active %llu, created %llu - aged %llu\n", i,
-			     (unsigned long long)st.flows_active, (unsigned long long)st.flows_created,
-			     (unsigned long long)st.flows_aged);
-		if (st.offered_packets != s->offered[i] || st.offered_bytes != s->bytes[i])
-			FAIL("class %u: offered %llu/%llu, model %llu/%llu\n", i,
-			     (unsigned long long)st.offered_packets, (unsigned long long)st.offered_bytes,
-			     (unsigned long long)s->offered[i], (unsigned long long)s->bytes[i]);
-		active += st.flows_active;
+		if (sn_classify_class_stats(s->c, slot, i, &st))
+			FAIL("no stats for class %u of slot %u\n", i, slot);
+		sum += *(const uint64_t *)((const char *)&st + field);
 	}
-	if (sn_classify_class_stats(s->c, SLOT, s->pp.n_classes, &(struct sn_classify_class_stats){ 0 }) !=
-	    -ENOENT)
-		FAIL("stats of class %u of %u\n", s->pp.n_classes, s->pp.n_classes);
+	return sum;
+}
+
+static void check_stats(struct state *s)
+{
+	uint64_t active = 0, held = 0;
+
+	for (uint16_t slot = 0; slot < NSLOTS; slot++) {
+		struct pstate *ps = &s->ps[slot];
+		uint64_t slot_active = 0;
+		uint32_t pf = sn_classify_port_flows(s->c, slot);
+
+		for (unsigned i = 0; i < ps->pp.n_classes; i++) {
+			struct sn_classify_class_stats st;
+
+			if (sn_classify_class_stats(s->c, slot, i, &st))
+				FAIL("no stats for class %u of %u\n", i, ps->pp.n_classes);
+			if (st.flows_active != st.flows_created - st.flows_aged)
+				FAIL("slot %u class %u: flows_active %llu, created %llu - aged %llu\n",
+				     slot, i, (unsigned long long)st.flows_active,
+				     (unsigned long long)st.flows_created,
+				     (unsigned long long)st.flows_aged);
+			if (st.offered_packets != ps->offered[i] || st.offered_bytes != ps->bytes[i])
+				FAIL("slot %u class %u: offered %llu/%llu, model %llu/%llu\n", slot, i,
+				     (unsigned long long)st.offered_packets,
+				     (unsigned long long)st.offered_bytes,
+				     (unsigned long long)ps->offered[i], (unsigned long long)ps->bytes[i]);
+			slot_active += st.flows_active;
+		}
+		if (sn_classify_class_stats(s->c, slot, ps->pp.n_classes,
+					    &(struct sn_classify_class_stats){ 0 }) != -ENOENT)
+			FAIL("stats of class %u of %u\n", ps->pp.n_classes, ps->pp.n_classes);
+		/* Entries of a class that went away stay until they age:
+		 * a port holds at least its classes' active flows. */
+		if (ps->cap && pf > ps->cap)
+			FAIL("slot %u holds %u flow entries, its cap is %u\n", slot, pf, ps->cap);
+		if (slot_active > pf)
+			FAIL("slot %u: %llu flows active, %u entries held\n", slot,
+			     (unsigned long long)slot_active, pf);
+		if (sn_classify_quota_flows(s->c, slot) != ps->refused)
+			FAIL("slot %u: quota_flows %llu, %llu new flows refused at the cap\n", slot,
+			     (unsigned long long)sn_classify_quota_flows(s->c, slot),
+			     (unsigned long long)ps->refused);
+		active += slot_active;
+		held += pf;
+	}
+	if (held != g_hash->count)
+		FAIL("ports hold %llu flow entries, the table %u\n", (unsigned long long)held,
+		     g_hash->count);
 	if (active > s->max_flows || g_hash->count > s->max_flows || active > g_hash->count)
 		FAIL("%llu flows active, %u in the table of %u\n", (unsigned long long)active,
 		     g_hash->count, s->max_flows);
 }
 
-static void apply(struct state *s, struct cur *c, uint64_t now, bool fresh)
+static void apply(struct state *s, struct cur *c, uint16_t slot, uint64_t now, bool fresh)
 {
-	struct sn_policy_port old = s->pp;
+	struct pstate *ps = &s->ps[slot];
+	struct sn_policy_port old = ps->pp;
 	uint32_t changed;
 
-	build_policy(c, &s->pp);
-	changed = sn_classify_apply_port(s->c, SLOT, &s->pp, fresh, now);
-	if (s->pp.n_classes < 32 && (changed >> s->pp.n_classes))
-		FAIL("apply returned changed classes %#x of %u\n", changed, s->pp.n_classes);
-	for (unsigned i = 0; i < old.n_classes; i++) {
-		uint8_t r = sn_classify_renumber(s->c, SLOT, (uint8_t)i);
+	build_policy(c, &ps->pp, slot);
+	changed = sn_classify_apply_port(s->c, slot, &ps->pp, fresh, now);
+	if (ps->pp.n_classes < 32 && (changed >> ps->pp.n_classes))
+		FAIL("apply returned changed classes %#x of %u\n", changed, ps->pp.n_classes);
+	for (unsigned i = 0; !fresh && i < old.n_classes; i++) {
+		uint8_t r = sn_classify_renumber(s->c, slot, (uint8_t)i);
 
-		if (r != SN_CLASSIFY_NONE && r >= s->pp.n_classes)
-			FAIL("renumber %u -> %u of %u classes\n", i, r, s->pp.n_classes);
-		if (r != SN_CLASSIFY_NONE && strcmp(s->pp.classes[r].name, old.classes[i].name))
+		if (r != SN_CLASSIFY_NONE && r >= ps->pp.n_classes)
+			FAIL("renumber %u -> %u of %u classes\n", i, r, ps->pp.n_classes);
+		if (r != SN_CLASSIFY_NONE && strcmp(ps->pp.classes[r].name, old.classes[i].name))
 			FAIL("renumber %u (%s) -> %u (%s)\n", i, old.classes[i].name, r,
-			     s->pp.classes[r].name);
+			     ps->pp.classes[r].name);
 	}
 	/* Counters follow the class (kept by name) or restart: reread them. */
-	for (unsigned i = 0; i < s->pp.n_classes; i++) {
+	for (unsigned i = 0; i < ps->pp.n_classes; i++) {
 		struct sn_classify_class_stats st;
 
-		if (sn_classify_class_stats(s->c, SLOT, i, &st))
+		if (sn_classify_class_stats(s->c, slot, i, &st))
 			FAIL("no stats for class %u after apply\n", i);
-		s->offered[i] = st.offered_packets;
-		s->bytes[i] = st.offered_bytes;
+		ps->offered[i] = st.offered_packets;
+		ps->bytes[i] = st.offered_bytes;
 	}
-	s->nfl = 0;
-	memset(s->class_ts, 0, sizeof(s->class_ts));
+	if (fresh)
+		ps->refused = 0;   /* another port took the slot */
+	ps->nfl = 0;
+	memset(ps->class_ts, 0, sizeof(ps->class_ts));
+}
+
+/* The flow quota around one classification of a frame of a flow-scoped
+ * paced class (flow = true) or of anything else: the fake table's missed
+ * lookups say whether the classifier saw a new flow. Returns the new
+ * flows refused at the cap (0 or 1). */
+static unsigned check_quota(struct state *s, uint16_t slot, const uint32_t pf[NSLOTS],
+			    uint64_t misses, uint64_t quota, uint64_t created, uint64_t full,
+			    bool flow, int cls)
+{
+	const struct pstate *ps = &s->ps[slot];
+	bool fresh = g_misses - misses == 1;
+	bool at_cap = ps->cap && pf[slot] >= ps->cap;
+	uint64_t refused = sn_classify_quota_flows(s->c, slot) - quota;
+	uint64_t created_now = 0, full_now = 0;
+	uint32_t pf_now = sn_classify_port_flows(s->c, slot);
+
+	for (uint16_t o = 0; o < NSLOTS; o++)
+		if (o != slot && sn_classify_port_flows(s->c, o) != pf[o])
+			FAIL("a frame of slot %u (%u/%u entries) changed slot %u's entries %u -> %u\n",
+			     slot, pf[slot], ps->cap, o, pf[o], sn_classify_port_flows(s->c, o));
+	if (cls >= 0) {
+		created_now = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats,
+							       flows_created));
+		full_now = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats,
+							    flow_table_full));
+	}
+	if (!flow || !fresh) {
+		if (refused || pf_now != pf[slot] || created_now != created)
+			FAIL("slot %u: a known or unpaced flow: %llu refused, entries %u -> %u\n",
+			     slot, (unsigned long long)refused, pf[slot], pf_now);
+		if (g_misses - misses > (flow ? 1u : 0u))
+			FAIL("slot %u: %llu flow lookups missed for one frame\n", slot,
+			     (unsigned long long)(g_misses - misses));
+		return 0;
+	}
+	if (at_cap) {
+		if (refused != 1 || pf_now != pf[slot] || created_now != created || full_now != full)
+			FAIL("slot %u at its cap %u: new flow, %llu refused, entries %u -> %u, "
+			     "created +%llu, table full +%llu\n", slot, ps->cap,
+			     (unsigned long long)refused, pf[slot], pf_now,
+			     (unsigned long long)(created_now - created),
+			     (unsigned long long)(full_now - full));
+		return 1;
+	}
+	if (refused)
+		FAIL("slot %u below its cap (%u of %u): a new flow counted in quota_flows\n", slot,
+		     pf[slot], ps->cap);
+	if (full_now == full && (pf_now != pf[slot] + 1 || created_now != created + 1))
+		FAIL("slot %u: new flow with room, entries %u -> %u, created +%llu\n", slot,
+		     pf[slot], pf_now, (unsigned long long)(created_now - created));
+	if (full_now != full && (full_now != full + 1 || pf_now != pf[slot] || g_hash->count < s->max_flows))
+		FAIL("slot %u: table full counted with %u of %u entries used\n", slot,
+		     g_hash->count, s->max_flows);
+	return 0;
 }
 
 static void frame(struct state *s, struct cur *c, uint64_t now)
 {
 	uint8_t f[FRAME_MAX], sel = u8(c);
 	uint16_t slot = (uint16_t)(sel & 3);
+	struct pstate *ps = &s->ps[slot];
 	unsigned len = build_frame(c, f), split = u8(c) % (len + 1);
 	struct tuple t;
-	bool ok = model_tuple(f, len, &t);
+	bool ok = model_tuple(f, len, &t), flow = false;
 	int want = -1;
 	struct sn_classify_res r1, r2;
 	struct pkt p1, p2;
-	uint32_t h1, h2;
-	uint64_t full_before = 0;
+	uint32_t h1, h2, pf[NSLOTS];
+	uint64_t full_before = 0, misses, quota, created = 0, full = 0;
+	unsigned refused, again;
 
-	if (ok && slot == SLOT)
-		for (unsigned i = 0; i < s->pp.n_classes && want < 0; i++)
-			if (model_match(&s->pp.classes[i].m, &t))
+	if (ok)
+		for (unsigned i = 0; i < ps->pp.n_classes && want < 0; i++)
+			if (model_match(&ps->pp.classes[i].m, &t))
 				want = (int)i;
 	if (want >= 0) {
 		struct sn_classify_class_stats st;
 
-		sn_classify_class_stats(s->c, SLOT, (unsigned)want, &st);
+		sn_classify_class_stats(s->c, slot, (unsigned)want, &st);
 		full_before = st.flow_table_full;
+		flow = ps->pp.classes[want].rate_bps && ps->pp.classes[want].scope == SN_POLICY_SCOPE_FLOW;
+		created = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats, flows_created));
+		full = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats, flow_table_full));
 	}
+	for (uint16_t o = 0; o < NSLOTS; o++)
+		pf[o] = sn_classify_port_flows(s->c, o);
+	misses = g_misses;
+	quota = sn_classify_quota_flows(s->c, slot);
 	wrap(&p1, f, len, split);
 	wrap(&p2, f, len, 0);
 	memset(&r1, 0, sizeof(r1));
 	r1.n = sel >> 7;   /* a port limit may be there already */
 	r2 = r1;
 	sn_classify_frame(s->c, slot, &p1.m[0], now, &r1);
+	refused = check_quota(s, slot, pf, misses, quota, created, full, flow, want);
+	ps->refused += refused;
 	h1 = sn_classify_flow_hash(&p1.m[0]);
 	h2 = sn_classify_flow_hash(&p2.m[0]);
 	if (h1 != h2)
@@ -497,7 +634,7 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 		if (r1.n != (unsigned)(sel >> 7) || r1.clamp)
 			FAIL("unclassified frame: n %u clamp %d\n", r1.n, r1.clamp);
 	} else {
-		const struct sn_policy_class *cl = &s->pp.classes[want];
+		const struct sn_policy_class *cl = &ps->pp.classes[want];
 		unsigned base = sel >> 7;
 		const struct sn_tstamp *ts = r1.n > base ? r1.pol[base] : NULL;
 
@@ -506,73 +643,86 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 		if (r1.n != base + (cl->rate_bps ? 1u : 0u) || (cl->rate_bps && !ts))
 			FAIL("class %d (rate %llu): %u policies after %u\n", want,
 			     (unsigned long long)cl->rate_bps, r1.n, base);
-		s->offered[want]++;
-		s->bytes[want] += len;
+		ps->offered[want]++;
+		ps->bytes[want] += len;
 		if (ts && cl->scope == SN_POLICY_SCOPE_FLOW) {
 			struct sn_classify_class_stats st;
 			uint64_t active = 0;
 			unsigned k;
 
-			sn_classify_class_stats(s->c, SLOT, (unsigned)want, &st);
-			for (unsigned i = 0; i < s->pp.n_classes; i++) {
+			sn_classify_class_stats(s->c, slot, (unsigned)want, &st);
+			for (unsigned i = 0; i < ps->pp.n_classes; i++) {
 				struct sn_classify_class_stats o;
 
-				sn_classify_class_stats(s->c, SLOT, i, &o);
+				sn_classify_class_stats(s->c, slot, i, &o);
 				active += o.flows_active;
 			}
-			for (k = 0; k < s->nfl; k++)
-				if (s->fl[k].cls == want && !memcmp(&s->fl[k].t, &t, sizeof(t)))
+			for (k = 0; k < ps->nfl; k++)
+				if (ps->fl[k].cls == want && !memcmp(&ps->fl[k].t, &t, sizeof(t)))
 					break;
 			if (active > g_hash->count)
 				FAIL("classes hold %llu flows, the table %u\n",
 				     (unsigned long long)active, g_hash->count);
-			if (st.flow_table_full > full_before) {
-				/* Table full: paced by the class's shared state. */
-				if (g_hash->count < s->max_flows)
+			if (st.flow_table_full > full_before || refused) {
+				/* Table full or the port at its cap: paced by
+				 * the class's shared state. */
+				if (!refused && g_hash->count < s->max_flows)
 					FAIL("flow_table_full counted with %u of %u entries used\n",
 					     g_hash->count, s->max_flows);
-				if (k < s->nfl)
-					FAIL("a flow in the table was counted as table full\n");
-				if (s->class_ts[want] && s->class_ts[want] != ts)
+				if (k < ps->nfl)
+					FAIL("a flow in the table was refused an entry\n");
+				if (ps->class_ts[want] && ps->class_ts[want] != ts)
 					FAIL("class %d: shared state %p, earlier %p\n", want, (void *)ts,
-					     (const void *)s->class_ts[want]);
-				s->class_ts[want] = ts;
-				for (k = 0; k < s->nfl; k++)
-					if (s->fl[k].ts == ts)
+					     (const void *)ps->class_ts[want]);
+				ps->class_ts[want] = ts;
+				for (k = 0; k < ps->nfl; k++)
+					if (ps->fl[k].ts == ts)
 						FAIL("a class's shared state is also a flow's\n");
 				ts = NULL;
-			} else if (k < s->nfl) {
-				if (s->fl[k].ts != ts)
+			} else if (k < ps->nfl) {
+				if (ps->fl[k].ts != ts)
 					FAIL("flow of class %d: state %p, earlier %p\n", want, (void *)ts,
-					     (const void *)s->fl[k].ts);
-				s->fl[k].last = now;
+					     (const void *)ps->fl[k].ts);
+				ps->fl[k].last = now;
 			} else {
-				if (ts == s->class_ts[want])
+				if (ts == ps->class_ts[want])
 					FAIL("a new flow got the class's shared state without a full table\n");
-				if (s->nfl < MFLOWS)
-					s->fl[s->nfl++] = (struct mflow){ t, (uint8_t)want, ts, now };
+				if (ps->nfl < MFLOWS)
+					ps->fl[ps->nfl++] = (struct mflow){ t, (uint8_t)want, ts, now };
 			}
 		} else if (ts) {
-			if (s->class_ts[want] && s->class_ts[want] != ts)
+			if (ps->class_ts[want] && ps->class_ts[want] != ts)
 				FAIL("class %d: shared state %p, earlier %p\n", want, (void *)ts,
-				     (const void *)s->class_ts[want]);
-			s->class_ts[want] = ts;
+				     (const void *)ps->class_ts[want]);
+			ps->class_ts[want] = ts;
 			ts = NULL;
 		}
 		/* Per-flow states are distinct across flows. */
-		for (unsigned k = 0; ts && k < s->nfl; k++)
-			if (s->fl[k].ts == ts && (s->fl[k].cls != want || memcmp(&s->fl[k].t, &t, sizeof(t))))
+		for (unsigned k = 0; ts && k < ps->nfl; k++)
+			if (ps->fl[k].ts == ts && (ps->fl[k].cls != want || memcmp(&ps->fl[k].t, &t, sizeof(t))))
 				FAIL("two flows share one pacing state\n");
 	}
 	/* The same frame in one segment classifies the same (a second
-	 * offered frame: counted). */
+	 * offered frame: counted; refused again if the first was). */
+	for (uint16_t o = 0; o < NSLOTS; o++)
+		pf[o] = sn_classify_port_flows(s->c, o);
+	misses = g_misses;
+	quota = sn_classify_quota_flows(s->c, slot);
+	if (want >= 0) {
+		created = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats, flows_created));
+		full = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats, flow_table_full));
+	}
 	sn_classify_frame(s->c, slot, &p2.m[0], now, &r2);
+	again = check_quota(s, slot, pf, misses, quota, created, full, flow, want);
+	if (again != refused)
+		FAIL("whole frame: %u refused, split at %u: %u\n", again, split, refused);
+	ps->refused += again;
 	if (r2.cls != r1.cls || r2.n != r1.n || (r1.n && r1.pol[r1.n - 1] != r2.pol[r2.n - 1]))
 		FAIL("whole frame: class %u n %u, split at %u: class %u n %u\n", r2.cls, r2.n, split,
 		     r1.cls, r1.n);
 	if (want >= 0) {
-		s->offered[want]++;
-		s->bytes[want] += len;
+		ps->offered[want]++;
+		ps->bytes[want] += len;
 		sn_classify_accepted(s->c, &r1, false);
 		sn_classify_released(s->c, slot, r1.cls, len);
 	}
@@ -588,35 +738,57 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const struct sn_policy empty;
 	struct cur c = { data, size };
 	uint64_t now = 1000000000ull;
+	uint8_t cb;
 
-	if (size < 2)
+	if (size < 3)
 		return 0;
 	memset(&s, 0, sizeof(s));
 	s.max_flows = u8(&c) % 16 + 2;
+	cb = u8(&c);
 	s.c = sn_classify_create(0, s.max_flows, NSLOTS, 0);
 	if (!s.c)
 		FAIL("create: %s\n", strerror(errno));
 	sn_classify_apply_aggs(s.c, &empty, now);
-	apply(&s, &c, now, true);
+	for (uint16_t slot = 1; slot < NSLOTS; slot++) {
+		s.ps[slot].cap = caps[cb >> (2 * (slot - 1)) & 3];
+		sn_classify_set_flow_quota(s.c, slot, s.ps[slot].cap);
+		apply(&s, &c, slot, now, true);
+	}
 	while (c.n) {
 		uint8_t op = u8(&c);
 
 		if (op < 200) {
 			frame(&s, &c, now);
 		} else if (op < 240) {
-			uint64_t step = op & 1 ? SN_CLASSIFY_AGE_NS + 1 : (uint64_t)u8(&c) * 1000000;
+			bool age = op & 1;
 
-			now += step;
+			now += age ? SN_CLASSIFY_AGE_NS + 1 : (uint64_t)u8(&c) * 1000000;
 			sn_classify_tick(s.c, now, 100000000);
+			if (age) {
+				/* A sweep may start mid-table: a second tick
+				 * covers the rest, and every entry is idle for
+				 * longer than the ageing time: all given back. */
+				sn_classify_tick(s.c, now, 100000000);
+				for (uint16_t slot = 0; slot < NSLOTS; slot++)
+					if (sn_classify_port_flows(s.c, slot))
+						FAIL("slot %u holds %u entries after ageing\n", slot,
+						     sn_classify_port_flows(s.c, slot));
+				if (g_hash->count)
+					FAIL("%u entries after ageing\n", g_hash->count);
+			}
 			/* Flows idle for half the ageing time may be aged
 			 * by now: forget their states. */
-			for (unsigned k = 0; k < s.nfl;)
-				if (now - s.fl[k].last > SN_CLASSIFY_AGE_NS / 2)
-					s.fl[k] = s.fl[--s.nfl];
-				else
-					k++;
+			for (uint16_t slot = 0; slot < NSLOTS; slot++) {
+				struct pstate *ps = &s.ps[slot];
+
+				for (unsigned k = 0; k < ps->nfl;)
+					if (now - ps->fl[k].last > SN_CLASSIFY_AGE_NS / 2)
+						ps->fl[k] = ps->fl[--ps->nfl];
+					else
+						k++;
+			}
 		} else {
-			apply(&s, &c, now, op & 1);
+			apply(&s, &c, (uint16_t)(1 + (op >> 1 & 7) % (NSLOTS - 1)), now, op & 1);
 		}
 		check_stats(&s);
 	}

@@ -125,13 +125,15 @@ def vnethdr_seeds() -> None:
 
 
 def classify_seeds(rng: random.Random) -> None:
-    # max_flows, n_classes, 2 bytes per class, then ops: frame records
-    # (sel, kind, l, variable bytes, split), time (200..239), apply (240..).
+    # max_flows, flow caps of slots 1..3 (2 bits each), per slot 1..3
+    # n_classes and 2 bytes per class, then ops: frame records (sel, kind,
+    # l, variable bytes, split), time (200..239), apply (240..).
     pol = [b"\x01\x41\x00", b"\x03\x41\x00\x06\x21\x42\x20\x01",
            b"\x04\x55\x00\x12\x21\x43\x42\x41\x01\x00"]
     for i in range(30):
-        body = bytearray([rng.randrange(16)])
-        body += pol[i % len(pol)]
+        body = bytearray([rng.randrange(16), i * 23 % 64])
+        for k in range(3):
+            body += pol[(i + k) % len(pol)]
         for _ in range(rng.randrange(3, 20)):
             op = rng.randrange(256)
             if op < 200:
