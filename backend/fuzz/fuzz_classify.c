@@ -3,7 +3,9 @@
  * (sn_classify.h) on arbitrary frames against fuzzed small policies and
  * per-port flow-table quotas.
  *
- * Input: a flow-table size (2..17 entries), a byte of flow caps for port
+ * Input: a flow-table size (2..17 entries, or 300: room for a flow of
+ * every class uid of a slot, so a new class must purge one), a byte of
+ * flow caps for port
  * slots 1..3 (2 bits each: none, 1, 2 or 4 entries), a policy of 0..4
  * classes for each of slots 1..3 (protocol, source prefix, destination
  * port range, pacing rate, scope, horizon, each picked from a few values
@@ -33,8 +35,8 @@
  * counted once in quota_flows (not in flow_table_full), one below its
  * cap gets an entry unless the table is full; a frame of one port never
  * changes another port's entries; the ports' entries add up to the
- * table's; every entry is given back once all flows are idle past the
- * ageing time.
+ * table's, also after a new class purged a gone class's entries; every
+ * entry is given back once all flows are idle past the ageing time.
  *
  * EAL-free like tests/test_classify.c: the classifier's memory and its
  * flow table (rte_hash) are replaced by the fakes below, which this
@@ -743,7 +745,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 3)
 		return 0;
 	memset(&s, 0, sizeof(s));
-	s.max_flows = u8(&c) % 16 + 2;
+	cb = u8(&c);
+	s.max_flows = cb >= 0xf0 ? 300 : cb % 16 + 2u;
 	cb = u8(&c);
 	s.c = sn_classify_create(0, s.max_flows, NSLOTS, 0);
 	if (!s.c)

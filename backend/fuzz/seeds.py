@@ -144,6 +144,14 @@ def classify_seeds(rng: random.Random) -> None:
             else:
                 body += bytes([op]) + pol[rng.randrange(len(pol))]
         put("fuzz_classify", f"{i:02d}", bytes(body))
+    # A table of 300 entries, slot 1 renaming its one paced flow-scoped
+    # class on each apply and sending it a flow: past 256 class uids with
+    # entries, a new class purges the entries of a gone one.
+    body = bytearray(b"\xff\x00" + b"\x01\x40\x00" + b"\x00" * 2)
+    for i in range(270):
+        body += b"\xf0" + (b"\x01\x40\x20" if i % 2 == 0 else b"\x01\x40\x00")
+        body += bytes([0, 1, 0, 1, i % 256, 0, 80, 0])
+    put("fuzz_classify", "purge", bytes(body))
     put_dict("fuzz_classify", [b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x45", b"\x00\x50",
                                b"\x01\xbb", b"\x00\x35", b"\x0a", b"\xc0\xa8", b"\x20\x00",
                                b"\xc8", b"\xf0"])
