@@ -38,9 +38,10 @@
  * table's, also after a new class purged a gone class's entries; every
  * entry is given back once all flows are idle past the ageing time.
  *
- * EAL-free like tests/test_classify.c: the classifier's memory and its
- * flow table (rte_hash) are replaced by the fakes below, which this
- * executable's definitions take precedence over.
+ * EAL-free like daemon/tests/test_classify.c: the classifier's memory
+ * and its flow table (rte_hash) are the fakes of
+ * daemon/tests/sn_fake_classify.c, which also count the lookups that
+ * miss.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -50,132 +51,18 @@
 #include <string.h>
 
 #include <rte_byteorder.h>
-#include <rte_hash.h>
-#include <rte_malloc.h>
 #include <rte_mbuf.h>
 
 #include "sn_classify.h"
 
+#include "../daemon/tests/sn_fake_classify.h"
+
 #define FAIL(...) do { fprintf(stderr, "fuzz_classify: " __VA_ARGS__); abort(); } while (0)
 
-/* ---- Fakes: heap memory and a small linear flow table. ---- */
-
-void *rte_zmalloc_socket(const char *type, size_t size, unsigned align, int socket)
+/* Entries in use in the classifier's flow table. */
+static uint32_t entries(void)
 {
-	void *p;
-
-	(void)type, (void)socket;
-	if (posix_memalign(&p, align ? align : 64, size ? size : 1))
-		return NULL;
-	memset(p, 0, size);
-	return p;
-}
-
-void rte_free(void *p)
-{
-	free(p);
-}
-
-#define FAKE_KEY_MAX 16
-
-struct rte_hash {
-	uint32_t n, key_len, count;
-	uint8_t (*keys)[FAKE_KEY_MAX];
-	uint8_t *used;
-};
-
-static struct rte_hash *g_hash;   /* the flow table of the current run */
-
-struct rte_hash *rte_hash_create(const struct rte_hash_parameters *p)
-{
-	struct rte_hash *h = calloc(1, sizeof(*h));
-
-	g_hash = h;
-	if (!h || p->key_len > FAKE_KEY_MAX)
-		abort();
-	h->n = p->entries;
-	h->key_len = p->key_len;
-	h->keys = calloc(h->n, FAKE_KEY_MAX);
-	h->used = calloc(h->n, 1);
-	return h;
-}
-
-void rte_hash_free(struct rte_hash *h)
-{
-	if (!h)
-		return;
-	free(h->keys);
-	free(h->used);
-	free(h);
-}
-
-int32_t rte_hash_max_key_id(const struct rte_hash *h)
-{
-	return (int32_t)h->n - 1;
-}
-
-int32_t rte_hash_count(const struct rte_hash *h)
-{
-	return (int32_t)h->count;
-}
-
-static int32_t find(const struct rte_hash *h, const void *key)
-{
-	for (uint32_t i = 0; i < h->n; i++)
-		if (h->used[i] && !memcmp(h->keys[i], key, h->key_len))
-			return (int32_t)i;
-	return -ENOENT;
-}
-
-static uint64_t g_misses;   /* lookups of the classifier that found no entry */
-
-int32_t rte_hash_lookup(const struct rte_hash *h, const void *key)
-{
-	int32_t pos = find(h, key);
-
-	if (pos < 0)
-		g_misses++;
-	return pos;
-}
-
-int32_t rte_hash_add_key(const struct rte_hash *hc, const void *key)
-{
-	struct rte_hash *h = (struct rte_hash *)hc;
-	int32_t pos = find(h, key);
-
-	if (pos >= 0)
-		return pos;
-	for (uint32_t i = 0; i < h->n; i++)
-		if (!h->used[i]) {
-			h->used[i] = 1;
-			memcpy(h->keys[i], key, h->key_len);
-			h->count++;
-			return (int32_t)i;
-		}
-	return -ENOSPC;
-}
-
-int32_t rte_hash_del_key(const struct rte_hash *hc, const void *key)
-{
-	struct rte_hash *h = (struct rte_hash *)hc;
-	int32_t pos = find(h, key);
-
-	if (pos >= 0) {
-		h->used[pos] = 0;
-		h->count--;
-	}
-	return pos;
-}
-
-int32_t rte_hash_iterate(const struct rte_hash *h, const void **key, void **data, uint32_t *next)
-{
-	for (; *next < h->n; (*next)++)
-		if (h->used[*next]) {
-			*key = h->keys[*next];
-			*data = NULL;
-			return (int32_t)(*next)++;
-		}
-	return -ENOENT;
+	return sn_fake_classify_entries(sn_fake_classify_table());
 }
 
 /* ---- Input cursor. ---- */
@@ -486,12 +373,12 @@ static void check_stats(struct state *s)
 		active += slot_active;
 		held += pf;
 	}
-	if (held != g_hash->count)
+	if (held != entries())
 		FAIL("ports hold %llu flow entries, the table %u\n", (unsigned long long)held,
-		     g_hash->count);
-	if (active > s->max_flows || g_hash->count > s->max_flows || active > g_hash->count)
+		     entries());
+	if (active > s->max_flows || entries() > s->max_flows || active > entries())
 		FAIL("%llu flows active, %u in the table of %u\n", (unsigned long long)active,
-		     g_hash->count, s->max_flows);
+		     entries(), s->max_flows);
 }
 
 static void apply(struct state *s, struct cur *c, uint16_t slot, uint64_t now, bool fresh)
@@ -504,7 +391,7 @@ static void apply(struct state *s, struct cur *c, uint16_t slot, uint64_t now, b
 	changed = sn_classify_apply_port(s->c, slot, &ps->pp, fresh, now);
 	if (ps->pp.n_classes < 32 && (changed >> ps->pp.n_classes))
 		FAIL("apply returned changed classes %#x of %u\n", changed, ps->pp.n_classes);
-	for (unsigned i = 0; !fresh && i < old.n_classes; i++) {
+	for (unsigned i = 0; i < old.n_classes; i++) {
 		uint8_t r = sn_classify_renumber(s->c, slot, (uint8_t)i);
 
 		if (r != SN_CLASSIFY_NONE && r >= ps->pp.n_classes)
@@ -537,7 +424,7 @@ static unsigned check_quota(struct state *s, uint16_t slot, const uint32_t pf[NS
 			    bool flow, int cls)
 {
 	const struct pstate *ps = &s->ps[slot];
-	bool fresh = g_misses - misses == 1;
+	bool new_flow = sn_fake_classify_misses() - misses == 1;
 	bool at_cap = ps->cap && pf[slot] >= ps->cap;
 	uint64_t refused = sn_classify_quota_flows(s->c, slot) - quota;
 	uint64_t created_now = 0, full_now = 0;
@@ -553,13 +440,13 @@ static unsigned check_quota(struct state *s, uint16_t slot, const uint32_t pf[NS
 		full_now = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats,
 							    flow_table_full));
 	}
-	if (!flow || !fresh) {
+	if (!flow || !new_flow) {
 		if (refused || pf_now != pf[slot] || created_now != created)
 			FAIL("slot %u: a known or unpaced flow: %llu refused, entries %u -> %u\n",
 			     slot, (unsigned long long)refused, pf[slot], pf_now);
-		if (g_misses - misses > (flow ? 1u : 0u))
+		if (sn_fake_classify_misses() - misses > (flow ? 1u : 0u))
 			FAIL("slot %u: %llu flow lookups missed for one frame\n", slot,
-			     (unsigned long long)(g_misses - misses));
+			     (unsigned long long)(sn_fake_classify_misses() - misses));
 		return 0;
 	}
 	if (at_cap) {
@@ -577,9 +464,9 @@ static unsigned check_quota(struct state *s, uint16_t slot, const uint32_t pf[NS
 	if (full_now == full && (pf_now != pf[slot] + 1 || created_now != created + 1))
 		FAIL("slot %u: new flow with room, entries %u -> %u, created +%llu\n", slot,
 		     pf[slot], pf_now, (unsigned long long)(created_now - created));
-	if (full_now != full && (full_now != full + 1 || pf_now != pf[slot] || g_hash->count < s->max_flows))
+	if (full_now != full && (full_now != full + 1 || pf_now != pf[slot] || entries() < s->max_flows))
 		FAIL("slot %u: table full counted with %u of %u entries used\n", slot,
-		     g_hash->count, s->max_flows);
+		     entries(), s->max_flows);
 	return 0;
 }
 
@@ -613,7 +500,7 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 	}
 	for (uint16_t o = 0; o < NSLOTS; o++)
 		pf[o] = sn_classify_port_flows(s->c, o);
-	misses = g_misses;
+	misses = sn_fake_classify_misses();
 	quota = sn_classify_quota_flows(s->c, slot);
 	wrap(&p1, f, len, split);
 	wrap(&p2, f, len, 0);
@@ -662,15 +549,15 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 			for (k = 0; k < ps->nfl; k++)
 				if (ps->fl[k].cls == want && !memcmp(&ps->fl[k].t, &t, sizeof(t)))
 					break;
-			if (active > g_hash->count)
+			if (active > entries())
 				FAIL("classes hold %llu flows, the table %u\n",
-				     (unsigned long long)active, g_hash->count);
+				     (unsigned long long)active, entries());
 			if (st.flow_table_full > full_before || refused) {
 				/* Table full or the port at its cap: paced by
 				 * the class's shared state. */
-				if (!refused && g_hash->count < s->max_flows)
+				if (!refused && entries() < s->max_flows)
 					FAIL("flow_table_full counted with %u of %u entries used\n",
-					     g_hash->count, s->max_flows);
+					     entries(), s->max_flows);
 				if (k < ps->nfl)
 					FAIL("a flow in the table was refused an entry\n");
 				if (ps->class_ts[want] && ps->class_ts[want] != ts)
@@ -708,7 +595,7 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 	 * offered frame: counted; refused again if the first was). */
 	for (uint16_t o = 0; o < NSLOTS; o++)
 		pf[o] = sn_classify_port_flows(s->c, o);
-	misses = g_misses;
+	misses = sn_fake_classify_misses();
 	quota = sn_classify_quota_flows(s->c, slot);
 	if (want >= 0) {
 		created = class_stat_sum(s, slot, offsetof(struct sn_classify_class_stats, flows_created));
@@ -776,8 +663,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					if (sn_classify_port_flows(s.c, slot))
 						FAIL("slot %u holds %u entries after ageing\n", slot,
 						     sn_classify_port_flows(s.c, slot));
-				if (g_hash->count)
-					FAIL("%u entries after ageing\n", g_hash->count);
+				if (entries())
+					FAIL("%u entries after ageing\n", entries());
 			}
 			/* Flows idle for half the ageing time may be aged
 			 * by now: forget their states. */

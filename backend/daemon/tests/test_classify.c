@@ -13,10 +13,8 @@
  * the class's state and counts it; idle flows are aged by tick(); the
  * class counters add up.
  *
- * EAL-free: the classifier's memory (rte_zmalloc_socket, rte_free) and
- * its flow table (rte_hash) are replaced by the small fakes below, which
- * this executable's definitions take precedence over. Exit status 1 if
- * any check failed.
+ * EAL-free: the classifier's memory and its flow table (rte_hash) are
+ * the fakes of sn_fake_classify.c. Exit status 1 if any check failed.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,121 +25,13 @@
 
 #include <rte_byteorder.h>
 #include <rte_ether.h>
-#include <rte_hash.h>
 #include <rte_ip.h>
 #include <rte_jhash.h>
-#include <rte_malloc.h>
 #include <rte_mbuf.h>
 
 #include "sn_classify.h"
 
 #include "sn_check.h"
-
-/* ---- Fakes: heap memory and a linear-probe-free flow table. ---- */
-
-void *rte_zmalloc_socket(const char *type, size_t size, unsigned align, int socket)
-{
-	void *p;
-
-	(void)type, (void)socket;
-	if (posix_memalign(&p, align ? align : 64, size ? size : 1))
-		return NULL;
-	memset(p, 0, size);
-	return p;
-}
-
-void rte_free(void *p)
-{
-	free(p);
-}
-
-#define FAKE_KEY_MAX 16
-
-struct rte_hash {
-	uint32_t n, key_len, count;
-	uint8_t (*keys)[FAKE_KEY_MAX];
-	uint8_t *used;
-};
-
-struct rte_hash *rte_hash_create(const struct rte_hash_parameters *p)
-{
-	struct rte_hash *h = calloc(1, sizeof(*h));
-
-	if (!h || p->key_len > FAKE_KEY_MAX)
-		exit(2);
-	h->n = p->entries;
-	h->key_len = p->key_len;
-	h->keys = calloc(h->n, FAKE_KEY_MAX);
-	h->used = calloc(h->n, 1);
-	return h;
-}
-
-void rte_hash_free(struct rte_hash *h)
-{
-	if (!h)
-		return;
-	free(h->keys);
-	free(h->used);
-	free(h);
-}
-
-int32_t rte_hash_max_key_id(const struct rte_hash *h)
-{
-	return (int32_t)h->n - 1;
-}
-
-int32_t rte_hash_count(const struct rte_hash *h)
-{
-	return (int32_t)h->count;
-}
-
-int32_t rte_hash_lookup(const struct rte_hash *h, const void *key)
-{
-	for (uint32_t i = 0; i < h->n; i++)
-		if (h->used[i] && !memcmp(h->keys[i], key, h->key_len))
-			return (int32_t)i;
-	return -ENOENT;
-}
-
-int32_t rte_hash_add_key(const struct rte_hash *hc, const void *key)
-{
-	struct rte_hash *h = (struct rte_hash *)hc;
-	int32_t pos = rte_hash_lookup(h, key);
-
-	if (pos >= 0)
-		return pos;
-	for (uint32_t i = 0; i < h->n; i++)
-		if (!h->used[i]) {
-			h->used[i] = 1;
-			memcpy(h->keys[i], key, h->key_len);
-			h->count++;
-			return (int32_t)i;
-		}
-	return -ENOSPC;
-}
-
-int32_t rte_hash_del_key(const struct rte_hash *hc, const void *key)
-{
-	struct rte_hash *h = (struct rte_hash *)hc;
-	int32_t pos = rte_hash_lookup(h, key);
-
-	if (pos >= 0) {
-		h->used[pos] = 0;
-		h->count--;
-	}
-	return pos;
-}
-
-int32_t rte_hash_iterate(const struct rte_hash *h, const void **key, void **data, uint32_t *next)
-{
-	for (; *next < h->n; (*next)++)
-		if (h->used[*next]) {
-			*key = h->keys[*next];
-			*data = NULL;
-			return (int32_t)(*next)++;
-		}
-	return -ENOENT;
-}
 
 /* ---- Frames. ---- */
 
