@@ -1,18 +1,16 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Fixtures for the policy tests: the datapath tests' sn-gen driver, the
+"""Fixtures for the policy tests: the datapath tests' sn-gen driver
+(snlib/sngen_fixtures.py, which also lets the tests import sngen), the
 lcore layouts, and the "schednic policy measurements" section of the
 terminal summary (each measured figure beside its bound, in every CI
 log)."""
 import os
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "datapath"))
-from sngen import SnGen  # noqa: E402
-from snlib.summary import Summary  # noqa: E402
+from snlib.sngen_fixtures import sn_gen_bin, sngen  # noqa: F401
+from snlib.summary import Summary
 
 SUMMARY = Summary("schednic policy measurements")
 
@@ -31,26 +29,6 @@ def measured(record_property):
 
 def pytest_terminal_summary(terminalreporter):
     SUMMARY.write(terminalreporter)
-
-
-@pytest.fixture(scope="session")
-def sn_gen_bin(build_dir) -> Path:
-    b = build_dir / "backend" / "sn-gen"
-    if not b.exists():
-        pytest.fail(f"sn-gen missing in {build_dir}: build with scripts/build.sh")
-    return b
-
-
-@pytest.fixture
-def sngen(spawn, sn_gen_bin, sn_tmpdir):
-    """Factory: sngen(socks, *args, mode="count") -> SnGen (stopped at teardown)."""
-    n = [0]
-
-    def make(socks, *args, mode="count"):
-        n[0] += 1
-        return SnGen(spawn, sn_gen_bin, sn_tmpdir, mode, socks, args, n[0])
-
-    return make
 
 
 # Lcore layouts: a test parametrized over "layout" gets every
