@@ -26,7 +26,6 @@
 #define ICMP6_NA 136
 #define ND_OPT_SLLA 1
 #define ND_OPT_TLLA 2
-#define ND_MAX_OPTS_BYTES 256   /* options read per ND message */
 
 __attribute__((format(printf, 3, 4)))
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -49,18 +48,29 @@ static uint64_t key_of(const uint8_t mac[6])
 	return s;
 }
 
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Exactly "xx:xx:xx:xx:xx:xx" of hex digits: no sign, space or "0x" (what
+ * sscanf's %x would let through). */
 static int parse_mac(const char *s, uint8_t out[6])
 {
-	unsigned v[6];
-	char tail;
-
-	if (strlen(s) != 17 || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3],
-				       &v[4], &v[5], &tail) != 6)
+	if (strlen(s) != 17)
 		return -1;
 	for (unsigned i = 0; i < 6; i++) {
-		if (s[3 * i + 2] != ':' && i < 5)
+		int hi = hex_digit(s[3 * i]), lo = hex_digit(s[3 * i + 1]);
+
+		if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
 			return -1;
-		out[i] = (uint8_t)v[i];
+		out[i] = (uint8_t)(hi << 4 | lo);
 	}
 	return 0;
 }
@@ -265,13 +275,16 @@ static bool v6_ok(const struct sn_bind *b, const uint8_t a[16], const uint8_t ma
 	return false;
 }
 
-/* ICMPv6 at off: neighbour discovery checks (type 133, 135, 136). */
+/* ICMPv6 at off: neighbour discovery checks (type 133, 135, 136). Every
+ * option up to the end of the frame is walked (at most pkt_len / 8 of
+ * them): one with a zero length or reaching past the frame is malformed,
+ * and refused like a spoofed one. */
 static enum sn_bind_verdict check_nd(const struct sn_bind *b, const struct rte_mbuf *m,
 				     uint32_t off, const uint8_t mac[6])
 {
-	uint8_t hbuf[24], obuf[ND_MAX_OPTS_BYTES];
+	uint8_t hbuf[24], obuf[8];
 	const uint8_t *h = rte_pktmbuf_read(m, off, 4, hbuf), *o;
-	uint32_t body, olen;
+	uint32_t body;
 
 	if (!h)
 		return SN_BIND_SPOOFED_ND;
@@ -283,21 +296,20 @@ static enum sn_bind_verdict check_nd(const struct sn_bind *b, const struct rte_m
 		return SN_BIND_SPOOFED_ND;
 	if (h[0] == ICMP6_NA && !v6_ok(b, h + 8, mac, false))
 		return SN_BIND_SPOOFED_ND;
-	if (m->pkt_len <= off + body)
-		return SN_BIND_OK;
-	olen = RTE_MIN(m->pkt_len - off - body, (uint32_t)sizeof(obuf));
-	o = rte_pktmbuf_read(m, off + body, olen, obuf);
-	if (!o)
-		return SN_BIND_SPOOFED_ND;
-	for (uint32_t p = 0; p + 2 <= olen;) {
-		uint32_t l = 8u * o[p + 1];
+	for (uint32_t p = off + body; p + 2 <= m->pkt_len;) {
+		uint32_t l;
 
-		/* A zero length, an option past the frame or past the
-		 * options we read (ND_MAX_OPTS_BYTES) is refused too. */
-		if (!l || p + l > olen)
+		o = rte_pktmbuf_read(m, p, 2, obuf);
+		if (!o)
 			return SN_BIND_SPOOFED_ND;
-		if ((o[p] == ND_OPT_SLLA || o[p] == ND_OPT_TLLA) && memcmp(o + p + 2, mac, 6))
+		l = 8u * o[1];
+		if (!l || l > m->pkt_len - p)
 			return SN_BIND_SPOOFED_ND;
+		if (o[0] == ND_OPT_SLLA || o[0] == ND_OPT_TLLA) {
+			o = rte_pktmbuf_read(m, p, 8, obuf);
+			if (!o || memcmp(o + 2, mac, 6))
+				return SN_BIND_SPOOFED_ND;
+		}
 		p += l;
 	}
 	return SN_BIND_OK;
@@ -335,6 +347,11 @@ static enum sn_bind_verdict check_ipv6(const struct sn_bind *b, const struct rte
 	return next == IPPROTO_ICMPV6 ? check_nd(b, m, off, mac) : SN_BIND_OK;
 }
 
+static bool is_vlan(uint16_t type)
+{
+	return type == RTE_ETHER_TYPE_VLAN || type == RTE_ETHER_TYPE_QINQ;
+}
+
 enum sn_bind_verdict sn_bind_check(const struct sn_bind *b, const struct rte_mbuf *m,
 				   uint64_t skey)
 {
@@ -347,12 +364,12 @@ enum sn_bind_verdict sn_bind_check(const struct sn_bind *b, const struct rte_mbu
 		return SN_BIND_SPOOFED;
 	if (!b->n_v4 && !b->n_v6)
 		return SN_BIND_OK;
-	for (unsigned n = 0; n < 2 && (type == RTE_ETHER_TYPE_VLAN || type == RTE_ETHER_TYPE_QINQ);
-	     n++) {
+	for (unsigned n = 0; is_vlan(type); n++) {
 		struct rte_vlan_hdr vbuf;
 		const struct rte_vlan_hdr *v = rte_pktmbuf_read(m, off, sizeof(vbuf), &vbuf);
 
-		if (!v)
+		/* A third tag: what it hides is not checked, so it is refused. */
+		if (!v || n == SN_BIND_VLAN_MAX)
 			return SN_BIND_SPOOFED;
 		type = rte_be_to_cpu_16(v->eth_proto);
 		off += sizeof(*v);

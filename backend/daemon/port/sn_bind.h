@@ -17,7 +17,11 @@
  *    address option other than the source MAC, and an advertisement's
  *    target must itself pass the source check above; ICMPv6 after a
  *    fragment header is dropped (RFC 6980 forbids fragmented ND);
- *  - any other EtherType passes (one or two VLAN tags are looked through).
+ *  - any other EtherType passes.
+ * One or two VLAN tags (0x8100, 0x88a8) are looked through; a frame with
+ * more (SN_BIND_VLAN_MAX) is a spoof, since its inner header is unchecked.
+ * Every ND option up to the end of the frame is checked; an option of
+ * length 0 or past the frame is malformed and refused as SPOOFED_ND.
  * Headers are read with rte_pktmbuf_read (any segmentation); a frame too
  * short for the header its EtherType announces is a spoof.
  *
@@ -36,6 +40,7 @@
 
 #define SN_BIND_MACS_MAX 16   /* allowed_macs per port */
 #define SN_BIND_IPS_MAX  16   /* allowed_ips per port (both families) */
+#define SN_BIND_VLAN_MAX 2    /* VLAN tags looked through with allowed_ips */
 
 struct rte_mbuf;
 

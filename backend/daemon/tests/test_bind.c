@@ -25,7 +25,7 @@
 static const uint8_t VM_MAC[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
 static const uint8_t OTHER_MAC[6] = { 0x52, 0x54, 0x00, 0x99, 0x99, 0x99 };
 
-static uint8_t buf[256];
+static uint8_t buf[1024];
 static struct rte_mbuf mb;
 
 /* A frame of len bytes of buf from src (its Ethernet header filled). */
@@ -108,6 +108,15 @@ static void test_parse(void)
 	expect_error("[\"52:54:00:12:34:56\", \"52-54-00-12-34-57\"]", NULL,
 		     "ports[0].allowed_macs[1]: must be a MAC");
 	expect_error("[\"52:54:00:12:34:5g\"]", NULL, "allowed_macs[0]: must be a MAC");
+	/* Exactly two hex digits per byte: what sscanf's %x would also take. */
+	expect_error("[\" 2:54:00:12:34:56\"]", NULL, "ports[0].allowed_macs[0]: must be a MAC");
+	expect_error("[\"-2:54:00:12:34:56\"]", NULL, "ports[0].allowed_macs[0]: must be a MAC");
+	expect_error("[\"+2:54:00:12:34:56\"]", NULL, "ports[0].allowed_macs[0]: must be a MAC");
+	expect_error("[\"52:54:00:12:34: 6\"]", NULL, "ports[0].allowed_macs[0]: must be a MAC");
+	expect_error("[\"52:54:00:12:0x:56\"]", NULL, "ports[0].allowed_macs[0]: must be a MAC");
+	expect_error("[\"52:54:00:12:34:5 \"]", NULL, "ports[0].allowed_macs[0]: must be a MAC");
+	CHECK(parse(&b, "[\"52:54:00:AB:cd:Ef\"]", NULL, err, sizeof(err)) == 0 && b.n_macs == 1 &&
+	      b.mac[0][3] == 0xab && b.mac[0][4] == 0xcd && b.mac[0][5] == 0xef);
 	expect_error("[\"01:00:5e:00:00:01\"]", NULL, "allowed_macs[0]: 01:00:5e:00:00:01 is a multicast");
 	expect_error("[\"00:00:00:00:00:00\"]", NULL, "allowed_macs[0]: the zero MAC");
 	expect_error("[\"52:54:00:12:34:56\", \"52:54:00:12:34:56\"]", NULL, "allowed_macs[1]: "
@@ -184,6 +193,26 @@ static void test_mac_ipv4_arp(void)
 		CHECK(check(&b, m) == SN_BIND_SPOOFED);
 		inet_pton(AF_INET, "10.0.0.5", &h->src_addr);
 		CHECK(check(&b, m) == SN_BIND_OK);
+	}
+	{
+		/* Two tags are looked through; a third hides an unchecked header. */
+		struct rte_mbuf *m = frame(VM_MAC, RTE_ETHER_TYPE_QINQ, 72);
+		struct rte_vlan_hdr *v = (struct rte_vlan_hdr *)(buf + 14);
+		struct rte_ipv4_hdr *h = (struct rte_ipv4_hdr *)(v + 2);
+
+		v[0].eth_proto = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
+		v[1].eth_proto = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+		memset(h, 0, sizeof(*h));
+		inet_pton(AF_INET, "10.0.0.5", &h->src_addr);
+		CHECK(check(&b, m) == SN_BIND_OK);
+		inet_pton(AF_INET, "10.9.9.9", &h->src_addr);
+		CHECK(check(&b, m) == SN_BIND_SPOOFED);
+		h = (struct rte_ipv4_hdr *)(v + 3);
+		v[1].eth_proto = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
+		v[2].eth_proto = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+		memset(h, 0, sizeof(*h));
+		inet_pton(AF_INET, "10.0.0.5", &h->src_addr);
+		CHECK(check(&b, m) == SN_BIND_SPOOFED);
 	}
 	/* IPv4 prefixes only: any IPv6 source but the exceptions is spoofed. */
 	{
@@ -279,6 +308,23 @@ static void test_ipv6_nd(void)
 	CHECK(check(&b, &mb) == SN_BIND_SPOOFED_ND);
 	ipv6("2001:db8::5", IPPROTO_ICMPV6, 12);
 	buf[54] = 136;
+	CHECK(check(&b, &mb) == SN_BIND_SPOOFED_ND);
+	/* Options past the first 256 bytes are checked too: 40 padding
+	 * options (type 0xfe, 8 bytes each), then a foreign target LLA. */
+	ipv6("2001:db8::5", IPPROTO_ICMPV6, 24 + 40 * 8 + 8);
+	nd(54, 136, "2001:db8::5", 0, NULL);
+	for (unsigned i = 0; i < 40; i++) {
+		buf[54 + 24 + 8 * i] = 0xfe;
+		buf[54 + 24 + 8 * i + 1] = 1;
+	}
+	buf[54 + 24 + 320] = 2;
+	buf[54 + 24 + 320 + 1] = 1;
+	memcpy(buf + 54 + 24 + 320 + 2, OTHER_MAC, 6);
+	CHECK(check(&b, &mb) == SN_BIND_SPOOFED_ND);
+	memcpy(buf + 54 + 24 + 320 + 2, VM_MAC, 6);
+	CHECK(check(&b, &mb) == SN_BIND_OK);
+	/* An option reaching past the frame is malformed. */
+	buf[54 + 24 + 320 + 1] = 2;
 	CHECK(check(&b, &mb) == SN_BIND_SPOOFED_ND);
 	/* Echo requests are not ND. */
 	ipv6("2001:db8::5", IPPROTO_ICMPV6, 8);
