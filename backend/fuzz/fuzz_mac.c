@@ -154,11 +154,13 @@ static void compare_all(struct sn_mac *t, const struct sn_quota *q, const struct
 static bool m_may_move(const struct sn_mac *t, const struct model *m, const struct ment *e,
 		       unsigned in, uint64_t now)
 {
+	const bool vm_entry = e->flags & SN_MAC_E_VM, vm_port = in & SN_MAC_IN_VM;
+
 	if (e->flags & SN_MAC_E_STATIC)
-		return in & SN_MAC_IN_ALLOWED;
-	if ((in & SN_MAC_IN_ALLOWED) || sn_mac_expired(t, e->seen, now))
+		return (in & SN_MAC_IN_ALLOWED) && !(in & SN_MAC_IN_STATIC);
+	if ((in & SN_MAC_IN_ALLOWED) || sn_mac_expired(t, e->seen, now) || m->move_any)
 		return true;
-	return m->move_any || !(e->flags & SN_MAC_E_VM) || (in & SN_MAC_IN_VM);
+	return vm_entry == vm_port;
 }
 
 static enum sn_mac_learn_res m_learn(struct sn_mac *t, struct model *m, unsigned b,

@@ -119,6 +119,45 @@ def test_uplink_frame_with_a_vms_mac_does_not_divert_it(schednicd, sngen, sn_tmp
         assert refused == 0
 
 
+@pytest.mark.parametrize("policy", ["vm_sticky", "any"])
+def test_unbound_vm_frame_with_an_uplink_mac_does_not_divert_it(schednicd, sngen, sn_tmpdir,
+                                                                policy):
+    """vm1 (no allowed_macs) sends from the MAC of a host behind the
+    uplink: with vm_sticky the uplink's entry stays (move_refused counted
+    on vm1) and vm0's traffic to that host all leaves by the uplink, none
+    reaches vm1; with "any" the entry moves and vm0's frames go to vm1."""
+    up = sn_tmpdir / "uplink.sock"
+    names = ["vm0", "vm1"]
+    d = schednicd(ports=names, uplink=f"net_vhost0,iface={up}",
+                  datapath={"mac_move": policy})
+    g = start(d, sngen, [d.vhost_path("vm0"), d.vhost_path("vm1"), str(up)],
+              names + ["uplink"],
+              [f"src=1,smac={peer_mac(2)},dst={BCAST},count={M},phase=0",  # from vm1
+               f"src=0,dst=2,count={N},phase=1"])                         # vm0 -> uplink host
+    t0 = port_table(d.stats())
+    mt0 = d.stats()["mac_table"]
+    t1 = run_phase(d, g, 0, "vm1", M, t0)
+    t2 = run_phase(d, g, 1, "vm0", N, t1)
+    r = g.finish()
+    mt = d.stats()["mac_table"]
+    f = r["flows"][1]
+    refused = t2["vm1"]["mac"]["move_refused"] - t0["vm1"]["mac"]["move_refused"]
+    print(f"{policy}: vm0->uplink host rx_by_port {f['rx_by_port']} (vm0, vm1, uplink peer), "
+          f"vm1 move_refused {refused}, moves {mt['moves'] - mt0['moves']}")
+    to = "uplink" if policy == "vm_sticky" else "vm1"
+    lost = egress_drops(t2[to]) - egress_drops(t1[to])
+    if policy == "vm_sticky":
+        assert f["rx_by_port"][1] == 0, f                  # not diverted to vm1
+        assert f["rx_by_port"][2] > 0 and f["rx_by_port"][2] + lost == N, (f, lost)
+        assert refused == M
+        assert mt["moves"] == mt0["moves"], (mt0, mt)
+    else:
+        assert mt["moves"] == mt0["moves"] + 1, (mt0, mt)
+        assert f["rx_by_port"][2] == 0, f
+        assert f["rx_by_port"][1] > 0 and f["rx_by_port"][1] + lost == N, (f, lost)
+        assert refused == 0
+
+
 def test_ip_binding_drops_spoofed_ipv4_and_arp(schednicd, sngen, sn_tmpdir):
     """vm1 bound to 10.77.0.2/32: IPv4 from another source and ARP with a
     foreign sender IP are dropped (spoofed, spoofed_arp); its own address,

@@ -36,12 +36,17 @@
  * expires nor ages out, and a static install may take the way of the
  * oldest learned entry of a full bucket. Move policy for a known MAC seen
  * on another port (or port generation):
- *  - a STATIC entry moves only to a port whose allowed_macs hold it
- *    (live migration: the new port lists the guest's MAC);
+ *  - a STATIC entry moves only with a frame or announce from a port
+ *    whose allowed_macs hold it (live migration: the new port lists the
+ *    guest's MAC), never with a static install (SN_MAC_IN_STATIC): one
+ *    port's install does not take another port's static entry;
+ *  - a learned entry moves to a port whose allowed_macs hold it (frame
+ *    or install);
  *  - an expired learned entry moves anywhere;
- *  - SN_MAC_MOVE_VM_STICKY (default): a VM entry is not moved by a frame
- *    from the uplink (a port without SN_MAC_IN_VM), only by another VM
- *    port; SN_MAC_MOVE_ANY: any learned entry moves.
+ *  - SN_MAC_MOVE_VM_STICKY (default): a live learned entry moves only
+ *    between ports of one kind: a VM entry is not moved by the uplink (a
+ *    port without SN_MAC_IN_VM), an uplink entry not by a VM port (without
+ *    allowed_macs holding it); SN_MAC_MOVE_ANY: any learned entry moves.
  * A refused move changes nothing and counts move_refused.
  * Quotas: with a quota pool attached (sn_mac_set_quota), every entry holds
  * one unit of its port slot's budget (taken when an entry is written for
@@ -80,7 +85,8 @@
 #define SN_MAC_IN_STATIC  4u   /* install of an allowed_macs entry (MAIN) */
 
 enum sn_mac_move {
-	SN_MAC_MOVE_VM_STICKY,   /* default: the uplink does not move VM entries */
+	SN_MAC_MOVE_VM_STICKY,   /* default: live learned entries stay on their
+	                          * side (VM ports / uplink) */
 	SN_MAC_MOVE_ANY,         /* any port moves a learned entry */
 };
 

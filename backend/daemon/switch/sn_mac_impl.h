@@ -128,14 +128,17 @@ static inline int sn_mac_read(const struct sn_mac_bucket *b, uint64_t key, struc
 static inline bool sn_mac_may_move(const struct sn_mac *t, const struct sn_mac_entry *e,
 				   unsigned in, uint64_t now)
 {
+	/* A static entry follows the guest's frames (live migration), never
+	 * another port's install. */
 	if (e->flags & SN_MAC_E_STATIC)
-		return in & SN_MAC_IN_ALLOWED;
+		return (in & SN_MAC_IN_ALLOWED) && !(in & SN_MAC_IN_STATIC);
 	if (in & SN_MAC_IN_ALLOWED)
 		return true;
 	if (sn_mac_expired(t, SN_MAC_LD(e->seen), now))
 		return true;
-	return __atomic_load_n(&t->move_any, __ATOMIC_RELAXED) || !(e->flags & SN_MAC_E_VM) ||
-	       (in & SN_MAC_IN_VM);
+	/* vm_sticky: a live learned entry stays on its side, VM or uplink. */
+	return __atomic_load_n(&t->move_any, __ATOMIC_RELAXED) ||
+	       !(e->flags & SN_MAC_E_VM) == !(in & SN_MAC_IN_VM);
 }
 
 /* Bucket locked: the quota unit of the entry e goes to `slot` (a new or

@@ -390,17 +390,33 @@ static void test_move_policy(void)
 	CHECK(on(t, v, 11, 1));
 	sn_mac_stats(t, &st);
 	CHECK(st.move_refused == 2 && st.moves == 0);
-	/* ... but another VM port may (a guest moved without allowed_macs),
-	 * also an entry learned on the uplink, which the uplink then cannot
-	 * take back. */
+	/* ... but another VM port may (a guest moved without allowed_macs). */
+	CHECK(sn_mac_learn(t, v, 2, 2, VM, 12) == SN_MAC_WROTE);
+	CHECK(on(t, v, 12, 2));
+	/* Nor does a VM port without allowed_macs take a live entry of the
+	 * uplink; the uplink's own frames refresh it. */
 	CHECK(sn_mac_learn(t, a, 9, 9, 0, 0) == SN_MAC_WROTE);
-	CHECK(sn_mac_learn(t, a, 2, 2, VM, 1) == SN_MAC_WROTE);
-	CHECK(on(t, a, 1, 2));
-	CHECK(sn_mac_learn(t, a, 9, 9, 0, 2) == SN_MAC_REFUSED);
-	/* An expired VM entry is free for the uplink. */
-	CHECK(sn_mac_learn(t, a, 9, 9, 0, 2 + AGING + 1) == SN_MAC_WROTE);
-	CHECK(on(t, a, 3 + AGING, 9));
-	/* "any": the uplink moves a VM entry. */
+	CHECK(sn_mac_learn(t, a, 2, 2, VM, 1) == SN_MAC_REFUSED);
+	CHECK(on(t, a, 1, 9));
+	CHECK(sn_mac_learn(t, a, 9, 9, 0, 2) == SN_MAC_KNOWN);
+	/* Expired, it is free for the VM port, and a VM entry then is not
+	 * the uplink's to take back until it expires in turn. */
+	CHECK(sn_mac_learn(t, a, 2, 2, VM, 2 + AGING + 1) == SN_MAC_WROTE);
+	CHECK(on(t, a, 3 + AGING, 2));
+	CHECK(sn_mac_learn(t, a, 9, 9, 0, 3 + AGING) == SN_MAC_REFUSED);
+	CHECK(sn_mac_learn(t, a, 9, 9, 0, 4 + 2 * AGING) == SN_MAC_WROTE);
+	CHECK(on(t, a, 4 + 2 * AGING, 9));
+	/* A port whose allowed_macs hold the MAC takes the uplink's entry. */
+	CHECK(sn_mac_learn(t, a, 1, 1, ALLOWED, 5 + 2 * AGING) == SN_MAC_WROTE);
+	CHECK(on(t, a, 5 + 2 * AGING, 1));
+	CHECK(sn_mac_forget(t, 1) == 1);
+	/* "any": a VM port moves the uplink's entry ... */
+	sn_mac_set_move(t, SN_MAC_MOVE_ANY);
+	CHECK(sn_mac_learn(t, a, 9, 9, 0, 6 + 2 * AGING) == SN_MAC_WROTE);
+	CHECK(sn_mac_learn(t, a, 2, 2, VM, 7 + 2 * AGING) == SN_MAC_WROTE);
+	CHECK(on(t, a, 7 + 2 * AGING, 2));
+	sn_mac_set_move(t, SN_MAC_MOVE_VM_STICKY);
+	/* ... and the uplink a VM entry. */
 	sn_mac_set_move(t, SN_MAC_MOVE_ANY);
 	CHECK(sn_mac_learn(t, v, 9, 9, 0, 20) == SN_MAC_WROTE);
 	CHECK(on(t, v, 20, 9));
@@ -423,6 +439,10 @@ static void test_move_policy(void)
 	CHECK(sn_mac_learn(t, s, 2, 2, ALLOWED, 10 * AGING + 1) == SN_MAC_WROTE);
 	CHECK(on(t, s, 20 * AGING, 2));
 	CHECK(sn_mac_learn(t, s, 1, 1, VM, 20 * AGING) == SN_MAC_REFUSED);
+	/* The old port's install (re-run at each policy publication) does
+	 * not take it back. */
+	CHECK(sn_mac_learn(t, s, 1, 1, INSTALL, 20 * AGING) == SN_MAC_REFUSED);
+	CHECK(on(t, s, 20 * AGING, 2));
 	/* Forgetting a port removes its entries, static ones too. */
 	CHECK(sn_mac_forget(t, 2) == 1);
 	CHECK(!on(t, s, 20 * AGING, 2));
@@ -444,6 +464,17 @@ static void test_static_install(void)
 	CHECK(on(t, k[4], 5, 1));
 	CHECK(!on(t, k[0], 5, 10));          /* the oldest went */
 	CHECK(on(t, k[1], 5, 11));
+	/* A second port installing the same MAC leaves the first one's
+	 * static entry where it is. */
+	CHECK(sn_mac_learn(t, k[4], 2, 2, INSTALL, 6) == SN_MAC_REFUSED);
+	CHECK(on(t, k[4], 6, 1));
+	/* An install takes a live learned entry of the uplink or of another
+	 * VM port (the MAC is the installing port's by its binding). */
+	CHECK(sn_mac_learn(t, k[1], 3, 3, INSTALL, 7) == SN_MAC_WROTE);
+	CHECK(on(t, k[1], 7, 3));
+	CHECK(sn_mac_learn(t, key_n(7), 5, 5, VM, 7) == SN_MAC_WROTE);
+	CHECK(sn_mac_learn(t, key_n(7), 4, 4, INSTALL, 8) == SN_MAC_WROTE);
+	CHECK(on(t, key_n(7), 8, 4));
 	free(t);
 }
 
