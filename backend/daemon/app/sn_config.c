@@ -510,6 +510,26 @@ static int decode_port(struct sn_config_port *p, json_t *o, size_t i, char *err,
 	return 0;
 }
 
+/* An allowed MAC belongs to one port: two would fight over its static
+ * entry (doc/isolation.md "Static entries and the move policy"). */
+static int unique_macs(const struct sn_config *cfg, char *err, size_t errlen)
+{
+	for (unsigned i = 1; i < cfg->n_ports; i++)
+		for (unsigned k = 0; k < cfg->ports[i].bind.n_macs; k++)
+			for (unsigned j = 0; j < i; j++)
+				if (sn_bind_has_key(&cfg->ports[j].bind,
+						    cfg->ports[i].bind.mac_key[k])) {
+					const uint8_t *m = cfg->ports[i].bind.mac[k];
+
+					return fail(err, errlen, "ports[%u].allowed_macs[%u]: "
+						    "%02x:%02x:%02x:%02x:%02x:%02x is also in "
+						    "ports[%u].allowed_macs (a MAC is bound to "
+						    "one port)", i, k, m[0], m[1], m[2], m[3],
+						    m[4], m[5], j);
+				}
+	return 0;
+}
+
 static int decode_ports(struct sn_config *cfg, json_t *a, char *err, size_t errlen)
 {
 	json_t *o;
@@ -527,7 +547,7 @@ static int decode_ports(struct sn_config *cfg, json_t *a, char *err, size_t errl
 			return rc;
 		cfg->n_ports = (unsigned)i + 1;
 	}
-	return 0;
+	return unique_macs(cfg, err, errlen);
 }
 
 static bool prefix_ok(const char *s)
