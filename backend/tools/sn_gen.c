@@ -77,6 +77,10 @@ static void usage(FILE *out)
 "                         them as foreign)\n"
 "                         [,arp=SPA-TPA] ARP requests from that sender IP\n"
 "                         (sender MAC = source MAC; foreign to a sink)\n"
+"                         [,nd=ns|na/SRC6/TARGET6/LLA] IPv6 neighbour\n"
+"                         solicitations / advertisements from SRC6 for\n"
+"                         TARGET6 with link-layer address option LLA (86 B;\n"
+"                         foreign to a sink)\n"
 "                         [,smacs=N] source MAC of frame k: smac's last\n"
 "                         three bytes + k mod N (a MAC spray)\n"
 "                         (repeat; default src=0,dst=1)\n"
@@ -191,11 +195,42 @@ static int parse_udp(const char *v, struct sn_gen_flow *f)
 	return 0;
 }
 
+/* "ns|na/SRC6/TARGET6/LLA" into f (nd=). */
+static int parse_nd(const char *v, struct sn_gen_flow *f)
+{
+	char buf[160], *part[4];
+	unsigned n = 0;
+
+	if (f->udp || f->arp || strlen(v) >= sizeof(buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s", v);
+	part[n++] = buf;
+	for (char *c = buf; *c; c++) {
+		if (*c != '/')
+			continue;
+		if (n == 4)
+			return -1;
+		*c = '\0';
+		part[n++] = c + 1;
+	}
+	if (n != 4 || inet_pton(AF_INET6, part[1], f->nd_src) != 1 ||
+	    inet_pton(AF_INET6, part[2], f->nd_tgt) != 1 ||
+	    rte_ether_unformat_addr(part[3], &f->nd_lla) != 0)
+		return -1;
+	if (!strcmp(part[0], "ns"))
+		f->nd = 135;
+	else if (!strcmp(part[0], "na"))
+		f->nd = 136;
+	else
+		return -1;
+	return 0;
+}
+
 static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		      uint64_t default_count)
 {
 	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "size", "lat",
-					   "arp", "smacs", "sports", NULL};
+					   "arp", "smacs", "sports", "nd", NULL};
 	struct rte_kvargs *kv = rte_kvargs_parse(text, keys);
 	const char *v;
 	uint64_t n;
@@ -277,6 +312,11 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 			goto out;
 		}
 		f->arp = 1;
+	}
+	if ((v = rte_kvargs_get(kv, "nd")) != NULL && parse_nd(v, f) != 0) {
+		fprintf(stderr, "sn-gen: --flow %s: nd must be ns|na/SRC6/TARGET6/LLA "
+			"(not with udp or arp)\n", text);
+		goto out;
 	}
 	if ((v = rte_kvargs_get(kv, "smacs")) != NULL) {
 		if (parse_u64(v, 1u << 24, &n) != 0 || n == 0) {

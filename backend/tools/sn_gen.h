@@ -73,6 +73,11 @@ struct sn_gen_flow {
 	uint16_t udp_sport, udp_dport;
 	/* arp=: ARP requests sender ip_src, target ip_dst instead (count mode) */
 	int arp;
+	/* nd=: IPv6 neighbour solicitations (135) or advertisements (136)
+	 * from nd_src for target nd_tgt with link-layer option nd_lla; 0 = no */
+	uint8_t nd;
+	uint8_t nd_src[16], nd_tgt[16];
+	struct rte_ether_addr nd_lla;
 	/* smacs=N: frame seq comes from the source MAC whose last three bytes
 	 * are the base's + seq mod N (N > 1: a MAC spray) */
 	uint32_t smacs;

@@ -105,6 +105,35 @@ void sn_genpkt_to_arp(struct rte_mbuf *m, uint32_t spa, uint32_t tpa)
 	a->arp_data.arp_tip = rte_cpu_to_be_32(tpa);
 }
 
+void sn_genpkt_to_nd(struct rte_mbuf *m, uint8_t type, const uint8_t src[16],
+		     const uint8_t tgt[16], const struct rte_ether_addr *lla)
+{
+	static const uint8_t all_nodes[16] = { 0xff, 0x02, [15] = 1 };
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv6_hdr *ip = (struct rte_ipv6_hdr *)(eth + 1);
+	uint8_t *nd = (uint8_t *)(ip + 1);
+	const uint16_t plen = 24 + 8;   /* header, flags, target; one option */
+
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	memset(ip, 0, sizeof(*ip) + plen);
+	ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
+	ip->payload_len = rte_cpu_to_be_16(plen);
+	ip->proto = IPPROTO_ICMPV6;
+	ip->hop_limits = 255;
+	memcpy(ip->src_addr, src, 16);
+	memcpy(ip->dst_addr, all_nodes, 16);
+	nd[0] = type;
+	if (type == 136)
+		nd[4] = 0x20;                 /* override */
+	memcpy(nd + 8, tgt, 16);
+	nd[24] = type == 135 ? 1 : 2;         /* source / target link-layer address */
+	nd[25] = 1;
+	memcpy(nd + 26, lla->addr_bytes, RTE_ETHER_ADDR_LEN);
+	m->data_len = (uint16_t)(sizeof(*eth) + sizeof(*ip) + plen);
+	m->pkt_len = m->data_len;
+	*(uint16_t *)(nd + 2) = rte_ipv6_udptcp_cksum(ip, nd);
+}
+
 enum sn_genpkt_kind sn_genpkt_classify(const struct rte_mbuf *m, uint32_t run,
 				       int verify, uint16_t *flow, uint64_t *seq)
 {

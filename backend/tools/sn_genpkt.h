@@ -63,6 +63,14 @@ void sn_genpkt_to_udp(struct rte_mbuf *m, uint32_t src, uint32_t dst, uint16_t s
  * address = the frame's source MAC, sender IP spa, target IP tpa (host
  * order); the frame keeps its length (padding after the ARP body). */
 void sn_genpkt_to_arp(struct rte_mbuf *m, uint32_t spa, uint32_t tpa);
+/* The same for an IPv6 neighbour solicitation (type 135, with a source
+ * link-layer address option) or advertisement (136, override flag, with a
+ * target link-layer address option): source src, target tgt (16 bytes
+ * each, network order), option address lla; destination ff02::1, hop
+ * limit 255, checksum set. The frame becomes 86 bytes long (the mbuf
+ * of sn_genpkt_build has the room). */
+void sn_genpkt_to_nd(struct rte_mbuf *m, uint8_t type, const uint8_t src[16],
+		     const uint8_t tgt[16], const struct rte_ether_addr *lla);
 
 /* Classify a received frame; with verify != 0 the whole pattern is checked
  * (a mismatch gives SN_GENPKT_BAD). *flow and *seq are set for DATA/LEARN. */

@@ -426,6 +426,8 @@ static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
 					 f->udp_dport);
 		else if (f->arp)
 			sn_genpkt_to_arp(m[i], f->ip_src, f->ip_dst);
+		else if (f->nd)
+			sn_genpkt_to_nd(m[i], f->nd, f->nd_src, f->nd_tgt, &f->nd_lla);
 		p->pend[i] = m[i];
 	}
 	p->npend = (uint16_t)n;

@@ -194,3 +194,55 @@ def test_ip_binding_drops_spoofed_ipv4_and_arp(schednicd, sngen, sn_tmpdir):
     assert rows[3][1:] == (0, 0, M)          # DHCP discover
     assert rows[4][1:] == (0, 0, M)          # its own ARP
     assert rows[5][1:] == (0, 0, M)          # ARP probe (sender 0.0.0.0)
+
+
+def test_nd_spoofing_is_dropped(schednicd, sngen, sn_tmpdir):
+    """vm1 (attacker, bound to its MAC and 2001:db8::11) sends neighbour
+    advertisements and solicitations naming vm0's 2001:db8::10 as sender
+    or target, with its own or vm0's MAC in the link-layer option: none is
+    delivered, each is counted (spoofed_nd, or spoofed for a foreign IPv6
+    source), and vm2's traffic to vm0 all reaches vm0. An advertisement of
+    its own address passes (the frames are otherwise well formed)."""
+    own, victim = "2001:db8::11", "2001:db8::10"
+    names = ["vm0", "vm1", "vm2"]
+    d = schednicd(ports=[vm(sn_tmpdir, "vm0", allowed_macs=[peer_mac(0)], allowed_ips=[victim]),
+                         vm(sn_tmpdir, "vm1", allowed_macs=[peer_mac(1)], allowed_ips=[own]),
+                         vm(sn_tmpdir, "vm2")])
+    cases = [  # (nd=, drop counter)
+        (f"na/{own}/{victim}/{peer_mac(1)}", "spoofed_nd"),   # victim's address, own MAC
+        (f"na/{own}/{victim}/{peer_mac(0)}", "spoofed_nd"),   # victim's address and MAC
+        (f"ns/{own}/{victim}/{peer_mac(0)}", "spoofed_nd"),   # victim's MAC as source LLA
+        (f"na/{victim}/{victim}/{peer_mac(0)}", "spoofed"),   # victim's address as source
+        (f"ns/{victim}/{own}/{peer_mac(1)}", "spoofed"),
+        (f"na/{own}/{own}/{peer_mac(1)}", None),              # its own: delivered
+    ]
+    flows = [f"src=1,dst={BCAST},nd={nd},count={M},phase={ph}" for ph, (nd, _) in enumerate(cases)]
+    g = start(d, sngen, [d.vhost_path(n) for n in names], names,
+              flows + [f"src=2,dst=0,count={N},phase={len(cases)}"])
+    t = [port_table(d.stats())]
+    for ph in range(len(cases)):
+        t.append(run_phase(d, g, ph, "vm1", M, t[-1]))
+    t.append(run_phase(d, g, len(cases), "vm2", N, t[-1]))
+    r = g.finish()
+
+    def dd(k, port, group, key):
+        return t[k + 1][port][group][key] - t[k][port][group][key]
+
+    rows = [(nd.split("/")[0], dd(k, "vm1", "drops", "spoofed_nd"), dd(k, "vm1", "drops", "spoofed"),
+             t[k + 1]["vm0"]["tx_packets"] - t[k]["vm0"]["tx_packets"],
+             t[k + 1]["vm2"]["tx_packets"] - t[k]["vm2"]["tx_packets"])
+            for k, (nd, _) in enumerate(cases)]
+    victim_flow = r["flows"][len(cases)]
+    print("kind, spoofed_nd, spoofed, delivered to vm0, to vm2:", rows,
+          "victim flow rx_by_port", victim_flow["rx_by_port"])
+    for (kind, nd_drops, drops, to0, to2), (_, counter) in zip(rows, cases):
+        if counter is None:
+            assert (nd_drops, drops, to0, to2) == (0, 0, M, M), rows
+        else:
+            assert (to0, to2) == (0, 0), rows
+            assert (nd_drops, drops) == ((M, 0) if counter == "spoofed_nd" else (0, M)), rows
+    last = len(cases)
+    assert victim_flow["rx_by_port"][1] == 0, victim_flow
+    assert victim_flow["rx_by_port"][0] > 0
+    assert (victim_flow["rx_by_port"][0] + egress_drops(t[last + 1]["vm0"])
+            - egress_drops(t[last]["vm0"]) == N), victim_flow
