@@ -4,7 +4,8 @@
  * The sink's verdicts are what the datapath tests trust, so each verdict is
  * exercised here: intact frames, corrupted payload, wrong length, another
  * run, not-ours; and the echo responder's ARP and ICMP replies (fields and
- * checksum), plus requests it must ignore. mbufs are hand-initialised over
+ * checksum), plus requests it must ignore; the nd= frames (fields, ICMPv6
+ * checksum). mbufs are hand-initialised over
  * static buffers (single segment), which is all these helpers touch.
  */
 #include "sn_genpkt.h"
@@ -157,11 +158,47 @@ static void test_echo_icmp(void)
 	CHECK(sn_genpkt_echo(m, &A, me) == 0);
 }
 
+/* nd=: an advertisement / solicitation with its option and a valid
+ * ICMPv6 checksum, as a sink sees foreign frames. */
+static void test_nd(void)
+{
+	const uint8_t src[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x11 };
+	const uint8_t tgt[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x10 };
+	uint16_t flow;
+	uint64_t seq;
+
+	for (uint8_t type = 135; type <= 136; type++) {
+		struct rte_mbuf *m = fresh();
+		struct rte_ipv6_hdr *ip;
+		uint32_t sum;
+		uint8_t *nd;
+
+		CHECK(sn_genpkt_build(m, &B, &A, 77, 3, 5, 64) == 0);
+		sn_genpkt_to_nd(m, type, src, tgt, &B);
+		ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv6_hdr *, sizeof(struct rte_ether_hdr));
+		nd = (uint8_t *)(ip + 1);
+		CHECK(m->pkt_len == 86 && m->data_len == 86);
+		CHECK(rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type ==
+		      rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6));
+		CHECK(ip->proto == IPPROTO_ICMPV6 && ip->hop_limits == 255 &&
+		      ip->payload_len == rte_cpu_to_be_16(32) && !memcmp(ip->src_addr, src, 16));
+		CHECK(nd[0] == type && !memcmp(nd + 8, tgt, 16));
+		CHECK(nd[24] == (type == 135 ? 1 : 2) && nd[25] == 1 && !memcmp(nd + 26, B.addr_bytes, 6));
+		/* one's-complement sum over pseudo header and message: all ones */
+		sum = rte_raw_cksum(nd, 32) + rte_ipv6_phdr_cksum(ip, 0);
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		CHECK(sum == 0xffff);
+		CHECK(sn_genpkt_classify(m, 77, 1, &flow, &seq) == SN_GENPKT_FOREIGN);
+	}
+}
+
 int main(void)
 {
 	test_data_frames();
 	test_echo_arp();
 	test_echo_icmp();
+	test_nd();
 	if (failures) {
 		fprintf(stderr, "test_genpkt: %d failure(s)\n", failures);
 		return 1;
