@@ -71,8 +71,10 @@ int sn_switch_learn(struct sn_switch *sw, const struct sn_port *p, const uint8_t
 /* MAIN, the port registry's MAC hooks (sn_port_mac_hooks), with the
  * workers running: a published VM port p gets its MAC-entry budget
  * (reserve: its allowed_macs; cap: p->quota.macs) and its allowed_macs as
- * static entries; a deleted port's slot loses every entry and gets the
- * default budget back (no reserve, no cap: the uplink's). */
+ * static entries (taking learned entries of other ports, never another
+ * port's static entry: that one is logged and left, sn_mac.h); a deleted
+ * port's slot loses every entry and gets the default budget back (no
+ * reserve, no cap: the uplink's). */
 void sn_switch_port_added(struct sn_switch *sw, const struct sn_port *p);
 void sn_switch_port_deleted(struct sn_switch *sw, uint16_t slot);
 /* Any thread: MAC entries port slot holds now. */
