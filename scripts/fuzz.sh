@@ -36,6 +36,7 @@ recipes=(
   "fuzz_quota    | | "
   "fuzz_vnethdr  | vqtx/sn_vnethdr.c | libdpdk"
   "fuzz_mac      | switch/sn_mac.c | libdpdk"
+  "fuzz_bind     | port/sn_bind.c | libdpdk jansson"
   "fuzz_config   | app/sn_config.c control/sn_policy.c port/sn_bind.c @sn_default_config | jansson liburcu-qsbr libdpdk"
   "fuzz_policy   | app/sn_config.c control/sn_policy.c port/sn_bind.c @sn_default_config | jansson liburcu-qsbr libdpdk"
   "fuzz_classify | classify/sn_classify.c tests/sn_fake_classify.c control/sn_policy.c app/sn_config.c port/sn_bind.c @sn_default_config | libdpdk jansson liburcu-qsbr"

@@ -98,6 +98,40 @@ def frames() -> list[tuple[str, bytes]]:
     ]
 
 
+def bind_seeds() -> None:
+    """fuzz_bind: flags (bit 0 allowed_macs, bit 1 allowed_ips, bits 2..4
+    segments - 1), cut bytes, a frame from the bound MAC."""
+    vm = bytes.fromhex("ffffffffffff525400123456")
+    src6 = bytes.fromhex("20010db8000000000000000000000005")
+
+    def f(etype: int, body: bytes) -> bytes:
+        return vm + struct.pack("!H", etype) + body
+
+    def nd(kind: int, tgt: bytes, opts: bytes) -> bytes:
+        body = bytes([kind, 0, 0, 0]) + b"\0" * 4 + (tgt if kind != 133 else b"")
+        return f(0x86DD, struct.pack("!IHBB", 6 << 28, len(body) + len(opts), 58, 255) + src6 +
+                 bytes(16) + body + opts)
+
+    lla = b"\x02\x01" + vm[6:]
+    pad = b"\xfe\x01" + b"\0" * 6
+    seeds = [
+        ("ipv4", f(0x0800, ipv4(17, 0x0A000005, B, udp(68, 67)))),
+        ("ipv4-qinq", vm + struct.pack("!HHHH", 0x88A8, 1, 0x8100, 2) + b"\x08\0" +
+         ipv4(17, 0x0A000005, B, udp(1, 2))),
+        ("ipv4-3tags", vm + struct.pack("!HHHHHH", 0x88A8, 1, 0x8100, 2, 0x8100, 3) + b"\x08\0" +
+         ipv4(17, 0x0A000005, B, udp(1, 2))),
+        ("arp", f(0x0806, b"\0\x01\x08\0\x06\x04\0\x01" + vm[6:] + bytes([10, 0, 0, 5]) +
+                  bytes(10))),
+        ("na", nd(136, src6, b"\x02\x01" + vm[6:])),
+        ("ns", nd(135, src6, lla)),
+        ("rs", nd(133, b"", lla)),
+        ("na-far-option", nd(136, src6, pad * 40 + b"\x02\x01" + bytes(6))),
+    ]
+    for name, frame in seeds:
+        put("fuzz_bind", name, b"\x03" + frame)
+        put("fuzz_bind", name + "-3seg", b"\x0b\x10\x80" + frame)
+
+
 def vnethdr_seeds() -> None:
     # virtio_net_hdr_v1: flags, gso_type, hdr_len, gso_size, csum_start,
     # csum_offset, num_buffers (little-endian), then nseg-1, cuts, frame.
@@ -287,6 +321,7 @@ def main() -> int:
         return 2
     rng = random.Random(24)
     vnethdr_seeds()
+    bind_seeds()
     classify_seeds(rng)
     config_seeds()
     policy_seeds()
