@@ -14,7 +14,10 @@
  *  - create / init / free: main thread, no worker running.
  *  - sn_mac_learn(), sn_mac_lookup() (sn_mac_impl.h): any worker, at any
  *    time; sn_mac_learn() also on the VHOST thread (sn_switch_learn, a
- *    migrated guest's announce), a writer like the others. Per bucket, one rte_seqlock (a spinlock for writers + a
+ *    migrated guest's announce) and on MAIN (static installs at port.add
+ *    and policy publication), a writer like the others. Each writer's
+ *    `now` is its own clock reading: an entry seen "in the future" of a
+ *    reader's `now` is live. Per bucket, one rte_seqlock (a spinlock for writers + a
  *    sequence counter for readers). Readers (lookup, and learning's fast
  *    path: a known MAC on the same port) take no lock: they read the
  *    bucket's entries with relaxed atomic loads between

@@ -88,9 +88,12 @@ static inline struct sn_mac_bucket *sn_mac_bucket(struct sn_mac *t, uint64_t key
 	return &t->b[(key * 0x9E3779B97F4A7C15ULL) >> t->bucket_shift];
 }
 
+/* Expired at now. Workers read the clock once per loop pass, so another
+ * writer's later `seen` can exceed a worker's `now`: a signed difference
+ * keeps such an entry live instead of wrapping to "long expired". */
 static inline bool sn_mac_expired(const struct sn_mac *t, uint64_t seen, uint64_t now)
 {
-	return now - seen > t->aging_tsc;
+	return (int64_t)(now - seen) > (int64_t)t->aging_tsc;
 }
 
 /* An entry (its seen and flags) that is a miss at now. */
@@ -173,7 +176,7 @@ static inline enum sn_mac_learn_res sn_mac_learn(struct sn_mac *t, uint64_t key,
 	if (hit >= 0 && cur.slot == slot && cur.gen == gen &&
 	    (cur.flags & SN_MAC_E_STATIC) >= (flags & SN_MAC_E_STATIC)) {
 		/* Fast path, no lock (sn_mac.h). */
-		if (now - cur.seen > t->aging_tsc / SN_MAC_SEEN_REFRESH)
+		if ((int64_t)(now - cur.seen) > (int64_t)(t->aging_tsc / SN_MAC_SEEN_REFRESH))
 			SN_MAC_ST(b->e[hit].seen, now);
 		return SN_MAC_KNOWN;
 	}

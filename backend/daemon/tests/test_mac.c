@@ -446,6 +446,18 @@ static void test_move_policy(void)
 	/* Forgetting a port removes its entries, static ones too. */
 	CHECK(sn_mac_forget(t, 2) == 1);
 	CHECK(!on(t, s, 20 * AGING, 2));
+
+	/* A writer's clock ahead of another's: an entry refreshed at a later
+	 * `now` than the one the uplink's worker read is live for it, so
+	 * neither a move nor the aging scan treats it as expired. */
+	const uint64_t f = key_n(4), t0 = 100 * AGING;
+	CHECK(sn_mac_learn(t, f, 1, 1, VM, t0) == SN_MAC_WROTE);
+	sn_mac_set_move(t, SN_MAC_MOVE_VM_STICKY);
+	CHECK(sn_mac_learn(t, f, 9, 9, 0, t0 - 1) == SN_MAC_REFUSED);
+	CHECK(on(t, f, t0 - 1, 1));
+	for (unsigned b = 0; b < sn_mac_buckets(t);)
+		b = sn_mac_age(t, b, t0 - 1);
+	CHECK(on(t, f, t0, 1));
 	free(t);
 }
 
