@@ -58,6 +58,8 @@ static enum sn_bind_verdict model_nd(const uint8_t *f, uint32_t len, uint32_t of
 		return SN_BIND_SPOOFED_ND;
 	if (f[off] != 133 && f[off] != 135 && f[off] != 136)
 		return SN_BIND_OK;
+	if (len - off > 1280)
+		return SN_BIND_SPOOFED_ND;
 	body = f[off] == 133 ? 8 : 24;
 	if (off + body > len)
 		return SN_BIND_SPOOFED_ND;

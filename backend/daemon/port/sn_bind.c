@@ -276,9 +276,9 @@ static bool v6_ok(const struct sn_bind *b, const uint8_t a[16], const uint8_t ma
 }
 
 /* ICMPv6 at off: neighbour discovery checks (type 133, 135, 136). Every
- * option up to the end of the frame is walked (at most pkt_len / 8 of
- * them): one with a zero length or reaching past the frame is malformed,
- * and refused like a spoofed one. */
+ * option up to the end of the frame is walked (at most SN_BIND_ND_MAX / 8
+ * of them): one with a zero length or reaching past the frame is
+ * malformed, and refused like a spoofed one; so is a longer message. */
 static enum sn_bind_verdict check_nd(const struct sn_bind *b, const struct rte_mbuf *m,
 				     uint32_t off, const uint8_t mac[6])
 {
@@ -290,6 +290,8 @@ static enum sn_bind_verdict check_nd(const struct sn_bind *b, const struct rte_m
 		return SN_BIND_SPOOFED_ND;
 	if (h[0] != ICMP6_RS && h[0] != ICMP6_NS && h[0] != ICMP6_NA)
 		return SN_BIND_OK;
+	if (m->pkt_len - off > SN_BIND_ND_MAX)
+		return SN_BIND_SPOOFED_ND;
 	body = h[0] == ICMP6_RS ? 8 : 24;    /* header + reserved (+ target) */
 	h = rte_pktmbuf_read(m, off, body, hbuf);
 	if (!h)

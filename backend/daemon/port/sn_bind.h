@@ -21,7 +21,10 @@
  * One or two VLAN tags (0x8100, 0x88a8) are looked through; a frame with
  * more (SN_BIND_VLAN_MAX) is a spoof, since its inner header is unchecked.
  * Every ND option up to the end of the frame is checked; an option of
- * length 0 or past the frame is malformed and refused as SPOOFED_ND.
+ * length 0 or past the frame is malformed and refused as SPOOFED_ND, and
+ * so is an ND message (ICMPv6 header to the end of the frame) longer than
+ * SN_BIND_ND_MAX: real solicitations and advertisements are far shorter,
+ * and the bound caps the option walk a guest can make a worker do.
  * Headers are read with rte_pktmbuf_read (any segmentation); a frame too
  * short for the header its EtherType announces is a spoof.
  *
@@ -41,6 +44,7 @@
 #define SN_BIND_MACS_MAX 16   /* allowed_macs per port */
 #define SN_BIND_IPS_MAX  16   /* allowed_ips per port (both families) */
 #define SN_BIND_VLAN_MAX 2    /* VLAN tags looked through with allowed_ips */
+#define SN_BIND_ND_MAX 1280   /* bytes of an ND message (the IPv6 minimum MTU) */
 
 struct rte_mbuf;
 

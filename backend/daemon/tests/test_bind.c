@@ -25,7 +25,7 @@
 static const uint8_t VM_MAC[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
 static const uint8_t OTHER_MAC[6] = { 0x52, 0x54, 0x00, 0x99, 0x99, 0x99 };
 
-static uint8_t buf[1024];
+static uint8_t buf[2048];
 static struct rte_mbuf mb;
 
 /* A frame of len bytes of buf from src (its Ethernet header filled). */
@@ -325,6 +325,22 @@ static void test_ipv6_nd(void)
 	CHECK(check(&b, &mb) == SN_BIND_OK);
 	/* An option reaching past the frame is malformed. */
 	buf[54 + 24 + 320 + 1] = 2;
+	CHECK(check(&b, &mb) == SN_BIND_SPOOFED_ND);
+	/* A message of SN_BIND_ND_MAX bytes of valid options passes, a longer
+	 * one is refused whatever its options. */
+	ipv6("2001:db8::5", IPPROTO_ICMPV6, SN_BIND_ND_MAX);
+	nd(54, 136, "2001:db8::5", 0, NULL);
+	for (unsigned i = 0; i < (SN_BIND_ND_MAX - 24) / 8; i++) {
+		buf[54 + 24 + 8 * i] = 0xfe;
+		buf[54 + 24 + 8 * i + 1] = 1;
+	}
+	CHECK(check(&b, &mb) == SN_BIND_OK);
+	ipv6("2001:db8::5", IPPROTO_ICMPV6, SN_BIND_ND_MAX + 8);
+	nd(54, 136, "2001:db8::5", 0, NULL);
+	for (unsigned i = 0; i < (SN_BIND_ND_MAX + 8 - 24) / 8; i++) {
+		buf[54 + 24 + 8 * i] = 0xfe;
+		buf[54 + 24 + 8 * i + 1] = 1;
+	}
 	CHECK(check(&b, &mb) == SN_BIND_SPOOFED_ND);
 	/* Echo requests are not ND. */
 	ipv6("2001:db8::5", IPPROTO_ICMPV6, 8);
