@@ -42,7 +42,7 @@ recipes=(
   "fuzz_classify | classify/sn_classify.c tests/sn_fake_classify.c control/sn_policy.c app/sn_config.c port/sn_bind.c @sn_default_config | libdpdk jansson liburcu-qsbr"
   "fuzz_rpc      | control/sn_rpc_dispatch.c control/sn_rpc_params.c @sn_rpc_api_json | jansson"
   "fuzz_vqtx     | fuzz/fz_vhost.c vqtx/sn_vnethdr.c vqtx/sn_vqtx.c vqtx/sn_vqtx_done.c vqtx/sn_vqtx_gmap.c vqtx/sn_vqtx_hold.c vqtx/sn_vqtx_pop.c vqtx/sn_vqtx_rec.c vqtx/sn_vqtx_stats.c | libdpdk"
-  "fuzz_vhost_msg | fuzz/fz_vhost.c port/sn_port_vhost.c port/sn_port_memhook.c port/sn_port_migrate.c vqtx/sn_vnethdr.c vqtx/sn_vqtx.c vqtx/sn_vqtx_done.c vqtx/sn_vqtx_gmap.c vqtx/sn_vqtx_hold.c vqtx/sn_vqtx_pop.c vqtx/sn_vqtx_rec.c vqtx/sn_vqtx_stats.c | libdpdk liburcu-qsbr"
+  "fuzz_vhost_msg | fuzz/fz_vhost.c port/sn_port_vhost.c port/sn_port_memhook.c port/sn_port_migrate.c port/sn_port_vumsg.c vqtx/sn_vnethdr.c vqtx/sn_vqtx.c vqtx/sn_vqtx_done.c vqtx/sn_vqtx_gmap.c vqtx/sn_vqtx_hold.c vqtx/sn_vqtx_pop.c vqtx/sn_vqtx_rec.c vqtx/sn_vqtx_stats.c | libdpdk liburcu-qsbr"
 )
 
 usage() { echo "fuzz: $1" >&2; exit 2; }

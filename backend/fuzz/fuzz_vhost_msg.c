@@ -17,24 +17,37 @@
  * ports' or an unknown one; its vring count, memory table and ring
  * addresses chosen by the input, so starts can fail), enable and disable
  * vrings (any index), and messages through the library's order (pre
- * hook, the table applied, post hook): SET_MEM_TABLE (valid, changed,
- * with bad regions, short), SET_LOG_BASE, SEND_RARP (any size and MAC),
- * any other request code. The worker index of every queue is "gone", so
- * a device stop tears its queues down on this thread (no worker to wait
- * for).
+ * hook, the table applied, post hook) in the library's message context
+ * (struct sn_vumsg: the message, then its fds): SET_MEM_TABLE (valid,
+ * changed, sizes and offsets from the input, overlapping, short, wrong
+ * region or fd counts, each region's fd a guest file, an eventfd, a
+ * read-only or write-sealed file, or none), SET_LOG_BASE, SEND_RARP (any
+ * size and MAC), any other request code. The worker index of every queue
+ * is "gone", so a device stop tears its queues down on this thread (no
+ * worker to wait for).
  *
- * Invariants (abort on failure): no crash; a table the library would
- * fail on after unmapping the current one never reaches it (the pre hook
- * turned it into one it refuses first), counted once on the port; the
- * hook table has at most one entry per vid and per port; up = running
- * and vrings 0 and 1 enabled; a port not running has no TX queue started
- * and its queues' rings stopped; a running port's vid is a device whose
- * path is the port's; a started TX queue's ring is live; rarp_learned =
- * announce callbacks that succeeded <= rarp_received; at the end, after
- * every device is stopped and closed, the hook table is empty and no
- * guest memory map of ours is left (mem_maps 0); the queues free (ASan).
+ * Invariants (abort on failure): no crash; a SET_MEM_TABLE the pre hook
+ * lets through is one DPDK 22.11 either refuses before unmapping the
+ * current table (fd or region count) or maps in full: every region's fd
+ * mmaps read-write shared up to mmap_offset + memory_size and the file
+ * has a byte at the region's end (pread, so a miss fails instead of
+ * faulting), no two regions overlap in guest-physical memory; after an
+ * applied table our own map of the library's table (sn_vqtx_gmap_new, as
+ * a remap makes it) has the same regions, and bytes the guest writes at
+ * each region's ends read the same through it; a refused table leaves
+ * the device's table as it was (still mapped the same way), has its fds
+ * closed by the hook and is counted once on the port (mem_table_rejected);
+ * the hook table has at most one entry per vid and per port; up =
+ * running and vrings 0 and 1 enabled; a port not running has no TX queue
+ * started and its queues' rings stopped; a running port's vid is a device
+ * whose path is the port's; a started TX queue's ring is live;
+ * rarp_learned = announce callbacks that succeeded <= rarp_received; at
+ * the end, after every device is stopped and closed, the hook table is
+ * empty and no guest memory map of ours is left (mem_maps 0); the queues
+ * free (ASan).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -42,19 +55,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <rte_eal.h>
 #include <rte_lcore.h>
 
 #include "fz_vhost.h"
 #include "sn_port_internal.h"
+#include "sn_port_vumsg.h"
 #include "sn_vqtx.h"
 
 #define FAIL(...) do { fprintf(stderr, "fuzz_vhost_msg: " __VA_ARGS__); abort(); } while (0)
 
 #define NPORTS 3
 #define SLOTS  4
-#define MSG_HDR 12u
 
 unsigned sn_config_port_slots = SLOTS;
 struct sn_ports *sn_ports_global;
@@ -98,6 +114,11 @@ static struct {
 	int announce_rc;
 } S;
 
+/* Region fds that are not guest files (region_fd()), made once. */
+static struct {
+	int eventfd, sealed;
+} S_fds;
+
 static int announce(void *arg, const struct sn_port *p, const uint8_t mac[6])
 {
 	(void)arg;
@@ -125,6 +146,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])), eal) < 0)
 		FAIL("rte_eal_init failed\n");
 	sched_setaffinity(0, sizeof(cpus), &cpus);
+	S_fds.eventfd = eventfd(0, EFD_CLOEXEC);
+	S_fds.sealed = memfd_create("fz-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (S_fds.eventfd < 0 || S_fds.sealed < 0 || ftruncate(S_fds.sealed, FZ_VHOST_FD_SIZE) ||
+	    fcntl(S_fds.sealed, F_ADD_SEALS, F_SEAL_WRITE))
+		FAIL("region fds: %s\n", strerror(errno));
 	for (int v = 0; v < FZ_VHOST_DEVS; v++)
 		if (fz_vhost_dev_init(v, paths[0]))
 			FAIL("fake device %d\n", v);
@@ -224,49 +250,145 @@ static int vid_of(struct input *in)
 	return take(in) % FZ_VHOST_DEVS;
 }
 
-/* What the library would do with a SET_MEM_TABLE after the pre hook:
- * nregions > 8 or a wrong fd count: refused, nothing unmapped; else the
- * old table is unmapped and each region mapped: one it cannot map fails
- * the message with the table gone (must never happen: the pre hook
- * refuses those first). */
-static bool table_fails_after_unmap(const uint8_t *m)
+/* The region fds of a SET_MEM_TABLE: each a new descriptor, as the
+ * library receives them (the message owns them). Kinds: 0-3 the device's
+ * guest file k, 4 an eventfd (no file), 5 guest file 0 opened read-only,
+ * 6 a write-sealed memfd, 7 no fd (-1). */
+static int region_fd(int vid, uint8_t kind)
 {
-	uint32_t n;
+	struct fz_vhost_dev *d = &fz_vhost_devs[vid];
+	char path[64];
+	int fd;
 
-	memcpy(&n, m + MSG_HDR, 4);
-	if (n > 8)
-		return false;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t r[4];
-
-		memcpy(r, m + MSG_HDR + 8 + 32 * i, sizeof(r));
-		if (r[1] == 0 || r[3] >= -r[1])
-			return true;
+	switch (kind & 7) {
+	case 4:
+		fd = dup(S_fds.eventfd);
+		break;
+	case 5:
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", d->fd[0]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		break;
+	case 6:
+		fd = dup(S_fds.sealed);
+		break;
+	case 7:
+		return -1;
+	default:
+		fd = dup(d->fd[kind & 3]);
+		break;
 	}
-	return false;
+	if (fd < 0)
+		FAIL("region fd: %s\n", strerror(errno));
+	return fd;
 }
 
-/* The pre hook's rule, as the model states it: refused when it carries
- * at most 8 regions and is shorter than they are, or a region has size
- * 0 or wraps (mmap_offset, guest_phys_addr or userspace_addr + size). */
-static bool table_refused(const uint8_t *m)
+/* The device file fd is (same inode), or -1. */
+static int file_of(int vid, int fd)
 {
-	uint32_t n, size;
+	struct stat a, b;
 
-	memcpy(&n, m + MSG_HDR, 4);
-	memcpy(&size, m + 8, 4);
-	if (n > 8)
+	if (fd < 0 || fstat(fd, &a))
+		return -1;
+	for (int k = 0; k < FZ_VHOST_FDS; k++)
+		if (!fstat(fz_vhost_devs[vid].fd[k], &b) && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino)
+			return k;
+	return -1;
+}
+
+/* What DPDK 22.11's vhost_user_set_mem_table does with a table the pre
+ * hook let through, done for real on its fds: refuse it before unmapping
+ * (fd count, more than 8 regions), or else drop the current table and map
+ * each region's file read-write shared from offset 0 up to its end. The
+ * table must map, and every byte of every region must be backed by its
+ * file (a page past the end faults whoever touches it): read through
+ * pread, which fails instead of faulting. Returns false for a refusal
+ * before unmapping; aborts on a table that would fail or fault after it. */
+static bool library_maps(int vid, const struct sn_vumsg *m)
+{
+	struct fz_vhost_dev *d = &fz_vhost_devs[vid];
+	uint32_t n = m->payload.memory.nregions;
+
+	if ((uint32_t)m->fd_num != n || n > 8)
 		return false;
-	if (size < 8 + 32 * n)
-		return true;
+	if (m->size < 8 + 32 * n)
+		FAIL("a SET_MEM_TABLE shorter than its %u regions passed the pre hook\n", n);
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t r[4];
+		struct sn_vumsg_region r;
+		uint64_t end;
+		unsigned char b;
+		void *a;
+		int k;
 
-		memcpy(r, m + MSG_HDR + 8 + 32 * i, sizeof(r));
-		if (r[1] == 0 || r[3] >= -r[1] || r[0] + r[1] < r[0] || r[2] + r[1] < r[2])
-			return true;
+		memcpy(&r, &m->payload.memory.regions[i], sizeof(r));
+		end = r.mmap_offset + r.memory_size;
+		if (r.memory_size == 0 || end < r.mmap_offset)
+			FAIL("region %u: size %#llx offset %#llx passed the pre hook\n", i,
+			     (unsigned long long)r.memory_size, (unsigned long long)r.mmap_offset);
+		a = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, m->fds[i], 0);
+		if (a == MAP_FAILED)
+			FAIL("region %u: the library cannot map fd %d (%s) after unmapping the "
+			     "current table\n", i, m->fds[i], strerror(errno));
+		munmap(a, end);
+		if (pread(m->fds[i], &b, 1, (off_t)(end - 1)) != 1)
+			FAIL("region %u: offset %#llx + size %#llx reaches past the end of its "
+			     "file (the library faults on it)\n", i,
+			     (unsigned long long)r.mmap_offset, (unsigned long long)r.memory_size);
+		for (uint32_t j = 0; j < i; j++)
+			if (r.guest_phys_addr < d->reg[j].gpa + d->reg[j].size &&
+			    d->reg[j].gpa < r.guest_phys_addr + r.memory_size)
+				FAIL("regions %u and %u overlap in guest-physical memory\n", j, i);
+		if ((k = file_of(vid, m->fds[i])) < 0)
+			FAIL("region %u: a mappable file not the guest's passed\n", i);
+		d->reg[i] = (struct fz_vhost_region){ r.guest_phys_addr, r.memory_size,
+						      r.userspace_addr, (uint32_t)k,
+						      r.mmap_offset };
 	}
-	return false;
+	d->nregions = n;
+	if (fz_vhost_set_mem(vid))
+		FAIL("the fake library failed a table the real one maps\n");
+	return true;
+}
+
+/* Our own view of guest memory made from the library's table (what
+ * sn_vqtx_remap hands a started queue) equals the table the library
+ * applied: same regions, and a byte the guest writes at each region's
+ * start and end reads the same through our mapping. */
+static void check_gmap(int vid)
+{
+	struct fz_vhost_dev *d = &fz_vhost_devs[vid];
+	struct sn_vqtx_gmap *g = sn_vqtx_gmap_new(vid);
+	const struct sn_vring_mem *mem;
+
+	if (!g)
+		FAIL("no map of an applied table of %u regions: %s\n", d->nregions,
+		     strerror(errno));
+	mem = sn_vqtx_gmap_mem(g);
+	if (mem->nregions != d->nregions)
+		FAIL("our map has %u regions, the library %u\n", mem->nregions, d->nregions);
+	for (uint32_t i = 0; i < d->nregions; i++) {
+		const struct sn_vring_region *r = &mem->regions[i];
+		uint64_t at[2] = { 0, d->reg[i].size - 1 };
+
+		if (r->guest_phys_addr != d->reg[i].gpa || r->size != d->reg[i].size)
+			FAIL("our region %u [%#llx +%#llx], the library's [%#llx +%#llx]\n", i,
+			     (unsigned long long)r->guest_phys_addr, (unsigned long long)r->size,
+			     (unsigned long long)d->reg[i].gpa, (unsigned long long)d->reg[i].size);
+		for (int e = 0; e < 2; e++) {
+			unsigned char *guest = d->guest[d->reg[i].file] + d->reg[i].off + at[e];
+			unsigned char v = (unsigned char)(0x5a + i + e), *ours;
+
+			unsigned char old = *guest;
+
+			*guest = v;
+			ours = (unsigned char *)(uintptr_t)(r->host_user_addr + at[e]);
+			if (*ours != v)
+				FAIL("region %u byte %#llx: the guest wrote %#x, our map reads %#x\n",
+				     i, (unsigned long long)at[e], v, *ours);
+			*guest = old;
+		}
+	}
+	sn_vqtx_gmap_free(g);
 }
 
 static struct sn_port *hooked(int vid)
@@ -281,29 +403,41 @@ static void message(struct input *in)
 {
 	int vid = vid_of(in);
 	struct fz_vhost_dev *d = &fz_vhost_devs[vid];
-	uint8_t m[MSG_HDR + 8 + 32 * 9];
+	struct sn_vumsg m;
 	uint8_t kind = take(in);
 	uint32_t req, size, n = 0;
 	struct sn_port *hp = hooked(vid);
-	bool bad_before;
+	struct fz_vhost_region before[FZ_VHOST_REGIONS];
+	uint32_t nbefore = d->nregions;
+	int fds[SN_VUMSG_MAX_REGIONS], nfds = 0;
+	enum rte_vhost_msg_result rc;
 
-	memset(m, 0, sizeof(m));
+	memset(&m, 0, sizeof(m));
+	memcpy(before, d->reg, sizeof(before));
 	switch (kind % 5) {
 	case 0: case 1:   /* SET_MEM_TABLE */
 		req = 5;
 		n = take(in) % 10;
-		memcpy(m + MSG_HDR, &n, 4);
-		for (uint32_t i = 0; i < n && i < 9; i++) {
-			uint64_t r[4];
+		m.payload.memory.nregions = n;
+		for (uint32_t i = 0; i < n && i < SN_VUMSG_MAX_REGIONS; i++) {
+			struct sn_vumsg_region r;
 			uint8_t c = take(in);
 
-			r[0] = (uint64_t)(c & 7) * 0x10000u;
-			r[1] = c & 0x80 ? take_n(in, 8) : 0x10000u >> ((c >> 3) & 3);
-			r[2] = 0x7f0000000000 + r[0];
-			r[3] = c & 0x40 ? take_n(in, 8) : 0;
-			memcpy(m + MSG_HDR + 8 + 32 * i, r, sizeof(r));
+			r.guest_phys_addr = (uint64_t)(c & 7) * 0x10000u;
+			r.memory_size = c & 0x80 ? take_n(in, 8) : 0x10000u >> ((c >> 3) & 3);
+			r.userspace_addr = 0x7f0000000000 + r.guest_phys_addr;
+			r.mmap_offset = c & 0x40 ? take_n(in, 8) : 0;
+			memcpy(&m.payload.memory.regions[i], &r, sizeof(r));
 		}
-		size = kind & 0x80 ? take(in) : 8 + 32 * (n < 9 ? n : 9);
+		/* One fd per region, its kind from the input, unless the count
+		 * is changed too. */
+		nfds = (int)(n < SN_VUMSG_MAX_REGIONS ? n : SN_VUMSG_MAX_REGIONS);
+		if (kind & 0x40)
+			nfds = take(in) % (SN_VUMSG_MAX_REGIONS + 1);
+		for (int i = 0; i < nfds; i++)
+			fds[i] = m.fds[i] = region_fd(vid, take(in));
+		m.fd_num = nfds;
+		size = kind & 0x80 ? take(in) : 8 + 32 * (n < 8 ? n : 8);
 		break;
 	case 2:
 		req = 6;   /* SET_LOG_BASE */
@@ -313,56 +447,57 @@ static void message(struct input *in)
 		req = 19;  /* SEND_RARP */
 		size = kind & 0x80 ? take(in) % 16 : 8;
 		for (int i = 0; i < 8; i++)
-			m[MSG_HDR + i] = take(in);
+			m.payload.bytes[i] = take(in);
 		S.announce_rc = kind & 0x40 ? -ENOENT : 0;
 		break;
 	default:
 		req = take(in);
 		size = take(in) % 64;
 		for (uint32_t i = 0; i < size; i++)
-			m[MSG_HDR + i] = take(in);
+			m.payload.bytes[i] = take(in);
 		break;
 	}
-	memcpy(m, &req, 4);
-	memcpy(m + 8, &size, 4);
-	if (!d->ext)
-		return;   /* the library calls no hook of a device without them */
-	bad_before = req == 5 && table_refused(m);
-	memcpy(&n, m + MSG_HDR, 4);   /* as sent (any request code may be 5) */
-	if (d->ext->pre_msg_handle(vid, m) != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
-		FAIL("pre hook handled request %u\n", req);
-	if (req == 5 && table_fails_after_unmap(m))
-		FAIL("a memory table the library fails after unmapping passed the pre hook\n");
-	if (bad_before && hp)
-		S.bad_tables[hp->slot]++;
-	if (req == 5) {
-		uint32_t after;
-
-		memcpy(&after, m + MSG_HDR, 4);
-		if (n <= 8 && (after != n) != bad_before)
-			FAIL("pre hook: table of %u regions refused %u, model says %u\n", n,
-			     after != n, bad_before);
+	m.request = req;
+	m.flags = 1;
+	m.size = size;
+	if (!d->ext) {   /* the library calls no hook of a device without them */
+		for (int i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		return;
 	}
+	rc = d->ext->pre_msg_handle(vid, &m);
+	if (rc == RTE_VHOST_MSG_RESULT_ERR && req == 5) {
+		/* Refused: the library neither applies it nor calls the post
+		 * hook, and leaves closing the fds to the hook. */
+		if (m.fd_num != 0)
+			FAIL("refused table: fd_num %d left\n", m.fd_num);
+		for (int i = 0; i < nfds; i++)
+			if (fds[i] >= 0 && (fcntl(fds[i], F_GETFD) != -1 || errno != EBADF))
+				FAIL("refused table: fd %d of region %d left open\n", fds[i], i);
+		if (hp)
+			S.bad_tables[hp->slot]++;
+		if (d->nregions != nbefore || memcmp(before, d->reg, sizeof(before)))
+			FAIL("refused table changed the device's table\n");
+		if (d->nregions)
+			check_gmap(vid);   /* the current table still maps */
+		return;
+	}
+	if (rc != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
+		FAIL("pre hook answered %d to request %u\n", (int)rc, req);
 	if (req == 5) {
-		memcpy(&n, m + MSG_HDR, 4);
-		if (n > 8)
+		bool applied = library_maps(vid, &m);
+
+		for (int i = 0; i < nfds; i++)   /* the library's now, or closed by it */
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (!applied)
 			return;   /* refused by the library: no post hook */
-		/* Applied: the fake device takes the regions as given (the
-		 * library maps what the front-end sends). */
-		d->nregions = 0;
-		for (uint32_t i = 0; i < n; i++) {
-			uint64_t r[4];
-
-			memcpy(r, m + MSG_HDR + 8 + 32 * i, sizeof(r));
-			d->reg[i] = (struct fz_vhost_region){ r[0], r[1], r[2], i % FZ_VHOST_FDS,
-							      r[3] };
-			d->nregions = i + 1;
-		}
-		if (fz_vhost_set_mem(vid))
-			return;   /* the library failed it: no post hook */
 	}
-	if (d->ext->post_msg_handle(vid, m) != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
+	if (d->ext->post_msg_handle(vid, &m) != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
 		FAIL("post hook handled request %u\n", req);
+	if (req == 5)
+		check_gmap(vid);
 }
 
 /* ---- Invariants ---- */

@@ -314,6 +314,53 @@ def rpc_seeds() -> None:
              [f'"{k}"' for k in POLICY_KEYS] + JSON_TOKENS)
 
 
+# ---- vhost-user messages (fuzz_vhost_msg.c's program format). ----
+
+def vu_table(regions: list[tuple[int, int | None, int | None, int]], kind: int = 0,
+             nregions: int | None = None, nfds: int | None = None,
+             size: int | None = None) -> bytes:
+    """Operation 6 on vid 0: a SET_MEM_TABLE of regions (c, size, offset,
+    fd kind); size and offset are sent when c asks for them."""
+    b = bytes([6, 0, kind, len(regions) if nregions is None else nregions])
+    for c, sz, off, _ in regions:
+        b += bytes([c])
+        if c & 0x80:
+            b += struct.pack("<Q", sz)
+        if c & 0x40:
+            b += struct.pack("<Q", off)
+    if nfds is not None:
+        b += bytes([nfds])
+    b += bytes(fd for *_, fd in regions[:8 if nfds is None else nfds])
+    if size is not None:
+        b += bytes([size])
+    return b
+
+
+def vhost_msg_seeds() -> None:
+    """One input per SET_MEM_TABLE shape the pre hook refuses, each sent
+    to a running device between two good tables, then the device stopped
+    and closed: connect vid 0 (c: port, r: ring layout), new_device."""
+    good = vu_table([(0x00, None, None, 0), (0x01, None, None, 1)])
+    bad = {
+        "eventfd": vu_table([(0x00, None, None, 4)]),
+        "rdonly": vu_table([(0x00, None, None, 5)]),
+        "sealed": vu_table([(0x00, None, None, 6)]),
+        "nofd": vu_table([(0x00, None, None, 7)]),
+        "huge": vu_table([(0x80, 1 << 40, None, 0)]),
+        "beyond-file": vu_table([(0xc0, 0x10000, 0x8000, 0)]),
+        "size0": vu_table([(0x80, 0, None, 0)]),
+        "offset-wraps": vu_table([(0xc0, 0x10000, (1 << 64) - 0x1000, 0)]),
+        "overlap": vu_table([(0x00, None, None, 0), (0x00, None, None, 1)]),
+        "nregions9": vu_table([(0x00 | i, None, None, i & 3) for i in range(8)], nregions=9),
+        "fd-count": vu_table([(0x00, None, None, 0)], kind=0x41, nfds=0),
+        "short": vu_table([(0x00, None, None, 0)], kind=0x82, size=20),
+    }
+    for port, c in (("deferred", 0x00), ("immediate", 0x01)):
+        for name, msg in bad.items():
+            put("fuzz_vhost_msg", f"{port}-{name}",
+                bytes([0, 0, c, 0, 1, 0]) + good + msg + good + bytes([3, 0, 4, 0]))
+
+
 def main() -> int:
     check = sys.argv[1:] == ["--check"]
     if sys.argv[1:] and not check:
@@ -326,6 +373,7 @@ def main() -> int:
     config_seeds()
     policy_seeds()
     rpc_seeds()
+    vhost_msg_seeds()
     # Byte programs: the first bytes pick sizes, the rest are operations.
     rand_programs("fuzz_mbox", rng, 24, 8, 200)
     rand_programs("fuzz_qfq", rng, 24, 16, 300)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_port_memhook.c — the vhost library's message hooks of every
  * vhost-user port and their vid -> port table: memory tables the library
- * would fail on after dropping the current one are refused first (pre
- * hook), and the deferred ports follow a guest's memory-table changes
+ * would fail on after dropping the current one, or fault on later, are
+ * refused first (pre hook, sn_port_vumsg.h), and the deferred ports follow a guest's memory-table changes
  * (memory hotplug, post hook).
  *
  * Deferred ports read the TX rings and frames through their own mapping
@@ -16,10 +16,13 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <rte_vhost.h>
 
 #include "sn_log.h"
+#include "sn_port_vumsg.h"
 #include "sn_vqtx.h"
 
 /* The library's post-message hook (rte_vhost_extern_callback_register in
@@ -33,7 +36,6 @@
  * next pop on). Every request is also shown to sn_port_migrate_post()
  * (the end of a SET_LOG_BASE). The request code is the first 32-bit field of the message
  * (vhost-user wire format; the library passes its message first). */
-#define VHOST_USER_SET_MEM_TABLE_REQ 5u
 
 /* See sn_port_internal.h. */
 void sn_port_memhook_set(struct sn_ports *reg, int vid, struct sn_port *p)
@@ -62,7 +64,7 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 
 	memcpy(&req, msg, sizeof(req));
 	sn_port_migrate_post(vid, req);   /* SET_LOG_BASE (sn_port_migrate.c) */
-	if (req != VHOST_USER_SET_MEM_TABLE_REQ || !reg)
+	if (req != SN_VUMSG_SET_MEM_TABLE || !reg)
 		return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
 	/* Not reg->lock (see hook_lock). The port's own callbacks, the only
 	 * writers of its queue state (txq_started, sn_vqtx_start/stop), run
@@ -98,66 +100,62 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
 }
 
-/* A memory table the library would take apart and then fail on. DPDK
- * 22.11 (lib/vhost/vhost_user.c, vhost_user_set_mem_table) unmaps the
- * current table before it maps the new regions one by one; a region it
- * cannot map (size 0, or mmap_offset + memory_size wrapping: "overflow")
- * fails the message with the old table gone and the vrings' addresses
- * still pointing into it, and the next message that touches a ring
- * (SET_VRING_KICK re-enabling guest notifications) writes to unmapped
- * memory: the daemon dies of a front-end's message. The pre-message hook
- * sees the message first (the vhost-user wire format: request, flags,
- * size, then VhostUserMemory: nregions, padding, regions of
- * guest_phys_addr, memory_size, userspace_addr, mmap_offset) and turns
- * such a table into one the library refuses before it unmaps anything:
- * nregions set to UINT32_MAX, so its fd count check fails (it closes the
- * message's fds) and the message is answered as failed or the
- * connection closed, as for any invalid message; the current table
- * stays. Counted in mem_table_rejected (a port that has one) and logged
- * with the field. Tables of more than 8 regions are the library's to
- * refuse (it does, before unmapping). */
-#define VHOST_USER_MAX_REGIONS 8u
-#define MSG_HDR 12u
-
-static const char *mem_table_bad(const uint8_t *msg, uint32_t *region)
+/* The pre-message hook sees every message before the library (DPDK
+ * 22.11 vhost_user_msg_handler, with the queue locks of a SET_MEM_TABLE
+ * held) and refuses a SET_MEM_TABLE that would crash the daemon
+ * (sn_port_vumsg.c says which and why): RTE_VHOST_MSG_RESULT_ERR, so the
+ * library neither handles it nor calls the post hook; it answers a
+ * NEED_REPLY message with a failure and goes on reading the connection,
+ * or else closes the connection, as for any failed message. The current
+ * table stays. On that path the library does not close the message's
+ * fds: the hook does. Counted in mem_table_rejected of the port that has
+ * the vid, logged with the reason at most once a second (a front-end
+ * can send the message in a loop). ADD_MEM_REG / REM_MEM_REG need no
+ * check: DPDK 22.11 neither offers CONFIGURE_MEM_SLOTS nor handles them
+ * (unhandled: failed). */
+static void refused_log(const char *name, int vid, uint32_t region, const char *why)
 {
-	uint32_t size, n;
+	/* VHOST thread only (the library's one message thread). */
+	static uint64_t last_ns, quiet;
+	struct timespec ts;
+	uint64_t now;
 
-	memcpy(&size, msg + 8, sizeof(size));
-	memcpy(&n, msg + MSG_HDR, sizeof(n));
-	if (n > VHOST_USER_MAX_REGIONS)
-		return NULL;
-	if (size < 8 + 32 * n)
-		return "size";               /* regions the message does not carry */
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t r[4];   /* guest_phys_addr, memory_size, userspace_addr, mmap_offset */
-
-		memcpy(r, msg + MSG_HDR + 8 + 32 * i, sizeof(r));
-		*region = i;
-		if (r[1] == 0)
-			return "memory_size";
-		if (r[3] >= -r[1])
-			return "mmap_offset";    /* mmap_offset + memory_size wraps */
-		if (r[0] + r[1] < r[0])
-			return "guest_phys_addr";
-		if (r[2] + r[1] < r[2])
-			return "userspace_addr";
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (last_ns && now - last_ns < 1000000000u) {
+		quiet++;
+		return;
 	}
-	return NULL;
+	if (quiet)
+		sn_log("port %s: vid %d: SET_MEM_TABLE refused: region %u: bad %s (the current "
+		       "table stays; %llu more refused in the last second)", name, vid, region,
+		       why, (unsigned long long)quiet);
+	else
+		sn_log("port %s: vid %d: SET_MEM_TABLE refused: region %u: bad %s (the current "
+		       "table stays)", name, vid, region, why);
+	last_ns = now;
+	quiet = 0;
 }
 
 static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 {
 	struct sn_ports *reg = sn_ports_global;
-	uint32_t req, region = 0, bad_n = UINT32_MAX;
-	const char *field;
+	struct sn_vumsg *m = msg;
+	uint32_t req, region = 0;
+	const char *why;
 
 	memcpy(&req, msg, sizeof(req));
-	if (req == VHOST_USER_SET_MEM_TABLE_REQ && (field = mem_table_bad(msg, &region))) {
+	if (req == SN_VUMSG_SET_MEM_TABLE && (why = sn_vumsg_mem_table_bad(m, &region))) {
 		struct sn_port *p = NULL;
 		char name[SN_CONFIG_NAME_MAX + 1] = "?";
+		int nfd = m->fd_num;
 
-		memcpy((uint8_t *)msg + MSG_HDR, &bad_n, sizeof(bad_n));
+		for (int i = 0; i < nfd && i < (int)SN_VUMSG_MAX_REGIONS; i++) {
+			if (m->fds[i] >= 0)
+				close(m->fds[i]);
+			m->fds[i] = -1;
+		}
+		m->fd_num = 0;
 		if (reg) {
 			pthread_mutex_lock(&reg->hook_lock);
 			for (unsigned i = 0; i < sn_config_port_slots && !p; i++)
@@ -172,9 +170,8 @@ static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 			}
 			pthread_mutex_unlock(&reg->hook_lock);
 		}
-		sn_log("port %s: vid %d: SET_MEM_TABLE rejected: region %u: bad %s (the "
-		       "current table stays)", name, vid, region, field);
-		return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
+		refused_log(name, vid, region, why);
+		return RTE_VHOST_MSG_RESULT_ERR;
 	}
 	return sn_port_migrate_pre(vid, msg);   /* sn_port_migrate.c */
 }

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_port_vumsg.c — the memory-table check of the pre-message hook
+ * (sn_port_memhook.c).
+ *
+ * DPDK 22.11's vhost_user_set_mem_table() frees the current table before
+ * it maps the new regions one by one, and maps each region file whole
+ * (mmap_offset + memory_size rounded up to the file's block size) with
+ * PROT_READ | PROT_WRITE, MAP_SHARED, checking nothing against the file.
+ * So a table it cannot map (a region of size 0, an offset that wraps, an
+ * fd that is not a mappable read-write file) fails with the old table
+ * gone and the vrings' addresses pointing into it, and a region that
+ * reaches past the end of its file maps fine and then faults (SIGBUS) in
+ * whoever touches the pages beyond it: the library translating a ring,
+ * the worker reading a frame. Both kill the daemon on a front-end's
+ * word; this check refuses such a table before the library sees it.
+ *
+ * A region passes when its size is > 0, mmap_offset + memory_size,
+ * guest_phys_addr + memory_size and userspace_addr + memory_size do not
+ * wrap, its guest-physical range overlaps no other region's, and its fd
+ * is a regular file (memfd, tmpfs, hugetlbfs) opened read-write, not
+ * sealed against writes, at least mmap_offset + memory_size bytes long.
+ * The message must carry 1..8 regions, the payload bytes for them and
+ * one fd per region. A front-end that shrinks a file after the table was
+ * applied is not caught here (doc/isolation.md).
+ */
+#include "sn_port_vumsg.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef F_GET_SEALS
+#define F_GET_SEALS 1034
+#endif
+#ifndef F_SEAL_WRITE
+#define F_SEAL_WRITE 0x0008
+#endif
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+static const char *fd_bad(int fd, uint64_t end)
+{
+	struct stat st;
+	int fl, seals;
+
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return "fd";
+	if (!S_ISREG(st.st_mode))
+		return "fd type (not a regular file)";
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || (fl & O_ACCMODE) != O_RDWR)
+		return "fd mode (not read-write)";
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals > 0 && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return "fd seals (write-sealed)";
+	if (st.st_size < 0 || (uint64_t)st.st_size < end)
+		return "mmap_offset + memory_size (beyond the end of the file)";
+	return NULL;
+}
+
+/* See sn_port_vumsg.h. */
+const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region)
+{
+	struct sn_vumsg_region r[SN_VUMSG_MAX_REGIONS];
+	uint32_t n, size = m->size;
+	int fd_num = m->fd_num;
+
+	*region = 0;
+	if (size < 8)
+		return "size";
+	n = m->payload.memory.nregions;
+	if (n == 0 || n > SN_VUMSG_MAX_REGIONS)
+		return "nregions";
+	if (size < 8 + sizeof(r[0]) * n)
+		return "size";               /* regions the message does not carry */
+	if (fd_num != (int)n)
+		return "fd count";
+	memcpy(r, m->payload.memory.regions, sizeof(r[0]) * n);
+	for (uint32_t i = 0; i < n; i++) {
+		const char *why;
+
+		*region = i;
+		if (r[i].memory_size == 0)
+			return "memory_size";
+		if (r[i].mmap_offset >= -r[i].memory_size)
+			return "mmap_offset";    /* mmap_offset + memory_size wraps */
+		if (r[i].guest_phys_addr + r[i].memory_size < r[i].guest_phys_addr)
+			return "guest_phys_addr";
+		if (r[i].userspace_addr + r[i].memory_size < r[i].userspace_addr)
+			return "userspace_addr";
+		for (uint32_t j = 0; j < i; j++)
+			if (r[i].guest_phys_addr < r[j].guest_phys_addr + r[j].memory_size &&
+			    r[j].guest_phys_addr < r[i].guest_phys_addr + r[i].memory_size)
+				return "guest_phys_addr (overlaps another region)";
+		if ((why = fd_bad(m->fds[i], r[i].mmap_offset + r[i].memory_size)))
+			return why;
+	}
+	return NULL;
+}

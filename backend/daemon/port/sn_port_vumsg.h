@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* sn_port_vumsg.h — the vhost library's message as its extern hooks see
+ * it, and the memory-table check of the pre-message hook.
+ *
+ * rte_vhost hands pre_msg_handle / post_msg_handle a void pointer to its
+ * private struct vhu_msg_context (DPDK lib/vhost/vhost_user.h, "can't be
+ * changed carelessly as external message handlers rely on them"): the
+ * packed VhostUserMsg (12-byte header, then the payload union, whose
+ * largest member, VhostUserCryptoSessionParam, makes it 632 bytes), then
+ * the message's fds[VHOST_MEMORY_MAX_NREGIONS] and fd_num. The layout is
+ * mirrored here and pinned to DPDK 22.11, the version it was checked
+ * against: another DPDK fails the build until it is checked again.
+ */
+#ifndef SN_PORT_VUMSG_H
+#define SN_PORT_VUMSG_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rte_version.h>
+
+#if RTE_VERSION < RTE_VERSION_NUM(22, 11, 0, 0) || RTE_VERSION >= RTE_VERSION_NUM(22, 12, 0, 0)
+#error "struct sn_vumsg mirrors DPDK 22.11's struct vhu_msg_context: check lib/vhost/vhost_user.h"
+#endif
+
+#define SN_VUMSG_SET_MEM_TABLE 5u
+#define SN_VUMSG_MAX_REGIONS   8u    /* VHOST_MEMORY_MAX_NREGIONS */
+#define SN_VUMSG_PAYLOAD       632u  /* sizeof(VhostUserMsg.payload), DPDK 22.11 */
+
+struct sn_vumsg_region {
+	uint64_t guest_phys_addr, memory_size, userspace_addr, mmap_offset;
+};
+
+struct sn_vumsg {
+	uint32_t request, flags, size;   /* size: payload bytes received */
+	union {
+		uint64_t u64;
+		struct {
+			uint32_t nregions, padding;
+			struct sn_vumsg_region regions[SN_VUMSG_MAX_REGIONS];
+		} memory;
+		uint8_t bytes[SN_VUMSG_PAYLOAD];
+	} payload;
+	int fds[SN_VUMSG_MAX_REGIONS];   /* received with the message */
+	int fd_num;
+} __attribute__((packed));
+
+static_assert(offsetof(struct sn_vumsg, payload) == 12, "VhostUserMsg header");
+static_assert(offsetof(struct sn_vumsg, fds) == 644, "vhu_msg_context.fds, DPDK 22.11");
+static_assert(offsetof(struct sn_vumsg, fd_num) == 676, "vhu_msg_context.fd_num, DPDK 22.11");
+static_assert(sizeof(struct sn_vumsg) == 680, "sizeof(struct vhu_msg_context), DPDK 22.11");
+
+/* Why the SET_MEM_TABLE m must not reach the library, or NULL if it may;
+ * *region: the region at fault (0 for a message-level reason). Reads m
+ * and fstat()s its fds, changes nothing. Any thread. */
+const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region);
+
+#endif /* SN_PORT_VUMSG_H */
