@@ -162,6 +162,12 @@ echo "fuzz: built in $(( $(date +%s) - t0 ))s"
 
 # ---- Run. ----
 ncpu=$(nproc)
+# The DPDK targets put an EAL runtime directory named sn-fuzz-<pid> under
+# /var/run/dpdk (root) or $XDG_RUNTIME_DIR/dpdk, /tmp/dpdk; a target that
+# dies (crash, timeout) leaves it: removed after each run.
+eal_dirs_rm() {   # pid
+  rm -rf "/var/run/dpdk/sn-fuzz-$1" "${XDG_RUNTIME_DIR:-/tmp}/dpdk/sn-fuzz-$1"
+}
 run_one() {   # target cpu
   local t=$1 cpu=$2 corpus=$out/corpus/$1 art=$out/artifacts/$1/ dict=() start rc=0
   mkdir -p "$corpus" "$art"
@@ -171,7 +177,10 @@ run_one() {   # target cpu
   start=$(date +%s)
   taskset -c "$cpu" "$out/$t" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$art" ${dict[@]+"${dict[@]}"} "$corpus" \
-    >"$out/$t.log" 2>&1 || rc=$?
+    >"$out/$t.log" 2>&1 &
+  local fpid=$!
+  wait "$fpid" || rc=$?
+  eal_dirs_rm "$fpid"
   echo "$rc $(( $(date +%s) - start ))" >"$out/$t.rc"
 }
 echo "fuzz: running ${#targets[@]} targets for ${secs}s each, $jobs at a time"
@@ -206,8 +215,12 @@ for t in "${targets[@]}"; do
     echo "fuzz: $t FAILED (exit $rc, log: $log)" >&2
   elif [ $merge = 1 ]; then
     mkdir -p "backend/fuzz/corpus/$t"
-    "$out/$t" -merge=1 "backend/fuzz/corpus/$t" "$out/corpus/$t" >"$out/$t.merge.log" 2>&1 ||
-      { echo "fuzz: $t: merge failed (log: $out/$t.merge.log)" >&2; fail=1; }
+    mrc=0
+    "$out/$t" -merge=1 "backend/fuzz/corpus/$t" "$out/corpus/$t" >"$out/$t.merge.log" 2>&1 &
+    mpid=$!
+    wait "$mpid" || mrc=$?
+    eal_dirs_rm "$mpid"
+    [ $mrc = 0 ] || { echo "fuzz: $t: merge failed (log: $out/$t.merge.log)" >&2; fail=1; }
   fi
   echo "fuzz: $t: ${execs:-?} executions, cov ${cov:-?}, ft ${ft:-?}, corpus $corp, ${took}s: $status"
   rows+=("$(printf '%-14s %12s %7s %7s %7s %7s  %s' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$corp" "$took" "$status")")

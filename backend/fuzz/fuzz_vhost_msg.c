@@ -44,10 +44,11 @@
  * rarp_learned = announce callbacks that succeeded <= rarp_received; at
  * the end, after every device is stopped and closed, the hook table is
  * empty and no guest memory map of ours is left (mem_maps 0); the queues
- * free (ASan).
+ * free (ASan). The EAL's runtime directory is removed at exit.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -130,6 +131,24 @@ static int announce(void *arg, const struct sn_port *p, const uint8_t mac[6])
 	return S.announce_rc;
 }
 
+static char eal_dir[128];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* The EAL's runtime directory of this process goes with it. */
+static void eal_dir_remove(void)
+{
+	rte_eal_cleanup();
+	nftw(eal_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -146,6 +165,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])), eal) < 0)
 		FAIL("rte_eal_init failed\n");
 	sched_setaffinity(0, sizeof(cpus), &cpus);
+	snprintf(eal_dir, sizeof(eal_dir), "%s", rte_eal_get_runtime_dir());
+	atexit(eal_dir_remove);
 	S_fds.eventfd = eventfd(0, EFD_CLOEXEC);
 	S_fds.sealed = memfd_create("fz-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (S_fds.eventfd < 0 || S_fds.sealed < 0 || ftruncate(S_fds.sealed, FZ_VHOST_FD_SIZE) ||
