@@ -37,7 +37,9 @@
  * each region's ends read the same through it; a refused table leaves
  * the device's table as it was (still mapped the same way), has its fds
  * closed by the hook and is counted once on the port (mem_table_rejected);
- * the hook table has at most one entry per vid and per port; up =
+ * every connection to a port has the message hooks (also a second one
+ * while the port runs another device); the hook table has at most one
+ * entry per vid and per port; up =
  * running and vrings 0 and 1 enabled; a port not running has no TX queue
  * started and its queues' rings stopped; a running port's vid is a device
  * whose path is the port's; a started TX queue's ring is live;
@@ -420,6 +422,19 @@ static struct sn_port *hooked(int vid)
 	return NULL;
 }
 
+/* The port a refused table of vid counts on: its hook entry's, or else a
+ * hooked port on the device's socket path (a second connection to a
+ * running port has hooks but no entry). */
+static struct sn_port *counted_on(int vid)
+{
+	struct sn_port *p = hooked(vid);
+
+	for (unsigned i = 0; !p && i < SLOTS; i++)
+		if (S.hook[i].p && !strcmp(S.hook[i].p->path, fz_vhost_devs[vid].ifname))
+			p = S.hook[i].p;
+	return p;
+}
+
 static void message(struct input *in)
 {
 	int vid = vid_of(in);
@@ -427,7 +442,7 @@ static void message(struct input *in)
 	struct sn_vumsg m;
 	uint8_t kind = take(in);
 	uint32_t req, size, n = 0;
-	struct sn_port *hp = hooked(vid);
+	struct sn_port *hp = counted_on(vid);
 	struct fz_vhost_region before[FZ_VHOST_REGIONS];
 	uint32_t nbefore = d->nregions;
 	int fds[SN_VUMSG_MAX_REGIONS], nfds = 0;
@@ -525,6 +540,11 @@ static void message(struct input *in)
 
 static void check(void)
 {
+	for (int v = 0; v < FZ_VHOST_DEVS; v++)
+		for (unsigned i = 0; S.connected[v] && i < NPORTS; i++)
+			if (!strcmp(fz_vhost_devs[v].ifname, S.port[i]->path) && !fz_vhost_devs[v].ext)
+				FAIL("vid %d of port %u has no message hooks (its tables go unchecked)\n",
+				     v, i);
 	for (unsigned i = 0; i < SLOTS; i++)
 		for (unsigned j = i + 1; j < SLOTS; j++)
 			if (S.hook[i].p && S.hook[j].p &&
@@ -629,8 +649,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		if (S.running[v])
 			ops->destroy_device(v);
+		S.running[v] = false;
 		ops->destroy_connection(v);
 		fz_vhost_devs[v].ext = NULL;
+		S.connected[v] = false;
 	}
 	check();
 	for (unsigned i = 0; i < SLOTS; i++)

@@ -13,6 +13,7 @@
  */
 #include "sn_port_internal.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -108,8 +109,8 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
  * NEED_REPLY message with a failure and goes on reading the connection,
  * or else closes the connection, as for any failed message. The current
  * table stays. On that path the library does not close the message's
- * fds: the hook does. Counted in mem_table_rejected of the port that has
- * the vid, logged with the reason at most once a second (a front-end
+ * fds: the hook does. Counted in mem_table_rejected of the port the
+ * message came to, logged with the reason at most once a second (a front-end
  * can send the message in a loop). ADD_MEM_REG / REM_MEM_REG need no
  * check: DPDK 22.11 neither offers CONFIGURE_MEM_SLOTS nor handles them
  * (unhandled: failed). */
@@ -137,6 +138,22 @@ static void refused_log(const char *name, int vid, uint32_t region, const char *
 	quiet = 0;
 }
 
+/* Caller holds hook_lock: the port vid's message came to: its hook[]
+ * entry, or else the hooked port on the socket path ifname (a connection
+ * to a port that runs another device has no entry, sn_port_vhost.c). A
+ * port with an entry is not freed while the hook runs (port.del waits
+ * for the library's message handling). NULL: none. */
+static struct sn_port *port_of_msg_locked(struct sn_ports *reg, int vid, const char *ifname)
+{
+	for (unsigned i = 0; i < sn_config_port_slots; i++)
+		if (reg->hook[i].p && reg->hook[i].vid == vid)
+			return reg->hook[i].p;
+	for (unsigned i = 0; ifname[0] && i < sn_config_port_slots; i++)
+		if (reg->hook[i].p && !strcmp(reg->hook[i].p->path, ifname))
+			return reg->hook[i].p;
+	return NULL;
+}
+
 static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 {
 	struct sn_ports *reg = sn_ports_global;
@@ -157,10 +174,12 @@ static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 		}
 		m->fd_num = 0;
 		if (reg) {
+			char ifname[PATH_MAX] = "";
+
+			if (rte_vhost_get_ifname(vid, ifname, sizeof(ifname)) < 0)
+				ifname[0] = 0;
 			pthread_mutex_lock(&reg->hook_lock);
-			for (unsigned i = 0; i < sn_config_port_slots && !p; i++)
-				if (reg->hook[i].p && reg->hook[i].vid == vid)
-					p = reg->hook[i].p;
+			p = port_of_msg_locked(reg, vid, ifname);
 			if (p) {
 				__atomic_store_n(&p->mem_table_rejected,
 						 __atomic_load_n(&p->mem_table_rejected,

@@ -197,7 +197,9 @@ static int cb_new_device(int vid)
  * may announce the guest, SEND_RARP, sn_port_migrate.c, before it starts
  * the device); new_device registers them again, destroy_device drops the
  * port's entry in hook[] (the memory-table hook checks that the port runs
- * anyway). */
+ * anyway). A connection to a port that runs another device gets the
+ * hooks too, so its memory tables are checked like any other, but no
+ * hook[] entry: that stays the running device's. */
 static int cb_new_connection(int vid)
 {
 	char path[PATH_MAX];
@@ -208,8 +210,9 @@ static int cb_new_connection(int vid)
 		return 0;
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
-	if (p && !__atomic_load_n(&p->running, __ATOMIC_RELAXED)) {
-		sn_port_memhook_set(reg, vid, p);
+	if (p) {
+		if (!__atomic_load_n(&p->running, __ATOMIC_RELAXED))
+			sn_port_memhook_set(reg, vid, p);
 		if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
 			sn_log("port %s: cannot hook the messages of vid %d", p->name, vid);
 	}
