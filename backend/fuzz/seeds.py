@@ -351,6 +351,7 @@ def vhost_msg_seeds() -> None:
         "size0": vu_table([(0x80, 0, None, 0)]),
         "offset-wraps": vu_table([(0xc0, 0x10000, (1 << 64) - 0x1000, 0)]),
         "overlap": vu_table([(0x00, None, None, 0), (0x00, None, None, 1)]),
+        "misaligned": vu_table([(0xc0, 0x1000, 0x801, 0)]),
         "nregions9": vu_table([(0x00 | i, None, None, i & 3) for i in range(8)], nregions=9),
         "fd-count": vu_table([(0x00, None, None, 0)], kind=0x41, nfds=0),
         "short": vu_table([(0x00, None, None, 0)], kind=0x82, size=20),

@@ -16,7 +16,8 @@
  *
  * A region passes when its size is > 0, mmap_offset + memory_size,
  * guest_phys_addr + memory_size and userspace_addr + memory_size do not
- * wrap, its guest-physical range overlaps no other region's, and its fd
+ * wrap, guest_phys_addr, userspace_addr and mmap_offset are 4 KiB
+ * aligned, its guest-physical range overlaps no other region's, and its fd
  * is a regular file (memfd, tmpfs, hugetlbfs) opened read-write, not
  * sealed against writes, at least mmap_offset + memory_size bytes long.
  * The message must carry 1..8 regions, the payload bytes for them and
@@ -28,6 +29,11 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* Regions start on pages in the guest, the front-end and the file (as
+ * every front-end maps them): a ring or buffer address then has the same
+ * alignment in our mappings as in the guest. */
+#define PAGE 4096u
 
 #ifndef F_GET_SEALS
 #define F_GET_SEALS 1034
@@ -89,6 +95,8 @@ const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region)
 			return "guest_phys_addr";
 		if (r[i].userspace_addr + r[i].memory_size < r[i].userspace_addr)
 			return "userspace_addr";
+		if ((r[i].guest_phys_addr | r[i].userspace_addr | r[i].mmap_offset) & (PAGE - 1))
+			return "alignment (guest_phys_addr, userspace_addr, mmap_offset not 4 KiB aligned)";
 		for (uint32_t j = 0; j < i; j++)
 			if (r[i].guest_phys_addr < r[j].guest_phys_addr + r[j].memory_size &&
 			    r[j].guest_phys_addr < r[i].guest_phys_addr + r[i].memory_size)
