@@ -84,9 +84,9 @@ rc=0
 while [ "$left" -gt 0 ]; do
   n=$(( left < 60 ? left : 60 ))
   seed_d=$(( seed + 2 * round )); seed_i=$(( seed_d + 1 ))
-  "$front" fuzz --socket "$work/wd.sock" --seconds "$n" --seed "$seed_d" >"$work/wd.json" &
+  "$front" fuzz --socket "$work/wd.sock" --seconds "$n" --seed "$seed_d" --bad-fds --bad-regions >"$work/wd.json" &
   f1=$!
-  "$front" fuzz --socket "$work/wi.sock" --seconds "$n" --seed "$seed_i" >"$work/wi.json" &
+  "$front" fuzz --socket "$work/wi.sock" --seconds "$n" --seed "$seed_i" --bad-fds --bad-regions >"$work/wi.json" &
   f2=$!
   wait "$f1" || rc=1
   wait "$f2" || rc=1

@@ -11,9 +11,10 @@
  * KICK / CALL / ENABLE while running, GET_VRING_BASE, SET_LOG_BASE,
  * SEND_RARP, random request codes and flags, truncated and oversized
  * messages, scribbles on the rings in guest memory; then disconnects and
- * connects again. Region sizes stay inside their files (a region past the
- * end of its memfd faults in whoever touches it: the library maps what
- * the front-end says). Replies are read and discarded without blocking.
+ * connects again. Region sizes stay inside their files unless
+ * --bad-regions, and region fds are the memfds unless --bad-fds (the
+ * daemon refuses those tables: doc/isolation.md). Replies are read and
+ * discarded without blocking.
  *
  * Prints one JSON line: messages sent per type, connections, those the
  * back-end closed. Exit 0 if the back-end kept every connection or closed
@@ -21,6 +22,7 @@
  * connections (crashed or hung); 2 usage; 3 system error.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,7 +59,10 @@ struct fz {
 	uint64_t sent[NREQ + 1];      /* [NREQ]: codes >= NREQ */
 	uint64_t truncated, oversized, connections, closed_by_backend, msgs;
 	bool closed;
-	int badfd;                    /* --bad-fds: an eventfd (not mappable), else -1 */
+	/* --bad-fds: an eventfd (not mappable) and a read-only fd of a
+	 * memfd (not mappable read-write); else -1. */
+	int badfd[2];
+	bool bad_regions;             /* --bad-regions: some past their file's end */
 };
 
 static uint64_t rnd(struct fz *z)
@@ -198,8 +203,8 @@ static uint64_t uaddr(struct fz *z, unsigned f)
 	return (uint64_t)(uintptr_t)z->mem[f];
 }
 
-/* A table of n regions (random layout, sizes inside their files), fd count
- * possibly wrong. */
+/* A table of n regions (random layout, sizes inside their files unless
+ * --bad-regions), fd count possibly wrong. */
 static void mem_table(struct fz *z, bool plausible)
 {
 	unsigned char pl[8 + 32 * 9];
@@ -216,12 +221,15 @@ static void mem_table(struct fz *z, bool plausible)
 
 		r[0] = plausible ? GPA0 + (uint64_t)i * FILE_SIZE : (uint64_t)below(z, 8) * 0x80000u;
 		r[1] = plausible || below(z, 8) ? FILE_SIZE - off : (uint64_t)below(z, 3) * 0x1000u;
+		if (z->bad_regions && !plausible && below(z, 8) == 0)   /* past the file's end */
+			r[1] = below(z, 2) ? FILE_SIZE - off + 0x1000u * (1 + below(z, 16))
+					   : 1ULL << (32 + below(z, 12));
 		r[2] = uaddr(z, f) + off;
 		r[3] = off;
 		memcpy(pl + 8 + 32 * i, r, sizeof(r));
 		fds[i] = z->memfd[f];
-		if (z->badfd >= 0 && !plausible && below(z, 16) == 0)
-			fds[i] = z->badfd;
+		if (z->badfd[0] >= 0 && !plausible && below(z, 16) == 0)
+			fds[i] = z->badfd[below(z, 2)];
 	}
 	nfds = (int)(n < MAX_FDS ? n : MAX_FDS);
 	if (!plausible && below(z, 4) == 0)
@@ -363,13 +371,16 @@ static int usage(FILE *o, int rc)
 {
 	fprintf(o,
 "usage: sn-vufront fuzz --socket PATH [--seconds N] [--seed K] [--bad-fds]\n"
+"                        [--bad-regions]\n"
 "  Connects to a vhost-user back-end as the front-end and sends random but\n"
 "  plausible message sequences for N seconds (default 10), reconnecting\n"
 "  after each; prints one JSON line (messages per type). Exit 0 if the\n"
 "  back-end kept or cleanly closed every connection and still accepts one.\n"
-"  --bad-fds: memory regions sometimes backed by an eventfd, which cannot\n"
-"  be mapped (DPDK 22.11's vhost library fails such a table after dropping\n"
-"  the current one, and dies at the next ring access: off by default).\n");
+"  --bad-fds: memory regions sometimes backed by an eventfd or a read-only\n"
+"  fd, which cannot be mapped read-write.\n"
+"  --bad-regions: regions sometimes reach past the end of their file.\n"
+"  Both are tables DPDK 22.11's vhost library fails or faults on; the\n"
+"  daemon refuses them (mem_table_rejected).\n");
 	return rc;
 }
 
@@ -380,6 +391,7 @@ int sn_vufront_fuzz(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 'n' },
 		{ "seed", required_argument, NULL, 'k' },
 		{ "bad-fds", no_argument, NULL, 'b' },
+		{ "bad-regions", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -406,6 +418,7 @@ int sn_vufront_fuzz(int argc, char **argv)
 				return usage(stderr, 2);
 			break;
 		case 'b': bad_fds = true; break;
+		case 'r': z.bad_regions = true; break;
 		case 'h': return usage(stdout, 0);
 		default: return usage(stderr, 2);
 		}
@@ -413,7 +426,6 @@ int sn_vufront_fuzz(int argc, char **argv)
 	if (!z.path || optind != argc || strlen(z.path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return usage(stderr, 2);
 	z.rng = seed * 0x9e3779b97f4a7c15ULL + 1;
-	z.badfd = bad_fds ? eventfd(0, EFD_CLOEXEC) : -1;
 	for (int i = 0; i < NFILES; i++) {
 		z.memfd[i] = memfd_create("sn-vufront-fuzz", MFD_CLOEXEC);
 		if (z.memfd[i] < 0 || ftruncate(z.memfd[i], FILE_SIZE))
@@ -421,6 +433,16 @@ int sn_vufront_fuzz(int argc, char **argv)
 		z.mem[i] = mmap(NULL, FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, z.memfd[i], 0);
 		if (z.mem[i] == MAP_FAILED)
 			sn_vufront_die("mmap memfd");
+	}
+	z.badfd[0] = z.badfd[1] = -1;
+	if (bad_fds) {
+		char ro[64];
+
+		snprintf(ro, sizeof(ro), "/proc/self/fd/%d", z.memfd[0]);
+		z.badfd[0] = eventfd(0, EFD_CLOEXEC);
+		z.badfd[1] = open(ro, O_RDONLY | O_CLOEXEC);
+		if (z.badfd[0] < 0 || z.badfd[1] < 0)
+			sn_vufront_die("bad fds");
 	}
 	t_end = sn_vufront_now() + secs;
 	while (sn_vufront_now() < t_end) {

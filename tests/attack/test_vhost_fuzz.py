@@ -6,7 +6,8 @@ sn-vufront's fuzz mode (backend/tools/sn_vufront_fuzz.c) connects to the
 deferred port "w" again and again and sends random but plausible message
 sequences (repeated memory tables over real memfds, wrong fd counts, ring
 set-up while running, feature renegotiation, truncated and oversized
-messages, random request codes) for FUZZ_S seconds. Meanwhile sn-gen
+messages, random request codes; regions on unmappable fds and past the
+end of their files, which the daemon refuses) for FUZZ_S seconds. Meanwhile sn-gen
 forwards FWD frames vm1 -> vm2 per phase, one phase every GAP_S. The
 test asserts that the daemon stays up and answers RPC, that every phase
 arrived in full at vm2 while the fuzzer ran (delivered frames rose
@@ -65,7 +66,8 @@ def test_vhost_fuzz_leaves_other_ports_switching(schednicd, spawn, sn_tmpdir, bu
     time.sleep(0.3)
     t0 = port_table(d.stats())
     fz = spawn([vufront_bin, "fuzz", "--socket", d.vhost_path("w"), "--seconds", FUZZ_S,
-                "--seed", 24], name="vufront-fuzz", stdout=subprocess.PIPE)
+                "--seed", 24, "--bad-fds", "--bad-regions"], name="vufront-fuzz",
+               stdout=subprocess.PIPE)
     phases, delivered = 0, []
     while fz.poll() is None and phases < PHASES:
         g.go(phases)
@@ -89,6 +91,8 @@ def test_vhost_fuzz_leaves_other_ports_switching(schednicd, spawn, sn_tmpdir, bu
         assert t[n]["drops"] == t0[n]["drops"], (n, t0[n]["drops"], t[n]["drops"])
     assert t["vm1"]["rx_packets"] == t0["vm1"]["rx_packets"] + FWD * phases, t["vm1"]
     assert d.rpc("version")
+    # tables the library would fail or fault on were refused
+    assert t["w"]["vhost_user"]["mem_table_rejected"] > 0, t["w"]["vhost_user"]
     # the fuzzed port can be deleted and added again, and serves a guest
     d.rpc("port.del", {"name": "w"})
     assert "w" not in port_table(d.stats())
