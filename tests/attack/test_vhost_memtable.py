@@ -259,3 +259,36 @@ def test_bad_memory_tables_refused(schednicd, spawn, sn_tmpdir, build_dir, compl
     assert f.reply(5) == 0
     f.close()
     assert d.alive() and d.rpc("version"), d.log_tail()
+
+
+def test_bad_memory_table_on_a_second_connection(schednicd, sn_tmpdir):
+    """A second front-end connects to a port whose device runs (the library
+    accepts it) and sends a table reaching past the end of its file, then
+    sets up a ring there: the library reads the used ring when the kick
+    translates the ring addresses. The table is refused on that connection
+    too and counted on the port; the first device keeps running."""
+    d = schednicd(ports=[dport(sn_tmpdir, "w", completion="deferred")])
+    a = connect_up(d)
+    b = Front(d.vhost_path("w"))
+    b.send(3)                                          # SET_OWNER
+    b.send(2, struct.pack("<Q", 1 << 32))              # SET_FEATURES: VERSION_1
+    b.table([(GPA, S, b.ua, S - 0x1000)], [b.fd], NEED_REPLY)
+    ack = b.reply(5)
+    print("second connection: SET_MEM_TABLE ack (0 = applied):", ack)
+    # without a table the library fails SET_VRING_ADDR and closes the
+    # connection; with the bad one applied it would fault on the kick
+    try:
+        b.send(8, struct.pack("<II", 1, 256))          # NUM
+        b.send(10, struct.pack("<II", 1, 0))           # BASE
+        b.send(9, struct.pack("<IIQQQQ", 1, 0, b.ua + 0x8000, b.ua + 0xa000, b.ua + 0x9000, 0))
+        b.kick(1)
+    except OSError:
+        pass
+    time.sleep(0.3)
+    assert d.alive(), (d.proc.poll(), d.log_tail())
+    assert ack != 0
+    assert rejected(d) == 1, d.log_tail()
+    assert d.alive() and d.rpc("version"), d.log_tail()
+    assert [p["state"] for p in d.rpc("port.list")["ports"] if p["name"] == "w"] == ["up"]
+    b.close()
+    a.close()
