@@ -336,6 +336,48 @@ static inline void rec_popped(struct sn_vqtx *q, const struct sn_vring_pkt *vp, 
 	__atomic_store_n(&r->last_avail, last_avail, __ATOMIC_RELEASE);
 }
 
+/* sn_vqtx_pop.c */
+/* Owner: the descriptors a poll may take under the queue's budgets (at
+ * most max): the held cap's room, and the frames of seg_hint segments the
+ * port's mbuf room holds (a relaxed read: an empty poll costs no atomic
+ * write; the pop's frames are taken from the quota after it), at least
+ * one while there is any room. 0 = not polled (counted). */
+static inline uint16_t vqtx_budget(struct sn_vqtx *q, uint16_t max)
+{
+	if (q->held_cap) {
+		const uint32_t cap = __atomic_load_n(q->held_cap, __ATOMIC_RELAXED);
+
+		if (q->outstanding + max > cap) {
+			ctr_inc(&q->st.quota_held);
+			q->stats_pending = true;   /* waiting_now changes without a pop */
+			if (q->outstanding >= cap)
+				return 0;
+			max = (uint16_t)(cap - q->outstanding);
+		}
+	}
+	if (q->mq) {
+		const uint32_t room = sn_quota_room(q->mq, q->mq_owner);
+		uint32_t fit = q->seg_hint > 1 ? room / q->seg_hint : room;
+
+		/* Room for less than a frame of the hint: pop one all the
+		 * same, as the hint is learnt only from pops (a queue kept
+		 * from popping would keep a stale hint, and stall, for
+		 * ever); a frame larger than the room is then dropped and
+		 * counted (quota_mbufs_dropped). */
+		if (fit == 0 && room > 0) {
+			fit = 1;
+			q->seg_hint /= 2;
+		}
+
+		if (fit < max) {
+			ctr_inc(&q->st.quota_mbufs);
+			q->stats_pending = true;
+			max = (uint16_t)fit;
+		}
+	}
+	return max;
+}
+
 /* sn_vqtx_done.c */
 SN_VQTX_INTERNAL void sn_vqtx_extbuf_free_cb(void *addr, void *opaque);
 SN_VQTX_INTERNAL void sn_vqtx_stash_flush(struct sn_vqtx_worker *w);

@@ -154,37 +154,6 @@ offl:
 	return segs[0];
 }
 
-/* Owner: the descriptors a poll may take under the queue's budgets (at
- * most max): the held cap's room, and the frames of seg_hint segments the
- * port's mbuf room holds (a relaxed read: an empty poll costs no atomic
- * write; the pop's frames are taken from the quota after it). 0 = not
- * polled (counted). */
-static uint16_t budget(struct sn_vqtx *q, uint16_t max)
-{
-	if (q->held_cap) {
-		const uint32_t cap = __atomic_load_n(q->held_cap, __ATOMIC_RELAXED);
-
-		if (q->outstanding + max > cap) {
-			ctr_inc(&q->st.quota_held);
-			q->stats_pending = true;   /* waiting_now changes without a pop */
-			if (q->outstanding >= cap)
-				return 0;
-			max = (uint16_t)(cap - q->outstanding);
-		}
-	}
-	if (q->mq) {
-		const uint32_t room = sn_quota_room(q->mq, q->mq_owner);
-		const uint32_t fit = q->seg_hint > 1 ? room / q->seg_hint : room;
-
-		if (fit < max) {
-			ctr_inc(&q->st.quota_mbufs);
-			q->stats_pending = true;
-			max = (uint16_t)fit;
-		}
-	}
-	return max;
-}
-
 /* Owner: charge frame p's segments beyond the one taken for it after the
  * pop (*granted: units taken and not yet charged; left: frames of the
  * burst from p on). False: they do not fit. */
@@ -232,7 +201,7 @@ uint16_t sn_vqtx_recv(struct sn_vqtx *q, struct rte_mempool *mp,
 		sn_vqtx_take_map(q);
 	was_broken = sn_vring_is_broken(q->vr);
 
-	max = budget(q, max);
+	max = vqtx_budget(q, max);
 	if (max == 0) {
 		*bytes = 0;
 		return 0;
