@@ -476,9 +476,11 @@ static void remap(struct input *in)
 	rc = F.started ? sn_vqtx_remap(F.q, VID) : 0;
 	if (rc < 0 && rc != -EBUSY)
 		FAIL("remap: %d\n", rc);
-	/* The queue kept its table (refused, or one it deems the same):
-	 * the guest's view may differ from the device's until a start. */
-	F.map_stale = rc < 0 || (rc == 1 && (c != 5 || F.map_stale));
+	/* The queue kept its table (refused, or one it deems the same: the
+	 * fake library may map a re-backed file where the old one was,
+	 * which rte_vhost skips): the guest's view may differ from the
+	 * device's until a table is taken or a start. */
+	F.map_stale = rc != 0;
 }
 
 /* ---- Budgets ---- */
