@@ -171,6 +171,21 @@ static void free_one(uint32_t i, bool bulk)
 		drop_held(i);
 }
 
+/* The pipeline keeps only the head segment of a frame (its tail freed on
+ * its own): the frame stays charged for every segment it was popped with
+ * until its last reference goes. */
+static void split_tail(uint32_t i)
+{
+	struct rte_mbuf *m = F.h[i].m, *tail = m->next;
+
+	if (F.h[i].copy || F.h[i].refs != 1 || !tail || rte_mbuf_refcnt_read(m) != 1)
+		return;
+	m->next = NULL;
+	m->nb_segs = 1;
+	m->pkt_len = m->data_len;
+	rte_pktmbuf_free(tail);
+}
+
 static void recv(struct input *in)
 {
 	struct rte_mbuf *pkts[SN_CONFIG_BURST_MAX];
@@ -684,7 +699,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 9:
-			if (F.nh && F.nh < MAXHELD) {   /* another reference (a clone's) */
+			if (F.nh && (op & 0x10)) {
+				split_tail(take(&in) % F.nh);
+			} else if (F.nh && F.nh < MAXHELD) {   /* another reference (a clone's) */
 				uint32_t i = take(&in) % F.nh;
 
 				rte_pktmbuf_refcnt_update(F.h[i].m, 1);

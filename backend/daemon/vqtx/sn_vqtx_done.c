@@ -102,6 +102,7 @@ __rte_noinline void sn_vqtx_stash_flush(struct sn_vqtx_worker *w)
 struct done_run {
 	struct sn_vqtx *q;
 	uint32_t n;
+	uint32_t units;        /* their segments charged to q->mq (slot nseg) */
 	unsigned b;            /* current hold bucket, SN_VQTX_HOLD_BUCKETS: none */
 	uint64_t bn;           /* frames in it */
 	uint64_t max;          /* longest hold of the run */
@@ -145,8 +146,8 @@ DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 	heads_flush(r, heads);
 	hold_flush(r);
 	ctr_set(&q->st.extbuf_in_use, q->outstanding - r->n);
-	if (q->mq && r->n)
-		sn_quota_give(q->mq, q->mq_owner, r->n);   /* one segment each */
+	if (q->mq && r->units)
+		sn_quota_give(q->mq, q->mq_owner, r->units);
 	if (r->max > q->st.hold_max)
 		ctr_set(&q->st.hold_max, r->max);
 	r->q = NULL;
@@ -171,6 +172,7 @@ DONE_INLINE void run_start(struct done_run *r, const uint16_t *heads, struct sn_
 		owner_abort(q);
 	r->q = q;
 	r->n = 0;
+	r->units = 0;
 	r->b = SN_VQTX_HOLD_BUCKETS;
 	r->bn = 0;
 	r->max = 0;
@@ -227,6 +229,9 @@ void sn_vqtx_free_bulk(struct rte_mbuf **pkts, unsigned n)
 			if (unlikely(nstash >= STASH_MAX || m->pool != smp))
 				goto not_stashed;
 			r.n++;
+			/* what the pop charged: a frame whose tail was freed
+			 * apart is one mbuf now, still charged for all */
+			r.units += s->nseg;
 			/* the frames of a burst were mostly popped in one
 			 * iteration (one pop_tsc per hold class): a frame with
 			 * the previous frame's pop_tsc has its hold, bucket and
