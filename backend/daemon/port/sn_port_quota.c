@@ -109,8 +109,10 @@ struct sn_quota *sn_ports_mbuf_quota(const struct sn_ports *reg)
 void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p)
 {
 	const uint32_t *pol = reg->qpol ? reg->qpol(reg->qpol_arg, p->name) : NULL;
+	struct sn_quota_owner_stats os;
 	struct sn_port_quota q;
 	uint32_t min;
+	int rc;
 
 	sn_port_quota_resolve(&reg->qenv, p, pol, &q, &min);
 	__atomic_store_n(&p->quota.mbufs, q.mbufs, __ATOMIC_RELAXED);
@@ -124,17 +126,34 @@ void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p)
 	if (q.mbufs > sn_quota_total(reg->mbufq))
 		q.mbufs = sn_quota_total(reg->mbufq);
 	min = min_u32(min, q.mbufs);
-	if (sn_quota_set(reg->mbufq, p->slot, min, q.mbufs) == -ENOSPC) {
+	rc = sn_quota_set(reg->mbufq, p->slot, min, q.mbufs);
+	if (rc == -ENOSPC) {
 		/* the reserves of the other ports leave less: what fits */
-		struct sn_quota_owner_stats os;
 		uint32_t free_rsv;
 
 		sn_quota_owner_stats(reg->mbufq, p->slot, &os);
 		free_rsv = sn_quota_total(reg->mbufq) - (sn_quota_reserved(reg->mbufq) - os.min);
 		sn_log("port %s: quota.mbufs_reserve %u does not fit the pool's %u unreserved "
 		       "mbufs: reserve %u", p->name, min, free_rsv, min_u32(min, free_rsv));
-		sn_quota_set(reg->mbufq, p->slot, min_u32(min, free_rsv), q.mbufs);
+		rc = sn_quota_set(reg->mbufq, p->slot, min_u32(min, free_rsv), q.mbufs);
 	}
+	if (rc == -ENOSPC) {
+		/* Units the owners hold beyond their reserves leave no room to
+		 * raise this one now: the cap applies, the reserve stays as
+		 * it is (never raised, so this cannot fail) until the next
+		 * resolution (policy publication). */
+		sn_quota_owner_stats(reg->mbufq, p->slot, &os);
+		sn_log("port %s: quota.mbufs_reserve %u cannot be reserved while %u shared "
+		       "mbufs are in use: reserve %u, cap %u, until the next policy publication",
+		       p->name, min, sn_quota_shared_used(reg->mbufq), min_u32(os.min, q.mbufs),
+		       q.mbufs);
+		rc = sn_quota_set(reg->mbufq, p->slot, min_u32(os.min, q.mbufs), q.mbufs);
+	}
+	if (rc)
+		sn_log("port %s: mbuf quota of slot %u not set: %d", p->name, p->slot, rc);
+	/* the limits reported are the ones the quota enforces */
+	sn_quota_owner_stats(reg->mbufq, p->slot, &os);
+	__atomic_store_n(&p->quota.mbufs, os.max, __ATOMIC_RELAXED);
 }
 
 void sn_ports_quota_apply(struct sn_ports *reg)

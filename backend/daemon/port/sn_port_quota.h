@@ -66,7 +66,10 @@ int sn_ports_quota_setup(struct sn_ports *reg, const struct sn_port_quota_env *e
 struct sn_quota *sn_ports_mbuf_quota(const struct sn_ports *reg);
 /* MAIN: resolve and store the budgets of port p (its slot's reserve and
  * cap in the mbuf quota with them); p need not be published yet. A
- * reserve that no longer fits the pool is lowered to what fits (logged). */
+ * reserve that no longer fits the pool is lowered to what fits; one that
+ * cannot be raised now (the units held beyond the reserves leave no room)
+ * stays as it is until the next call (both logged). p->quota.mbufs is the
+ * cap the quota enforces (the pool's size at most). */
 void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p);
 /* MAIN: sn_ports_quota_port for every port (after a policy publication). */
 void sn_ports_quota_apply(struct sn_ports *reg);

@@ -120,11 +120,11 @@ static void test_registry(void)
 	/* the second reserve does not fit whole: lowered to what is left */
 	sn_ports_quota_port(&reg, b);
 	sn_quota_owner_stats(reg.mbufq, 1, &os);
-	CHECK(os.min == 36 && os.max == 100 && b->quota.mbufs == 200);
+	CHECK(os.min == 36 && os.max == 100 && b->quota.mbufs == 100);
 	/* a new policy: applied to every port */
 	g_pol = NULL;
 	sn_ports_quota_apply(&reg);
-	CHECK(b->quota.mbufs == 64 + 64);
+	CHECK(b->quota.held == 64 + 64 && b->quota.mbufs == 100);   /* auto 128, the pool at most */
 	sn_ports_quota_release(&reg, a);
 	sn_quota_owner_stats(reg.mbufq, 0, &os);
 	CHECK(os.min == 0);
@@ -135,10 +135,45 @@ static void test_registry(void)
 	free(b);
 }
 
+/* A reserve that cannot be raised while units beyond the reserves are out
+ * (the pool would be overdrawn): the cap still applies, the reserve stays,
+ * and the port's limit is the cap the quota enforces. */
+static void test_reserve_busy(void)
+{
+	struct sn_ports reg;
+	struct sn_port *b = port("vm0", SN_PORT_VHOST, 1, 1);
+	struct sn_port_quota_env env = env0;
+	struct sn_quota_owner_stats os;
+
+	memset(&reg, 0, sizeof(reg));
+	reg.slot = calloc(sn_config_port_slots, sizeof(reg.slot[0]));
+	env.mbuf_total = 100;
+	env.mbufs_reserve = 40;
+	env.limit[SN_QK_MBUFS] = 50;
+	CHECK(sn_ports_quota_setup(&reg, &env, NULL, NULL) == 0);
+	/* slot 5 (a deleted port's frames still out) holds 90 shared units */
+	CHECK(sn_quota_take(reg.mbufq, 5, 90) == 90);
+	reg.slot[1] = b;
+	sn_ports_quota_port(&reg, b);
+	sn_quota_owner_stats(reg.mbufq, 1, &os);
+	CHECK(os.min == 0 && os.max == 50 && b->quota.mbufs == 50);
+	CHECK(sn_quota_take(reg.mbufq, 1, 60) <= 10);   /* capped; the pool's rest */
+	sn_quota_give(reg.mbufq, 1, sn_quota_used(reg.mbufq, 1));
+	/* the units back: the next resolution reserves */
+	sn_quota_give(reg.mbufq, 5, 90);
+	sn_ports_quota_port(&reg, b);
+	sn_quota_owner_stats(reg.mbufq, 1, &os);
+	CHECK(os.min == 40 && os.max == 50 && b->quota.mbufs == 50);
+	sn_ports_quota_fini(&reg);
+	free(reg.slot);
+	free(b);
+}
+
 int main(void)
 {
 	test_auto();
 	test_order();
 	test_registry();
+	test_reserve_busy();
 	return sn_check_exit("port_quota");
 }
