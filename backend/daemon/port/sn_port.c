@@ -200,13 +200,6 @@ static unsigned vhost_count(const struct sn_ports *reg)
 	return n;
 }
 
-static int free_slot(const struct sn_ports *reg)
-{
-	for (unsigned i = 0; i < sn_config_port_slots; i++)
-		if (!reg->slot[i])
-			return (int)i;
-	return -1;
-}
 
 static struct sn_port *port_new(struct sn_ports *reg, const char *name, enum sn_port_type type)
 {
@@ -324,9 +317,11 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		if (reg->slot[i] && (!strcmp(reg->slot[i]->name, name) ||
 				     !strcmp(reg->slot[i]->path, path)))
 			return -EEXIST;
-	slot = free_slot(reg);
-	if (slot < 0 || vhost_count(reg) >= sn_config_port_slots - 1)
+	if (vhost_count(reg) >= sn_config_port_slots - 1)
 		return -ENOSPC;   /* the last slot stays for the uplink */
+	slot = sn_ports_quota_pick_slot(reg);
+	if (slot < 0)
+		return slot;
 	p = port_new(reg, name, SN_PORT_VHOST);
 	if (!p)
 		return -ENOMEM;
@@ -547,9 +542,9 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 		return -EINVAL;
 	if (sn_ports_find(reg, name))
 		return -EEXIST;
-	slot = free_slot(reg);
+	slot = sn_ports_quota_pick_slot(reg);
 	if (slot < 0)
-		return -ENOSPC;
+		return slot;
 	p = port_new(reg, name, SN_PORT_UPLINK);
 	if (!p)
 		return -ENOMEM;

@@ -156,6 +156,20 @@ void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p)
 	__atomic_store_n(&p->quota.mbufs, os.max, __ATOMIC_RELAXED);
 }
 
+int sn_ports_quota_pick_slot(const struct sn_ports *reg)
+{
+	int busy = -ENOSPC;
+
+	for (unsigned i = 0; i < sn_config_port_slots; i++) {
+		if (reg->slot[i])
+			continue;
+		if (!reg->mbufq || sn_quota_used(reg->mbufq, i) == 0)
+			return (int)i;
+		busy = -EAGAIN;
+	}
+	return busy;
+}
+
 void sn_ports_quota_apply(struct sn_ports *reg)
 {
 	for (unsigned i = 0; i < sn_config_port_slots; i++) {

@@ -71,6 +71,12 @@ struct sn_quota *sn_ports_mbuf_quota(const struct sn_ports *reg);
  * stays as it is until the next call (both logged). p->quota.mbufs is the
  * cap the quota enforces (the pool's size at most). */
 void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p);
+/* MAIN: a free slot for a new port: the lowest one without a port whose
+ * mbuf quota units are all back (a deleted port's frames still out give
+ * their units to their slot when freed, so a slot is not reused before:
+ * the units would be charged to the new port). The slot, -ENOSPC (no
+ * free slot), -EAGAIN (every free slot still has frames out). */
+int sn_ports_quota_pick_slot(const struct sn_ports *reg);
 /* MAIN: sn_ports_quota_port for every port (after a policy publication). */
 void sn_ports_quota_apply(struct sn_ports *reg);
 /* MAIN: port p goes: its reserve back to the pool (frames still out give

@@ -169,11 +169,42 @@ static void test_reserve_busy(void)
 	free(b);
 }
 
+/* A deleted port's frames still out keep its slot's units: the slot is not
+ * handed to a new port before they are back, so their late gives never
+ * land on another port's budget. */
+static void test_slot_reuse(void)
+{
+	struct sn_ports reg;
+	struct sn_port *a = port("vm0", SN_PORT_VHOST, 0, 1);
+
+	memset(&reg, 0, sizeof(reg));
+	reg.slot = calloc(sn_config_port_slots, sizeof(reg.slot[0]));
+	CHECK(sn_ports_quota_setup(&reg, &env0, NULL, NULL) == 0);
+	CHECK(sn_ports_quota_pick_slot(&reg) == 0);
+	reg.slot[0] = a;
+	sn_ports_quota_port(&reg, a);
+	CHECK(sn_quota_take(reg.mbufq, 0, 10) == 10);   /* frames out */
+	sn_ports_quota_release(&reg, a);                /* deleted */
+	reg.slot[0] = NULL;
+	CHECK(sn_ports_quota_pick_slot(&reg) == 1);
+	for (unsigned i = 1; i < sn_config_port_slots; i++)
+		reg.slot[i] = a;                        /* every other slot taken */
+	CHECK(sn_ports_quota_pick_slot(&reg) == -EAGAIN);
+	sn_quota_give(reg.mbufq, 0, 10);                /* the late frames freed */
+	CHECK(sn_ports_quota_pick_slot(&reg) == 0);
+	reg.slot[0] = a;
+	CHECK(sn_ports_quota_pick_slot(&reg) == -ENOSPC);
+	sn_ports_quota_fini(&reg);
+	free(reg.slot);
+	free(a);
+}
+
 int main(void)
 {
 	test_auto();
 	test_order();
 	test_registry();
 	test_reserve_busy();
+	test_slot_reuse();
 	return sn_check_exit("port_quota");
 }
