@@ -337,6 +337,9 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		rc = -EINVAL;
 		goto err_free;
 	}
+	rc = sn_ports_quota_admit(reg, p);   /* its reserve for p->nq queues */
+	if (rc)
+		goto err_free;
 	/* Queue -> worker (layout ncore): as given, else balanced. */
 	for (uint16_t i = 0; i < p->nq; i++) {
 		if (opts->workers && opts->workers[i] >= reg->n_workers) {

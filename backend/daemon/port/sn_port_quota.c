@@ -170,6 +170,28 @@ int sn_ports_quota_pick_slot(const struct sn_ports *reg)
 	return busy;
 }
 
+int sn_ports_quota_admit(struct sn_ports *reg, const struct sn_port *p)
+{
+	const uint32_t *pol = reg->qpol ? reg->qpol(reg->qpol_arg, p->name) : NULL;
+	struct sn_quota_owner_stats os;
+	struct sn_port_quota q;
+	uint32_t min, unreserved;
+
+	if (!reg->mbufq || p->type != SN_PORT_VHOST)
+		return 0;
+	sn_port_quota_resolve(&reg->qenv, p, pol, &q, &min);
+	min = min_u32(min, min_u32(q.mbufs, sn_quota_total(reg->mbufq)));
+	sn_quota_owner_stats(reg->mbufq, p->slot, &os);
+	unreserved = sn_quota_total(reg->mbufq) - (sn_quota_reserved(reg->mbufq) - os.min);
+	if (min <= unreserved)
+		return 0;
+	sn_log("port %s: its mbuf reserve for %u queue%s (%u, quota.mbufs_reserve) does not fit "
+	       "the %u mbufs of quota.mbufs' pool the other ports leave unreserved: raise "
+	       "datapath.mbufs, or lower quota.mbufs_reserve or the port's queues",
+	       p->name, p->nq, p->nq > 1 ? "s" : "", min, unreserved);
+	return -ENOBUFS;
+}
+
 void sn_ports_quota_apply(struct sn_ports *reg)
 {
 	for (unsigned i = 0; i < sn_config_port_slots; i++) {

@@ -77,6 +77,11 @@ void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p);
  * the units would be charged to the new port). The slot, -ENOSPC (no
  * free slot), -EAGAIN (every free slot still has frames out). */
 int sn_ports_quota_pick_slot(const struct sn_ports *reg);
+/* MAIN, in port.add before anything is set up: -ENOBUFS (logged) if the
+ * mbuf reserve p needs for its p->nq queues does not fit beside the
+ * reserves in force (the pool is too small for this port, whatever its
+ * queue count was assumed to be), else 0. */
+int sn_ports_quota_admit(struct sn_ports *reg, const struct sn_port *p);
 /* MAIN: sn_ports_quota_port for every port (after a policy publication). */
 void sn_ports_quota_apply(struct sn_ports *reg);
 /* MAIN: port p goes: its reserve back to the pool (frames still out give

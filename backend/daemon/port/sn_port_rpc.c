@@ -175,6 +175,10 @@ static json_t *h_port_add(json_t *params, void *arg, struct sn_rpc_error *err)
 	case -ENOSPC:
 		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE, "port limit (%u) reached: datapath.max_ports",
 				   sn_config_port_slots - 1);
+	case -ENOBUFS:
+		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE,
+				   "port %s: its mbuf reserve does not fit the pool: quota.mbufs "
+				   "(raise datapath.mbufs, lower quota.mbufs_reserve or queues)", name);
 	case -EAGAIN:
 		return sn_rpc_fail(err, SN_RPC_ERR_RESOURCE,
 				   "every free port slot still has frames of a deleted port out "

@@ -199,6 +199,35 @@ static void test_slot_reuse(void)
 	free(a);
 }
 
+/* port.add: the reserve of a port's actual queue count must fit beside
+ * the reserves in force, else the add is refused (not lowered). */
+static void test_admit(void)
+{
+	struct sn_ports reg;
+	struct sn_port *a = port("vm0", SN_PORT_VHOST, 0, 8), *b = port("vm2", SN_PORT_VHOST, 1, 8);
+	struct sn_port *c = port("vm3", SN_PORT_VHOST, 1, 1);
+	struct sn_port_quota_env env = env0;
+	struct sn_quota_owner_stats os;
+
+	memset(&reg, 0, sizeof(reg));
+	reg.slot = calloc(sn_config_port_slots, sizeof(reg.slot[0]));
+	env.mbuf_total = 1000;
+	env.max_ports = 4;               /* two bursts (64) per queue fit */
+	CHECK(sn_ports_quota_setup(&reg, &env, NULL, NULL) == 0);
+	CHECK(sn_ports_quota_admit(&reg, a) == 0);
+	reg.slot[0] = a;
+	sn_ports_quota_port(&reg, a);
+	sn_quota_owner_stats(reg.mbufq, 0, &os);
+	CHECK(os.min == 8 * 64);         /* its eight queues' reserve */
+	CHECK(sn_ports_quota_admit(&reg, b) == -ENOBUFS);   /* 512 > 488 left */
+	CHECK(sn_ports_quota_admit(&reg, c) == 0);
+	sn_ports_quota_fini(&reg);
+	free(reg.slot);
+	free(a);
+	free(b);
+	free(c);
+}
+
 int main(void)
 {
 	test_auto();
@@ -206,5 +235,6 @@ int main(void)
 	test_registry();
 	test_reserve_busy();
 	test_slot_reuse();
+	test_admit();
 	return sn_check_exit("port_quota");
 }
