@@ -8,7 +8,8 @@
  * holds; a room smaller than one frame of seg_hint segments still lets one
  * frame be popped (the hint is learnt only from pops: a queue that may not
  * pop would keep a stale hint for ever), and the hint decays there; no
- * mbuf room, no pop.
+ * mbuf room, no pop; each budget counts one hit per run of polls it
+ * limited, not one per poll.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,15 @@ static void test_held_cap(void)
 	CHECK(vqtx_budget(&q, 8) == 0);
 	cap = 4;                        /* lowered below what is held */
 	CHECK(vqtx_budget(&q, 8) == 0);
+	/* one hit per run of limited polls, however long the run */
+	CHECK(q.st.quota_held == 1);
+	q.outstanding = 0;
+	cap = 10;
+	CHECK(vqtx_budget(&q, 8) == 8 && q.st.quota_held == 1);
+	q.outstanding = 10;
+	for (int i = 0; i < 50; i++)
+		CHECK(vqtx_budget(&q, 8) == 0);
+	CHECK(q.st.quota_held == 2);
 }
 
 static void test_mbuf_room(void)
@@ -48,12 +58,12 @@ static void test_mbuf_room(void)
 	q.mq = mq;
 	CHECK(vqtx_budget(&q, 32) == 32);
 	q.seg_hint = 8;                 /* 40 units hold 5 frames of 8 */
-	CHECK(vqtx_budget(&q, 32) == 5 && q.st.quota_mbufs > 0);
+	CHECK(vqtx_budget(&q, 32) == 5 && q.st.quota_mbufs == 1);
 	/* the room below one frame of the hint: a cap of 4, or units taken */
 	CHECK(sn_quota_set(mq, 0, 0, 4) == 0);
 	for (int i = 0; i < 100; i++)   /* nothing else would change the hint */
 		CHECK(vqtx_budget(&q, 32) == 1);
-	CHECK(q.seg_hint < 8);
+	CHECK(q.seg_hint < 8 && q.st.quota_mbufs == 1);   /* one run of limited polls */
 	CHECK(sn_quota_set(mq, 0, 0, 40) == 0 && sn_quota_take(mq, 0, 37) == 37);
 	q.seg_hint = 8;
 	CHECK(vqtx_budget(&q, 32) == 1);

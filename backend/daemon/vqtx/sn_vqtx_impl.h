@@ -113,6 +113,9 @@ struct sn_vqtx {
 	 * chains wait in the ring rather than being dropped for want of
 	 * mbufs. */
 	uint32_t seg_hint;
+	/* Owner: the budgets that limited the last poll (HELD_BACK_*): a
+	 * hit is counted when a budget starts limiting, not per poll. */
+	uint8_t held_back;
 	uint64_t max_hold_tsc;        /* 0 = no limit */
 	uint64_t unmarked_hold_tsc;   /* > 0 */
 	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one
@@ -337,22 +340,31 @@ static inline void rec_popped(struct sn_vqtx *q, const struct sn_vring_pkt *vp, 
 }
 
 /* sn_vqtx_pop.c */
+#define HELD_BACK_HELD  1u
+#define HELD_BACK_MBUFS 2u
 /* Owner: the descriptors a poll may take under the queue's budgets (at
  * most max): the held cap's room, and the frames of seg_hint segments the
  * port's mbuf room holds (a relaxed read: an empty poll costs no atomic
  * write; the pop's frames are taken from the quota after it), at least
- * one while there is any room. 0 = not polled (counted). */
+ * one while there is any room. 0 = not polled. quota_held / quota_mbufs
+ * count the polls that start a run of polls that budget limited (fewer
+ * than max, or none): once per transition into the held-back state. */
 static inline uint16_t vqtx_budget(struct sn_vqtx *q, uint16_t max)
 {
 	if (q->held_cap) {
 		const uint32_t cap = __atomic_load_n(q->held_cap, __ATOMIC_RELAXED);
 
 		if (q->outstanding + max > cap) {
-			ctr_inc(&q->st.quota_held);
+			if (!(q->held_back & HELD_BACK_HELD)) {
+				q->held_back |= HELD_BACK_HELD;
+				ctr_inc(&q->st.quota_held);
+			}
 			q->stats_pending = true;   /* waiting_now changes without a pop */
 			if (q->outstanding >= cap)
 				return 0;
 			max = (uint16_t)(cap - q->outstanding);
+		} else {
+			q->held_back &= (uint8_t)~HELD_BACK_HELD;
 		}
 	}
 	if (q->mq) {
@@ -370,9 +382,14 @@ static inline uint16_t vqtx_budget(struct sn_vqtx *q, uint16_t max)
 		}
 
 		if (fit < max) {
-			ctr_inc(&q->st.quota_mbufs);
+			if (!(q->held_back & HELD_BACK_MBUFS)) {
+				q->held_back |= HELD_BACK_MBUFS;
+				ctr_inc(&q->st.quota_mbufs);
+			}
 			q->stats_pending = true;
 			max = (uint16_t)fit;
+		} else {
+			q->held_back &= (uint8_t)~HELD_BACK_MBUFS;
 		}
 	}
 	return max;
