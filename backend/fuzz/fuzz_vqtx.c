@@ -24,9 +24,9 @@
  * device-writable, across regions, bad next, loops, oversized, bad
  * indirect tables), duplicate and out-of-range heads, publishes, rewrites
  * descriptors; the worker pops, frees frames in any order (one by one or
- * in bulk, with extra references), copies them out, services the queue,
- * lets time pass (frames past their hold limit are dropped as the
- * pipeline does); MAIN changes the quota's reserve and cap and the held
+ * in bulk, with extra references, or the tail of a chain freed apart),
+ * copies them out, services the queue, lets time pass (frames past their
+ * hold limit are dropped as the pipeline does); MAIN changes the quota's reserve and cap and the held
  * cap, and another port draws from and returns to the shared part; the
  * VHOST side stops the device (from a second thread while the worker holds
  * frames: it frees some and acknowledges; or with the worker gone), starts
