@@ -22,6 +22,9 @@ rx_nombuf) delta 0, every victim frame sent under attack delivered, the
 victim's delivered
 rate within 2 % of its rate alone, and h's mbufs all back once it stops
 (quota.mbufs.used 0). The numbers are printed.
+
+Apart from the rig: port.add of a port whose reserve for its queues does
+not fit the pool is refused, naming quota.mbufs.
 """
 import os
 import signal
@@ -282,3 +285,25 @@ def test_held_cap_bounds_an_opted_in_guest(schednicd, sngen, sn_tmpdir):
     c = t["h"]["completion"]
     assert c["completed"] == c["popped"] == 1 + n and c["hold_timeouts"] == 0, c
     assert t["p"]["drops"]["ring_full"] == 0 and t["h"]["quota"]["mbufs"]["used"] == 0, t
+
+
+
+@pytest.mark.functional
+def test_port_add_refused_when_its_reserve_does_not_fit(schednicd, sn_tmpdir):
+    """port.add of a port whose mbuf reserve for its queues (two bursts
+    each) does not fit beside the reserves in force fails with a resource
+    error naming quota.mbufs, and adds nothing; a port whose reserve fits
+    is added with it."""
+    d = schednicd(ports=["vm0", "vm1"], datapath={"mbufs": 1400, "max_ports": 4})
+    per_queue = d.port_stats("vm0")["quota"]["mbufs"]["reserve"]
+    assert per_queue > 0
+    # about 500 mbufs shared (the rest are caches and stashes): two ports
+    # reserve about 125, eight queues would need about 500
+    with d.client() as c:
+        r = c.call_raw("port.add", {"name": "big", "path": str(sn_tmpdir / "big.sock"),
+                                    "queues": 8, "completion": "deferred"})
+    assert "error" in r, r
+    assert r["error"]["code"] == -32002 and "quota.mbufs" in r["error"]["message"], r
+    assert "big" not in port_table(d.stats())
+    d.rpc("port.add", {"name": "vm2", "path": str(sn_tmpdir / "vm2.sock")})
+    assert d.port_stats("vm2")["quota"]["mbufs"]["reserve"] == per_queue
