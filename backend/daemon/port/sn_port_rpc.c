@@ -595,6 +595,8 @@ static json_t *quota_json(const struct sn_ctl *ctl, const struct sn_port *p)
 	}
 	if (mq && p->type == SN_PORT_VHOST)
 		sn_quota_owner_stats(mq, p->slot, &os);
+	if (!p->vq)   /* immediate: the switch's refused takes (sn_switch_poll.c) */
+		mbuf_hits = os.hits;
 	mb = json_pack("{s:I, s:I, s:I, s:I, s:I}",
 		       "limit", (json_int_t)__atomic_load_n(&p->quota.mbufs, __ATOMIC_RELAXED),
 		       "reserve", (json_int_t)os.min, "used", (json_int_t)os.used,

@@ -61,6 +61,7 @@
 #include "sn_config.h"
 #include "sn_pipeline.h"
 #include "sn_port.h"
+#include "sn_port_quota.h"
 #include "sn_quota.h"
 #include "sn_vqtx.h"
 
@@ -475,6 +476,8 @@ int sn_switch_worker(void *arg)
 
 	rcu_register_thread();
 	sn_vqtx_worker_enter(sw->wk);
+	/* MAIN created the mbuf quota before the launch, which orders it. */
+	sw->mbq = sn_ports_mbuf_quota(sw->reg);
 	sw->next_scan = rte_rdtsc() + sw->scan_tsc;
 	/* Acquire pairs with the release store in sn_switch_stop(). */
 	while (!__atomic_load_n(&sw->stop, __ATOMIC_ACQUIRE)) {

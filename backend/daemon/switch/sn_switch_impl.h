@@ -39,6 +39,16 @@ struct sn_switch_pollq {
 	uint32_t empty;              /* consecutive empty polls */
 };
 
+/* The mbufs an immediate port's frames hold in this worker's pipeline,
+ * charged to its slot of the ports' mbuf quota (sn_switch_poll.c,
+ * "Immediate ports' mbufs"). */
+struct sn_switch_mbc {
+	uint32_t lvl;                /* units charged now by this worker */
+	uint32_t gen;                /* port generation lvl belongs to */
+	uint64_t seen;               /* poll set (sn_port_table.seq) with a queue of it */
+	uint16_t hint;               /* segments charged per frame held (>= 1) */
+};
+
 struct sn_switch_pollset {
 	uint64_t seq;                /* sn_port_table.seq built from; 0 = none */
 	unsigned n;                  /* entries e[0, n), table order */
@@ -51,6 +61,7 @@ struct sn_switch_pollset {
 	uint32_t *busy;
 	uint32_t *swept;
 	struct sn_port **eth;
+	struct sn_switch_mbc *mb;    /* [sn_config_port_slots] */
 };
 
 /* Frames from deferred ports waiting for one vhost destination; src[i]
@@ -85,6 +96,8 @@ struct sn_switch {
 	uint64_t scan_tsc;
 	struct sn_mac *mt;           /* shared (owned by the first switch) */
 	struct sn_quota *mq;         /* its entries per port slot (same owner) */
+	struct sn_quota *mbq;        /* the ports' mbuf quota (sn_port_quota.h), or NULL;
+	                              * set when the worker starts */
 	bool mt_owner;
 	unsigned mac_n;              /* buckets: the aging scan's range */
 

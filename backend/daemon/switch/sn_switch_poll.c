@@ -50,6 +50,36 @@
  * after a grace period that follows its removal from the table). Port
  * state (up, txq_ready) is read as the port table contract says, at each
  * poll.
+ *
+ * Immediate ports' mbufs. rte_vhost_dequeue_burst() copies an immediate
+ * port's frames into mbufs of the shared pool; a frame handed to a PMD
+ * or copied into a peer's ring in the same burst is let go before the
+ * poll returns, but one the port's policy queues (timing wheel, client
+ * mailbox, scheduler class, the return mailbox) holds its mbufs for as
+ * long as it waits. Those are charged to the port's slot of the mbuf
+ * quota (sn_port_quota.h), as a deferred port's frames are (sn_vqtx.h),
+ * on the pipeline's own count of the port's frames it holds
+ * (sn_pipeline_src_held(), which every path out of the pipeline
+ * decrements): each worker keeps the units it charged per slot (struct
+ * sn_switch_mbc) and brings them to held x hint at each poll of the
+ * port's queue, before the dequeue and after its burst was switched:
+ * one sn_quota take or give per poll, none per frame (hint: the
+ * segments per frame of the port's recent bursts, as sn_vqtx's
+ * seg_hint). Before the dequeue the port's room in the quota is read: a
+ * port at its cap (or with the pool's shared part used up and its
+ * reserve held) is not polled, its frames wait in its TX ring, and the
+ * refusal counts one quota.mbufs hit (a take of one frame's units that
+ * is refused); else at most room / hint frames are dequeued. The take
+ * after the burst may be refused in part (another queue of the port on
+ * another worker took the room meanwhile, or a burst's frames have more
+ * segments than the hint): the port then holds up to one burst per
+ * queue beyond its cap, uncharged, and is not polled again until it is
+ * back below. Units come back within one iteration of the frames
+ * leaving (a busy queue is polled every iteration, and a queue whose
+ * worker still charges units for it does not go quiet); when the port
+ * leaves the worker's poll set (deleted, or its queues moved) the
+ * worker gives back what it charged at once: the frames still held
+ * drain uncharged.
  */
 #define _LGPL_SOURCE
 #include "sn_switch_impl.h"
@@ -61,6 +91,7 @@
 #include <rte_vhost.h>
 
 #include "sn_pipeline.h"
+#include "sn_quota.h"
 #include "sn_vqtx.h"
 
 int sn_switch_poll_init(struct sn_switch *sw)
@@ -73,7 +104,9 @@ int sn_switch_poll_init(struct sn_switch *sw)
 	ps->swept = rte_zmalloc("sn_pollswept", sizeof(*ps->swept) * nq, RTE_CACHE_LINE_SIZE);
 	ps->eth = rte_zmalloc("sn_polleth", sizeof(*ps->eth) * sn_config_port_slots,
 			      RTE_CACHE_LINE_SIZE);
-	if (!ps->e || !ps->busy || !ps->swept || !ps->eth) {
+	ps->mb = rte_zmalloc("sn_pollmb", sizeof(*ps->mb) * sn_config_port_slots,
+			     RTE_CACHE_LINE_SIZE);
+	if (!ps->e || !ps->busy || !ps->swept || !ps->eth || !ps->mb) {
 		sn_switch_poll_fini(sw);
 		return -ENOMEM;
 	}
@@ -86,10 +119,82 @@ void sn_switch_poll_fini(struct sn_switch *sw)
 	rte_free(sw->ps.busy);
 	rte_free(sw->ps.eth);
 	rte_free(sw->ps.swept);
+	rte_free(sw->ps.mb);
+	sw->ps.mb = NULL;
 	sw->ps.swept = NULL;
 	sw->ps.e = NULL;
 	sw->ps.busy = NULL;
 	sw->ps.eth = NULL;
+}
+
+/* The units this worker charged for immediate port p back to held x
+ * hint (see "Immediate ports' mbufs" above). */
+static void mb_sync(struct sn_switch *sw, const struct sn_port *p)
+{
+	struct sn_switch_mbc *c = &sw->ps.mb[p->slot];
+	uint64_t want;
+
+	if (c->gen != p->gen || !c->hint) {   /* the slot's previous port: its units go */
+		if (c->lvl)
+			sn_quota_give(sw->mbq, p->slot, c->lvl);
+		*c = (struct sn_switch_mbc){ .gen = p->gen, .seen = c->seen, .hint = 1 };
+	}
+	want = sw->pl ? sn_pipeline_src_held(sw->pl, p) * c->hint : 0;
+	if (want > UINT32_MAX)
+		want = UINT32_MAX;
+	if (want > c->lvl)
+		c->lvl += sn_quota_take(sw->mbq, p->slot, (uint32_t)want - c->lvl);
+	else if (want < c->lvl) {
+		sn_quota_give(sw->mbq, p->slot, c->lvl - (uint32_t)want);
+		c->lvl = (uint32_t)want;
+	}
+}
+
+/* How many frames immediate port p may dequeue now under its mbuf quota
+ * (at most max; 0: not polled, one hit counted). */
+static uint16_t mb_room(struct sn_switch *sw, const struct sn_port *p, uint16_t max)
+{
+	const uint16_t hint = sw->ps.mb[p->slot].hint;
+	const uint32_t fit = sn_quota_room(sw->mbq, p->slot) / hint;
+	uint32_t g;
+
+	if (fit >= max)
+		return max;
+	if (fit)
+		return (uint16_t)fit;
+	/* a take that is refused counts the hit; one granted in a race is
+	 * returned (the charge follows the frames held, mb_sync) */
+	g = sn_quota_take(sw->mbq, p->slot, hint);
+	if (g)
+		sn_quota_give(sw->mbq, p->slot, g);
+	return g == hint ? 1 : 0;
+}
+
+/* After a dequeue of n frames of p: the segments per frame to charge. */
+static void mb_hint(struct sn_switch *sw, const struct sn_port *p, struct rte_mbuf *const *pkts,
+		    uint16_t n)
+{
+	struct sn_switch_mbc *c = &sw->ps.mb[p->slot];
+	uint16_t segs = 1;
+
+	for (uint16_t j = 0; j < n; j++)
+		if (pkts[j]->nb_segs > segs)
+			segs = pkts[j]->nb_segs;
+	c->hint = segs >= c->hint / 2 ? segs : (uint16_t)(c->hint / 2);
+}
+
+/* A new poll set from t: the units charged for ports that left it go
+ * back (see "Immediate ports' mbufs"). */
+static void mb_table(struct sn_switch *sw, const struct sn_port_table *t)
+{
+	for (unsigned s = 0; s < sn_config_port_slots; s++) {
+		struct sn_switch_mbc *c = &sw->ps.mb[s];
+
+		if (c->lvl && c->seen != t->seq) {
+			sn_quota_give(sw->mbq, s, c->lvl);
+			c->lvl = 0;
+		}
+	}
 }
 
 void sn_switch_poll_sync(struct sn_switch *sw, const struct sn_port_table *t)
@@ -111,8 +216,12 @@ void sn_switch_poll_sync(struct sn_switch *sw, const struct sn_port_table *t)
 				continue;
 			ps->e[ps->n] = (struct sn_switch_pollq){ .p = p, .qi = qi, .busy = true };
 			ps->busy[ps->nbusy++] = ps->n++;
+			if (ps->mb[p->slot].gen == p->gen)
+				ps->mb[p->slot].seen = t->seq;
 		}
 	}
+	if (sw->mbq)
+		mb_table(sw, t);
 	ps->cursor = 0;
 	ps->seq = t->seq;
 }
@@ -129,6 +238,8 @@ static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
 	uint64_t bytes, t0;
 	uint16_t n;
 
+	if (!vq && sw->mbq)
+		mb_sync(sw, p);
 	if (!sn_port_is_up(p) || !(sn_port_txq_ready(p) & (1u << qi)))
 		return 0;
 	t0 = sw->cf ? sn_cpufair_clock() : now;
@@ -159,26 +270,37 @@ static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
 		}
 		n = sn_vqtx_recv(vq, sw->mp, pkts, mx, now, &bytes);
 	} else {
-		n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1), sw->mp, pkts, burst);
+		uint16_t mx = sw->mbq ? mb_room(sw, p, burst) : burst;
+
+		if (!mx) {
+			e->empty = 0;   /* held back, not idle: stays busy */
+			return 0;
+		}
+		n = rte_vhost_dequeue_burst(p->vid, (uint16_t)(2 * qi + 1), sw->mp, pkts, mx);
 		bytes = 0;
 		for (uint16_t j = 0; j < n; j++)
 			bytes += pkts[j]->pkt_len;
+		if (n && sw->mbq)
+			mb_hint(sw, p, pkts, n);
 	}
 	if (!n)
 		return 0;
 	sn_port_count_txq(p, qi, n, bytes);
 	sn_switch_burst_in(sw, t, p, pkts, n, now, t0);
+	if (!vq && sw->mbq)
+		mb_sync(sw, p);
 	return n;
 }
 
-/* A busy entry that found nothing: may it leave busy polling? */
-static bool goes_quiet(struct sn_switch_pollq *e)
+/* A busy entry that found nothing: may it leave busy polling? Not while
+ * its frames hold something that needs the worker each iteration. */
+static bool goes_quiet(const struct sn_switch *sw, struct sn_switch_pollq *e)
 {
 	const struct sn_vqtx *vq = e->p->q[e->qi].vq;
 
 	if (++e->empty < SN_SWITCH_QUIET_AFTER)
 		return false;
-	return !vq || sn_vqtx_quiet(vq);
+	return vq ? sn_vqtx_quiet(vq) : sw->ps.mb[e->p->slot].lvl == 0;
 }
 
 unsigned sn_switch_poll_vhost(struct sn_switch *sw, const struct sn_port_table *t,
@@ -194,7 +316,7 @@ unsigned sn_switch_poll_vhost(struct sn_switch *sw, const struct sn_port_table *
 		if (n) {
 			e->empty = 0;
 			got += n;
-		} else if (goes_quiet(e)) {
+		} else if (goes_quiet(sw, e)) {
 			e->busy = false;
 			ps->busy[b] = ps->busy[--ps->nbusy];   /* not yet polled */
 			continue;
