@@ -188,21 +188,31 @@ def test_flow_spray_keeps_victims_flow_entries(schednicd, sngen):
     assert d.alive()
 
 
+# The wheel attack's victim: one class paced at 1.25 x its load with a
+# burst of two frames, so its frames that come closer together than its
+# pacing (the generator's jitter) wait in the wheel and draw nodes from
+# the pool the attacker floods; at three times its load they would skip
+# the wheel (Carousel's fast path) and share nothing with the attacker.
+WHEEL_VICTIM_RATE = NOMINAL * 5 // 4
+WHEEL_VICTIM_BURST = 2 * SIZE
+WHEEL_QUOTA = 150
+
+
 @pytest.mark.accuracy
 def test_wheel_flood_stops_at_its_quota(schednicd, sngen):
-    """Node pool = mbufs = 2047, 9 port slots (max_ports 8): the attacker's
-    wheel quota is 2047 - 8 x 64 = 1535 nodes. Its class paces 200-byte
-    frames at 1 Mbit/s (625/s) with horizon "clamp" while it offers
-    10000/s: a clamped frame waits up to a horizon (262 ms) in the wheel,
-    so it would hold ~2600 nodes, more than the pool; the quota stops it
-    at 1535 (quota_wheel) and the victim's paced flows keep their rate.
-    (Without the quota the attacker held 2016 of the 2047 nodes here and
-    the victim still kept its rate: the wheel's nodes are the mbufs, and
-    what is left of them is the mbuf quotas' to guard.)"""
+    """Node pool = mbufs = 2047, 9 port slots (max_ports 8). The
+    attacker's class paces 200-byte frames at 1 Mbit/s (625/s) with
+    horizon "clamp" while it offers 10000/s: a clamped frame waits up to
+    a horizon (262 ms) in the wheel, so it would hold ~2600 nodes, more
+    than the pool. Its wheel quota (150 nodes, below its mbuf quota of
+    194, which would stop it first) stops it (quota_wheel); the victim,
+    whose paced frames wait in the same wheel, loses none and keeps its
+    rate."""
     pol = {"ports": {
-        "vm0": {"classes": [{"name": "pf", "proto": "udp", "rate_bps": FLOW_RATE,
-                                       "burst_bytes": FLOW_BURST}]},
-        "vm1": {"classes": [{"name": "pf", "proto": "udp", "rate_bps": 1_000_000,
+        "vm0": {"classes": [{"name": "pf", "proto": "udp", "rate_bps": WHEEL_VICTIM_RATE,
+                             "burst_bytes": WHEEL_VICTIM_BURST, "scope": "class"}]},
+        "vm1": {"quota": {"wheel": WHEEL_QUOTA},
+                "classes": [{"name": "pf", "proto": "udp", "rate_bps": 1_000_000,
                              "scope": "class", "horizon": "clamp"}]}}}
     d = schednicd(ports=["vm0", "vm1"], uplink=UPLINK, policy=pol,
                   datapath={"mbufs": 2047, "mbuf_cache": 32, "max_ports": 8})
@@ -224,7 +234,7 @@ def test_wheel_flood_stops_at_its_quota(schednicd, sngen):
           f"mempool {st['mempool']}; victim deltas {dv}")
     assert not any(dv.values()), dv
     assert abs(attacked - alone) <= TOL * alone, (alone, attacked)
-    assert att["drops"]["quota_wheel"] > 0 and att["wheel_depth"] <= 1535, att
+    assert att["drops"]["quota_wheel"] > 0 and att["wheel_depth"] <= WHEEL_QUOTA, att
     assert att["drops"]["wheel_pool"] == 0, att
     assert d.alive()
 
