@@ -46,6 +46,7 @@ struct sn_classify;
 enum sn_classify_drop {
 	SN_CL_DROP_HORIZON = 0,   /* release time beyond the wheel horizon */
 	SN_CL_DROP_POOL,          /* wheel node pool exhausted */
+	SN_CL_DROP_QUOTA_WHEEL,   /* its port holds its quota of wheel nodes */
 	SN_CL_DROP_MAX
 };
 

@@ -25,11 +25,12 @@
 #include "sn_policy.h"
 #include "sn_port.h"
 
-/* {horizon, wheel_pool} of a class or aggregate. */
+/* {horizon, wheel_pool, quota_wheel} of a class or aggregate. */
 static json_t *cl_drops_json(const uint64_t *drop)
 {
-	return json_pack("{s:I, s:I}", "horizon", (json_int_t)drop[SN_CL_DROP_HORIZON],
-			 "wheel_pool", (json_int_t)drop[SN_CL_DROP_POOL]);
+	return json_pack("{s:I, s:I, s:I}", "horizon", (json_int_t)drop[SN_CL_DROP_HORIZON],
+			 "wheel_pool", (json_int_t)drop[SN_CL_DROP_POOL],
+			 "quota_wheel", (json_int_t)drop[SN_CL_DROP_QUOTA_WHEEL]);
 }
 
 /* Sum of the class's counters over the workers (layout ncore: a port's

@@ -540,8 +540,11 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 			if (wd != 0 || ts > tnow) {
 				/* At its wheel quota: the frame is dropped
 				 * before its stamps are committed (a drop
-				 * keeps no budget), counted on its port. */
+				 * keeps no budget), counted on its port and
+				 * on the class it was offered to. */
 				if (unlikely(wd >= wcap)) {
+					sn_classify_dropped(pl->cls, &cr, len,
+							    SN_CL_DROP_QUOTA_WHEEL);
 					drop(pl, m, SN_PL_DROP_QUOTA_WHEEL);
 					continue;
 				}

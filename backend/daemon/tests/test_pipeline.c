@@ -17,7 +17,8 @@
  *  - drain: every held frame is freed ("src_stopped"), the mbuf pool is
  *    full again, and so after every case;
  *  - wheel quota: a port at its quota of wheel nodes loses its own frames
- *    ("quota_wheel") and gets no room to submit more.
+ *    ("quota_wheel", on the port and on the class each was offered to)
+ *    and gets no room to submit more.
  * The pipeline needs DPDK memory (rte_zmalloc, mbufs), so the test starts
  * the EAL (no hugepages, no PCI, its own file prefix). It runs the 1-core
  * layout with a port table built by hand (no registry, no vhost device):
@@ -44,6 +45,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "sn_classify.h"
 #include "sn_pipeline.h"
 #include "sn_policy.h"
 #include "sn_port.h"
@@ -184,6 +186,10 @@ static struct sn_pipeline_port_stats stats0(const struct fix *f)
 	return s;
 }
 
+/* submit() makes IPv4 UDP frames (zeroes but for the headers' type
+ * fields: a flow class matches them) instead of zeroed ones. */
+static bool submit_ipv4;
+
 /* n frames of len bytes from vm0 to vm1, in one burst, right after a
  * run() (the mbufs are made first): returns that run's clock, the one
  * submit stamps from; *late: the clock after the submit (a frame due by
@@ -202,6 +208,13 @@ static uint64_t submit(struct fix *f, unsigned n, uint32_t len, uint64_t *late)
 			return 0;
 		CHECK(rte_pktmbuf_append(pkts[i], (uint16_t)len) != NULL);
 		memset(rte_pktmbuf_mtod(pkts[i], void *), 0, len);
+		if (submit_ipv4) {   /* EtherType IPv4, version 4 / IHL 5, UDP */
+			uint8_t *b = rte_pktmbuf_mtod(pkts[i], uint8_t *);
+
+			b[12] = 0x08;
+			b[14] = 0x45;
+			b[23] = 17;
+		}
 		dst[i] = &ports[1];
 	}
 	sn_pipeline_run(f->pl, &table);
@@ -471,6 +484,44 @@ static void wheel_quota(void)
 	CHECK(sn_pipeline_wheel_quota_auto(16383, 1, 32) == 16383);
 }
 
+/* vm0's frames all match its one class "all", paced at 4 Mbit/s; with a
+ * wheel quota of 6 nodes, 4 of 10 frames are quota_wheel drops, counted
+ * on the port and on the class alike. */
+static void wheel_quota_class(void)
+{
+	static struct sn_policy p;
+	const unsigned n = 10, q = 6;
+	struct sn_classify_class_stats cs;
+	struct sn_pipeline_port_stats s;
+	struct fix f;
+
+	if (fix_open(&f, 4000000))
+		return;
+	sn_test_policy_parse("{\"ports\": {\"vm0\": {\"classes\": [{\"name\": \"all\", "
+			     "\"rate_bps\": 4000000, \"scope\": \"class\"}]}}}", &p);
+	CHECK(sn_policy_publish(f.st, &p) == 0);
+	sn_pipeline_run(f.pl, &table);
+	ports[0].quota.wheel = q;
+	submit_ipv4 = true;
+	submit(&f, n, 1000, NULL);
+	submit_ipv4 = false;
+	s = stats0(&f);
+	CHECK(sn_classify_class_stats(sn_pipeline_classify(f.pl), 0, 0, &cs) == 0);
+	printf("wheel quota %u, class \"all\": %u offered, class offered %" PRIu64
+	       ", quota_wheel %" PRIu64 " on the port, %" PRIu64 " on the class\n", q, n,
+	       cs.offered_packets, s.drop[SN_PL_DROP_QUOTA_WHEEL],
+	       cs.drop[SN_CL_DROP_QUOTA_WHEEL]);
+	CHECK(cs.offered_packets == n && s.wheel_depth == q);
+	CHECK(s.drop[SN_PL_DROP_QUOTA_WHEEL] == n - q);
+	CHECK(cs.drop[SN_CL_DROP_QUOTA_WHEEL] == n - q);
+	CHECK(cs.drop[SN_CL_DROP_HORIZON] == 0 && cs.drop[SN_CL_DROP_POOL] == 0);
+	/* the queued ones leave at the class's rate (2 ms each) */
+	for (uint64_t end = mono_ns() + 500 * MS; sn_pipeline_held(f.pl) && mono_ns() < end;)
+		sn_pipeline_run(f.pl, &table);
+	CHECK(sn_pipeline_held(f.pl) == 0);
+	fix_close(&f);
+}
+
 /* ---- EAL ------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -521,6 +572,7 @@ int main(void)
 			live_apply(&live_cases[i]);
 		drain();
 		wheel_quota();
+		wheel_quota_class();
 		rte_mempool_free(mp);
 	}
 	rte_eal_cleanup();
