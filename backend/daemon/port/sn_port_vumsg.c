@@ -19,7 +19,10 @@
  * wrap, guest_phys_addr, userspace_addr and mmap_offset are 4 KiB
  * aligned, its guest-physical range overlaps no other region's, and its fd
  * is a regular file (memfd, tmpfs, hugetlbfs) opened read-write, not
- * sealed against writes, at least mmap_offset + memory_size bytes long.
+ * sealed against writes, at least mmap_offset + memory_size bytes long,
+ * and mappable as the library maps it (a trial mmap of the same length,
+ * flags and protection, unmapped at once: a file system may still refuse
+ * a shared writable map of a file that passes every other test).
  * The message must carry 1..8 regions, the payload bytes for them and
  * one fd per region. A front-end that shrinks a file after the table was
  * applied is not caught here (doc/isolation.md).
@@ -28,6 +31,7 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 /* Regions start on pages in the guest, the front-end and the file (as
@@ -49,6 +53,7 @@ static const char *fd_bad(int fd, uint64_t end)
 {
 	struct stat st;
 	int fl, seals;
+	void *map;
 
 	if (fd < 0 || fstat(fd, &st) != 0)
 		return "fd";
@@ -62,6 +67,16 @@ static const char *fd_bad(int fd, uint64_t end)
 		return "fd seals (write-sealed)";
 	if (st.st_size < 0 || (uint64_t)st.st_size < end)
 		return "mmap_offset + memory_size (beyond the end of the file)";
+	/* The library's length: end rounded up to the file's block size. */
+	if (st.st_blksize > 0)
+		end = (end + (uint64_t)st.st_blksize - 1) / (uint64_t)st.st_blksize *
+		      (uint64_t)st.st_blksize;
+	if (end > SIZE_MAX)
+		return "mmap_offset + memory_size (too large to map)";
+	map = mmap(NULL, (size_t)end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return "fd (the file cannot be mapped shared read-write)";
+	munmap(map, (size_t)end);
 	return NULL;
 }
 
