@@ -605,8 +605,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (S.connected[vid])
 				break;
 			device_config(vid, &in);
-			S.connected[vid] = true;
-			ops->new_connection(vid);
+			/* Refused (-1), the library closes the connection at once,
+			 * without destroy_connection. */
+			S.connected[vid] = ops->new_connection(vid) == 0;
+			if (!S.connected[vid])
+				fz_vhost_devs[vid].ext = NULL;
 			break;
 		case 1: case 2:   /* the device is ready */
 			vid = vid_of(&in);

@@ -199,25 +199,33 @@ static int cb_new_device(int vid)
  * port's entry in hook[] (the memory-table hook checks that the port runs
  * anyway). A connection to a port that runs another device gets the
  * hooks too, so its memory tables are checked like any other, but no
- * hook[] entry: that stays the running device's. */
+ * hook[] entry: that stays the running device's. A connection that gets
+ * no hooks (its port is being deleted, or registering them failed) is
+ * refused (-1: the library closes it), so no memory table reaches the
+ * library unchecked. */
 static int cb_new_connection(int vid)
 {
 	char path[PATH_MAX];
 	struct sn_ports *reg = sn_ports_global;
 	struct sn_port *p;
 
+	int rc = -1;
+
 	if (!reg || rte_vhost_get_ifname(vid, path, sizeof(path)) < 0)
-		return 0;
+		return -1;
 	pthread_mutex_lock(&reg->lock);
 	p = find_by_path_locked(reg, path);
 	if (p) {
 		if (!__atomic_load_n(&p->running, __ATOMIC_RELAXED))
 			sn_port_memhook_set(reg, vid, p);
 		if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
-			sn_log("port %s: cannot hook the messages of vid %d", p->name, vid);
+			sn_log("port %s: cannot hook the messages of vid %d: connection refused",
+			       p->name, vid);
+		else
+			rc = 0;
 	}
 	pthread_mutex_unlock(&reg->lock);
-	return 0;
+	return rc;
 }
 
 /* The connection closed (after destroy_device, if the device ran): its
