@@ -315,9 +315,12 @@ static void check_snap(const char *when)
 		FAIL("used ring written after the stop (%s)\n", when);
 }
 
+static bool stop_done;   /* stop_thread's sn_vqtx_stop() returned */
+
 static void *stop_thread(void *arg)
 {
 	sn_vqtx_stop(arg);
+	__atomic_store_n(&stop_done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -368,17 +371,26 @@ static void stop(struct input *in, bool worker_gone)
 	} else {
 		pthread_t t;
 		uint64_t t0 = rte_get_timer_cycles();
+		bool missed = false;
 
+		__atomic_store_n(&stop_done, false, __ATOMIC_RELAXED);
 		if (pthread_create(&t, NULL, stop_thread, F.q))
 			FAIL("pthread_create\n");
 		while (!sn_vqtx_stop_pending(F.q)) {
+			/* Descheduled past SN_VQTX_STOP_WAIT_US, this thread can miss
+			 * the whole request: the stop gave up on the worker (counted
+			 * in stop_timeouts; after_stop marks the input abandoned). */
+			if (__atomic_load_n(&stop_done, __ATOMIC_ACQUIRE)) {
+				missed = true;
+				break;
+			}
 			if (rte_get_timer_cycles() - t0 > rte_get_timer_hz())
 				FAIL("stop never requested\n");
 			rte_pause();
 		}
 		/* The worker purges what it holds; keep selects frames held
 		 * elsewhere (late frees). */
-		for (uint32_t i = 0; i < F.nh;) {
+		for (uint32_t i = 0; !missed && i < F.nh;) {
 			if (!F.h[i].copy && F.h[i].epoch == F.q->epoch && !((keep >> (i & 7)) & 1)) {
 				sn_vqtx_count_forced(F.q);
 				F.forced++;
@@ -389,9 +401,11 @@ static void stop(struct input *in, bool worker_gone)
 			}
 			i++;
 		}
-		held = live_held();
-		F.forced += held;
-		sn_vqtx_stop_ack(F.q);
+		if (!missed) {
+			held = live_held();
+			F.forced += held;
+			sn_vqtx_stop_ack(F.q);
+		}
 		pthread_join(t, NULL);
 	}
 	after_stop(st.forced);
