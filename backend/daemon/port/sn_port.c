@@ -681,6 +681,7 @@ void sn_portq_stats_read(const struct sn_port *p, unsigned qi, struct sn_portq_s
 	out->tx_packets = __atomic_load_n(&st->tx_packets, __ATOMIC_RELAXED);
 	out->tx_bytes = __atomic_load_n(&st->tx_bytes, __ATOMIC_RELAXED);
 	out->ring_full = __atomic_load_n(&st->ring_full, __ATOMIC_RELAXED);
+	out->quota_mbufs_dropped = __atomic_load_n(&st->quota_mbufs_dropped, __ATOMIC_RELAXED);
 }
 
 /* ---- Queue pairs on the datapath (worker). ---- */
@@ -695,6 +696,11 @@ void sn_port_count_txq(struct sn_port *p, unsigned qi, uint16_t n, uint64_t byte
 	q_add(&p->q[qi].st.rx_packets, n);
 	q_add(&p->q[qi].st.rx_bytes, bytes);
 	q_add(&p->q[qi].st.rx_bursts, 1);
+}
+
+void sn_port_count_txq_quota_dropped(struct sn_port *p, unsigned qi, uint16_t n)
+{
+	q_add(&p->q[qi].st.quota_mbufs_dropped, n);
 }
 
 uint32_t sn_port_flow_hash(const struct rte_mbuf *m)

@@ -50,7 +50,8 @@
  *   st (port totals)      datapath lcores:           anyone:              relaxed atomics: a set may be
  *                         sn_port_ctr_add()          sn_port_stats_read   torn between fields, never
  *                         (fetch-add)                                     a field
- *   q[i].st.rx_*          the owner of TX queue i    anyone               relaxed store, sole writer
+ *   q[i].st.rx_*,         the owner of TX queue i
+ *   quota_mbufs_dropped    anyone               relaxed store, sole writer
  *                         (uplink: of RX queue i)
  *   q[i].st.tx_*,         any worker delivering to   anyone               relaxed fetch-add
  *   ring_full             RX queue i
@@ -152,6 +153,8 @@ struct sn_portq_stats {
 	                                  * (rx_packets / rx_bursts = mean burst) */
 	uint64_t tx_packets, tx_bytes;   /* RX queue: frames delivered to the guest */
 	uint64_t ring_full;              /* RX queue: dropped, its ring was full */
+	uint64_t quota_mbufs_dropped;    /* TX queue of an immediate port: frames
+	                                  * dequeued beyond its mbuf quota, freed */
 };
 
 struct sn_portq {
@@ -394,6 +397,9 @@ static inline uint32_t sn_port_txq_ready(const struct sn_port *p)
 
 /* WORKER: count n frames of `bytes` bytes in total taken from TX queue qi. */
 void sn_port_count_txq(struct sn_port *p, unsigned qi, uint16_t n, uint64_t bytes);
+/* WORKER, owner of TX queue qi of immediate port p: count n frames it
+ * freed as beyond the port's mbuf quota (quota.mbufs.dropped). */
+void sn_port_count_txq_quota_dropped(struct sn_port *p, unsigned qi, uint16_t n);
 
 /* Any thread, pure: stable flow hash of a frame (IPv4/IPv6 5-tuple for
  * TCP/UDP/SCTP non-fragments, addresses + protocol for other IP, MAC

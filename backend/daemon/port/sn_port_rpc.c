@@ -585,8 +585,13 @@ static json_t *quota_json(const struct sn_ctl *ctl, const struct sn_port *p)
 	for (unsigned qi = 0; qi < p->nq; qi++) {
 		struct sn_vqtx_stats vs;
 
-		if (!p->q[qi].vq)
+		if (!p->q[qi].vq) {   /* immediate: freed by the switch (sn_switch_poll.c) */
+			struct sn_portq_stats qs;
+
+			sn_portq_stats_read(p, qi, &qs);
+			mbuf_drops += qs.quota_mbufs_dropped;
 			continue;
+		}
 		sn_vqtx_stats_read(p->q[qi].vq, &vs);
 		held_now = RTE_MAX(held_now, vs.extbuf_in_use);
 		held_hits += vs.quota_held;
