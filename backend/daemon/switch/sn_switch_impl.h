@@ -36,6 +36,8 @@ struct sn_switch_pollq {
 	struct sn_port *p;
 	uint16_t qi;                 /* TX queue of p */
 	bool busy;                   /* in busy[] */
+	bool mb_held;                /* immediate: last poll found no mbuf room
+	                              * (its hit is counted once per run) */
 	uint32_t empty;              /* consecutive empty polls */
 };
 

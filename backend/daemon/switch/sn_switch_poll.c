@@ -61,19 +61,26 @@
  * on the pipeline's own count of the port's frames it holds
  * (sn_pipeline_src_held(), which every path out of the pipeline
  * decrements): each worker keeps the units it charged per slot (struct
- * sn_switch_mbc) and brings them to held x hint at each poll of the
- * port's queue, before the dequeue and after its burst was switched:
- * one sn_quota take or give per poll, none per frame (hint: the
- * segments per frame of the port's recent bursts, as sn_vqtx's
- * seg_hint). Before the dequeue the port's room in the quota is read: a
- * port at its cap (or with the pool's shared part used up and its
+ * sn_switch_mbc). A dequeue is charged exactly: the segments of the
+ * frames it returned are taken from the quota at once, and the frames
+ * those units do not cover (another queue of the port took the room
+ * meanwhile, or the frames have more segments than the hint foresaw:
+ * rte_vhost_dequeue_burst() allocates what each frame needs) are freed
+ * before they are switched and counted in quota.mbufs.dropped. After
+ * the burst was switched, and before each dequeue, the charge is
+ * brought to held x hint (hint: the segments per frame of the port's
+ * recent bursts, as sn_vqtx's seg_hint): a take or give per poll on
+ * top of the charge, none per frame. Before the dequeue the port's room
+ * in the quota is read (sn_switch_mb_budget()): at most room / hint
+ * frames are dequeued, and at least one while there is any room (a room below one
+ * frame of the hint halves the hint, as the hint is learnt only from
+ * dequeues: a queue kept from them would stall for ever); a port with
+ * no room (at its cap, or the pool's shared part used up and its
  * reserve held) is not polled, its frames wait in its TX ring, and the
- * refusal counts one quota.mbufs hit (a take of one frame's units that
- * is refused); else at most room / hint frames are dequeued. The take
- * after the burst may be refused in part (another queue of the port on
- * another worker took the room meanwhile, or a burst's frames have more
- * segments than the hint): the port then holds up to one burst per
- * queue beyond its cap, uncharged, and is not polled again until it is
+ * first poll of such a run counts one quota.mbufs hit (a take that is
+ * refused). The charge brought to held x hint after the burst may be
+ * refused in part: the port then holds up to one burst per queue beyond
+ * held x hint, uncharged, and is not polled again until it is
  * back below. Units come back within one iteration of the frames
  * leaving (a busy queue is polled every iteration, and a queue whose
  * worker still charges units for it does not go quiet); when the port
@@ -84,6 +91,7 @@
 #define _LGPL_SOURCE
 #include "sn_switch_impl.h"
 #include "sn_cpufair.h"
+#include "sn_switch_mb.h"
 
 #include <errno.h>
 
@@ -151,36 +159,57 @@ static void mb_sync(struct sn_switch *sw, const struct sn_port *p)
 }
 
 /* How many frames immediate port p may dequeue now under its mbuf quota
- * (at most max; 0: not polled, one hit counted). */
-static uint16_t mb_room(struct sn_switch *sw, const struct sn_port *p, uint16_t max)
+ * (at most max; 0: no room, not polled; the first poll of such a run
+ * counts one quota.mbufs hit). */
+static uint16_t mb_room(struct sn_switch *sw, struct sn_switch_pollq *e, uint16_t max)
 {
-	const uint16_t hint = sw->ps.mb[p->slot].hint;
-	const uint32_t fit = sn_quota_room(sw->mbq, p->slot) / hint;
+	const struct sn_port *p = e->p;
+	const uint16_t fit = sn_switch_mb_budget(&sw->ps.mb[p->slot].hint,
+						 sn_quota_room(sw->mbq, p->slot), max);
 	uint32_t g;
 
-	if (fit >= max)
-		return max;
-	if (fit)
-		return (uint16_t)fit;
+	if (fit) {
+		e->mb_held = false;
+		return fit;
+	}
+	if (e->mb_held)
+		return 0;
+	e->mb_held = true;
 	/* a take that is refused counts the hit; one granted in a race is
-	 * returned (the charge follows the frames held, mb_sync) */
-	g = sn_quota_take(sw->mbq, p->slot, hint);
+	 * returned (the next poll reads the room again) */
+	g = sn_quota_take(sw->mbq, p->slot, 1);
 	if (g)
 		sn_quota_give(sw->mbq, p->slot, g);
-	return g == hint ? 1 : 0;
+	return 0;
 }
 
-/* After a dequeue of n frames of p: the segments per frame to charge. */
-static void mb_hint(struct sn_switch *sw, const struct sn_port *p, struct rte_mbuf *const *pkts,
-		    uint16_t n)
+/* After a dequeue of n frames of p: charge their segments exactly; the
+ * frames the units taken do not cover are freed and counted
+ * (quota.mbufs.dropped). Returns the frames kept, pkts[0, k). The hint
+ * learns the burst's largest frame, dropped ones included. */
+static uint16_t mb_charge(struct sn_switch *sw, struct sn_port *p, unsigned qi,
+			  struct rte_mbuf **pkts, uint16_t n)
 {
 	struct sn_switch_mbc *c = &sw->ps.mb[p->slot];
-	uint16_t segs = 1;
+	const uint32_t need = sn_switch_mb_need(pkts, n);
+	uint32_t got, used;
+	uint16_t segs = 1, k;
 
 	for (uint16_t j = 0; j < n; j++)
 		if (pkts[j]->nb_segs > segs)
 			segs = pkts[j]->nb_segs;
 	c->hint = segs >= c->hint / 2 ? segs : (uint16_t)(c->hint / 2);
+	got = sn_quota_take(sw->mbq, p->slot, need);
+	k = got >= need ? n : sn_switch_mb_cover(pkts, n, got, &used);
+	if (k < n) {
+		if (got > used)
+			sn_quota_give(sw->mbq, p->slot, got - used);
+		got = used;
+		rte_pktmbuf_free_bulk(pkts + k, n - k);
+		sn_port_count_txq_quota_dropped(p, qi, (uint16_t)(n - k));
+	}
+	c->lvl += got;
+	return k;
 }
 
 /* A new poll set from t: the units charged for ports that left it go
@@ -270,7 +299,7 @@ static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
 		}
 		n = sn_vqtx_recv(vq, sw->mp, pkts, mx, now, &bytes);
 	} else {
-		uint16_t mx = sw->mbq ? mb_room(sw, p, burst) : burst;
+		uint16_t mx = sw->mbq ? mb_room(sw, e, burst) : burst;
 
 		if (!mx) {
 			e->empty = 0;   /* held back, not idle: stays busy */
@@ -280,12 +309,19 @@ static unsigned poll_txq(struct sn_switch *sw, const struct sn_port_table *t,
 		bytes = 0;
 		for (uint16_t j = 0; j < n; j++)
 			bytes += pkts[j]->pkt_len;
-		if (n && sw->mbq)
-			mb_hint(sw, p, pkts, n);
 	}
 	if (!n)
 		return 0;
 	sn_port_count_txq(p, qi, n, bytes);
+	if (!vq && sw->mbq) {
+		uint16_t k = mb_charge(sw, p, qi, pkts, n);
+
+		if (!k) {
+			mb_sync(sw, p);
+			return n;   /* taken from the guest, all dropped */
+		}
+		n = k;
+	}
 	sn_switch_burst_in(sw, t, p, pkts, n, now, t0);
 	if (!vq && sw->mbq)
 		mb_sync(sw, p);
