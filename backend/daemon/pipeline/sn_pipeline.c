@@ -140,7 +140,7 @@ void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t)
 
 			struct wslot *ps = &pl->ps[meta_of(pl, m)->src];
 
-			ctr_add(&ps->st.wheel_depth, -1ull);
+			wheel_left(pl, ps);
 			ctr_add(&ps->st.released_packets, 1);
 			ctr_add(&ps->st.released_bytes, m->pkt_len);
 			sn_classify_released(pl->cls, meta_of(pl, m)->src, meta_of(pl, m)->cls,
@@ -229,6 +229,7 @@ static struct sn_pipeline *worker_create(const struct sn_pipeline_config *cfg,
 					 struct sn_pl_shared *sh, int meta_off, int lag_off)
 {
 	struct sn_pl_arb *a = &sh->arb;
+	const unsigned burst = cfg->burst ? cfg->burst : SN_CONFIG_BURST_MAX;
 	struct sn_pipeline *pl;
 	int e;
 
@@ -244,6 +245,8 @@ static struct sn_pipeline *worker_create(const struct sn_pipeline_config *cfg,
 	pl->meta_off = meta_off;
 	pl->lag_off = lag_off;
 	pl->pool_nodes = cfg->pool_nodes;
+	pl->wheel_rsv = sn_pipeline_wheel_reserve(cfg->pool_nodes, sn_config_port_slots, burst);
+	pl->wheel_shared = cfg->pool_nodes - (uint64_t)sn_config_port_slots * pl->wheel_rsv;
 	pl->store = pol;
 	pl->sh = sh;
 	pl->arb = a;

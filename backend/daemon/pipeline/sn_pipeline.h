@@ -123,6 +123,9 @@ struct sn_pipeline_config {
 	uint64_t slack_ns;         /* link emulation: lag allowed before a reset */
 	uint64_t idle_credit_ns;   /* link emulation: credit after an idle link (sn_arbiter_params) */
 	uint32_t max_flows;        /* flow states of the worker (sn_classify), 0 = default */
+	/* Frames per burst (datapath.burst): each slot's reserve of wheel
+	 * nodes is two bursts. 0 = SN_CONFIG_BURST_MAX. */
+	unsigned burst;
 	/* Lcore layout. false: 1-core (the worker runs the arbiter half in
 	 * sn_pipeline_run). true: 2-core, sn_pipeline_arbiter_main() runs
 	 * it on its own lcore and transmits on uplink TX queue 1 (the
@@ -239,6 +242,12 @@ uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port
  * the other slots' reserves, or pool_nodes / n_slots when they do not
  * fit. */
 uint32_t sn_pipeline_wheel_quota_auto(uint32_t pool_nodes, unsigned n_slots, unsigned burst);
+/* Pure: each slot's reserve of wheel nodes, min(2 * burst, pool_nodes /
+ * n_slots). The nodes beyond every slot's reserve are shared by the
+ * slots above theirs, each within its quota: whatever the other ports
+ * hold, a port can put its reserve into the wheel (its frames wait in its
+ * ring otherwise, or are quota_wheel drops). */
+uint32_t sn_pipeline_wheel_reserve(uint32_t pool_nodes, unsigned n_slots, unsigned burst);
 /* Worker, while a queue of port `in` has a stop pending (sn_vqtx.h): drop
  * every frame of its stopping queues from the wheel now and ask the
  * arbiter half to drop them from its mailboxes and scheduler classes

@@ -179,6 +179,12 @@ struct sn_pipeline {
 	int meta_off;             /* meta_of() dynamic field */
 	int lag_off;              /* agg_lag() dynamic field */
 	uint32_t pool_nodes;      /* wheel node pool (cfg) */
+	/* Wheel node reserves: each slot's first wheel_rsv nodes are its
+	 * own, min(2 bursts, pool / slots); the others, wheel_shared =
+	 * pool_nodes - slots * wheel_rsv, go to slots above their reserve
+	 * (wheel_excess, worker only). */
+	uint32_t wheel_rsv;
+	uint64_t wheel_shared;
 	struct sn_policy_store *store;
 	struct sn_pl_shared *sh;
 	/* The arbiter half: this worker reads only its aset_pub and slot
@@ -210,6 +216,10 @@ struct sn_pipeline {
 	uint64_t next_stats;
 	uint64_t held;            /* frames in wheel + arbiter */
 	uint64_t wheel_n;         /* of which in the wheel (sn_twheel_count is O(slots)) */
+	/* Sum over the slots of max(0, wheel_depth - wheel_rsv), <=
+	 * wheel_shared: nodes taken from the shared part. Only this worker
+	 * takes (submit) and gives (release, drop_taken): a plain count. */
+	uint64_t wheel_excess;
 	unsigned n_touched;
 	/* Per port slot, sn_config_port_slots entries each (worker_create). */
 	uint16_t *touched;
@@ -429,12 +439,21 @@ static inline void drop(struct sn_pipeline *pl, struct rte_mbuf *m, enum sn_pipe
 	rte_pktmbuf_free(m);
 }
 
+/* Worker: one frame of slot ps left the wheel; a node above the slot's
+ * reserve goes back to the shared part. */
+static inline void wheel_left(struct sn_pipeline *pl, struct wslot *ps)
+{
+	if (ps->st.wheel_depth > pl->wheel_rsv)
+		pl->wheel_excess--;
+	ctr_add(&ps->st.wheel_depth, -1ull);
+}
+
 /* Drops a frame taken out of the wheel (restamps, device-stop drain): it
  * leaves the port's wheel depth and the worker's held / wheel_n counts. */
 static inline void drop_taken(struct sn_pipeline *pl, struct rte_mbuf *m,
 			      enum sn_pipeline_drop cause)
 {
-	ctr_add(&pl->ps[meta_of(pl, m)->src].st.wheel_depth, -1ull);
+	wheel_left(pl, &pl->ps[meta_of(pl, m)->src]);
 	pl->held--;
 	pl->wheel_n--;
 	drop(pl, m, cause);

@@ -7,6 +7,27 @@
 
 static void stage_vm(struct sn_pipeline *pl, struct sn_port *p, struct rte_mbuf *m);
 
+/* Nodes a slot holding d nodes takes from the shared part. */
+static inline uint64_t excess(const struct sn_pipeline *pl, uint64_t d)
+{
+	return d > pl->wheel_rsv ? d - pl->wheel_rsv : 0;
+}
+
+/* Wheel nodes port slot ps may hold now: its quota (a relaxed load,
+ * sn_port_quota; 0 = no cap), and no more than its reserve plus its
+ * excess plus the shared nodes nobody holds, so the other slots' reserves
+ * stay free. Only this worker moves wheel_excess: the limit holds for a
+ * whole submit burst of ps. */
+static inline uint64_t wheel_limit(const struct sn_pipeline *pl, const struct wslot *ps,
+				   const struct sn_port *in)
+{
+	const uint32_t q = __atomic_load_n(&in->quota.wheel, __ATOMIC_RELAXED);
+	const uint64_t lim = pl->wheel_rsv + excess(pl, ps->st.wheel_depth) +
+			     (pl->wheel_shared - pl->wheel_excess);
+
+	return q ? RTE_MIN((uint64_t)q, lim) : lim;
+}
+
 /* Layout 1core: the worker is the arbiter thread, so its frames of
  * slot src enter the scheduler without the client-mailbox hop
  * (sn_arbiter_enqueue_local: same order, same drop causes and counters as
@@ -480,8 +501,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	const struct sn_port *d0 = NULL;   /* same: every frame of due[] goes to d0 */
 	bool same = true;
 	/* Quotas: one relaxed load per burst (sn_port_quota); 0 = no cap. */
-	const uint32_t wq = __atomic_load_n(&in->quota.wheel, __ATOMIC_RELAXED);
-	const uint64_t wcap = wq ? wq : UINT64_MAX;
+	const uint64_t wcap = wheel_limit(pl, ps, in);
 
 	seq_counting(pl);
 	if (has_cls)
@@ -575,6 +595,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	if (under)
 		ctr_add(&ps->st.underruns, under);
 	if (wd != wd0) {
+		pl->wheel_excess += excess(pl, wd) - excess(pl, wd0);
 		ctr_set(&ps->st.wheel_depth, wd);
 		pl->held += wd - wd0;
 		pl->wheel_n += wd - wd0;
@@ -731,15 +752,14 @@ static uint16_t room_within(const struct sn_pipeline *pl, const struct wslot *ps
 }
 
 /* Frames port slot ps may still put into this worker's wheel within the
- * port's wheel quota (max: no quota). */
-static uint16_t wheel_room(const struct wslot *ps, const struct sn_port *in, uint16_t max)
+ * port's wheel quota and the reserves of the others (max: no limit). */
+static uint16_t wheel_room(const struct sn_pipeline *pl, const struct wslot *ps,
+			   const struct sn_port *in, uint16_t max)
 {
-	const uint32_t q = __atomic_load_n(&in->quota.wheel, __ATOMIC_RELAXED);
+	const uint64_t lim = wheel_limit(pl, ps, in);
 	const uint64_t d = ps->st.wheel_depth;
 
-	if (!q)
-		return max;
-	return d < q ? (uint16_t)RTE_MIN((uint64_t)q - d, (uint64_t)max) : 0;
+	return d < lim ? (uint16_t)RTE_MIN(lim - d, (uint64_t)max) : 0;
 }
 
 /* See sn_pipeline.h. */
@@ -751,7 +771,7 @@ uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port
 
 	if (ps->gen != in->gen || !ps->shaped)
 		return max;
-	k = wheel_room(ps, in, max);
+	k = wheel_room(pl, ps, in, max);
 	if (!ps->has_rate)
 		return k;
 	return room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), k);
@@ -767,6 +787,14 @@ uint32_t sn_pipeline_wheel_quota_auto(uint32_t pool_nodes, unsigned n_slots, uns
 	if (pool_nodes >= n * reserve)
 		return (uint32_t)(pool_nodes - (n - 1) * reserve);
 	return pool_nodes / n ? (uint32_t)(pool_nodes / n) : 1;
+}
+
+/* See sn_pipeline.h. */
+uint32_t sn_pipeline_wheel_reserve(uint32_t pool_nodes, unsigned n_slots, unsigned burst)
+{
+	const uint64_t reserve = 2ull * (burst ? burst : 1), n = n_slots ? n_slots : 1;
+
+	return (uint32_t)RTE_MIN(reserve, pool_nodes / n);
 }
 
 /* See sn_pipeline.h. */
@@ -789,7 +817,7 @@ uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn
 		k = RTE_MAX(k, ahead);
 		k = RTE_MIN(k, room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), max));
 	}
-	return RTE_MIN(k, wheel_room(ps, in, max));
+	return RTE_MIN(k, wheel_room(pl, ps, in, max));
 }
 
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)

@@ -66,8 +66,10 @@ static struct rte_mempool *mp;
 static unsigned avail0;
 
 /* The hand-built port table: vm0 (slot 0) is the shaped source, vm1
- * (slot 1) the destination, down. */
-static struct sn_port ports[2];
+ * (slot 1) the destination, down; vm2 and vm3 are further sources
+ * (wheel_reserve). */
+#define N_PORTS 4
+static struct sn_port ports[N_PORTS];
 static struct sn_port_table table;
 static uint64_t table_seq;
 static struct sn_port *table_mem[2 * SN_PORT_SLOTS_MAX];   /* list, by_slot */
@@ -90,14 +92,14 @@ static void spin_ns(uint64_t ns)
 
 static void ports_init(void)
 {
-	static const char *const names[2] = { "vm0", "vm1" };
+	static const char *const names[N_PORTS] = { "vm0", "vm1", "vm2", "vm3" };
 
 	memset(ports, 0, sizeof(ports));
 	memset(&table, 0, sizeof(table));
 	memset(table_mem, 0, sizeof(table_mem));
 	table.list = table_mem;
 	table.by_slot = table_mem + sn_config_port_slots;
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < N_PORTS; i++) {
 		snprintf(ports[i].name, sizeof(ports[i].name), "%s", names[i]);
 		ports[i].type = SN_PORT_VHOST;
 		ports[i].slot = (uint16_t)i;
@@ -106,9 +108,9 @@ static void ports_init(void)
 		ports[i].uplink_vid = -1;
 		table.list[i] = table.by_slot[i] = &ports[i];
 	}
-	table.n = 2;
+	table.n = N_PORTS;
 	table.seq = ++table_seq;   /* a new table, as port/ publishes one */
-	ports[0].up = 1;
+	ports[0].up = ports[2].up = ports[3].up = 1;
 	ports[1].up = 0;   /* every released frame: dst_gone */
 }
 
@@ -138,15 +140,18 @@ static uint64_t chain_start(const struct fix *f, uint64_t t0, uint64_t p)
 	return RTE_MAX(f->t_apply, t0 - p);
 }
 
-/* A store with vm0 at `rate`, a pipeline, and one run() that applies it. */
-static int fix_open(struct fix *f, uint64_t rate)
+static const struct sn_pipeline_config fix_cfg = {
+	.granularity_ns = GRAN_NS, .slots = SLOTS, .pool_nodes = 4096,
+	.mbox_size = 256, .queue_len = 256, .slack_ns = 10 * MS,
+	.idle_credit_ns = 1 * MS,
+	.burst = 1,   /* reserves of 2 nodes: one port may fill the pool */
+};
+
+/* A store with vm0 at `rate`, a pipeline of cfg, and one run() that
+ * applies it. */
+static int fix_open_cfg(struct fix *f, uint64_t rate, const struct sn_pipeline_config *cfg)
 {
 	static struct sn_policy p;
-	const struct sn_pipeline_config cfg = {
-		.granularity_ns = GRAN_NS, .slots = SLOTS, .pool_nodes = 4096,
-		.mbox_size = 256, .queue_len = 256, .slack_ns = 10 * MS,
-		.idle_credit_ns = 1 * MS,
-	};
 	struct sn_pipeline_port_stats s;
 
 	ports_init();
@@ -155,7 +160,7 @@ static int fix_open(struct fix *f, uint64_t rate)
 	CHECK(f->st != NULL);
 	if (!f->st)
 		return -1;
-	f->pl = sn_pipeline_create(&cfg, f->st);
+	f->pl = sn_pipeline_create(cfg, f->st);
 	CHECK(f->pl != NULL);
 	if (!f->pl) {
 		sn_policy_store_destroy(f->st);
@@ -168,6 +173,11 @@ static int fix_open(struct fix *f, uint64_t rate)
 	CHECK(sn_pipeline_port_stats(f->pl, &ports[1], &s) == -ENOENT);
 	CHECK(sn_pipeline_port_stats(f->pl, &ports[0], &s) == 0 && s.rate_bps == rate);
 	return 0;
+}
+
+static int fix_open(struct fix *f, uint64_t rate)
+{
+	return fix_open_cfg(f, rate, &fix_cfg);
 }
 
 static void fix_close(struct fix *f)
@@ -190,11 +200,12 @@ static struct sn_pipeline_port_stats stats0(const struct fix *f)
  * fields: a flow class matches them) instead of zeroed ones. */
 static bool submit_ipv4;
 
-/* n frames of len bytes from vm0 to vm1, in one burst, right after a
+/* n frames of len bytes from src to vm1, in one burst, right after a
  * run() (the mbufs are made first): returns that run's clock, the one
  * submit stamps from; *late: the clock after the submit (a frame due by
  * then may have taken the fast path, released at submit). */
-static uint64_t submit(struct fix *f, unsigned n, uint32_t len, uint64_t *late)
+static uint64_t submit_from(struct fix *f, struct sn_port *src, unsigned n, uint32_t len,
+			    uint64_t *late)
 {
 	struct rte_mbuf *pkts[256];
 	struct sn_port *dst[256];
@@ -219,11 +230,17 @@ static uint64_t submit(struct fix *f, unsigned n, uint32_t len, uint64_t *late)
 	}
 	sn_pipeline_run(f->pl, &table);
 	t = sn_pipeline_clock_ns(f->pl);
-	sn_pipeline_submit_burst(f->pl, &ports[0], pkts, dst, (uint16_t)n);
+	sn_pipeline_submit_burst(f->pl, src, pkts, dst, (uint16_t)n);
 	sn_pipeline_flush(f->pl);
 	if (late)
 		*late = mono_ns();
 	return t;
+}
+
+/* n frames of len bytes from vm0 to vm1 (submit_from). */
+static uint64_t submit(struct fix *f, unsigned n, uint32_t len, uint64_t *late)
+{
+	return submit_from(f, &ports[0], n, len, late);
 }
 
 /* The frame's time at rate (exact for the rates used: 8e9 / rate is a
@@ -522,6 +539,64 @@ static void wheel_quota_class(void)
 	fix_close(&f);
 }
 
+/* Two ports at their auto wheel quota cannot take a third's reserve. A
+ * node pool of 2 (S - 1) R nodes, S port slots with a reserve of R = 2
+ * bursts each, gives every slot a quota of (S - 1) R, so two quotas are
+ * the whole pool. vm0 then vm2 submit more than their quota: together
+ * they hold at most the pool less the S - 2 other reserves (vm0 takes the
+ * shared part, vm2 gets its reserve), and vm3 still queues its reserve
+ * without a quota_wheel drop. 2 ms frames on a 655 ms wheel: the
+ * horizon holds every one. */
+static void wheel_reserve(void)
+{
+	const unsigned burst = 1, slots = sn_config_port_slots;
+	const uint32_t r = sn_pipeline_wheel_reserve(UINT32_MAX, slots, burst);
+	const uint32_t pool = 2 * (slots - 1) * r;
+	const uint32_t q = sn_pipeline_wheel_quota_auto(pool, slots, burst);
+	struct sn_pipeline_config cfg = fix_cfg;
+	struct sn_pipeline_port_stats a, b, c;
+	static struct sn_policy p;
+	struct fix f;
+
+	cfg.pool_nodes = pool;
+	cfg.slots = 65536;
+	cfg.burst = burst;
+	CHECK(r == 2 * burst && q == (slots - 1) * r && q + r <= 256);
+	CHECK(sn_pipeline_wheel_reserve(pool, slots, burst) == r);
+	CHECK(sn_pipeline_wheel_reserve(10, 4, 32) == 2);
+	if (fix_open_cfg(&f, 4000000, &cfg))
+		return;
+	sn_test_policy_parse("{\"ports\": {"
+			     "\"vm0\": {\"rate_bps\": 4000000, \"burst_bytes\": 0, \"weight\": 1}, "
+			     "\"vm2\": {\"rate_bps\": 4000000, \"burst_bytes\": 0, \"weight\": 1}, "
+			     "\"vm3\": {\"rate_bps\": 4000000, \"burst_bytes\": 0, \"weight\": 1}}}",
+			     &p);
+	CHECK(sn_policy_publish(f.st, &p) == 0);
+	sn_pipeline_run(f.pl, &table);
+	ports[0].quota.wheel = ports[2].quota.wheel = ports[3].quota.wheel = q;
+	submit_from(&f, &ports[0], q + r, 1000, NULL);
+	submit_from(&f, &ports[2], q + r, 1000, NULL);
+	submit_from(&f, &ports[3], r, 1000, NULL);
+	CHECK(sn_pipeline_port_stats(f.pl, &ports[0], &a) == 0);
+	CHECK(sn_pipeline_port_stats(f.pl, &ports[2], &b) == 0);
+	CHECK(sn_pipeline_port_stats(f.pl, &ports[3], &c) == 0);
+	printf("wheel reserve %u of pool %u, quota %u: vm0 %" PRIu64 ", vm2 %" PRIu64
+	       ", vm3 %" PRIu64 " queued; quota_wheel %" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
+	       r, pool, q, a.wheel_depth, b.wheel_depth, c.wheel_depth,
+	       a.drop[SN_PL_DROP_QUOTA_WHEEL], b.drop[SN_PL_DROP_QUOTA_WHEEL],
+	       c.drop[SN_PL_DROP_QUOTA_WHEEL]);
+	CHECK(a.wheel_depth <= q && b.wheel_depth <= q);
+	CHECK(a.wheel_depth + b.wheel_depth <= pool - (slots - 2) * r);
+	CHECK(b.drop[SN_PL_DROP_QUOTA_WHEEL] > 0);
+	/* vm3's frames queue (its first one may be due at once: fast path) */
+	CHECK(c.offered_packets == r && c.drop[SN_PL_DROP_QUOTA_WHEEL] == 0);
+	CHECK(c.wheel_depth + c.released_packets == r);
+	CHECK(c.drop[SN_PL_DROP_HORIZON] == 0 && a.drop[SN_PL_DROP_HORIZON] == 0);
+	sn_pipeline_drain(f.pl);
+	CHECK(sn_pipeline_held(f.pl) == 0);
+	fix_close(&f);
+}
+
 /* ---- EAL ------------------------------------------------------------------- */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -573,6 +648,7 @@ int main(void)
 		drain();
 		wheel_quota();
 		wheel_quota_class();
+		wheel_reserve();
 		rte_mempool_free(mp);
 	}
 	rte_eal_cleanup();
