@@ -31,9 +31,11 @@
  * renumbering after a policy change names a class of the new policy or
  * none. Flow quota (doc/isolation.md): a port never holds more entries
  * than its cap; a new flow (a lookup the fake table misses) of a port at
- * its cap gets no entry, is paced by its class's shared state and is
- * counted once in quota_flows (not in flow_table_full), one below its
- * cap gets an entry unless the table is full; a frame of one port never
+ * its cap, or above its reserve (sn_classify_flows_reserve) while the
+ * shared entries are all taken and another slot's reserve is free, gets
+ * no entry, is paced by its class's shared state and is counted once in
+ * quota_flows (not in flow_table_full), any other new flow gets an
+ * entry unless the table is full; a frame of one port never
  * changes another port's entries; the ports' entries add up to the
  * table's, also after a new class purged a gone class's entries; every
  * entry is given back once all flows are idle past the ageing time.
@@ -311,6 +313,8 @@ struct pstate {
 struct state {
 	struct sn_classify *c;
 	uint32_t max_flows;
+	uint32_t rsv;              /* each slot's reserve of entries */
+	uint32_t shared;           /* max_flows less every slot's reserve */
 	struct pstate ps[NSLOTS];
 };
 
@@ -425,7 +429,18 @@ static unsigned check_quota(struct state *s, uint16_t slot, const uint32_t pf[NS
 {
 	const struct pstate *ps = &s->ps[slot];
 	bool new_flow = sn_fake_classify_misses() - misses == 1;
-	bool at_cap = ps->cap && pf[slot] >= ps->cap;
+	uint64_t excess = 0, held = 0;
+	bool at_cap;
+
+	/* At its cap, or above its reserve with every shared entry taken by
+	 * the slots above theirs and a free entry left (another slot's
+	 * reserve; none left: the table is full). */
+	for (uint16_t o = 0; o < NSLOTS; o++) {
+		excess += pf[o] > s->rsv ? pf[o] - s->rsv : 0;
+		held += pf[o];
+	}
+	at_cap = (ps->cap && pf[slot] >= ps->cap) ||
+		 (pf[slot] >= s->rsv && excess >= s->shared && held < s->max_flows);
 	uint64_t refused = sn_classify_quota_flows(s->c, slot) - quota;
 	uint64_t created_now = 0, full_now = 0;
 	uint32_t pf_now = sn_classify_port_flows(s->c, slot);
@@ -627,6 +642,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const struct sn_policy empty;
 	struct cur c = { data, size };
 	uint64_t now = 1000000000ull;
+	unsigned burst;
 	uint8_t cb;
 
 	if (size < 3)
@@ -634,8 +650,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&s, 0, sizeof(s));
 	cb = u8(&c);
 	s.max_flows = cb >= 0xf0 ? 300 : cb % 16 + 2u;
+	burst = 1u + (cb >> 4 & 3);
+	s.rsv = sn_classify_flows_reserve(s.max_flows, NSLOTS, burst);
+	s.shared = s.max_flows - NSLOTS * s.rsv;
 	cb = u8(&c);
-	s.c = sn_classify_create(0, s.max_flows, NSLOTS, 0);
+	s.c = sn_classify_create(0, s.max_flows, NSLOTS, burst, 0);
 	if (!s.c)
 		FAIL("create: %s\n", strerror(errno));
 	sn_classify_apply_aggs(s.c, &empty, now);

@@ -116,6 +116,15 @@ struct sn_classify {
 	uint32_t *slot_flows;
 	uint32_t *flows_cap;
 	uint64_t *quota_flows;
+	/* Flow-table reserves: each slot's first flows_rsv entries are its
+	 * own; the others, flows_shared = max_flows - n_slots * flows_rsv,
+	 * go to slots above their reserve. flows_excess, the sum over the
+	 * slots of max(0, slot_flows - flows_rsv) <= flows_shared, is the
+	 * part taken: only the worker takes and gives, a plain count. */
+	uint32_t max_flows;
+	uint32_t flows_rsv;
+	uint64_t flows_shared, flows_excess;
+	uint64_t flows_held;         /* the sum of slot_flows */
 	/* The last apply_port's old class index -> new index
 	 * (SN_CLASSIFY_NONE: gone); moved: not the identity. */
 	bool *moved;
@@ -135,11 +144,22 @@ static inline void ctr_set(uint64_t *c, uint64_t v)
 	__atomic_store_n(c, v, __ATOMIC_RELAXED);
 }
 
+/* The entries a slot holding `held` takes from the shared part. */
+static inline uint32_t flows_excess_of(const struct sn_classify *c, uint32_t held)
+{
+	return held > c->flows_rsv ? held - c->flows_rsv : 0;
+}
+
 /* Worker: the entries a slot holds (relaxed store: sn_classify_port_flows
- * reads it from any thread). */
+ * reads it from any thread) and the shared part they take. */
 static inline void slot_flows_add(struct sn_classify *c, uint16_t slot, int d)
 {
-	__atomic_store_n(&c->slot_flows[slot], c->slot_flows[slot] + (uint32_t)d, __ATOMIC_RELAXED);
+	const uint32_t old = c->slot_flows[slot], now = old + (uint32_t)d;
+
+	c->flows_excess += flows_excess_of(c, now);
+	c->flows_excess -= flows_excess_of(c, old);
+	c->flows_held += (uint64_t)(int64_t)d;
+	__atomic_store_n(&c->slot_flows[slot], now, __ATOMIC_RELAXED);
 }
 
 static void zero_stats(void *st, size_t size)
@@ -185,7 +205,7 @@ static int slot_tables(struct sn_classify *c, unsigned n, int socket)
 }
 
 struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, unsigned n_slots,
-				       int socket)
+				       unsigned burst, int socket)
 {
 	char name[RTE_HASH_NAMESIZE];
 	struct sn_classify *c;
@@ -205,6 +225,9 @@ struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, unsi
 	if (slot_tables(c, n_slots, socket))
 		goto free_c;
 	c->worker = worker;
+	c->flows_rsv = sn_classify_flows_reserve(max_flows, n_slots, burst);
+	c->flows_shared = max_flows - (uint64_t)n_slots * c->flows_rsv;
+	c->max_flows = max_flows;
 	snprintf(name, sizeof(name), "sn_flows_%u", worker);
 	c->h = rte_hash_create(&(struct rte_hash_parameters){
 		.name = name, .entries = max_flows, .key_len = sizeof(struct flow_key),
@@ -522,9 +545,14 @@ static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
 	struct flow *f;
 
 	if (pos < 0) {
-		const uint32_t cap = c->flows_cap[key->slot];
+		const uint32_t cap = c->flows_cap[key->slot], held = c->slot_flows[key->slot];
 
-		if (cap && c->slot_flows[key->slot] >= cap) {
+		/* At its cap, or above its reserve with the shared part
+		 * taken while other slots' reserves are free: those stay
+		 * free. A table without a free entry is full instead. */
+		if ((cap && held >= cap) ||
+		    (held >= c->flows_rsv && c->flows_excess >= c->flows_shared &&
+		     c->flows_held < c->max_flows)) {
 			ctr_add(&c->quota_flows[key->slot], 1);
 			return NULL;
 		}
@@ -711,6 +739,15 @@ uint32_t sn_classify_port_flows(const struct sn_classify *c, uint16_t slot)
 uint64_t sn_classify_quota_flows(const struct sn_classify *c, uint16_t slot)
 {
 	return slot < c->n_slots ? __atomic_load_n(&c->quota_flows[slot], __ATOMIC_RELAXED) : 0;
+}
+
+uint32_t sn_classify_flows_reserve(uint32_t max_flows, unsigned n_slots, unsigned burst)
+{
+	const uint64_t pool = max_flows ? max_flows : SN_CLASSIFY_FLOWS_DEF;
+	const uint64_t reserve = 2ull * (burst ? burst : 1);
+	const uint64_t n = n_slots ? n_slots : 1;
+
+	return (uint32_t)RTE_MIN(reserve, pool / n);
 }
 
 uint32_t sn_classify_flows_quota_auto(uint32_t max_flows, unsigned n_slots, unsigned burst)

@@ -81,9 +81,11 @@ struct sn_classify_res {
 };
 
 /* Main thread. max_flows 0 = SN_CLASSIFY_FLOWS_DEF; n_slots: port slots
- * (1..65535, a slot index is below it). NULL + errno. */
+ * (1..65535, a slot index is below it); burst: frames per burst, sizing
+ * each slot's reserve of flow entries (sn_classify_flows_reserve). NULL +
+ * errno. */
 struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, unsigned n_slots,
-				       int socket);
+				       unsigned burst, int socket);
 void sn_classify_free(struct sn_classify *c);
 
 /* Worker: (re)configure the classes of port slot `slot` from its policy
@@ -148,11 +150,17 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
  * flows_quota_auto: pure; the default cap for a table of max_flows
  * entries (0: SN_CLASSIFY_FLOWS_DEF) shared by n_slots port slots, each
  * keeping a reserve of two bursts of new flows: max_flows less the other
- * slots' reserves, or max_flows / n_slots when the reserves do not fit. */
+ * slots' reserves, or max_flows / n_slots when the reserves do not fit.
+ * flows_reserve: pure; each slot's reserve, min(2 * burst, max_flows /
+ * n_slots). The entries beyond every slot's reserve are shared by the
+ * slots above theirs, each within its cap: whatever the other ports
+ * hold, a port gets its reserve of new flows (a new flow beyond it with
+ * the shared part taken counts in quota_flows like one at the cap). */
 void sn_classify_set_flow_quota(struct sn_classify *c, uint16_t slot, uint32_t cap);
 uint32_t sn_classify_port_flows(const struct sn_classify *c, uint16_t slot);
 uint64_t sn_classify_quota_flows(const struct sn_classify *c, uint16_t slot);
 uint32_t sn_classify_flows_quota_auto(uint32_t max_flows, unsigned n_slots, unsigned burst);
+uint32_t sn_classify_flows_reserve(uint32_t max_flows, unsigned n_slots, unsigned burst);
 
 /* Any thread (pure): a hash of m's flow: its IPv4 5-tuple, else its
  * Ethernet addresses (fair dropping's flow id). */

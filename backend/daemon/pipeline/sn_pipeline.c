@@ -277,8 +277,8 @@ static struct sn_pipeline *worker_create(const struct sn_pipeline_config *cfg,
 		e = errno;
 		goto free_ret;
 	}
-	pl->cls = sn_classify_create(k, cfg->max_flows, sn_config_port_slots,
-					SOCKET_ID_ANY);   /* NBA worker k */
+	pl->cls = sn_classify_create(k, cfg->max_flows, sn_config_port_slots, burst,
+				     SOCKET_ID_ANY);   /* NBA worker k */
 	if (!pl->cls) {
 		e = errno;
 		goto free_wheel;

@@ -124,7 +124,7 @@ struct sn_pipeline_config {
 	uint64_t idle_credit_ns;   /* link emulation: credit after an idle link (sn_arbiter_params) */
 	uint32_t max_flows;        /* flow states of the worker (sn_classify), 0 = default */
 	/* Frames per burst (datapath.burst): each slot's reserve of wheel
-	 * nodes is two bursts. 0 = SN_CONFIG_BURST_MAX. */
+	 * nodes and flow states is two bursts. 0 = SN_CONFIG_BURST_MAX. */
 	unsigned burst;
 	/* Lcore layout. false: 1-core (the worker runs the arbiter half in
 	 * sn_pipeline_run). true: 2-core, sn_pipeline_arbiter_main() runs

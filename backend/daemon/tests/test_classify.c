@@ -290,7 +290,7 @@ static void classify(struct sn_classify *c, const struct row *r, struct sn_class
 
 static void test_table(void)
 {
-	struct sn_classify *c = sn_classify_create(0, 64, 64, 0);
+	struct sn_classify *c = sn_classify_create(0, 64, 8, 1, 0);
 	struct sn_policy_port pp;
 	struct sn_tstamp *flow_of_row[RTE_DIM(rows)] = { NULL };
 	struct sn_tstamp *class1_ts = NULL;
@@ -360,7 +360,7 @@ static void test_table(void)
  * state, counted as flow_table_full on every frame. */
 static void test_table_full(void)
 {
-	struct sn_classify *c = sn_classify_create(0, 4, 64, 0);
+	struct sn_classify *c = sn_classify_create(0, 4, 64, 1, 0);
 	struct sn_policy_port pp;
 	struct sn_tstamp *ts[8];
 	struct sn_classify_class_stats st;
@@ -411,7 +411,7 @@ static struct sn_tstamp *web_flow(struct sn_classify *c, uint16_t slot, uint16_t
  * a state for each of its flows. Ageing gives the entries back. */
 static void test_flow_quota(void)
 {
-	struct sn_classify *c = sn_classify_create(0, 64, 64, 0);
+	struct sn_classify *c = sn_classify_create(0, 64, 8, 1, 0);
 	const uint16_t s2 = SLOT + 1;
 	struct sn_policy_port pp;
 	struct sn_tstamp *ts[10], *t2[3];
@@ -458,6 +458,60 @@ static void test_flow_quota(void)
 	sn_classify_free(c);
 }
 
+/* Two ports at their auto flow quota cannot take a third's reserve. A
+ * table of 2 (S - 1) R entries, S slots with a reserve of R = 2 bursts
+ * each, gives every slot a quota of (S - 1) R: two quotas are the whole
+ * table. Slots 1 then 2 spray more flows than their quota: together they
+ * hold at most the table less the S - 2 other reserves (slot 1 takes the
+ * shared part, slot 2 gets its reserve, its other new flows count in
+ * quota_flows), and slot SLOT still gets an entry for each of its R
+ * flows. */
+static void test_flow_reserve(void)
+{
+	const unsigned n = 8, burst = 1, r = 2 * burst;
+	const uint32_t max = 2 * (n - 1) * r, q = sn_classify_flows_quota_auto(max, n, burst);
+	struct sn_classify *c = sn_classify_create(0, max, n, burst, 0);
+	struct sn_classify_class_stats st;
+	struct sn_policy_port pp;
+	struct sn_tstamp *ts[2];
+	uint32_t h1, h2;
+
+	CHECK(sn_classify_flows_reserve(max, n, burst) == r && q == (n - 1) * r);
+	CHECK(sn_classify_flows_reserve(10, 4, 32) == 2);
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	policy(&pp);
+	for (uint16_t slot = 1; slot <= SLOT; slot++) {
+		sn_classify_apply_port(c, slot, &pp, true, NOW);
+		sn_classify_set_flow_quota(c, slot, q);
+	}
+	for (uint16_t slot = 1; slot <= 2; slot++)
+		for (unsigned i = 0; i < q + r; i++)
+			web_flow(c, slot, (uint16_t)(2000 + i));
+	for (unsigned i = 0; i < r; i++)
+		ts[i] = web_flow(c, SLOT, (uint16_t)(2000 + i));
+	h1 = sn_classify_port_flows(c, 1);
+	h2 = sn_classify_port_flows(c, 2);
+	printf("flow reserve %u of %u entries, quota %u: slots 1, 2, %u hold %u, %u, %u; "
+	       "quota_flows %" PRIu64 ", %" PRIu64 ", %" PRIu64 "\n", r, max, q, SLOT, h1, h2,
+	       sn_classify_port_flows(c, SLOT), sn_classify_quota_flows(c, 1),
+	       sn_classify_quota_flows(c, 2), sn_classify_quota_flows(c, SLOT));
+	CHECK(h1 <= q && h2 <= q && h1 + h2 <= max - (n - 2) * r);
+	CHECK(h1 == q && h2 == r && sn_classify_quota_flows(c, 2) == q);
+	CHECK(sn_classify_port_flows(c, SLOT) == r && sn_classify_quota_flows(c, SLOT) == 0);
+	CHECK(ts[0] != ts[1]);
+	CHECK(sn_classify_class_stats(c, SLOT, 0, &st) == 0);
+	CHECK(st.flows_created == r && st.flow_table_full == 0);
+	/* Aged out: every entry back, the shared part free again. */
+	CHECK(sn_classify_tick(c, NOW + SN_CLASSIFY_AGE_NS + 1, 0) == 0);
+	CHECK(sn_classify_port_flows(c, 1) == 0 && sn_classify_port_flows(c, 2) == 0);
+	for (unsigned i = 0; i < q; i++)
+		web_flow(c, 2, (uint16_t)(4000 + i));
+	CHECK(sn_classify_port_flows(c, 2) == q);
+	sn_classify_free(c);
+}
+
 /* The default cap: the table less every other slot's reserve of two
  * bursts, or the fair share when the reserves do not fit. */
 static void test_flow_quota_auto(void)
@@ -472,7 +526,7 @@ static void test_flow_quota_auto(void)
 /* A port without classes classifies nothing; its frames cross no policy. */
 static void test_no_classes(void)
 {
-	struct sn_classify *c = sn_classify_create(0, 16, 64, 0);
+	struct sn_classify *c = sn_classify_create(0, 16, 8, 1, 0);
 	struct sn_classify_res res;
 	unsigned len;
 
@@ -490,6 +544,7 @@ int main(void)
 	test_table();
 	test_table_full();
 	test_flow_quota();
+	test_flow_reserve();
 	test_flow_quota_auto();
 	test_no_classes();
 	return sn_check_exit("test_classify");
