@@ -177,7 +177,7 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 		.pool_nodes = mp->size, .mbox_size = 512, .queue_len = 1024,
 		.slack_ns = 100000000, .idle_credit_ns = 4000, .max_flows = cfg->datapath.max_flows,
 		.split = cfg->datapath.layout != SN_LAYOUT_1CORE, .reg = reg,
-		.workers = cfg->datapath.workers,
+		.workers = cfg->datapath.workers, .burst = cfg->datapath.burst,
 		.idle_sleep_us = cfg->datapath.idle_sleep_us }, *store);
 	if (!*pl) {
 		sn_log("pipeline: %s", strerror(errno));
