@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,23 +104,25 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 
 /* The pre-message hook sees every message before the library (DPDK
  * 22.11 vhost_user_msg_handler, with the queue locks of a SET_MEM_TABLE
- * held) and refuses a SET_MEM_TABLE that would crash the daemon
- * (sn_port_vumsg.c says which and why): RTE_VHOST_MSG_RESULT_ERR, so the
+ * held) and refuses a SET_MEM_TABLE, SET_LOG_BASE or SET_INFLIGHT_FD that
+ * would crash the daemon (sn_port_vumsg.c says which and why): RTE_VHOST_MSG_RESULT_ERR, so the
  * library neither handles it nor calls the post hook; it answers a
  * NEED_REPLY message with a failure and goes on reading the connection,
  * or else closes the connection, as for any failed message. The current
- * table stays. On that path the library does not close the message's
- * fds: the hook does. Counted in mem_table_rejected of the port the
+ * table (log, inflight area) stays. On that path the library does not close the message's
+ * fds: the hook does. Counted (all three) in mem_table_rejected of the port the
  * message came to, logged with the reason at most once a second (a front-end
  * can send the message in a loop). ADD_MEM_REG / REM_MEM_REG need no
  * check: DPDK 22.11 neither offers CONFIGURE_MEM_SLOTS nor handles them
  * (unhandled: failed). */
-static void refused_log(const char *name, int vid, uint32_t region, const char *why)
+static void refused_log(const char *name, int vid, const char *msg, uint32_t region,
+			const char *why)
 {
 	/* VHOST thread only (the library's one message thread). */
 	static uint64_t last_ns, quiet;
 	struct timespec ts;
 	uint64_t now;
+	char where[32] = "";
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -127,13 +130,15 @@ static void refused_log(const char *name, int vid, uint32_t region, const char *
 		quiet++;
 		return;
 	}
+	if (!strcmp(msg, "SET_MEM_TABLE"))
+		snprintf(where, sizeof(where), "region %u: ", region);
 	if (quiet)
-		sn_log("port %s: vid %d: SET_MEM_TABLE refused: region %u: bad %s (the current "
-		       "table stays; %llu more refused in the last second)", name, vid, region,
-		       why, (unsigned long long)quiet);
+		sn_log("port %s: vid %d: %s refused: %sbad %s (the current state stays; %llu "
+		       "more refused in the last second)", name, vid, msg, where, why,
+		       (unsigned long long)quiet);
 	else
-		sn_log("port %s: vid %d: SET_MEM_TABLE refused: region %u: bad %s (the current "
-		       "table stays)", name, vid, region, why);
+		sn_log("port %s: vid %d: %s refused: %sbad %s (the current state stays)", name,
+		       vid, msg, where, why);
 	last_ns = now;
 	quiet = 0;
 }
@@ -162,7 +167,11 @@ static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 	const char *why;
 
 	memcpy(&req, msg, sizeof(req));
-	if (req == SN_VUMSG_SET_MEM_TABLE && (why = sn_vumsg_mem_table_bad(m, &region))) {
+	if (req == SN_VUMSG_SET_MEM_TABLE)
+		why = sn_vumsg_mem_table_bad(m, &region);
+	else
+		why = sn_vumsg_fd_msg_bad(m);
+	if (why) {
 		struct sn_port *p = NULL;
 		char name[SN_CONFIG_NAME_MAX + 1] = "?";
 		int nfd = m->fd_num;
@@ -189,7 +198,9 @@ static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 			}
 			pthread_mutex_unlock(&reg->hook_lock);
 		}
-		refused_log(name, vid, region, why);
+		refused_log(name, vid, req == SN_VUMSG_SET_MEM_TABLE ? "SET_MEM_TABLE" :
+			    req == SN_VUMSG_SET_LOG_BASE ? "SET_LOG_BASE" : "SET_INFLIGHT_FD",
+			    region, why);
 		return RTE_VHOST_MSG_RESULT_ERR;
 	}
 	return sn_port_migrate_pre(vid, msg);   /* sn_port_migrate.c */

@@ -26,6 +26,16 @@
  * The message must carry 1..8 regions, the payload bytes for them and
  * one fd per region. A front-end that shrinks a file after the table was
  * applied is not caught here (doc/isolation.md).
+ *
+ * SET_LOG_BASE and SET_INFLIGHT_FD carry one fd the library maps shared
+ * read-write with sizes from the message, checking nothing against the
+ * file: the dirty log as mmap(0, mmap_size + mmap_offset, .., fd, 0),
+ * written during a migration; the inflight area as mmap(0, mmap_size,
+ * .., fd, mmap_offset), written at once (each queue's desc_num). A file
+ * shorter than that faults (SIGBUS) in the writer. Either passes when
+ * its payload is exactly the library's struct (16 and 24 bytes), it
+ * carries one fd, mmap_size > 0, mmap_offset + mmap_size does not wrap
+ * and the fd passes the region fd test above for that end.
  */
 #include "sn_port_vumsg.h"
 
@@ -120,4 +130,31 @@ const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region)
 			return why;
 	}
 	return NULL;
+}
+
+/* See sn_port_vumsg.h. */
+const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m)
+{
+	uint64_t size, off;
+
+	if (m->request == SN_VUMSG_SET_LOG_BASE) {
+		if (m->size != sizeof(m->payload.log))
+			return "size";
+		size = m->payload.log.mmap_size;
+		off = m->payload.log.mmap_offset;
+	} else if (m->request == SN_VUMSG_SET_INFLIGHT_FD) {
+		if (m->size != sizeof(m->payload.inflight))
+			return "size";
+		size = m->payload.inflight.mmap_size;
+		off = m->payload.inflight.mmap_offset;
+	} else {
+		return NULL;
+	}
+	if (m->fd_num != 1)
+		return "fd count";
+	if (size == 0)
+		return "mmap_size";
+	if (off >= -size)
+		return "mmap_offset";        /* mmap_offset + mmap_size wraps */
+	return fd_bad(m->fds[0], off + size);
 }

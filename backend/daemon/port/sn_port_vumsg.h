@@ -25,6 +25,8 @@
 #endif
 
 #define SN_VUMSG_SET_MEM_TABLE 5u
+#define SN_VUMSG_SET_LOG_BASE  6u
+#define SN_VUMSG_SET_INFLIGHT_FD 32u
 #define SN_VUMSG_MAX_REGIONS   8u    /* VHOST_MEMORY_MAX_NREGIONS */
 #define SN_VUMSG_PAYLOAD       632u  /* sizeof(VhostUserMsg.payload), DPDK 22.11 */
 
@@ -40,6 +42,14 @@ struct sn_vumsg {
 			uint32_t nregions, padding;
 			struct sn_vumsg_region regions[SN_VUMSG_MAX_REGIONS];
 		} memory;
+		struct {                  /* VhostUserLog */
+			uint64_t mmap_size, mmap_offset;
+		} log;
+		struct {                  /* VhostUserInflight (not packed: 24 bytes) */
+			uint64_t mmap_size, mmap_offset;
+			uint16_t num_queues, queue_size;
+			uint32_t pad;
+		} inflight;
 		uint8_t bytes[SN_VUMSG_PAYLOAD];
 	} payload;
 	int fds[SN_VUMSG_MAX_REGIONS];   /* received with the message */
@@ -49,11 +59,18 @@ struct sn_vumsg {
 static_assert(offsetof(struct sn_vumsg, payload) == 12, "VhostUserMsg header");
 static_assert(offsetof(struct sn_vumsg, fds) == 644, "vhu_msg_context.fds, DPDK 22.11");
 static_assert(offsetof(struct sn_vumsg, fd_num) == 676, "vhu_msg_context.fd_num, DPDK 22.11");
+static_assert(sizeof(((struct sn_vumsg *)0)->payload.log) == 16, "VhostUserLog, DPDK 22.11");
+static_assert(sizeof(((struct sn_vumsg *)0)->payload.inflight) == 24, "VhostUserInflight, DPDK 22.11");
 static_assert(sizeof(struct sn_vumsg) == 680, "sizeof(struct vhu_msg_context), DPDK 22.11");
 
 /* Why the SET_MEM_TABLE m must not reach the library, or NULL if it may;
  * *region: the region at fault (0 for a message-level reason). Reads m
  * and fstat()s its fds, changes nothing. Any thread. */
 const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region);
+
+/* Why the SET_LOG_BASE or SET_INFLIGHT_FD m must not reach the library,
+ * or NULL if it may (sn_port_vumsg.c); NULL for any other request. Reads
+ * m and fstat()s its fd, changes nothing. Any thread. */
+const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m);
 
 #endif /* SN_PORT_VUMSG_H */
