@@ -21,7 +21,9 @@
  * (struct sn_vumsg: the message, then its fds): SET_MEM_TABLE (valid,
  * changed, sizes and offsets from the input, overlapping, short, wrong
  * region or fd counts, each region's fd a guest file, an eventfd, a
- * read-only or write-sealed file, or none), SET_LOG_BASE, SEND_RARP (any
+ * read-only or write-sealed file, or none), SET_LOG_BASE and
+ * SET_INFLIGHT_FD (sizes, offsets, payload size and fds from the input,
+ * each fd of the same kinds), SEND_RARP (any
  * size and MAC), any other request code. The worker index of every queue
  * is "gone", so a device stop tears its queues down on this thread (no
  * worker to wait for).
@@ -31,12 +33,16 @@
  * current table (fd or region count) or maps in full: every region's fd
  * mmaps read-write shared up to mmap_offset + memory_size and the file
  * has a byte at the region's end (pread, so a miss fails instead of
- * faulting), no two regions overlap in guest-physical memory; after an
+ * faulting), no two regions overlap in guest-physical memory; a
+ * SET_LOG_BASE or SET_INFLIGHT_FD it lets through has the library's
+ * payload size and one fd, and maps as the library maps it either not at
+ * all or with a byte of the file at its end; after an
  * applied table our own map of the library's table (sn_vqtx_gmap_new, as
  * a remap makes it) has the same regions, and bytes the guest writes at
  * each region's ends read the same through it; a refused table leaves
  * the device's table as it was (still mapped the same way), has its fds
- * closed by the hook and is counted once on the port (mem_table_rejected);
+ * closed by the hook and is counted once on the port (mem_table_rejected,
+ * as is a refused SET_LOG_BASE or SET_INFLIGHT_FD);
  * every connection to a port has the message hooks (also a second one
  * while the port runs another device); the hook table has at most one
  * entry per vid and per port; up =
@@ -373,6 +379,40 @@ static bool library_maps(int vid, const struct sn_vumsg *m)
 	return true;
 }
 
+/* What DPDK 22.11 does with a SET_LOG_BASE (mmap(0, mmap_size +
+ * mmap_offset, .., fd, 0)) or SET_INFLIGHT_FD (mmap(0, mmap_size, .., fd,
+ * mmap_offset)) the pre hook let through, done for real on its fd: refuse
+ * a payload of the wrong size or fd count, or a map that fails (the
+ * library answers a failure and keeps its state), else map it, and every
+ * byte of the map must be backed by the file (the library writes it).
+ * Returns false for a refusal; aborts on a map that would fault. */
+static bool library_maps_fd(const struct sn_vumsg *m)
+{
+	uint64_t size = m->payload.log.mmap_size, off = m->payload.log.mmap_offset, end;
+	unsigned char b;
+	void *a;
+
+	if (m->fd_num != 1 || m->size != (m->request == 6 ? 16u : 24u))
+		FAIL("request %u: size %u, %d fds passed the pre hook\n", m->request, m->size,
+		     m->fd_num);
+	if (size == 0 || off >= -size)
+		FAIL("request %u: size %#llx offset %#llx passed the pre hook\n", m->request,
+		     (unsigned long long)size, (unsigned long long)off);
+	end = off + size;
+	if (m->request == 6)
+		a = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, m->fds[0], 0);
+	else
+		a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, m->fds[0], (off_t)off);
+	if (a == MAP_FAILED)
+		return false;
+	munmap(a, m->request == 6 ? end : size);
+	if (pread(m->fds[0], &b, 1, (off_t)(end - 1)) != 1)
+		FAIL("request %u: offset %#llx + size %#llx reaches past the end of its file "
+		     "(the library faults on it)\n", m->request, (unsigned long long)off,
+		     (unsigned long long)size);
+	return true;
+}
+
 /* Our own view of guest memory made from the library's table (what
  * sn_vqtx_remap hands a started queue) equals the table the library
  * applied: same regions, and a byte the guest writes at each region's
@@ -475,10 +515,19 @@ static void message(struct input *in)
 		m.fd_num = nfds;
 		size = kind & 0x80 ? take(in) : 8 + 32 * (n < 8 ? n : 8);
 		break;
-	case 2:
-		req = 6;   /* SET_LOG_BASE */
-		size = 16;
+	case 2: {  /* SET_LOG_BASE, or SET_INFLIGHT_FD: one fd the library maps */
+		uint8_t c = take(in);
+
+		req = kind & 0x20 ? 32 : 6;
+		m.payload.log.mmap_size = c & 0x80 ? take_n(in, 8) : 0x1000u << (c & 7);
+		m.payload.log.mmap_offset = c & 0x40 ? take_n(in, 8) : (c & 0x20 ? 0x1000u : 0);
+		nfds = kind & 0x40 ? take(in) % 3 : 1;
+		for (int i = 0; i < nfds; i++)
+			fds[i] = m.fds[i] = region_fd(vid, take(in));
+		m.fd_num = nfds;
+		size = kind & 0x80 ? take(in) % 32 : (req == 6 ? 16 : 24);
 		break;
+	}
 	case 3:
 		req = 19;  /* SEND_RARP */
 		size = kind & 0x80 ? take(in) % 16 : 8;
@@ -503,7 +552,7 @@ static void message(struct input *in)
 		return;
 	}
 	rc = d->ext->pre_msg_handle(vid, &m);
-	if (rc == RTE_VHOST_MSG_RESULT_ERR && req == 5) {
+	if (rc == RTE_VHOST_MSG_RESULT_ERR && (req == 5 || req == 6 || req == 32)) {
 		/* Refused: the library neither applies it nor calls the post
 		 * hook, and leaves closing the fds to the hook. */
 		if (m.fd_num != 0)
@@ -529,6 +578,15 @@ static void message(struct input *in)
 				close(fds[i]);
 		if (!applied)
 			return;   /* refused by the library: no post hook */
+	}
+	if (req == 6 || req == 32) {
+		bool applied = library_maps_fd(&m);
+
+		for (int i = 0; i < nfds; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (!applied)
+			return;
 	}
 	if (d->ext->post_msg_handle(vid, &m) != RTE_VHOST_MSG_RESULT_NOT_HANDLED)
 		FAIL("post hook handled request %u\n", req);

@@ -336,8 +336,31 @@ def vu_table(regions: list[tuple[int, int | None, int | None, int]], kind: int =
     return b
 
 
+def vu_fd_msg(inflight: bool, c: int, size: int | None = None, off: int | None = None,
+              fds: tuple[int, ...] = (0,), nfds: int | None = None,
+              psize: int | None = None) -> bytes:
+    """Operation 6 on vid 0: a SET_LOG_BASE (or SET_INFLIGHT_FD) with
+    mmap size and offset from c (sent when c asks for them), its fd kinds
+    fds, and the fd count and payload size when given."""
+    flags = (0x20 if inflight else 0) | (0x40 if nfds is not None else 0) | \
+        (0x80 if psize is not None else 0)
+    kind = next(k for k in range(flags, flags + 32) if k % 5 == 2)
+    b = bytes([6, 0, kind, c])
+    if c & 0x80:
+        b += struct.pack("<Q", size)
+    if c & 0x40:
+        b += struct.pack("<Q", off)
+    if nfds is not None:
+        b += bytes([nfds])
+    b += bytes(fds[:1 if nfds is None else nfds])
+    if psize is not None:
+        b += bytes([psize])
+    return b
+
+
 def vhost_msg_seeds() -> None:
-    """One input per SET_MEM_TABLE shape the pre hook refuses, each sent
+    """One input per SET_MEM_TABLE shape the pre hook refuses, and per
+    SET_LOG_BASE and SET_INFLIGHT_FD shape it passes or refuses, each sent
     to a running device between two good tables, then the device stopped
     and closed: connect vid 0 (c: port, r: ring layout), new_device."""
     good = vu_table([(0x00, None, None, 0), (0x01, None, None, 1)])
@@ -356,6 +379,22 @@ def vhost_msg_seeds() -> None:
         "fd-count": vu_table([(0x00, None, None, 0)], kind=0x41, nfds=0),
         "short": vu_table([(0x00, None, None, 0)], kind=0x82, size=20),
     }
+    for inflight, msg in (False, "log"), (True, "inflight"):
+        bad.update({
+            f"{msg}-good": vu_fd_msg(inflight, 0x00),
+            f"{msg}-good-offset": vu_fd_msg(inflight, 0x20),
+            f"{msg}-beyond-file": vu_fd_msg(inflight, 0xc0, 0x10000, 0x8000),
+            f"{msg}-huge": vu_fd_msg(inflight, 0x80, 1 << 40),
+            f"{msg}-size0": vu_fd_msg(inflight, 0x80, 0),
+            f"{msg}-offset-wraps": vu_fd_msg(inflight, 0xc0, 0x1000, (1 << 64) - 0x800),
+            f"{msg}-eventfd": vu_fd_msg(inflight, 0x00, fds=(4,)),
+            f"{msg}-rdonly": vu_fd_msg(inflight, 0x00, fds=(5,)),
+            f"{msg}-sealed": vu_fd_msg(inflight, 0x00, fds=(6,)),
+            f"{msg}-nofd": vu_fd_msg(inflight, 0x00, fds=(7,)),
+            f"{msg}-fd-count0": vu_fd_msg(inflight, 0x00, nfds=0),
+            f"{msg}-fd-count2": vu_fd_msg(inflight, 0x00, fds=(0, 1), nfds=2),
+            f"{msg}-short": vu_fd_msg(inflight, 0x00, psize=8),
+        })
     for port, c in (("deferred", 0x00), ("immediate", 0x01)):
         for name, msg in bad.items():
             put("fuzz_vhost_msg", f"{port}-{name}",
