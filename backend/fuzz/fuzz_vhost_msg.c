@@ -36,7 +36,8 @@
  * faulting), no two regions overlap in guest-physical memory; a
  * SET_LOG_BASE or SET_INFLIGHT_FD it lets through has the library's
  * payload size and one fd, and maps as the library maps it either not at
- * all or with a byte of the file at its end; after an
+ * all or with a byte of the file at its end (and, for SET_INFLIGHT_FD,
+ * holds the desc_num the library writes for each of num_queues queues); after an
  * applied table our own map of the library's table (sn_vqtx_gmap_new, as
  * a remap makes it) has the same regions, and bytes the guest writes at
  * each region's ends read the same through it; a refused table leaves
@@ -386,7 +387,7 @@ static bool library_maps(int vid, const struct sn_vumsg *m)
  * library answers a failure and keeps its state), else map it, and every
  * byte of the map must be backed by the file (the library writes it).
  * Returns false for a refusal; aborts on a map that would fault. */
-static bool library_maps_fd(const struct sn_vumsg *m)
+static bool library_maps_fd(int vid, const struct sn_vumsg *m)
 {
 	uint64_t size = m->payload.log.mmap_size, off = m->payload.log.mmap_offset, end;
 	unsigned char b;
@@ -398,6 +399,17 @@ static bool library_maps_fd(const struct sn_vumsg *m)
 	if (size == 0 || off >= -size)
 		FAIL("request %u: size %#llx offset %#llx passed the pre hook\n", m->request,
 		     (unsigned long long)size, (unsigned long long)off);
+	if (m->request == 32 && m->payload.inflight.num_queues) {
+		uint16_t nq = m->payload.inflight.num_queues;
+		uint64_t features = 0;
+
+		rte_vhost_get_negotiated_features(vid, &features);
+		if (nq > 256 || (nq - 1u) * sn_vumsg_inflight_pervq(m->payload.inflight.queue_size,
+								     features & (1ull << 34)) + 12 > size)
+			FAIL("SET_INFLIGHT_FD: %u queues of %u descriptors passed the pre hook with "
+			     "mmap_size %#llx (the library writes past its map)\n", nq,
+			     m->payload.inflight.queue_size, (unsigned long long)size);
+	}
 	end = off + size;
 	if (m->request == 6)
 		a = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, m->fds[0], 0);
@@ -521,6 +533,10 @@ static void message(struct input *in)
 		req = kind & 0x20 ? 32 : 6;
 		m.payload.log.mmap_size = c & 0x80 ? take_n(in, 8) : 0x1000u << (c & 7);
 		m.payload.log.mmap_offset = c & 0x40 ? take_n(in, 8) : (c & 0x20 ? 0x1000u : 0);
+		if (req == 32 && (c & 0x10)) {
+			m.payload.inflight.num_queues = (uint16_t)take_n(in, 2);
+			m.payload.inflight.queue_size = (uint16_t)take_n(in, 2);
+		}
 		nfds = kind & 0x40 ? take(in) % 3 : 1;
 		for (int i = 0; i < nfds; i++)
 			fds[i] = m.fds[i] = region_fd(vid, take(in));
@@ -580,7 +596,7 @@ static void message(struct input *in)
 			return;   /* refused by the library: no post hook */
 	}
 	if (req == 6 || req == 32) {
-		bool applied = library_maps_fd(&m);
+		bool applied = library_maps_fd(vid, &m);
 
 		for (int i = 0; i < nfds; i++)
 			if (fds[i] >= 0)

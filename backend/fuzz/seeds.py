@@ -338,7 +338,7 @@ def vu_table(regions: list[tuple[int, int | None, int | None, int]], kind: int =
 
 def vu_fd_msg(inflight: bool, c: int, size: int | None = None, off: int | None = None,
               fds: tuple[int, ...] = (0,), nfds: int | None = None,
-              psize: int | None = None) -> bytes:
+              psize: int | None = None, queues: tuple[int, int] | None = None) -> bytes:
     """Operation 6 on vid 0: a SET_LOG_BASE (or SET_INFLIGHT_FD) with
     mmap size and offset from c (sent when c asks for them), its fd kinds
     fds, and the fd count and payload size when given."""
@@ -350,6 +350,8 @@ def vu_fd_msg(inflight: bool, c: int, size: int | None = None, off: int | None =
         b += struct.pack("<Q", size)
     if c & 0x40:
         b += struct.pack("<Q", off)
+    if inflight and c & 0x10:
+        b += struct.pack("<HH", *queues)
     if nfds is not None:
         b += bytes([nfds])
     b += bytes(fds[:1 if nfds is None else nfds])
@@ -395,6 +397,11 @@ def vhost_msg_seeds() -> None:
             f"{msg}-fd-count2": vu_fd_msg(inflight, 0x00, fds=(0, 1), nfds=2),
             f"{msg}-short": vu_fd_msg(inflight, 0x00, psize=8),
         })
+    bad.update({
+        "inflight-queues": vu_fd_msg(True, 0x13, queues=(2, 256)),
+        "inflight-queues-past-map": vu_fd_msg(True, 0x10, queues=(2, 256)),
+        "inflight-queues-257": vu_fd_msg(True, 0x97, 0x10000, queues=(257, 0)),
+    })
     for port, c in (("deferred", 0x00), ("immediate", 0x01)):
         for name, msg in bad.items():
             put("fuzz_vhost_msg", f"{port}-{name}",

@@ -167,10 +167,17 @@ static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 	const char *why;
 
 	memcpy(&req, msg, sizeof(req));
-	if (req == SN_VUMSG_SET_MEM_TABLE)
+	if (req == SN_VUMSG_SET_MEM_TABLE) {
 		why = sn_vumsg_mem_table_bad(m, &region);
-	else
-		why = sn_vumsg_fd_msg_bad(m);
+	} else if (req == SN_VUMSG_SET_LOG_BASE || req == SN_VUMSG_SET_INFLIGHT_FD) {
+		uint64_t features = 0;
+
+		if (rte_vhost_get_negotiated_features(vid, &features) != 0)
+			features = 0;
+		why = sn_vumsg_fd_msg_bad(m, features & (1ull << 34));   /* RING_PACKED */
+	} else {
+		why = NULL;
+	}
 	if (why) {
 		struct sn_port *p = NULL;
 		char name[SN_CONFIG_NAME_MAX + 1] = "?";

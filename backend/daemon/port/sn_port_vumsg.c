@@ -35,7 +35,12 @@
  * shorter than that faults (SIGBUS) in the writer. Either passes when
  * its payload is exactly the library's struct (16 and 24 bytes), it
  * carries one fd, mmap_size > 0, mmap_offset + mmap_size does not wrap
- * and the fd passes the region fd test above for that end.
+ * and the fd passes the region fd test above for that end. The library
+ * then writes each queue's desc_num (bytes 10..11 of its area, areas of
+ * sn_vumsg_inflight_pervq() bytes one after the other) for num_queues
+ * queues, indexing its 256-entry queue array with each: a SET_INFLIGHT_FD
+ * also needs num_queues <= 256 and the last queue's desc_num inside
+ * mmap_size.
  */
 #include "sn_port_vumsg.h"
 
@@ -133,7 +138,7 @@ const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region)
 }
 
 /* See sn_port_vumsg.h. */
-const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m)
+const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m, bool packed)
 {
 	uint64_t size, off;
 
@@ -156,5 +161,14 @@ const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m)
 		return "mmap_size";
 	if (off >= -size)
 		return "mmap_offset";        /* mmap_offset + mmap_size wraps */
+	if (m->request == SN_VUMSG_SET_INFLIGHT_FD && m->payload.inflight.num_queues) {
+		uint16_t nq = m->payload.inflight.num_queues;
+
+		if (nq > 256)
+			return "num_queues (more than the library's 256 queues)";
+		if ((nq - 1u) * sn_vumsg_inflight_pervq(m->payload.inflight.queue_size, packed) +
+		    12 > size)
+			return "mmap_size (shorter than num_queues areas of queue_size)";
+	}
 	return fd_bad(m->fds[0], off + size);
 }

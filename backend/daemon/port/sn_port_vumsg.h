@@ -15,6 +15,7 @@
 #define SN_PORT_VUMSG_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,8 +70,21 @@ static_assert(sizeof(struct sn_vumsg) == 680, "sizeof(struct vhu_msg_context), D
 const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region);
 
 /* Why the SET_LOG_BASE or SET_INFLIGHT_FD m must not reach the library,
- * or NULL if it may (sn_port_vumsg.c); NULL for any other request. Reads
- * m and fstat()s its fd, changes nothing. Any thread. */
-const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m);
+ * or NULL if it may (sn_port_vumsg.c); NULL for any other request.
+ * packed: the device negotiated VIRTIO_F_RING_PACKED (the inflight
+ * area's layout). Reads m and fstat()s its fd, changes nothing. Any
+ * thread. */
+const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m, bool packed);
+
+/* The bytes of one queue's inflight area in DPDK 22.11
+ * (get_pervq_shm_size_split / _packed): queue_size descriptors of 16
+ * (split) or 32 (packed) bytes after a 16- or 32-byte header, rounded
+ * up to 64. */
+static inline uint64_t sn_vumsg_inflight_pervq(uint16_t queue_size, bool packed)
+{
+	uint64_t n = packed ? 32u * queue_size + 8 + 12 + 9 : 16u * queue_size + 8 + 8;
+
+	return (n + 63) / 64 * 64;
+}
 
 #endif /* SN_PORT_VUMSG_H */
