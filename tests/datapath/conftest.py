@@ -1,32 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Fixtures for the datapath tests (helpers live in sngen.py)."""
-from pathlib import Path
-
+"""Fixtures for the datapath tests (helpers live in sngen.py; the sn-gen
+fixtures are the shared ones of snlib/sngen_fixtures.py)."""
 import pytest
 
-from sngen import SnGen
-
-
-@pytest.fixture(scope="session")
-def sn_gen_bin(build_dir) -> Path:
-    for rel in ("backend/sn-gen",):
-        b = build_dir / rel
-        if b.exists():
-            return b
-    pytest.fail(f"sn-gen missing in {build_dir}: build with scripts/build.sh")
-
-
-@pytest.fixture
-def sngen(spawn, sn_gen_bin, sn_tmpdir):
-    """Factory: sngen(socks, *args, mode="count", mac_base=0) -> SnGen (stopped
-    at teardown); port i gets peer_mac(mac_base + i)."""
-    n = [0]
-
-    def make(socks, *args, mode="count", mac_base=0):
-        n[0] += 1
-        return SnGen(spawn, sn_gen_bin, sn_tmpdir, mode, socks, args, n[0], mac_base)
-
-    return make
+from snlib.sngen_fixtures import sn_gen_bin, sngen  # noqa: F401
 
 
 @pytest.fixture
