@@ -48,7 +48,8 @@ struct sn_switch_mbc {
 	uint32_t lvl;                /* units charged now by this worker */
 	uint32_t gen;                /* port generation lvl belongs to */
 	uint64_t seen;               /* poll set (sn_port_table.seq) with a queue of it */
-	uint16_t hint;               /* segments charged per frame held (>= 1) */
+	uint16_t hint;               /* segments per frame of recent bursts (>= 1) */
+	uint16_t hold;               /* most segments of a frame charged while held */
 };
 
 struct sn_switch_pollset {

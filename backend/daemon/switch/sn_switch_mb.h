@@ -68,4 +68,28 @@ static inline uint16_t sn_switch_mb_cover(struct rte_mbuf **pkts, uint16_t n, ui
 	return k;
 }
 
+/* The units a worker keeps charged for held frames of a port: held x
+ * hold, where hold is the most segments of any frame charged since the
+ * port last held none (sn_switch_mb_learn()). The decaying hint sizes
+ * dequeues only: were the charge held x hint, a guest could queue large
+ * frames, decay the hint with small ones, and have the large ones
+ * charged as small while they wait. held x hold is never below what the
+ * held frames use; it may be above (mixed sizes), which slows only the
+ * port itself. */
+static inline uint64_t sn_switch_mb_want(uint64_t held, uint16_t *hold)
+{
+	if (!held)
+		*hold = 0;
+	return held * (*hold ? *hold : 1);
+}
+
+/* A dequeued burst whose largest frame has segs segments: the hint
+ * follows it (halving at most per burst), hold keeps the maximum. */
+static inline void sn_switch_mb_learn(uint16_t *hint, uint16_t *hold, uint16_t segs)
+{
+	*hint = segs >= *hint / 2 ? segs : (uint16_t)(*hint / 2);
+	if (segs > *hold)
+		*hold = segs;
+}
+
 #endif

@@ -68,8 +68,10 @@
  * rte_vhost_dequeue_burst() allocates what each frame needs) are freed
  * before they are switched and counted in quota.mbufs.dropped. After
  * the burst was switched, and before each dequeue, the charge is
- * brought to held x hint (hint: the segments per frame of the port's
- * recent bursts, as sn_vqtx's seg_hint): a take or give per poll on
+ * brought to held x hold (hold: the most segments of a frame charged
+ * since the port last held none, sn_switch_mb_want(); the dequeue's
+ * hint, the segments per frame of recent bursts as sn_vqtx's seg_hint,
+ * sizes dequeues only): a take or give per poll on
  * top of the charge, none per frame. Before the dequeue the port's room
  * in the quota is read (sn_switch_mb_budget()): at most room / hint
  * frames are dequeued, and at least one while there is any room (a room below one
@@ -78,9 +80,9 @@
  * no room (at its cap, or the pool's shared part used up and its
  * reserve held) is not polled, its frames wait in its TX ring, and the
  * first poll of such a run counts one quota.mbufs hit (a take that is
- * refused). The charge brought to held x hint after the burst may be
+ * refused). The charge brought to held x hold after the burst may be
  * refused in part: the port then holds up to one burst per queue beyond
- * held x hint, uncharged, and is not polled again until it is
+ * its charge, uncharged, and is not polled again until it is
  * back below. Units come back within one iteration of the frames
  * leaving (a busy queue is polled every iteration, and a queue whose
  * worker still charges units for it does not go quiet); when the port
@@ -136,7 +138,7 @@ void sn_switch_poll_fini(struct sn_switch *sw)
 }
 
 /* The units this worker charged for immediate port p back to held x
- * hint (see "Immediate ports' mbufs" above). */
+ * hold (see "Immediate ports' mbufs" above). */
 static void mb_sync(struct sn_switch *sw, const struct sn_port *p)
 {
 	struct sn_switch_mbc *c = &sw->ps.mb[p->slot];
@@ -147,7 +149,7 @@ static void mb_sync(struct sn_switch *sw, const struct sn_port *p)
 			sn_quota_give(sw->mbq, p->slot, c->lvl);
 		*c = (struct sn_switch_mbc){ .gen = p->gen, .seen = c->seen, .hint = 1 };
 	}
-	want = sw->pl ? sn_pipeline_src_held(sw->pl, p) * c->hint : 0;
+	want = sn_switch_mb_want(sw->pl ? sn_pipeline_src_held(sw->pl, p) : 0, &c->hold);
 	if (want > UINT32_MAX)
 		want = UINT32_MAX;
 	if (want > c->lvl)
@@ -198,7 +200,7 @@ static uint16_t mb_charge(struct sn_switch *sw, struct sn_port *p, unsigned qi,
 	for (uint16_t j = 0; j < n; j++)
 		if (pkts[j]->nb_segs > segs)
 			segs = pkts[j]->nb_segs;
-	c->hint = segs >= c->hint / 2 ? segs : (uint16_t)(c->hint / 2);
+	sn_switch_mb_learn(&c->hint, &c->hold, segs);
 	got = sn_quota_take(sw->mbq, p->slot, need);
 	k = got >= need ? n : sn_switch_mb_cover(pkts, n, got, &used);
 	if (k < n) {

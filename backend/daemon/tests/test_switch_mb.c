@@ -76,8 +76,27 @@ static void test_cover(void)
 	CHECK(sn_switch_mb_cover(pkts, 3, 0, &used) == 0 && used == 0);
 }
 
+/* Large frames held, then small bursts decay the hint: the charge for
+ * the held frames stays at their size until the port holds none. */
+static void test_hold(void)
+{
+	uint16_t hint = 1, hold = 0;
+
+	sn_switch_mb_learn(&hint, &hold, 33);
+	CHECK(hint == 33 && hold == 33);
+	CHECK(sn_switch_mb_want(10, &hold) == 330);
+	for (int i = 0; i < 8; i++)
+		sn_switch_mb_learn(&hint, &hold, 1);
+	CHECK(hint == 1);
+	CHECK(sn_switch_mb_want(10, &hold) == 330);
+	CHECK(sn_switch_mb_want(0, &hold) == 0 && hold == 0);
+	sn_switch_mb_learn(&hint, &hold, 1);
+	CHECK(sn_switch_mb_want(10, &hold) == 10);
+}
+
 int main(void)
 {
+	test_hold();
 	test_budget();
 	test_cover();
 	return sn_check_exit("switch_mb");
