@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,10 +358,12 @@ static bool is_vlan(uint16_t type)
 enum sn_bind_verdict sn_bind_check(const struct sn_bind *b, const struct rte_mbuf *m,
 				   uint64_t skey)
 {
-	const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, const struct rte_ether_hdr *);
-	const uint8_t *mac = eth->src_addr.addr_bytes;
-	uint32_t off = sizeof(*eth);
-	uint16_t type = rte_be_to_cpu_16(eth->ether_type);
+	/* Guest frames may start at any address: headers are read as bytes
+	 * (the DPDK header structs of Ethernet and ARP are 2-byte aligned). */
+	const uint8_t *eth = rte_pktmbuf_mtod(m, const uint8_t *);
+	const uint8_t *mac = eth + 6;
+	uint32_t off = RTE_ETHER_HDR_LEN;
+	uint16_t type = (uint16_t)(eth[12] << 8 | eth[13]);
 
 	if (b->n_macs && !sn_bind_has_key(b, skey))
 		return SN_BIND_SPOOFED;
@@ -383,11 +386,15 @@ enum sn_bind_verdict sn_bind_check(const struct sn_bind *b, const struct rte_mbu
 		return ip && v4_ok(b, ip->src_addr, true) ? SN_BIND_OK : SN_BIND_SPOOFED;
 	}
 	if (type == RTE_ETHER_TYPE_ARP) {
-		struct rte_arp_hdr abuf;
-		const struct rte_arp_hdr *a = rte_pktmbuf_read(m, off, sizeof(abuf), &abuf);
+		uint8_t abuf[sizeof(struct rte_arp_hdr)];
+		const uint8_t *a = rte_pktmbuf_read(m, off, sizeof(abuf), abuf);
+		uint32_t sip;
 
-		if (!a || memcmp(a->arp_data.arp_sha.addr_bytes, mac, 6) ||
-		    !v4_ok(b, a->arp_data.arp_sip, true))
+		if (!a)
+			return SN_BIND_SPOOFED_ARP;
+		memcpy(&sip, a + offsetof(struct rte_arp_hdr, arp_data.arp_sip), sizeof(sip));
+		if (memcmp(a + offsetof(struct rte_arp_hdr, arp_data.arp_sha), mac, 6) ||
+		    !v4_ok(b, sip, true))
 			return SN_BIND_SPOOFED_ARP;
 		return SN_BIND_OK;
 	}
