@@ -71,6 +71,7 @@ def test_rate_conformance(build_dir, rate, measured):
             if conf.clean(m):
                 break
         alive = s.daemon.poll() is None
+        vm0 = {p["name"]: p for p in s.stats()["ports"]}["vm0"]
     # Linux HTB at the same R in the same run, by the same metric
     # (scripts/bench/conformance.py run_htb): reported beside ours, not
     # asserted; a failed baseline shows as its error
@@ -102,7 +103,10 @@ def test_rate_conformance(build_dir, rate, measured):
     assert m["worker_dev_pct"] <= 1.0, m
     # the whole window's mean is exact: the shaper is deterministic
     assert abs(m["worker_mean_bps"] - rate) / rate < 0.005, m
-    assert m["drops"].get("horizon", 0) > 0, m           # offered > R: the excess
+    # offered > R: the excess is dropped at the horizon, or held back in
+    # the guest's ring once the port's frames reach its mbuf quota
+    held_back = vm0["quota"]["mbufs"]["hits"]
+    assert m["drops"].get("horizon", 0) > 0 or held_back > 0, (m, vm0["quota"])
     assert set(m["drops"]) <= {"horizon"}, m             # nothing else lost inside
     if sink_asserted:
         assert m["sink_dev_pct"] <= 1.0, m
