@@ -172,10 +172,41 @@ void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us)
 	note_min_hold(q->w, t);
 }
 
+/* VHOST/MAIN: the slot arrays of stopped connections, once no frame of
+ * theirs is out. */
+static void free_dead_slots(struct sn_vqtx *q)
+{
+	for (uint32_t i = 0; i < q->ndead; i++)
+		free(q->dead_slots[i]);
+	q->ndead = 0;
+}
+
+/* VHOST/MAIN: keep the slot array s of a stopped connection while frames
+ * of it are out. Without memory for the list, s is leaked (counted in
+ * slots_leaked, logged): a leak, never a fault. */
+static void bury_slots(struct sn_vqtx *q, struct slot *s)
+{
+	if (q->ndead == q->dead_cap) {
+		uint32_t cap = q->dead_cap ? 2 * q->dead_cap : 4;
+		struct slot **d = realloc(q->dead_slots, cap * sizeof(*d));
+
+		if (!d) {
+			sn_log("vqtx: vid %d: no memory to keep a stopped ring's slot array "
+			       "(leaked)", q->vid);
+			ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
+			return;
+		}
+		q->dead_slots = d;
+		q->dead_cap = cap;
+	}
+	q->dead_slots[q->ndead++] = s;
+}
+
 /* Everything of q, once nothing references it. */
 static void reap(struct sn_vqtx *q)
 {
 	free(q->slots);
+	free_dead_slots(q);
 	free(q->dead_slots);
 	sn_vqtx_gmap_free_list(q->map);
 	sn_vqtx_gmap_free_list(q->grave);
@@ -204,7 +235,7 @@ void sn_vqtx_free(struct sn_vqtx *q)
 		return;
 	}
 	if (q->slots && q->vr) {   /* an abandoned stop, answered since */
-		q->dead_slots = q->slots;
+		bury_slots(q, q->slots);
 		q->slots = NULL;
 	}
 	__atomic_store_n(&q->dead, 1, __ATOMIC_SEQ_CST);
@@ -512,9 +543,19 @@ static void teardown(struct sn_vqtx *q)
 	__atomic_store_n(&q->live, 0, __ATOMIC_RELAXED);
 }
 
+/* Process-wide (the stop wait is a property of the build, not of a queue):
+ * written by the fuzz harness only, read relaxed at each stop. */
+static uint32_t stop_wait_us = SN_VQTX_STOP_WAIT_US;
+
+void sn_vqtx_set_stop_wait_us(uint32_t us)
+{
+	__atomic_store_n(&stop_wait_us, us, __ATOMIC_RELAXED);
+}
+
 void sn_vqtx_stop(struct sn_vqtx *q)
 {
 	const uint64_t t0 = rte_get_timer_cycles();
+	const uint32_t wait_us = __atomic_load_n(&stop_wait_us, __ATOMIC_RELAXED);
 	uint64_t waited_us;
 	uint16_t a, u;
 
@@ -544,12 +585,12 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		/* Acquire pairs with the release in sn_vqtx_worker_exit(): a
 		 * worker that is gone touches nothing any more. */
 		st = __atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE);
-		if (st == WORKER_GONE || (waited_us >= SN_VQTX_STOP_WAIT_US && st == WORKER_NONE)) {
+		if (st == WORKER_GONE || (waited_us >= wait_us && st == WORKER_NONE)) {
 			teardown(q);
 			stop_uncount(q);
 			break;
 		}
-		if (waited_us >= SN_VQTX_STOP_WAIT_US) {
+		if (waited_us >= wait_us) {
 			/* The worker purges the queue's frames within an
 			 * iteration and an arbiter round: one that does not
 			 * answer is stalled. Hand the ring back as it is: the
@@ -566,7 +607,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 				sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
 			sn_log("vqtx: vid %d: worker did not release the ring within %u us; "
 			       "handed back with %u chains uncompleted", q->vid,
-			       SN_VQTX_STOP_WAIT_US, sn_vring_stats(q->vr)->held);
+			       wait_us, sn_vring_stats(q->vr)->held);
 			return;
 		}
 		rte_delay_us_sleep(STOP_POLL_US);
@@ -584,6 +625,7 @@ release:
 	sn_vqtx_gmap_free(__atomic_exchange_n(&q->next_map, NULL, __ATOMIC_ACQUIRE));
 	if (q->outstanding == 0) {
 		free(q->slots);
+		free_dead_slots(q);
 		sn_vqtx_gmap_free_list(q->map);
 		sn_vqtx_gmap_free_list(q->grave);   /* what an earlier stop left is free too */
 		q->grave = NULL;
@@ -594,11 +636,7 @@ release:
 
 		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots and guest "
 		       "memory kept until they are freed)", q->vid, q->outstanding);
-		if (q->dead_slots) {   /* a second connection's: one array is kept */
-			ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
-		} else {
-			q->dead_slots = q->slots;
-		}
+		bury_slots(q, q->slots);
 		while (g && g->older)
 			g = g->older;
 		if (g) {

@@ -355,6 +355,10 @@ void sn_vqtx_stop(struct sn_vqtx *q);
  * worker purges the queue's frames from the switch and the pipeline, so a
  * running worker answers within an iteration and an arbiter round). */
 #define SN_VQTX_STOP_WAIT_US 20000u
+/* The fuzz harness only (any thread, before the stops it governs): the
+ * wait of later stops, SN_VQTX_STOP_WAIT_US unless set; a wait of a few
+ * microseconds makes a stop that gives up on the worker common. */
+void sn_vqtx_set_stop_wait_us(uint32_t us);
 
 /* WORKER with index `worker` (0 in layouts 1core/2core; 0..W-1 in ncore):
  * bind the calling thread to that worker's context and mark it running /

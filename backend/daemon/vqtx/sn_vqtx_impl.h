@@ -179,11 +179,14 @@ struct sn_vqtx {
 	uint32_t abandoned;
 	/* sn_vqtx_free() found frames still referencing q (dead = 1, seq_cst):
 	 * the last of them frees q on the worker (reap); reaped is exchanged
-	 * by both sides, so exactly one frees it. dead_slots: the slot array
-	 * of the connection those frames belong to. */
+	 * by both sides, so exactly one frees it. dead_slots: the slot arrays
+	 * of earlier connections whose frames were still out when they
+	 * stopped (VHOST/MAIN append at stop and free; freed with the last
+	 * frame: at a stop that finds none out, or at the reap). */
 	uint32_t dead;
 	uint32_t reaped;
-	struct slot *dead_slots;
+	struct slot **dead_slots;
+	uint32_t ndead, dead_cap;
 	bool dirty;
 	/* Dirty log vs a bitmap replacement (sn_vqtx_log_pause): log_busy
 	 * WORKER, 1 around its log write; log_paused VHOST, 1 while the
