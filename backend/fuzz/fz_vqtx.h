@@ -96,12 +96,12 @@ struct fz {
 	bool broken;               /* avail jump: the end check is off */
 	bool table_bad;            /* the table has no ring region or overlaps */
 	bool map_stale;            /* the queue kept an older table than the guest's */
-	/* A stop gave up waiting for the worker's ack (the fuzz thread was
-	 * descheduled for SN_VQTX_STOP_WAIT_US on a loaded machine). By
+	/* A stop gave up waiting for the worker's ack (its wait was short,
+	 * or the fuzz thread was descheduled for all of it). By
 	 * design the chains still held then are never completed (and entries
 	 * written but not published stay so): the checks that depend on them
 	 * (drain_and_check) become bounds, and the input is counted in
-	 * fz_abandoned and reported at exit (FUZZ_VQTX_STRICT=1: fail). */
+	 * fz_abandoned and reported at exit. */
 	bool abandoned;
 	/* Budgets: the port's mbuf quota (this queue is owner 0, another
 	 * port owner 1 drawing `other` units) and the held cap. */
