@@ -218,10 +218,12 @@ static void reap(struct sn_vqtx *q)
 }
 
 /* Frames still out reference q (their slot's q), its slots and the guest
- * memory maps: q goes with the last of them, on the worker, whatever the
- * path (sn_vqtx_reap_check). Dekker with sn_vqtx_reap_check: dead store,
- * fence, outstanding load here; outstanding store, fence, dead load
- * there; reaped decides which side frees. */
+ * memory maps: q goes with the last of them, whatever the path. MAIN adds
+ * SN_VQTX_DEAD to outstanding, the worker subtracts each late frame (both
+ * read-modify-writes, seq_cst): the side whose result is exactly
+ * SN_VQTX_DEAD frees q, and the other touches q no more after its write.
+ * Once q is stopped for good every frame out is late, so no plain store
+ * to outstanding races with MAIN's. */
 void sn_vqtx_free(struct sn_vqtx *q)
 {
 	if (!q)
@@ -238,21 +240,13 @@ void sn_vqtx_free(struct sn_vqtx *q)
 		bury_slots(q, q->slots);
 		q->slots = NULL;
 	}
-	__atomic_store_n(&q->dead, 1, __ATOMIC_SEQ_CST);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&q->outstanding, __ATOMIC_SEQ_CST) != 0)
-		return;   /* the last frame frees it (none: leaked at exit) */
-	if (!__atomic_exchange_n(&q->reaped, 1, __ATOMIC_SEQ_CST))
-		reap(q);
+	if (__atomic_add_fetch(&q->outstanding, SN_VQTX_DEAD, __ATOMIC_SEQ_CST) == SN_VQTX_DEAD)
+		reap(q);   /* else the last frame frees it (none: leaked at exit) */
 }
 
-void sn_vqtx_reap_check(struct sn_vqtx *q)
+void sn_vqtx_late_put(struct sn_vqtx *q, uint32_t n)
 {
-	if (q->outstanding)
-		return;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&q->dead, __ATOMIC_SEQ_CST) &&
-	    !__atomic_exchange_n(&q->reaped, 1, __ATOMIC_SEQ_CST))
+	if (__atomic_sub_fetch(&q->outstanding, n, __ATOMIC_SEQ_CST) == SN_VQTX_DEAD)
 		reap(q);
 }
 

@@ -115,8 +115,8 @@
  * Lifetime: q, its slots and its guest memory maps outlive every frame
  * popped from q. sn_vqtx_free() frees q at once only when no frame is out;
  * else it marks q dead and the last frame's completion frees it on the
- * worker (dead / outstanding, Dekker with seq_cst fences; reaped decides
- * the one side that frees). A queue whose worker owns the ring and never
+ * worker (one read-modify-write on each side decides which side frees,
+ * and the other touches q no more). A queue whose worker owns the ring and never
  * answered is never freed (logged).
  */
 #ifndef SN_VQTX_H

@@ -56,10 +56,9 @@ static inline void frame_done(struct slot *s)
 	    unlikely(__atomic_load_n(&q->abandoned, __ATOMIC_RELAXED))) {
 		ctr_inc(&q->st.late_free);
 		late_done(q);
-		/* The decrement is the last access to q and s but for the
-		 * reap check: from it on, sn_vqtx_free() may free q. */
-		__atomic_store_n(&q->outstanding, q->outstanding - 1, __ATOMIC_RELAXED);
-		sn_vqtx_reap_check(q);
+		/* The last access to q and s: from it on, sn_vqtx_free()
+		 * may free q. */
+		sn_vqtx_late_put(q, 1);
 		return;
 	}
 	q->outstanding--;
@@ -151,11 +150,12 @@ DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 	if (r->max > q->st.hold_max)
 		ctr_set(&q->st.hold_max, r->max);
 	r->q = NULL;
-	/* The decrement is the last access to q but for the reap check:
-	 * from it on, sn_vqtx_free() may free q (a late run). */
-	__atomic_store_n(&q->outstanding, q->outstanding - r->n, __ATOMIC_RELAXED);
+	/* The decrement is the last access to q: from it on, sn_vqtx_free()
+	 * may free q (a late run). */
 	if (unlikely(r->late))
-		sn_vqtx_reap_check(q);   /* may free q */
+		sn_vqtx_late_put(q, r->n);   /* may free q */
+	else
+		q->outstanding -= r->n;
 }
 
 static __rte_noinline void owner_abort(const struct sn_vqtx *q)

@@ -168,7 +168,10 @@ struct sn_vqtx {
 	uint32_t size;
 	uint64_t used_bytes;          /* used ring size, for dirty logging */
 	uint32_t epoch;
-	uint32_t outstanding;         /* frames popped and not yet freed (all epochs) */
+	/* Frames popped and not yet freed (all epochs); plus SN_VQTX_DEAD once
+	 * sn_vqtx_free() ran (read-modify-writes from then on, sn_vqtx.c). */
+#define SN_VQTX_DEAD (1u << 31)
+	uint32_t outstanding;
 	uint32_t late_out;            /* of them, popped before the last teardown
 	                               * (owner; VHOST when no worker runs) */
 	uint32_t stop_counted;        /* counted in w->stops_open (exchanged by
@@ -177,14 +180,10 @@ struct sn_vqtx {
 	 * (seq_cst); the worker then writes nothing more to the ring, and its
 	 * teardown completes nothing (the vring base was not set). */
 	uint32_t abandoned;
-	/* sn_vqtx_free() found frames still referencing q (dead = 1, seq_cst):
-	 * the last of them frees q on the worker (reap); reaped is exchanged
-	 * by both sides, so exactly one frees it. dead_slots: the slot arrays
+	/* dead_slots: the slot arrays
 	 * of earlier connections whose frames were still out when they
 	 * stopped (VHOST/MAIN append at stop and free; freed with the last
 	 * frame: at a stop that finds none out, or at the reap). */
-	uint32_t dead;
-	uint32_t reaped;
 	struct slot **dead_slots;
 	uint32_t ndead, dead_cap;
 	bool dirty;
@@ -259,9 +258,10 @@ static inline void late_done(struct sn_vqtx *q)
 	q->late_out--;
 }
 
-/* sn_vqtx.c: after outstanding dropped, free a queue sn_vqtx_free() left
- * to its last frame (WORKER). */
-SN_VQTX_INTERNAL void sn_vqtx_reap_check(struct sn_vqtx *q);
+/* sn_vqtx.c, WORKER: n late frames of q are done; the last access to q
+ * unless they were the last frames of a queue sn_vqtx_free() left to
+ * them, which it then frees. */
+SN_VQTX_INTERNAL void sn_vqtx_late_put(struct sn_vqtx *q, uint32_t n);
 
 /* A stop is requested and not yet acknowledged (acquire; pairs with
  * sn_vqtx_stop()). */
