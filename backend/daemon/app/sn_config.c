@@ -879,6 +879,17 @@ bool sn_config_static_differs(const struct sn_config *a, const struct sn_config 
 
 	for (unsigned i = 0; !extra && i < a->eal.n_extra; i++)
 		extra = strcmp(a->eal.extra_args[i], b->eal.extra_args[i]) != 0;
+	/* The uplink first: its RX share is part of what "auto" sizes become. */
+	if (a->uplink.enabled != b->uplink.enabled) {
+		snprintf(key, len, "uplink");
+		return true;
+	}
+	if (a->uplink.enabled && section_differs(uplink_keys, "uplink", a, b, key, len))
+		return true;
+	if (a->uplink.enabled && a->uplink.rx_queues != b->uplink.rx_queues) {
+		snprintf(key, len, "uplink.rx_queues");
+		return true;
+	}
 	if (section_differs(eal_keys, "eal", a, b, key, len) ||
 	    section_differs(control_keys, "control", a, b, key, len) ||
 	    section_differs(datapath_keys, "datapath", a, b, key, len) ||
@@ -891,18 +902,6 @@ bool sn_config_static_differs(const struct sn_config *a, const struct sn_config 
 	if (a->eal.n_worker_cpus != b->eal.n_worker_cpus ||
 	    memcmp(a->eal.worker_cpus, b->eal.worker_cpus, sizeof(a->eal.worker_cpus))) {
 		snprintf(key, len, "eal.worker_cpus");
-		return true;
-	}
-	if (a->uplink.enabled != b->uplink.enabled) {
-		snprintf(key, len, "uplink");
-		return true;
-	}
-	if (!a->uplink.enabled)
-		return false;
-	if (section_differs(uplink_keys, "uplink", a, b, key, len))
-		return true;
-	if (a->uplink.rx_queues != b->uplink.rx_queues) {
-		snprintf(key, len, "uplink.rx_queues");
 		return true;
 	}
 	return false;
