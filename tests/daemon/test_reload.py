@@ -226,12 +226,16 @@ def test_reload_refused_state_unchanged(schednicd, edit, message):
 
 
 def test_reload_keeps_unchanged_port_forwarding(schednicd, daemon_sngen):
-    """Reloads (RPC and SIGHUP, adding and removing another port and
-    replacing the policy) while vm0 -> vm1 runs: every frame arrives, none
-    dropped, and vm1's counter keeps rising across each reload."""
+    """Reloads (RPC and SIGHUP, adding and removing another port, changing
+    the deferred sender's hold limits in place and replacing the policy)
+    while vm0 -> vm1 runs: every frame arrives, none dropped, no link
+    went down, and vm1's counter keeps rising across each reload."""
     names = ["vm0", "vm1"]
     n = 30000
-    d = schednicd(ports=names)
+    d = schednicd(ports=[], start=False)
+    d.config["ports"] = [port_entry(d, "vm0", completion="deferred", max_hold_us=200000),
+                         port_entry(d, "vm1")]
+    d.start()
     # sn-gen shares CPU 0 with the daemon's main lcore (and the host's other
     # load): 4096 RX descriptors at 10 kpps let its sink fall 0.4 s behind
     # before vm1's ring fills.
@@ -257,18 +261,21 @@ def test_reload_keeps_unchanged_port_forwarding(schednicd, daemon_sngen):
 
     rising(t0["vm1"]["tx_packets"])
     extra = copy.deepcopy(d.config)
+    extra["ports"][0]["unmarked_max_hold_us"] = 2000
     extra["ports"].append(port_entry(d, "vm2"))
     extra["policy"] = {"ports": {"vm2": {"rate_bps": 1000000}}}
     write_config(d, extra)
     a = vm1_tx()
     r = d.rpc("config.reload")
-    assert r["ports"]["added"] == ["vm2"] and r["ports"]["unchanged"] == names, r
+    assert r["ports"]["added"] == ["vm2"] and r["ports"]["changed"] == ["vm0"], r
+    assert r["ports"]["unchanged"] == ["vm1"] and not r["ports"]["recreated"], r
+    assert d.port_stats("vm0")["completion"]["unmarked_max_hold_us"] == 2000
     assert r["policy"] == "replaced"
     rising(a)
     write_config(d, d.config)
     a = vm1_tx()
     line = sighup_reload(d)
-    assert "removed vm2" in line, line
+    assert "changed vm0, recreated -, removed vm2" in line, line
     rising(a)
     g.wait("sent-0", 60)
     t = wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + n)
@@ -278,4 +285,6 @@ def test_reload_keeps_unchanged_port_forwarding(schednicd, daemon_sngen):
                                                                   t["vm1"]["drops"])
     f = res["flows"][0]
     assert f["tx"] == f["rx"] == n and f["rx_ooo"] == 0, f
+    assert all(p["link_downs"] == 0 for p in res["ports"]), res["ports"]
+    assert d.port_stats("vm0")["completion"]["popped"] == 1 + n   # the deferred path
     assert port_table(d.stats()).keys() == set(names)
