@@ -113,8 +113,8 @@ static json_t *h_port_del(json_t *params, void *arg, struct sn_rpc_error *err)
 
 static json_t *port_json(const struct port *p, int with_stats)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:[]}", "name", p->name,
-			      "type", "vhost-user", "path", p->path, "mode", p->mode,
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:[]}", "name", p->name,
+			      "type", "vhost-user", "owner", "rpc", "path", p->path, "mode", p->mode,
 			      "state", "down", "completion_mode", "immediate",
 			      "allowed_macs", p->allowed_macs, "allowed_ips");
 

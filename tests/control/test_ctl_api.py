@@ -108,10 +108,11 @@ def test_every_cli_subcommand_against_daemon(schednicd, sn_tmpdir):
     pfile.write_text(json.dumps({"ports": {"cli0": {"rate_bps": 10000000}, "cli1": {}}}))
     argv = {"version": [], "port-add": ["cli0", vsock, "--mode", "server"],
             "port-list": [], "stats": ["cli0"], "port-del": ["cli0"], "shutdown": [],
-            "policy-get": [], "policy-set": [str(pfile)], "policy-del": ["cli0"]}
+            "policy-get": [], "policy-set": [str(pfile)], "policy-del": ["cli0"],
+            "config-reload": []}
     assert set(argv) == set(cli_commands()), "update this test with the new subcommand"
     for sub in ("version", "port-add", "port-list", "stats", "policy-set", "policy-get",
-                "policy-del", "port-del"):
+                "policy-del", "port-del", "config-reload"):
         r = run_ctl(d.socket, sub, *argv[sub])
         assert r.returncode == 0, (sub, r.stderr)
         jargv = {"port-add": ["cli1", str(sn_tmpdir / "cli1.sock")],

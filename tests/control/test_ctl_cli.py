@@ -93,8 +93,9 @@ def test_tables(harness, sn_tmpdir):
         r = run_ctl(h.socket, "port-add", name, str(sn_tmpdir / f"{name}.sock"), "--mode", mode)
         assert r.returncode == 0 and name in r.stdout
     lines = run_ctl(h.socket, "port-list").stdout.splitlines()
-    assert lines[0].split() == ["NAME", "TYPE", "MODE", "STATE", "COMPLETION", "WORKERS", "PATH"]
-    assert lines[2].split() == ["vm1", "vhost-user", "client", "down", "immediate", "-",
+    assert lines[0].split() == ["NAME", "TYPE", "MODE", "STATE", "OWNER", "COMPLETION", "WORKERS",
+                                "PATH"]
+    assert lines[2].split() == ["vm1", "vhost-user", "client", "down", "rpc", "immediate", "-",
                                 str(sn_tmpdir / "vm1.sock")]
     assert json.loads(run_ctl(h.socket, "--json", "port-list").stdout) == h.rpc("port.list")
     out = run_ctl(h.socket, "stats").stdout.splitlines()

@@ -42,7 +42,7 @@ def test_port_add_list_del(ctl, sn_tmpdir):
     ports = {p["name"]: p for p in ctl.rpc("port.list")["ports"]}
     assert set(ports) >= {"va", "vb"}
     assert {k: v for k, v in ports["va"].items() if k != "queues"} == {
-        "name": "va", "type": "vhost-user", "path": a, "mode": "server",
+        "name": "va", "type": "vhost-user", "owner": "rpc", "path": a, "mode": "server",
         "state": "down", "completion_mode": "immediate", "allowed_macs": [], "allowed_ips": []}
     if ctl.kind == "daemon":
         # queue -> worker map; one worker outside layout ncore

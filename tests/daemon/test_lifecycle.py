@@ -31,7 +31,7 @@ def nested_ports(tmp):
             for n in ("vm0", "vm1")]
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGHUP", "shutdown"])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "shutdown"])
 def test_clean_stop(schednicd, sn_tmpdir, how):
     ports = nested_ports(sn_tmpdir)
     d = schednicd(ports=ports)

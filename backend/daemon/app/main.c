@@ -43,6 +43,7 @@
 #include "sn_log.h"
 #include "sn_port.h"
 #include "sn_port_quota.h"
+#include "sn_reload.h"
 #include "sn_rpc.h"
 #include "sn_switch.h"
 #include "sn_uplink.h"
@@ -53,12 +54,19 @@
 
 extern const char sn_rpc_api_json[];
 
-static volatile sig_atomic_t g_stop;
+static volatile sig_atomic_t g_stop, g_reload;
 
 static void on_signal(int sig)
 {
 	(void)sig;
 	g_stop = 1;
+}
+
+/* SIGHUP: the main loop reloads the config (serve), not the handler. */
+static void on_hup(int sig)
+{
+	(void)sig;
+	g_reload = 1;
 }
 
 static void usage(FILE *out)
@@ -78,7 +86,9 @@ static void usage(FILE *out)
 		"  --version               print versions and exit\n"
 		"  --help                  this text\n"
 		"\n"
-		"Stops cleanly on SIGINT, SIGTERM, SIGHUP or the RPC method \"shutdown\".\n");
+		"Stops cleanly on SIGINT, SIGTERM or the RPC method \"shutdown\". SIGHUP (or\n"
+		"the RPC method \"config.reload\") re-reads the --config file and applies\n"
+		"its ports and policy.\n");
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -409,7 +419,8 @@ static struct sn_rpc_server *control_start(const struct sn_config *cfg, struct s
 	return srv;
 }
 
-/* The config's vhost-user ports. 0, or -1 after a log line. */
+/* The config's vhost-user ports (owned by the file: config.reload
+ * changes them). 0, or -1 after a log line. */
 static int config_ports_add(const struct sn_config *cfg, struct sn_ports *reg)
 {
 	for (unsigned i = 0; i < cfg->n_ports; i++) {
@@ -420,7 +431,7 @@ static int config_ports_add(const struct sn_config *cfg, struct sn_ports *reg)
 			.unmarked_max_hold_us = p->unmarked_max_hold_us,
 			.queues = (uint16_t)p->queues,
 			.workers = p->has_workers ? p->workers : NULL,
-			.bind = &p->bind });
+			.bind = &p->bind, .owner = SN_PORT_OWNER_FILE });
 
 		if (err) {
 			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
@@ -457,11 +468,16 @@ static int launch(const struct sn_config *cfg, struct sn_switch **sws, const uns
 	return 0;
 }
 
-/* The control loop until a signal or "shutdown": 0, or 1 when the
- * control socket failed (logged). */
-static int serve(struct sn_rpc_server *srv, struct sn_policy_store *pol_store)
+/* The control loop until a signal or "shutdown" (SIGHUP: a reload, in
+ * this loop): 0, or 1 when the control socket failed (logged). */
+static int serve(struct sn_rpc_server *srv, struct sn_policy_store *pol_store,
+		 struct sn_reload *rl)
 {
 	while (!g_stop) {
+		if (g_reload) {
+			g_reload = 0;
+			sn_reload_signal(rl);
+		}
 		/* 10 ms: the NBA periods (update_ms) are met within that. */
 		int n = sn_rpc_poll(srv, 10);
 
@@ -475,7 +491,7 @@ static int serve(struct sn_rpc_server *srv, struct sn_policy_store *pol_store)
 	return 0;
 }
 
-static int run(struct sn_config *cfg)
+static int run(struct sn_config *cfg, const char *config_path)
 {
 	struct sn_eal_args eal;
 	char runtime_dir[PATH_MAX] = "", uplink_name[64];
@@ -490,6 +506,7 @@ static int run(struct sn_config *cfg)
 	struct sn_cpufair *cfs[SN_CONFIG_WORKERS_MAX] = { NULL };   /* one per worker */
 	struct sn_rpc_server *srv = NULL;
 	struct sn_ctl ctl = { .stop = &g_stop };
+	struct sn_reload *rl = NULL;
 	bool uplink_open = false, arbiter_running = false;
 	unsigned arbiter = RTE_MAX_LCORE;
 	uint16_t uplink_port = 0;
@@ -500,7 +517,16 @@ static int run(struct sn_config *cfg)
 		if (state_lock < 0)
 			return 1;
 	}
+	/* The file as given, before eal_start resolves "auto" in it. */
+	rl = sn_reload_create(config_path, cfg, &ctl);
+	if (!rl) {
+		sn_log("reload: %s", strerror(errno));
+		if (state_lock >= 0)
+			close(state_lock);
+		return 1;
+	}
 	if (eal_start(cfg, &eal, runtime_dir)) {
+		sn_reload_destroy(rl);
 		if (state_lock >= 0)
 			close(state_lock);
 		return 1;
@@ -580,6 +606,10 @@ static int run(struct sn_config *cfg)
 	srv = control_start(cfg, &ctl);
 	if (!srv)
 		goto out_switch;
+	if (sn_reload_register(srv, rl)) {
+		sn_log("control: config.reload registration failed");
+		goto out_rpc;
+	}
 	if (config_ports_add(cfg, reg))
 		goto out_rpc;
 	if (launch(cfg, sws, workers, pl, arbiter, &n_running, &arbiter_running))
@@ -587,7 +617,7 @@ static int run(struct sn_config *cfg)
 	sn_log("running: control socket %s, %u worker lcore%s (--lcores %s), %u mbufs",
 	       cfg->control.socket, nw, nw > 1 ? "s" : "", eal.lcores, cfg->datapath.mbufs);
 
-	if (serve(srv, pol_store))
+	if (serve(srv, pol_store, rl))
 		goto out_rpc;
 	rc = 0;
 	sn_log("stopping");
@@ -628,6 +658,7 @@ out_eal:
 		nftw(runtime_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	if (state_lock >= 0)
 		close(state_lock);
+	sn_reload_destroy(rl);
 	sn_log("stopped (exit %d)", rc);
 	return rc;
 }
@@ -718,10 +749,11 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);   /* a closed terminal: stop cleanly, not die */
+	sa.sa_handler = on_hup;
+	sigaction(SIGHUP, &sa, NULL);   /* reload (systemd ExecReload) */
 	signal(SIGPIPE, SIG_IGN);
 
-	rc = run(&cfg);
+	rc = run(&cfg, config_path);
 	sn_config_fini(&cfg);
 	return rc;
 }

@@ -696,8 +696,9 @@ static int check_rules(struct sn_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
-		    const char *origin, char *err, size_t errlen)
+/* sn_config_parse(); set_slots: also set sn_config_port_slots. */
+static int parse(struct sn_config *cfg, const char *text, size_t len, const char *origin,
+		 bool set_slots, char *err, size_t errlen)
 {
 	json_t *def = NULL, *user = NULL, *u, *v;
 	json_error_t je;
@@ -738,7 +739,7 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 	if ((rc = decode_section(cfg, datapath_keys, json_object_get(user, "datapath"),
 				 json_object_get(def, "datapath"), "datapath", err, errlen)))
 		goto out;
-	if ((rc = sn_config_set_port_slots(cfg->datapath.max_ports)))
+	if (set_slots && (rc = sn_config_set_port_slots(cfg->datapath.max_ports)))
 		goto out;   /* cannot happen: the key's range is checked */
 	u = json_object_get(user, "uplink");
 	if (!u || !json_is_null(u)) {
@@ -793,7 +794,14 @@ out:
 	return rc;
 }
 
-int sn_config_load(struct sn_config *cfg, const char *path, char *err, size_t errlen)
+int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
+		    const char *origin, char *err, size_t errlen)
+{
+	return parse(cfg, text, len, origin, true, err, errlen);
+}
+
+static int load(struct sn_config *cfg, const char *path, bool set_slots, char *err,
+		size_t errlen)
 {
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
@@ -832,11 +840,71 @@ int sn_config_load(struct sn_config *cfg, const char *path, char *err, size_t er
 		rc = fail(err, errlen, "%s: %s", path, errno ? strerror(errno) : "read error");
 		goto out;
 	}
-	rc = sn_config_parse(cfg, buf, len, path, err, errlen);
+	rc = parse(cfg, buf, len, path, set_slots, err, errlen);
 out:
 	free(buf);
 	fclose(f);
 	return rc;
+}
+
+int sn_config_load(struct sn_config *cfg, const char *path, char *err, size_t errlen)
+{
+	return load(cfg, path, true, err, errlen);
+}
+
+int sn_config_load_again(struct sn_config *cfg, const char *path, char *err, size_t errlen)
+{
+	return load(cfg, path, false, err, errlen);
+}
+
+/* The first key of specs whose decoded value differs between a and b
+ * (section path sec) into key[len]: true, or false when they agree. */
+static bool section_differs(const struct key_spec *specs, const char *sec,
+			    const struct sn_config *a, const struct sn_config *b, char *key,
+			    size_t len)
+{
+	for (const struct key_spec *ks = specs; ks->key; ks++)
+		if (ks->size && memcmp((const char *)a + ks->off, (const char *)b + ks->off,
+				       ks->size)) {
+			snprintf(key, len, "%s.%s", sec, ks->key);
+			return true;
+		}
+	return false;
+}
+
+bool sn_config_static_differs(const struct sn_config *a, const struct sn_config *b, char *key,
+			      size_t len)
+{
+	bool extra = a->eal.n_extra != b->eal.n_extra;
+
+	for (unsigned i = 0; !extra && i < a->eal.n_extra; i++)
+		extra = strcmp(a->eal.extra_args[i], b->eal.extra_args[i]) != 0;
+	/* The uplink first: its RX share is part of what "auto" sizes become. */
+	if (a->uplink.enabled != b->uplink.enabled) {
+		snprintf(key, len, "uplink");
+		return true;
+	}
+	if (a->uplink.enabled && section_differs(uplink_keys, "uplink", a, b, key, len))
+		return true;
+	if (a->uplink.enabled && a->uplink.rx_queues != b->uplink.rx_queues) {
+		snprintf(key, len, "uplink.rx_queues");
+		return true;
+	}
+	if (section_differs(eal_keys, "eal", a, b, key, len) ||
+	    section_differs(control_keys, "control", a, b, key, len) ||
+	    section_differs(datapath_keys, "datapath", a, b, key, len) ||
+	    section_differs(quota_keys, "quota", a, b, key, len))
+		return true;
+	if (extra) {
+		snprintf(key, len, "eal.extra_args");
+		return true;
+	}
+	if (a->eal.n_worker_cpus != b->eal.n_worker_cpus ||
+	    memcmp(a->eal.worker_cpus, b->eal.worker_cpus, sizeof(a->eal.worker_cpus))) {
+		snprintf(key, len, "eal.worker_cpus");
+		return true;
+	}
+	return false;
 }
 
 void sn_config_fini(struct sn_config *cfg)

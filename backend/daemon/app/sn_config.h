@@ -10,7 +10,8 @@
  * Every error message names the key path and the reason, e.g.
  *   config: ports[1].mode: must be "server" or "client"
  *
- * Concurrency: none; called once by the main thread before the EAL starts.
+ * Concurrency: none; called by the main thread once before the EAL starts,
+ * and again by config.reload (sn_config_load_again, sn_reload.h).
  * The helpers sn_config_port_name_ok() and sn_config_socket_path_ok() are
  * pure and also used by the RPC handlers (main thread).
  */
@@ -170,6 +171,17 @@ int sn_config_parse(struct sn_config *cfg, const char *text, size_t len,
 /* Same from a file (reads it; -errno with message if unreadable). */
 int sn_config_load(struct sn_config *cfg, const char *path, char *err, size_t errlen);
 void sn_config_fini(struct sn_config *cfg);
+/* Main thread, at run time (config.reload): sn_config_load() that leaves
+ * sn_config_port_slots alone, so a file naming another datapath.max_ports
+ * never resizes the tables in use (sn_config_static_differs refuses it). */
+int sn_config_load_again(struct sn_config *cfg, const char *path, char *err, size_t errlen);
+/* Pure: whether a and b differ in a setting fixed at start (every key of
+ * the sections eal, control, datapath, uplink and quota; not ports, not
+ * policy), the first such key path written to key[len] (e.g.
+ * "datapath.max_ports"). Compares decoded values, so a key left out and
+ * the same key at its default agree. */
+bool sn_config_static_differs(const struct sn_config *a, const struct sn_config *b, char *key,
+			      size_t len);
 
 /* Port slots of this process: datapath.max_ports vhost-user ports + the
  * uplink (default SN_CONFIG_MAX_PORTS_DEF + 1). Every per-port table

@@ -2,12 +2,15 @@
 /* sn_policy_rpc.c — the JSON-RPC methods of the policy store: policy.get,
  * policy.set (a whole policy, parsed and checked by sn_policy_parse())
  * and policy.del (one port's entry). Each change is published with
- * sn_policy_publish() and answered with the new generation.
+ * sn_policy_publish() and answered with the new generation. config.reload
+ * replaces the policy through the same two steps (sn_policy_rpc.h).
  *
  * Main thread only (sn_ctl.h), the policy store's only writer.
  */
 #include "sn_policy_rpc.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -32,14 +35,38 @@ static json_t *h_policy_get(json_t *params, void *arg, struct sn_rpc_error *err)
 	return r;
 }
 
-/* Publish pol as the policy in force; {generation} or -32603. */
-static json_t *publish(struct sn_ctl *ctl, const struct sn_policy *pol, struct sn_rpc_error *err)
+int sn_policy_rpc_check(const struct sn_ctl *ctl, const json_t *j, struct sn_policy *pol,
+			char *msg, size_t len)
+{
+	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
+
+	if (sn_policy_parse(j, pol, msg, len))
+		return -EINVAL;
+	for (unsigned i = 0; i < t->n; i++)
+		if (t->list[i]->type == SN_PORT_UPLINK && sn_policy_port_find(pol, t->list[i]->name)) {
+			snprintf(msg, len, "policy.ports.%s: the uplink is shaped by policy.uplink, "
+				 "not by a port entry", t->list[i]->name);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+int sn_policy_rpc_publish(struct sn_ctl *ctl, const struct sn_policy *pol)
 {
 	int rc = sn_policy_publish(ctl->policy, pol);
 
+	if (!rc)
+		sn_ports_quota_apply(ctl->reg);   /* the ports' budgets under the new entries */
+	return rc;
+}
+
+/* Publish pol as the policy in force; {generation} or -32603. */
+static json_t *publish(struct sn_ctl *ctl, const struct sn_policy *pol, struct sn_rpc_error *err)
+{
+	int rc = sn_policy_rpc_publish(ctl, pol);
+
 	if (rc)
 		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "policy: %s", strerror(-rc));
-	sn_ports_quota_apply(ctl->reg);   /* the ports' budgets under the new entries */
 	return json_pack("{s:I}", "generation", (json_int_t)sn_policy_main(ctl->policy)->gen);
 }
 
@@ -48,15 +75,9 @@ static json_t *h_policy_set(json_t *params, void *arg, struct sn_rpc_error *err)
 	struct sn_ctl *ctl = arg;
 	struct sn_policy pol;
 	char msg[sizeof(err->message)];
-	const struct sn_port_table *t = sn_ports_table_main(ctl->reg);
 
-	if (sn_policy_parse(json_object_get(params, "policy"), &pol, msg, sizeof(msg)))
+	if (sn_policy_rpc_check(ctl, json_object_get(params, "policy"), &pol, msg, sizeof(msg)))
 		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "%s", msg);
-	for (unsigned i = 0; i < t->n; i++)
-		if (t->list[i]->type == SN_PORT_UPLINK && sn_policy_port_find(&pol, t->list[i]->name))
-			return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "policy.ports.%s: the uplink is "
-					   "shaped by policy.uplink, not by a port entry",
-					   t->list[i]->name);
 	return publish(ctl, &pol, err);
 }
 

@@ -47,6 +47,7 @@
 #define SN_RPC_ERR_NOT_FOUND    (-32001) /* e.g. no such port */
 #define SN_RPC_ERR_RESOURCE     (-32002) /* limit reached, socket/EAL failure */
 #define SN_RPC_ERR_BUSY         (-32003) /* operation not possible now */
+#define SN_RPC_ERR_CONFIG       (-32004) /* config.reload: file refused, nothing changed */
 
 struct sn_rpc_server;
 

@@ -45,6 +45,11 @@
 #include "sn_uplink.h"
 #include "sn_vqtx.h"
 
+const char *const sn_port_owner_names[SN_PORT_OWNER_MAX] = {
+	[SN_PORT_OWNER_RPC] = "rpc",
+	[SN_PORT_OWNER_FILE] = "file",
+};
+
 const char *const sn_drop_names[SN_DROP_MAX] = {
 	[SN_DROP_NO_MBUF] = "no_mbuf",
 	[SN_DROP_RING_FULL] = "ring_full",
@@ -327,6 +332,7 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 		return -ENOMEM;
 	snprintf(p->path, sizeof(p->path), "%s", path);
 	p->client = client;
+	p->owner = opts->owner;
 	p->slot = (uint16_t)slot;
 	p->nq = opts->queues ? opts->queues : 1;
 	if (opts->bind) {
@@ -552,6 +558,7 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
 	if (!p)
 		return -ENOMEM;
 	p->slot = (uint16_t)slot;
+	p->owner = SN_PORT_OWNER_FILE;
 	p->eth_port = eth_port;
 	p->tx_sync = sn_port_tx_sync(eth_port);
 	p->nq = n_rxq;
@@ -633,6 +640,38 @@ int sn_ports_del(struct sn_ports *reg, const char *name, bool force)
 	sn_log("port %s: deleted", name);
 	port_free(p);
 	return 0;
+}
+
+int sn_ports_set_holds(struct sn_ports *reg, const char *name, uint32_t max_hold_us,
+		       uint32_t unmarked_max_hold_us)
+{
+	struct sn_port *p = sn_ports_find(reg, name);
+
+	if (!p)
+		return -ENOENT;
+	if (p->type != SN_PORT_VHOST || !p->vq || max_hold_us > SN_CONFIG_MAX_HOLD_US_MAX ||
+	    unmarked_max_hold_us > SN_CONFIG_MAX_HOLD_US_MAX)
+		return -EINVAL;
+	if (!unmarked_max_hold_us)
+		unmarked_max_hold_us = SN_VQTX_UNMARKED_HOLD_US_DEFAULT;
+	for (unsigned i = 0; i < p->nq; i++)
+		sn_vqtx_set_holds(p->q[i].vq, max_hold_us, unmarked_max_hold_us);
+	p->max_hold_us = max_hold_us;
+	p->unmarked_max_hold_us = unmarked_max_hold_us;
+	/* Every worker's keep bound is recomputed with the new limits. */
+	synchronize_rcu();
+	return 0;
+}
+
+int sn_ports_remove(struct sn_ports *reg, const char *name)
+{
+	struct sn_port *p = sn_ports_find(reg, name);
+
+	/* Unlinked while still mapped: the stop in sn_ports_del updates a
+	 * file nobody will read. */
+	for (unsigned i = 0; p && p->type == SN_PORT_VHOST && i < p->nq; i++)
+		sn_vqtx_rec_remove(p->q[i].vq);
+	return sn_ports_del(reg, name, false);
 }
 
 void sn_ports_destroy(struct sn_ports *reg)

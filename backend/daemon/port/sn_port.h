@@ -16,13 +16,14 @@
  *   field                 written by                 read by              synchronization
  *   --------------------  -------------------------  -------------------  -----------------------------
  *   name, path, type,     MAIN, before publication   anyone               immutable once published
- *   client, slot,                                                         (rcu_assign_pointer: release)
+ *   owner, client, slot,                                                  (rcu_assign_pointer: release)
  *   eth_port, tx_sync,
- *   gen, nq, vq, hold
- *   limits, bound, bind,
- *   q[].owner,
+ *   gen, nq, vq, bound,
+ *   bind, q[].owner,
  *   q[].vq (pointer)
- *   registered            MAIN                       MAIN                 none (one thread)
+ *   registered,           MAIN                       MAIN                 none (one thread)
+ *   max_hold_us,          (hold limits: also at run
+ *   unmarked_max_hold_us  time, sn_ports_set_holds)
  *   vid                   VHOST under reg->lock      WORKER after up,     stored before up; up's
  *                         (uplink: MAIN, before      MAIN                 release / acquire pair
  *                         publication)
@@ -114,6 +115,13 @@ struct rte_mbuf;
 
 enum sn_port_type { SN_PORT_VHOST, SN_PORT_UPLINK };
 
+/* Who a port belongs to (doc/configuration.md, "Reload"): the config file
+ * (its ports[] and the uplink: config.reload adds, changes and removes
+ * these) or a run-time client (port.add, the libvirt hook: a reload
+ * leaves these alone). Named by sn_port_owner_names ("file", "rpc"). */
+enum sn_port_owner { SN_PORT_OWNER_RPC = 0, SN_PORT_OWNER_FILE, SN_PORT_OWNER_MAX };
+extern const char *const sn_port_owner_names[SN_PORT_OWNER_MAX];
+
 enum sn_drop {
 	SN_DROP_NO_MBUF,      /* ingress: mempool empty (uplink PMD; a guest's
 	                       * frames wait in its TX ring instead) */
@@ -188,6 +196,7 @@ struct sn_port {
 	char name[SN_CONFIG_NAME_MAX + 1];
 	char path[SN_CONFIG_PATH_MAX + 1];
 	enum sn_port_type type;
+	enum sn_port_owner owner;
 	bool client;
 	uint16_t slot;        /* index in sn_port_table.by_slot */
 	uint16_t eth_port;    /* uplink: ethdev port id */
@@ -202,8 +211,8 @@ struct sn_port {
 	                       * immediate (builtin rte_vhost_dequeue_burst).
 	                       * Each queue's own ring is q[i].vq. */
 	uint16_t nq;          /* queue pairs offered ("queues"); uplink: RX queues */
-	uint32_t max_hold_us; /* deferred: as configured (reported only) */
-	uint32_t unmarked_max_hold_us; /* deferred: as in force (reported only) */
+	uint32_t max_hold_us; /* deferred: as configured (reported only; MAIN) */
+	uint32_t unmarked_max_hold_us; /* deferred: as in force (reported only; MAIN) */
 	struct sn_port_quota quota;    /* budgets (see its struct) */
 	bool bound;                    /* sn_bind_active(&bind): checked per frame */
 	struct sn_bind bind;           /* allowed_macs / allowed_ips (VM ports) */
@@ -301,6 +310,7 @@ struct sn_vhost_opts {
 	                       * < sn_ports_workers(); NULL = balanced (the worker
 	                       * owning the fewest TX queues, lowest first) */
 	const struct sn_bind *bind; /* allowed_macs / allowed_ips; NULL = none */
+	enum sn_port_owner owner;   /* zero: SN_PORT_OWNER_RPC */
 };
 
 /* Main thread, before any vhost-user port is added: the number of worker
@@ -358,6 +368,17 @@ int sn_ports_add_uplink(struct sn_ports *reg, const char *name, uint16_t eth_por
  * port's driver is unregistered while the port is still published, so its
  * destroy_device finds it and drains the held descriptors with the worker. */
 int sn_ports_del(struct sn_ports *reg, const char *name, bool force);
+/* Main thread: sn_ports_del() (not forced) of a port deleted for good
+ * (port.del, config.reload): its durable records go too. A daemon that
+ * exits keeps them for its next start. Same returns. */
+int sn_ports_remove(struct sn_ports *reg, const char *name);
+/* Main thread, a deferred vhost-user port while it runs (config.reload):
+ * its hold limits in place on every TX queue (sn_vqtx_set_holds; 0
+ * unmarked = the default), in force for every held frame once this
+ * returns (it waits a grace period). 0, -ENOENT, -EINVAL (the uplink, an
+ * immediate port, out of range). */
+int sn_ports_set_holds(struct sn_ports *reg, const char *name, uint32_t max_hold_us,
+		       uint32_t unmarked_max_hold_us);
 
 /* Main thread: the current snapshot (main is its only writer, so it may
  * read it without a read-side section). */

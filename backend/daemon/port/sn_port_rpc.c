@@ -199,18 +199,11 @@ static json_t *h_port_del(json_t *params, void *arg, struct sn_rpc_error *err)
 {
 	struct sn_ctl *ctl = arg;
 	const char *name = sn_rpc_param_str(params, "name", NULL);
-	struct sn_port *p;
 	int rc;
 
 	if (!name)
 		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "name: required");
-	/* Deleted for good: its durable records go (unlinked while still
-	 * mapped: the stop below updates a file nobody will read). A daemon
-	 * that exits keeps them for its next start. */
-	p = sn_ports_find(ctl->reg, name);
-	for (unsigned i = 0; p && p->type == SN_PORT_VHOST && i < p->nq; i++)
-		sn_vqtx_rec_remove(p->q[i].vq);
-	rc = sn_ports_del(ctl->reg, name, false);
+	rc = sn_ports_remove(ctl->reg, name);   /* for good: its records go */
 	if (rc == -ENOENT)
 		return sn_rpc_fail(err, SN_RPC_ERR_NOT_FOUND, "no port named %s", name);
 	if (rc == -EBUSY)
@@ -288,8 +281,9 @@ static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 					json_decref(q);
 					q = NULL;
 				}
-			o = !q ? NULL : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o}", "name", p->name,
-				      "type", type_str(p), "path", p->path,
+			o = !q ? NULL : json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o}", "name",
+				      p->name, "type", type_str(p), "owner", sn_port_owner_names[p->owner],
+				      "path", p->path,
 				      "mode", p->client ? "client" : "server", "state", state_str(p),
 				      "completion_mode", completion_mode_str(p), "queues", q);
 			if (o && bind_add(p, o)) {
@@ -297,8 +291,9 @@ static json_t *h_port_list(json_t *params, void *arg, struct sn_rpc_error *err)
 				o = NULL;
 			}
 		} else
-			o = json_pack("{s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
-				      "mode", "ethdev", "state", state_str(p));
+			o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", p->name, "type", type_str(p),
+				      "owner", sn_port_owner_names[p->owner], "mode", "ethdev",
+				      "state", state_str(p));
 		if (!o || json_array_append_new(ports, o)) {
 			json_decref(ports);
 			return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
@@ -651,8 +646,9 @@ json_t *sn_port_rpc_stats_json(const struct sn_ctl *ctl, const struct sn_port *p
 			json_decref(drops);
 			return NULL;
 		}
-	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I}}", "name",
-		      p->name, "type", type_str(p), "state", state_str(p),
+	o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:{s:I, s:I, s:I, s:I}}",
+		      "name", p->name, "type", type_str(p), "owner", sn_port_owner_names[p->owner],
+		      "state", state_str(p),
 		      "rx_packets", (json_int_t)st.rx_packets, "rx_bytes", (json_int_t)st.rx_bytes,
 		      "tx_packets", (json_int_t)st.tx_packets, "tx_bytes", (json_int_t)st.tx_bytes,
 		      "drops", drops, "mac",

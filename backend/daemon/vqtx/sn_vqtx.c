@@ -202,6 +202,27 @@ static void bury_slots(struct sn_vqtx *q, struct slot *s)
 	q->dead_slots[q->ndead++] = s;
 }
 
+void sn_vqtx_set_holds(struct sn_vqtx *q, uint32_t max_hold_us, uint32_t unmarked_max_hold_us)
+{
+	const uint64_t hz = rte_get_tsc_hz();
+	uint64_t m = (uint64_t)max_hold_us * hz / 1000000u;
+	uint64_t u = (uint64_t)unmarked_max_hold_us * hz / 1000000u;
+	uint64_t was = __atomic_load_n(&q->unmarked_hold_tsc, __ATOMIC_RELAXED);
+
+	if (max_hold_us && !m)
+		m = 1;
+	if (u == 0)
+		u = 1;
+	if (m && m < u)
+		u = m;
+	/* Each state a reader may see keeps unmarked <= max (max set): the
+	 * smaller short limit first, then the new max, then the new short. */
+	__atomic_store_n(&q->unmarked_hold_tsc, RTE_MIN(u, was), __ATOMIC_RELAXED);
+	__atomic_store_n(&q->max_hold_tsc, m, __ATOMIC_RELAXED);
+	__atomic_store_n(&q->unmarked_hold_tsc, u, __ATOMIC_RELAXED);
+	note_min_hold(q->w, u);
+}
+
 /* Everything of q, once nothing references it. */
 static void reap(struct sn_vqtx *q)
 {
@@ -680,7 +701,7 @@ void sn_vqtx_set_quota(struct sn_vqtx *q, struct sn_quota *mq, uint32_t owner,
 void sn_vqtx_set_worker(struct sn_vqtx *q, unsigned worker)
 {
 	q->w = worker_of(worker);
-	note_min_hold(q->w, q->unmarked_hold_tsc);
+	note_min_hold(q->w, __atomic_load_n(&q->unmarked_hold_tsc, __ATOMIC_RELAXED));
 }
 
 /* The queue's stop request is closed (acknowledged, or torn down by the

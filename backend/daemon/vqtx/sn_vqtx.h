@@ -270,6 +270,13 @@ struct sn_vqtx *sn_vqtx_create(uint32_t max_hold_us, uint16_t txq);
 /* MAIN, before the port is published: hold limit of frames without the
  * opt-in (1..; capped by a non-zero max_hold_us). */
 void sn_vqtx_set_unmarked_hold(struct sn_vqtx *q, uint32_t unmarked_max_hold_us);
+/* MAIN, any time (config.reload): both hold limits (max_hold_us 0 = no
+ * limit; unmarked 1.., capped by a non-zero max), relaxed stores the
+ * owner worker loads relaxed; every intermediate state keeps the short
+ * limit within the long one. A lowered limit binds within one worker loop
+ * iteration after a grace period (the keep bound, sn_vqtx_hold.c): the
+ * caller waits for one (synchronize_rcu). */
+void sn_vqtx_set_holds(struct sn_vqtx *q, uint32_t max_hold_us, uint32_t unmarked_max_hold_us);
 /* MAIN, before the port is published: the budgets of this queue. Every
  * mbuf that wraps a popped frame (one per segment) is charged to owner
  * `owner` of the shared quota mq (sn_quota.h) before the pop and given

@@ -21,9 +21,12 @@
  * not due within their own iteration. So while w->now < keep_until and
  * the worker has no stop open (w->stops_open, read each time), every
  * frame of its queues is kept: sn_vqtx_keep_all() is keep_run()'s verdict
- * for the worker's own frames. No hold limit changes once its port is
- * published; lowering one at run time would first have to invalidate the
- * bound.
+ * for the worker's own frames. The hold limits may change while the
+ * port runs (sn_vqtx_set_holds, relaxed stores and loads): a bound
+ * computed with a longer limit may then keep frames past a lowered one
+ * until that iteration ends, so the caller waits a grace period
+ * (sn_ports_set_holds), after which every worker's bound uses the new
+ * limits.
  *
  * Stock-guest fallback. A guest that did not opt in must never fare worse
  * than on an immediate port: a frame of its short hold class that would
@@ -74,8 +77,9 @@ uint64_t sn_vqtx_copy_by_tsc(const struct rte_mbuf *m)
 	if (!(s->pop_tsc & 1))
 		return UINT64_MAX;
 	now = sn_vqtx_self ? sn_vqtx_self->now : rte_rdtsc();
-	dl = s->pop_tsc + s->q->unmarked_hold_tsc;
-	margin = s->q->unmarked_hold_tsc / 4;
+	dl = __atomic_load_n(&s->q->unmarked_hold_tsc, __ATOMIC_RELAXED);
+	margin = dl / 4;
+	dl += s->pop_tsc;
 	return dl <= now + margin ? 0 : dl - now - margin;
 }
 
@@ -113,9 +117,11 @@ uint32_t sn_vqtx_ring_size(const struct sn_vqtx *q)
 
 uint64_t sn_vqtx_deadline(const struct sn_vqtx *q, uint64_t pop_tsc)
 {
+	const uint64_t maxh = __atomic_load_n(&q->max_hold_tsc, __ATOMIC_RELAXED);
+
 	if (pop_tsc & 1)
-		return pop_tsc + q->unmarked_hold_tsc;
-	return q->max_hold_tsc ? pop_tsc + q->max_hold_tsc : UINT64_MAX;
+		return pop_tsc + __atomic_load_n(&q->unmarked_hold_tsc, __ATOMIC_RELAXED);
+	return maxh ? pop_tsc + maxh : UINT64_MAX;
 }
 
 enum sn_vqtx_verdict sn_vqtx_verdict(const struct rte_mbuf *m, struct sn_vqtx **q)
@@ -161,8 +167,8 @@ uint16_t sn_vqtx_keep_run(struct rte_mbuf *const *pkts, uint16_t n, uint64_t *ol
 			lq = s->q;
 			if (stop_pending(lq))
 				break;
-			unmarked = lq->unmarked_hold_tsc;
-			maxh = lq->max_hold_tsc;
+			unmarked = __atomic_load_n(&lq->unmarked_hold_tsc, __ATOMIC_RELAXED);
+			maxh = __atomic_load_n(&lq->max_hold_tsc, __ATOMIC_RELAXED);
 		}
 		/* sn_vqtx_deadline(lq, pop) <= now */
 		pop = s->pop_tsc;
@@ -198,7 +204,8 @@ static __rte_noinline void keep_bound_scan(const struct sn_vqtx *q)
 		w->kb_min = 0;
 		return;
 	}
-	w->kb_min = RTE_MIN(w->kb_min, (q->slots[id].pop_tsc & ~1ULL) + q->unmarked_hold_tsc);
+	w->kb_min = RTE_MIN(w->kb_min, (q->slots[id].pop_tsc & ~1ULL) +
+			    __atomic_load_n(&q->unmarked_hold_tsc, __ATOMIC_RELAXED));
 }
 
 void sn_vqtx_keep_bound_add(const struct sn_vqtx *q)

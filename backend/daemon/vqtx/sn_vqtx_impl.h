@@ -73,7 +73,8 @@ struct sn_vqtx_worker {
 	uint32_t stops_open;
 	/* The smallest hold limit (TSC) of any queue assigned to this worker:
 	 * its unmarked_hold_tsc, which sn_vqtx_set_unmarked_hold caps at
-	 * max_hold_tsc. MAIN lowers it before the queue's port is published,
+	 * max_hold_tsc. MAIN lowers it (before the port is published, or
+	 * when config.reload lowers a limit),
 	 * the worker reads it (relaxed) at each bound scan. */
 	uint64_t min_hold_tsc;
 	unsigned lcore;               /* set at enter (relaxed: read to log only) */
@@ -116,6 +117,7 @@ struct sn_vqtx {
 	/* Owner: the budgets that limited the last poll (HELD_BACK_*): a
 	 * hit is counted when a budget starts limiting, not per poll. */
 	uint8_t held_back;
+	/* Hold limits: MAIN stores (sn_vqtx_set_holds), readers load, relaxed. */
 	uint64_t max_hold_tsc;        /* 0 = no limit */
 	uint64_t unmarked_hold_tsc;   /* > 0 */
 	uint16_t vring;               /* 2 * TX queue + 1 (multiqueue: one
