@@ -16,7 +16,12 @@ PKGS=(
   clang libclang-rt-14-dev           # libFuzzer targets + sanitizer runtimes (scripts/fuzz.sh)
   valgrind                           # callgrind instruction counts in benchmarks
   iproute2 iputils-ping procps tcpdump ethtool   # namespaces, veth/tap checks in tests
+  python3-prometheus-client          # scripts/schednic-exporter
 )
+# Packages whose maintainer scripts start a service: installed with a
+# policy-rc.d that forbids it, and not started at boot either. Tests start
+# their own private instance (prometheus: tests/control/test_exporter.py).
+NOSTART_PKGS=(prometheus)
 # Real VMs (tests/vm, scripts/build-guest-image.sh).
 VM_PKGS=(
   qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients
@@ -32,9 +37,21 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+nostart=()
+for p in "${PKGS[@]}" "${NOSTART_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+  missing+=("$p")
+  [[ " ${NOSTART_PKGS[*]} " == *" $p "* ]] && nostart+=("$p")
 done
+
+# invoke-rc.d and deb-systemd-invoke ask /usr/sbin/policy-rc.d; 101 = "do not
+# start". One we create is removed again whatever happens.
+POLICY_RC=/usr/sbin/policy-rc.d
+if [ ${#nostart[@]} -gt 0 ] && [ ! -e "$POLICY_RC" ]; then
+  trap '$SUDO rm -f "$POLICY_RC"' EXIT
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY_RC" >/dev/null
+  $SUDO chmod 755 "$POLICY_RC"
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${#missing[@]} Debian packages: ${missing[*]}"
@@ -50,8 +67,12 @@ if [ ${#missing[@]} -gt 0 ]; then
       fi
     done
   fi
+  # Not at boot either (update-rc.d also disables the systemd unit).
+  for p in "${nostart[@]}"; do
+    $SUDO update-rc.d "$p" disable >/dev/null 2>&1 || true
+  done
 else
-  echo "bootstrap: all ${#PKGS[@]} Debian packages present"
+  echo "bootstrap: all $(( ${#PKGS[@]} + ${#NOSTART_PKGS[@]} )) Debian packages present"
 fi
 
 # Python test dependencies, into the python3 that runs the tests.
