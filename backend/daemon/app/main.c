@@ -425,13 +425,7 @@ static int config_ports_add(const struct sn_config *cfg, struct sn_ports *reg)
 {
 	for (unsigned i = 0; i < cfg->n_ports; i++) {
 		const struct sn_config_port *p = &cfg->ports[i];
-		int err = sn_ports_add_vhost(reg, p->name, p->path, &(struct sn_vhost_opts){
-			.client = p->client, .deferred = p->deferred,
-			.max_hold_us = p->max_hold_us,
-			.unmarked_max_hold_us = p->unmarked_max_hold_us,
-			.queues = (uint16_t)p->queues,
-			.workers = p->has_workers ? p->workers : NULL,
-			.bind = &p->bind, .owner = SN_PORT_OWNER_FILE });
+		int err = sn_reload_port_add(reg, p);
 
 		if (err) {
 			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));

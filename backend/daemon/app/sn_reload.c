@@ -227,9 +227,9 @@ static int plan_policy(const struct sn_reload *rl, struct plan *pl, char *msg)
 	return 0;
 }
 
-static int port_add(struct sn_reload *rl, const struct sn_config_port *p)
+int sn_reload_port_add(struct sn_ports *reg, const struct sn_config_port *p)
 {
-	return sn_ports_add_vhost(rl->ctl->reg, p->name, p->path, &(struct sn_vhost_opts){
+	return sn_ports_add_vhost(reg, p->name, p->path, &(struct sn_vhost_opts){
 		.client = p->client, .deferred = p->deferred,
 		.max_hold_us = p->max_hold_us,
 		.unmarked_max_hold_us = p->unmarked_max_hold_us,
@@ -301,7 +301,7 @@ static json_t *apply(struct sn_reload *rl, struct plan *pl)
 
 		if (pl->act[i] != A_ADD && pl->act[i] != A_RECREATE)
 			continue;
-		rc = port_add(rl, np);
+		rc = sn_reload_port_add(rl->ctl->reg, np);
 		if (rc) {
 			sn_log("reload: ports[%u] (%s, %s): %s", i, np->name, np->path, strerror(-rc));
 			json_array_append_new(failed, json_pack("{s:s, s:s}", "port", np->name,

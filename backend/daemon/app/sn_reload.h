@@ -32,7 +32,12 @@
 #include "sn_rpc.h"
 
 struct sn_ctl;
+struct sn_ports;
 struct sn_reload;
+
+/* MAIN: add the vhost-user port of config entry p, owned by the file
+ * (at start and by a reload). 0 or -errno, as sn_ports_add_vhost(). */
+int sn_reload_port_add(struct sn_ports *reg, const struct sn_config_port *p);
 
 /* MAIN, before the EAL starts (cfg as parsed, before "auto" settings are
  * resolved in it): the reload state of a daemon started from the file at
