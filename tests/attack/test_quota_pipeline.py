@@ -53,6 +53,15 @@ WINDOW = 3.0                     # seconds per rate window (worker clock)
 TOL = 0.02
 
 
+def assert_victim_kept_its_rate(alone, attacked):
+    """Harm is a lower rate: attacked at least (1 - TOL) of alone. A window
+    may also carry frames its pacer held back from the window before
+    (2.3 % above alone seen under CI load), so above alone the bound is
+    only a sanity check of the measurement: 3 TOL."""
+    assert attacked >= (1 - TOL) * alone, (alone, attacked)
+    assert attacked <= (1 + 3 * TOL) * alone, (alone, attacked)
+
+
 def policy_port(st, name):
     return port_table(st)[name]["policy"]
 
@@ -181,7 +190,7 @@ def test_flow_spray_keeps_victims_flow_entries(schednicd, sngen):
           f"quota_flows {att['quota_flows']}; victim holds {vic['flow_entries']}, "
           f"quota_flows {vic['quota_flows']}; victim deltas {dv}")
     assert not any(dv.values()), dv
-    assert abs(attacked - alone) <= TOL * alone, (alone, attacked)
+    assert_victim_kept_its_rate(alone, attacked)
     assert vic["quota_flows"] == 0 and vic["flow_entries"] > 0, vic
     assert att["quota_flows"] > 0 and 0 < att["flow_entries"] <= 896, att
     assert pf_class(st, "vm1")["flow_table_full"] == 0, pf_class(st, "vm1")
@@ -233,7 +242,7 @@ def test_wheel_flood_stops_at_its_quota(schednicd, sngen):
           f"quota_wheel {att['drops']['quota_wheel']}, wheel_pool {att['drops']['wheel_pool']}; "
           f"mempool {st['mempool']}; victim deltas {dv}")
     assert not any(dv.values()), dv
-    assert abs(attacked - alone) <= TOL * alone, (alone, attacked)
+    assert_victim_kept_its_rate(alone, attacked)
     assert att["drops"]["quota_wheel"] > 0 and att["wheel_depth"] <= WHEEL_QUOTA, att
     assert att["drops"]["wheel_pool"] == 0, att
     assert d.alive()
