@@ -2,8 +2,10 @@
 /* fz_vqtx_guest.c — fuzz_vqtx's fake guest: it builds TX descriptor
  * chains in the fake device's memory (fz_vhost.c), direct and indirect, of
  * up to 64 segments, well-formed or bad in one of nine ways, plus hostile
- * avail entries (a head still held, a head out of range); it publishes the
- * avail index and reads the used ring as a driver does. For each
+ * avail entries (a head posted again without a fresh chain: still held,
+ * or completed and its descriptors since reused; a head out of range);
+ * it publishes the avail index and reads the used ring as a driver does.
+ * For each
  * well-formed chain it records what the device must pop (each segment's
  * length and the guest's view of its buffer), so the worker side can check
  * every popped frame byte for byte, and it checks each used entry against
@@ -106,12 +108,17 @@ void fzg_post(struct input *in, bool indirect)
 
 	if (!avail_room())
 		return;
-	if (c >= 0xf8) {   /* hostile: a head held already, or out of range */
+	if (c >= 0xf8) {   /* hostile: a head posted again, or out of range */
 		uint16_t h = c & 1 ? (uint16_t)(F.size + (c & 7)) : (uint16_t)(take(in) % F.size);
 
 		if (h < F.size) {
 			F.dup[h] = true;
 			F.posts[h]++;
+			/* No fresh chain behind it: a head already completed
+			 * pops as whatever its descriptors hold now (freed, or
+			 * reused by another chain), so what it pops as is not
+			 * known, nor what its pending post pops as. */
+			F.exp[h].valid = false;
 		}
 		avail_put(h);
 		return;
