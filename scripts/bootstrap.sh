@@ -13,6 +13,7 @@ PKGS=(
   build-essential pkg-config meson ninja-build python3 python3-pip
   dpdk dpdk-dev libdpdk-dev          # DPDK 22.11: vhost, virtio-user, tap/null/ring PMDs, testpmd
   liburcu-dev libjansson-dev         # RCU for table publication, JSON for config/RPC
+  libsystemd-dev systemd             # sd_notify (readiness, watchdog); systemd-analyze in tests
   clang libclang-rt-14-dev           # libFuzzer targets + sanitizer runtimes (scripts/fuzz.sh)
   valgrind                           # callgrind instruction counts in benchmarks
   iproute2 iputils-ping procps tcpdump ethtool   # namespaces, veth/tap checks in tests

@@ -50,6 +50,8 @@ done
 if [ $extended = 0 ]; then
   tier_expr="${tier_expr:+($tier_expr) and }not extended"
 fi
+# The test-hook tests run in the ASan step below, on build-asan.
+tier_expr="${tier_expr:+($tier_expr) and }not hooks"
 if [ -n "$tier_expr" ]; then
   pytest_args=(-m "$tier_expr" "${pytest_args[@]}")
 fi
@@ -68,7 +70,7 @@ scripts/build.sh build
 
 if [ $quick = 0 ]; then
   step "ASan+UBSan build and C unit tests (build-asan/)"
-  scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
+  scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --no-rebuild --suite unit --print-errorlogs
 
@@ -77,6 +79,10 @@ if [ $quick = 0 ]; then
   # comes from malloc in sanitizer builds); about 30 s.
   SN_BUILD_DIR=build-asan ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
     python3 -m pytest tests/policy/test_stop_slow_link.py -q
+
+  step "ASan+UBSan daemon: the watchdog and a stalled worker (build-asan/, test hooks)"
+  SN_BUILD_DIR=build-asan ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    python3 -m pytest -m hooks tests/daemon -q
 
   step "TSan build and mailbox stress test (build-tsan/)"
   # Only the mailbox stress test is built here: TSan is about the mailbox's

@@ -122,18 +122,26 @@ class Schednicd:
         self.log_path = workdir / f"{log_name}.log"
         self.proc = None
         self.starts = 0
+        self.env = {}        # added to the environment at start (NOTIFY_SOCKET, ...)
+        self.wrapper = []    # argv prefix (setpriv ...): it must exec the daemon
 
     # -- lifecycle ---------------------------------------------------------
-    def start(self, timeout: float = 60.0):
+    def start(self, timeout: float = 60.0, wait: bool = True):
+        """Start the daemon; with wait, return once it answers on its control
+        socket."""
         self.cfg_path.write_text(json.dumps(self.config, indent=2))
         self.starts += 1
         log = open(self.log_path, "ab")
         log.write(f"\n=== start #{self.starts} ===\n".encode())
         log.flush()
-        self.proc = subprocess.Popen([str(self.binary), "--config", str(self.cfg_path)],
+        self.proc = subprocess.Popen(self.wrapper + [str(self.binary), "--config",
+                                                     str(self.cfg_path)],
                                      stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL,
+                                     env={**os.environ, **self.env} if self.env else None)
         log.close()
+        if not wait:
+            return self
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

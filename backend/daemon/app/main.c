@@ -45,6 +45,7 @@
 #include "sn_port_quota.h"
 #include "sn_reload.h"
 #include "sn_rpc.h"
+#include "sn_sdnotify.h"
 #include "sn_switch.h"
 #include "sn_uplink.h"
 
@@ -462,20 +463,52 @@ static int launch(const struct sn_config *cfg, struct sn_switch **sws, const uns
 	return 0;
 }
 
+/* The watchdog's view of the datapath: each worker's loop counter, then
+ * the arbiter's when it has a lcore of its own. */
+static void watchdog_tick(struct sn_sdnotify *sd, const struct sn_pipeline *pl, unsigned nw,
+			  bool arbiter_running, uint64_t now)
+{
+	static char names[SN_SDNOTIFY_MAX_THREADS][16];   /* MAIN only */
+	uint64_t loops[SN_SDNOTIFY_MAX_THREADS];
+	const char *name[SN_SDNOTIFY_MAX_THREADS];
+	struct sn_pipeline_thread_stats t, at;
+	unsigned n = 0;
+
+	if (!sn_sdnotify_due(sd, now))
+		return;
+	for (unsigned k = 0; k < nw && n < SN_SDNOTIFY_MAX_THREADS - 1; k++) {
+		sn_pipeline_worker_thread_stats(pl, k, &t);
+		snprintf(names[n], sizeof(names[n]), "worker %u", k);
+		name[n] = names[n];
+		loops[n++] = t.loops;
+	}
+	if (arbiter_running) {
+		sn_pipeline_thread_stats(pl, &t, &at);
+		name[n] = "the arbiter";
+		loops[n++] = at.loops;
+	}
+	sn_sdnotify_tick(sd, now, loops, name, n);
+}
+
 /* The control loop until a signal or "shutdown" (SIGHUP: a reload, in
  * this loop): 0, or 1 when the control socket failed (logged). */
 static int serve(struct sn_rpc_server *srv, struct sn_policy_store *pol_store,
-		 struct sn_reload *rl)
+		 struct sn_reload *rl, struct sn_sdnotify *sd, const struct sn_pipeline *pl,
+		 unsigned nw, bool arbiter_running, const char *status)
 {
 	while (!g_stop) {
 		if (g_reload) {
 			g_reload = 0;
+			sn_sdnotify_reloading();
 			sn_reload_signal(rl);
+			sn_sdnotify_ready(status);
 		}
 		/* 10 ms: the NBA periods (update_ms) are met within that. */
 		int n = sn_rpc_poll(srv, 10);
+		const uint64_t now = sn_ctl_now_ns();
 
-		sn_policy_tick(pol_store, sn_ctl_now_ns());   /* aggregates (NBA) */
+		sn_policy_tick(pol_store, now);   /* aggregates (NBA) */
+		watchdog_tick(sd, pl, nw, arbiter_running, now);
 
 		if (n < 0 && n != -EINTR) {
 			sn_log("control socket failed: %s", strerror(-n));
@@ -501,6 +534,8 @@ static int run(struct sn_config *cfg, const char *config_path)
 	struct sn_rpc_server *srv = NULL;
 	struct sn_ctl ctl = { .stop = &g_stop };
 	struct sn_reload *rl = NULL;
+	struct sn_sdnotify sd;
+	char status[160];
 	bool uplink_open = false, arbiter_running = false;
 	unsigned arbiter = RTE_MAX_LCORE;
 	uint16_t uplink_port = 0;
@@ -511,6 +546,14 @@ static int run(struct sn_config *cfg, const char *config_path)
 		if (state_lock < 0)
 			return 1;
 	}
+	rc = sn_sdnotify_init(&sd);
+	if (rc < 0) {
+		sn_log("watchdog: WATCHDOG_USEC: %s", strerror(-rc));
+		if (state_lock >= 0)
+			close(state_lock);
+		return 1;
+	}
+	rc = 1;
 	/* The file as given, before eal_start resolves "auto" in it. */
 	rl = sn_reload_create(config_path, cfg, &ctl);
 	if (!rl) {
@@ -610,10 +653,17 @@ static int run(struct sn_config *cfg, const char *config_path)
 		goto out_rpc;
 	sn_log("running: control socket %s, %u worker lcore%s (--lcores %s), %u mbufs",
 	       cfg->control.socket, nw, nw > 1 ? "s" : "", eal.lcores, cfg->datapath.mbufs);
+	/* Ready: the EAL, the ports of the file and the control socket are up. */
+	snprintf(status, sizeof(status), "running: control socket %s, %u worker%s",
+		 cfg->control.socket, nw, nw > 1 ? "s" : "");
+	sn_sdnotify_ready(status);
 
-	if (serve(srv, pol_store, rl))
+	if (serve(srv, pol_store, rl, &sd, pl, nw, arbiter_running, status)) {
+		sn_sdnotify_stopping();
 		goto out_rpc;
+	}
 	rc = 0;
+	sn_sdnotify_stopping();
 	sn_log("stopping");
 
 out_rpc:
@@ -686,7 +736,8 @@ int main(int argc, char **argv)
 			fwrite(sn_default_config, 1, sn_default_config_len, stdout);
 			return fflush(stdout) ? 1 : 0;
 		case 'V':
-			printf("schednicd %s (%s, API 1)\n", SN_VERSION, rte_version());
+			printf("schednicd %s (%s, API 1)%s\n", SN_VERSION, rte_version(),
+			       sn_switch_test_hooks());
 			return 0;
 		case 'h':
 			usage(stdout);

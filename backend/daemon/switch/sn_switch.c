@@ -467,6 +467,35 @@ static void worker_drain(struct sn_switch *sw)
 	vq_service(sw, rte_rdtsc(), true);
 }
 
+#ifdef SN_TEST_HOOKS
+/* Test builds only (meson -Dtest_hooks=true): SCHEDNICD_TEST_STALL=W:A:F
+ * stalls worker W once, A ms after its start, for F ms, inside its loop
+ * (no loop iteration counted): the stuck worker the systemd watchdog
+ * must notice (tests/daemon/test_watchdog_stall.py). *at is 0 when this
+ * worker does not stall. */
+static void test_stall_parse(unsigned wk, uint64_t *at, uint64_t *for_us)
+{
+	const char *v = getenv("SCHEDNICD_TEST_STALL");
+	unsigned w, a, f;
+
+	*at = 0;
+	if (v && sscanf(v, "%u:%u:%u", &w, &a, &f) == 3 && w == wk) {
+		*at = rte_rdtsc() + (uint64_t)a * rte_get_tsc_hz() / 1000u;
+		*for_us = (uint64_t)f * 1000u;
+	}
+}
+
+const char *sn_switch_test_hooks(void)
+{
+	return " test-hooks";
+}
+#else
+const char *sn_switch_test_hooks(void)
+{
+	return "";
+}
+#endif
+
 int sn_switch_worker(void *arg)
 {
 	struct sn_switch *sw = arg;
@@ -479,11 +508,23 @@ int sn_switch_worker(void *arg)
 	/* MAIN created the mbuf quota before the launch, which orders it. */
 	sw->mbq = sn_ports_mbuf_quota(sw->reg);
 	sw->next_scan = rte_rdtsc() + sw->scan_tsc;
+#ifdef SN_TEST_HOOKS
+	uint64_t stall_at, stall_us = 0;
+
+	test_stall_parse(sw->wk, &stall_at, &stall_us);
+#endif
 	/* Acquire pairs with the release store in sn_switch_stop(). */
 	while (!__atomic_load_n(&sw->stop, __ATOMIC_ACQUIRE)) {
 		struct sn_port_table *t = sn_ports_table_rcu(sw->reg);
 		uint64_t now = rte_rdtsc();
 		unsigned got = 0;
+
+#ifdef SN_TEST_HOOKS
+		if (stall_at && now >= stall_at) {
+			stall_at = 0;
+			rte_delay_us_block((unsigned)stall_us);
+		}
+#endif
 
 		sn_vqtx_set_now(sw->wk, now);       /* the hold-time clock: one rdtsc per iteration */
 		if (sw->pl)

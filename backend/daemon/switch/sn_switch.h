@@ -56,6 +56,10 @@ struct sn_switch *sn_switch_create(const struct sn_switch_config *cfg,
 				   struct sn_ports *reg, struct rte_mempool *mp);
 /* lcore_function_t for rte_eal_remote_launch(); returns 0 after stop. */
 int sn_switch_worker(void *sw);
+
+/* " test-hooks" in a build with the test hooks (meson -Dtest_hooks=true:
+ * SCHEDNICD_TEST_STALL, sn_switch.c), else "": for schednicd --version. */
+const char *sn_switch_test_hooks(void);
 /* Main thread: ask the worker to return (then rte_eal_wait_lcore()). */
 void sn_switch_stop(struct sn_switch *sw);
 /* Main thread, after the worker returned (or never started). */
