@@ -5,7 +5,8 @@
 #   1. bootstrap (Debian + Python deps, idempotent), then the tree lint
 #      (scripts/lint.py: work-log tags, SPDX lines; also with --quick)
 #   2. build (build/) and the sanitizer builds: ASan+UBSan (build-asan/,
-#      C unit tests, and the daemon's device-stop tests) and TSan
+#      with the test hooks: C unit tests, the daemon's device-stop tests
+#      and the tests marked hooks, e.g. the watchdog's) and TSan
 #      (build-tsan/, the two-thread mailbox stress)
 #   3. libFuzzer targets, briefly (scripts/fuzz.sh)
 #   4. pytest (tests/), every tier unless --tier says otherwise:

@@ -211,4 +211,4 @@ def test_runs_with_exactly_the_units_capabilities(build_dir, schednicd, daemon_s
     e.start(wait=False)
     assert e.proc.wait(60) != 0
     print("without CAP_NET_ADMIN:", e.log_tail(5))
-    assert "uplink" in e.log_tail(10), e.log_tail(10)
+    assert "failed to initialize net_tap0" in e.log_tail(10), e.log_tail(10)

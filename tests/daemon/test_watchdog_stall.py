@@ -41,7 +41,7 @@ def test_watchdog_silent_while_a_worker_stalls(schednicd, schednicd_bin, sn_tmpd
         assert len(pings) >= 8, notify.msgs
         assert max(gaps) >= STALL_MS / 1000 - 2 * WATCHDOG_USEC / 1e6, gaps
         assert max(gaps) <= STALL_MS / 1000 + 3 * WATCHDOG_USEC / 1e6, gaps
-        assert sorted(gaps)[-2] < 1.0, gaps   # one silence only
+        assert sorted(gaps)[-2] < 2.0, gaps   # one silence only
         log = d.log_path.read_text()
         assert "watchdog: worker 0 made no progress" in log, d.log_tail()
         assert "watchdog: every datapath thread loops again" in log, d.log_tail()
