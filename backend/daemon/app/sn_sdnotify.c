@@ -60,7 +60,6 @@ void sn_sdnotify_tick(struct sn_sdnotify *n, uint64_t now_ns, const uint64_t *lo
 	memcpy(n->last, loops, nloops * sizeof(loops[0]));
 	n->n = nloops;
 	if (still >= 0) {
-		n->skipped++;
 		if (!n->stalled)
 			sn_log("watchdog: %s made no progress in %llu ms: no WATCHDOG=1 until it "
 			       "does", name[still], (unsigned long long)(n->period_ns / 1000000u));
@@ -70,6 +69,5 @@ void sn_sdnotify_tick(struct sn_sdnotify *n, uint64_t now_ns, const uint64_t *lo
 	if (n->stalled)
 		sn_log("watchdog: every datapath thread loops again");
 	n->stalled = false;
-	n->pings++;
 	sd_notify(0, "WATCHDOG=1");
 }

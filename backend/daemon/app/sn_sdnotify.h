@@ -29,7 +29,6 @@ struct sn_sdnotify {
 	uint64_t last[SN_SDNOTIFY_MAX_THREADS];
 	unsigned n;                  /* counters at the last check */
 	bool stalled;                /* the last check found a counter still */
-	uint64_t pings, skipped;     /* WATCHDOG=1 sent; checks that sent none */
 };
 
 /* Reads the watchdog interval from the environment: 0, or -errno of
