@@ -59,8 +59,9 @@ the 16 flows keep 12-22 KB frames, 0.5-1 MB in all, more than the
 wheel's 262 ms horizon at 20 Mbit/s (655 KB); horizon drops would make
 TCP retransmit (~500 per run) and leave its small-queue bound (held p99
 62-255). schednicd leaves an opted-in guest's frames in its ring while
-the port's rate limit is a horizon ahead (completion.horizon_waits), so
-no drop is tolerated.
+the port's rate limit is a horizon ahead (completion.horizon_waits), and
+a frame longer than its room estimate assumed is put at the horizon
+(policy.room_clamped, reported), so no drop is tolerated.
 Immediate: reported (the shaper then buffers what TCP's congestion window
 puts there, up to the wheel horizon, and drops beyond it); only sanity is
 asserted.
@@ -370,6 +371,7 @@ def run_case(rig, mode, n):
         "horizon_waits": after_p["completion"]["horizon_waits"]
         - {x["name"]: x for x in before["ports"]}[port]["completion"]["horizon_waits"],
         "underruns": p1["policy"]["underruns"] - p0["policy"]["underruns"],
+        "room_clamped": p1["policy"]["room_clamped"] - p0["policy"]["room_clamped"],
         "frame_bytes": (p1["policy"]["sent_bytes"] - p0["policy"]["sent_bytes"])
         / max(1, p1["policy"]["sent_packets"] - p0["policy"]["sent_packets"]),
         # schednicd's longest hold so far (cumulative) vs the guest's
@@ -509,6 +511,7 @@ def record(record_result, m):
     record_result(f"{tag}: wheel depth p50 (100 ms samples)", m["wheel_p50"], "frames")
     record_result(f"{tag}: wheel depth max (100 ms samples)", m["wheel_max"], "frames")
     record_result(f"{tag}: drops (all causes)", sum(m["drops"].values()), "frames")
+    record_result(f"{tag}: frames put at the horizon (room_clamped)", m["room_clamped"], "frames")
     record_result(f"{tag}: TCP retransmits", m["retransmits"], "segments")
     record_result(f"{tag}: guest QEMU on CPU", 100 * m["guest_cpu"], "%")
     record_result(f"{tag}: guest QEMU runnable, waiting for a CPU", 100 * m["guest_wait"], "%")

@@ -99,6 +99,9 @@ struct sn_pipeline_port_stats {
 	uint64_t underruns;    /* a frame found the limit idle (LTS < now): the
 	                        * shaper was starved, by its input or by a stall
 	                        * of the worker longer than the wheel horizon */
+	uint64_t room_clamped; /* a frame a room function let through ended
+	                        * beyond the wheel horizon and was put at the
+	                        * horizon instead of dropped (sn_pipeline_src_room) */
 	uint64_t sent_packets, sent_bytes;         /* handed to a destination */
 	uint64_t uplink_packets, uplink_bytes;     /* of which: sent on the uplink */
 	uint64_t qfq_idle;     /* its scheduler class ran empty on a release: the
@@ -205,14 +208,21 @@ void sn_pipeline_flush(struct sn_pipeline *pl);
  * the guest's TX ring: it waits there instead of being dropped at the
  * horizon (a horizon drop only turns into a TCP retransmit), and the rate
  * stays a hard limit. When the port's limit is idle at least one frame is
- * allowed (progress even when one maximal frame spans the horizon: it is
- * then dropped at the horizon). */
+ * allowed (progress even when one maximal frame spans the horizon).
+ * The room is an estimate: a frame longer than any before it, or one that
+ * alone spans the horizon, may end beyond it. A frame of the port's next
+ * submit after a room call that allowed some, if its port limit starts it
+ * within the horizon and that limit is what stamps it, is put at the
+ * horizon instead of dropped (room_clamped): it leaves early by less than
+ * its own length at the port's rate and its stamp is kept (the port's
+ * next frames wait its full length, so at most one frame per submit is
+ * clamped), and the rate holds over any window longer than the horizon.
+ * Any other frame beyond the horizon is dropped. */
 #define SN_PIPELINE_ROOM_FRAME_MIN 1518u
 /* Both room functions also keep the port's frames in this worker's wheel
  * within its wheel quota (sn_port.quota.wheel, loaded relaxed): a port
  * at its quota waits in its ring instead of losing frames (quota_wheel). */
-uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
-			      uint16_t max);
+uint16_t sn_pipeline_src_room(struct sn_pipeline *pl, const struct sn_port *in, uint16_t max);
 /* Worker: how many frames a deferred queue of a guest that did not opt in
  * may hand to submit() now (its frames are copied out rather than held
  * past its short hold limit, sn_vqtx_copy_out): as many as keep the frames
@@ -227,7 +237,7 @@ uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port
  * the port is not shaped. */
 #define SN_PIPELINE_COPY_AHEAD_NS 20000000ull
 #define SN_PIPELINE_COPY_POOL_SHARE 8u
-uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn_port *in,
+uint16_t sn_pipeline_src_copy_room(struct sn_pipeline *pl, const struct sn_port *in,
 				   uint64_t budget, uint16_t max);
 /* Worker: frames held (wheel + arbiter); > 0 means run() has work later. */
 uint64_t sn_pipeline_held(const struct sn_pipeline *pl);

@@ -244,7 +244,8 @@ json_t *sn_pipeline_rpc_port_json(const struct sn_ctl *ctl, const struct sn_port
 	if (o && (json_object_set_new(o, "clock_ns", json_integer((json_int_t)c0)) ||
 		  json_object_set_new(o, "clock_consistent", json_boolean(s1)) ||
 		  json_object_set_new(o, "flow_entries", json_integer((json_int_t)ps.flow_entries)) ||
-		  json_object_set_new(o, "quota_flows", json_integer((json_int_t)ps.quota_flows)))) {
+		  json_object_set_new(o, "quota_flows", json_integer((json_int_t)ps.quota_flows)) ||
+		  json_object_set_new(o, "room_clamped", json_integer((json_int_t)ps.room_clamped)))) {
 		json_decref(o);
 		o = NULL;
 	}

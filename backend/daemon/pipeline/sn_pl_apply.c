@@ -432,6 +432,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 			pl->clup_pend_moved[s] = false;   /* no map of its old port */
 			ps->has_rate = false;
 			ps->room_lmax = 0;
+			ps->room_gated = false;
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
 				ctr_set((uint64_t *)&ps->st + i, 0);
 		}

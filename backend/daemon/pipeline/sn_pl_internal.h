@@ -152,6 +152,8 @@ struct wslot {
 	bool has_rate, has_class; /* has_class: policy wants a scheduler class */
 	bool has_cls;             /* the port has flow classes (sn_classify) */
 	uint32_t room_lmax;       /* longest frame submitted (0: none yet) */
+	bool room_gated;          /* the frames the port submits next were let
+	                           * through by a room function (room_clamp()) */
 	uint64_t returned;        /* frames taken back from the return mailbox */
 	uint64_t purge_ns;        /* last wheel purge of a stop (0: none pending) */
 	/* Worker writes (relaxed), any thread reads. */

@@ -431,11 +431,27 @@ static __rte_noinline struct rte_mbuf *copy_at_submit(struct sn_pipeline *pl, st
  * frames in the wheel, goes into the wheel; the stamps of the policies it
  * crosses are committed only if the wheel takes it (a drop is counted).
  * Returns 1 if queued. */
+/* A frame of port slot ps stamped ts that may be put at the horizon
+ * rather than dropped there (sn_pipeline_src_room in sn_pipeline.h): a
+ * room call let the port's frames through, its port limit starts it
+ * within the horizon h and that limit is what stamps it (ts at most the
+ * frame's length at the port's rate, rounded up, after that start). */
+static inline bool room_clamp(const struct wslot *ps, uint64_t now, uint64_t h, uint32_t len,
+			      uint64_t ts)
+{
+	const uint64_t start = RTE_MAX(ps->ts.lts, now);
+
+	return ps->room_gated && ps->has_rate && start < now + h &&
+	       ts <= start + (uint64_t)len * (ps->ts.ns_byte + 1);
+}
+
 static inline __attribute__((always_inline)) unsigned
-wheel_insert(struct sn_pipeline *pl, struct rte_mbuf *m, struct sn_classify_res *cr,
-	     struct sn_tstamp_next *nx, uint64_t ts, uint64_t now)
+wheel_insert(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf *m,
+	     struct sn_classify_res *cr, struct sn_tstamp_next *nx, uint64_t ts, uint64_t now)
 {
 	const uint32_t len = m->pkt_len;
+	const uint64_t h = sn_twheel_horizon_ns(pl->wheel);
+	bool clamp = cr->clamp, rclamp = false;
 	int rc;
 
 	if (RTE_MBUF_HAS_EXTBUF(m) && ts > now && ts - now > sn_vqtx_copy_by_ns(m)) {
@@ -446,7 +462,13 @@ wheel_insert(struct sn_pipeline *pl, struct rte_mbuf *m, struct sn_classify_res 
 	meta_of(pl, m)->ts = ts;
 	/* the aggregate's part of ts, for sn_pl_restamp_aggs() */
 	*agg_lag(pl, m) = cr->agg ? agg_lag_of(nx, cr->n, now) : AGG_NONE;
-	rc = sn_twheel_insert(pl->wheel, m, ts, cr->clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+	/* (also when ts is just short of the horizon: the wheel's front
+	 * may trail now by a slot) */
+	if (!clamp && room_clamp(ps, now, h, len, ts)) {
+		clamp = true;
+		rclamp = ts >= now + h;
+	}
+	rc = sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 	if (rc) {
 		sn_classify_dropped(pl->cls, cr, len,
 				    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
@@ -454,9 +476,10 @@ wheel_insert(struct sn_pipeline *pl, struct rte_mbuf *m, struct sn_classify_res 
 		return 0;
 	}
 	sn_tstamp_consolidate_commit(cr->pol, cr->n, nx);
+	if (rclamp)
+		ctr_add(&ps->st.room_clamped, 1);
 	if (cr->cls != SN_CLASSIFY_NONE)
-		sn_classify_accepted(pl->cls, cr,
-				     cr->clamp && ts >= now + sn_twheel_horizon_ns(pl->wheel));
+		sn_classify_accepted(pl->cls, cr, cr->clamp && ts >= now + h);
 	return 1;
 }
 
@@ -568,7 +591,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 					drop(pl, m, SN_PL_DROP_QUOTA_WHEEL);
 					continue;
 				}
-				wd += wheel_insert(pl, m, &cr, nx, ts, now);
+				wd += wheel_insert(pl, ps, m, &cr, nx, ts, now);
 				continue;
 			}
 			/* Carousel fast path (see above): ts is not in the
@@ -611,17 +634,20 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	submit_seq_end(pl, seq0);
 }
 
+/* The room a room call gave (room_gated) is for the port's next submit. */
 void sn_pipeline_submit_burst(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf **pkts,
 			      struct sn_port *const *dst, uint16_t n)
 {
 	for (uint16_t i = 0; i < n; i += BATCH)
 		submit_chunk(pl, in, pkts + i, dst + i, (uint16_t)RTE_MIN(n - i, BATCH));
+	pl->ps[in->slot].room_gated = false;
 }
 
 void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf *m,
 			struct sn_port *dst)
 {
 	submit_chunk(pl, in, &m, &dst, 1);
+	pl->ps[in->slot].room_gated = false;
 }
 
 /* Deliver the frames submit released (all of one port, in order).
@@ -734,8 +760,8 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
  * when that passes now + horizon (less 1/64 of it: the wheel's front may
  * trail pl->now by the slots not yet swept). Per frame at most the longest
  * frame the port submitted so far (at least SN_PIPELINE_ROOM_FRAME_MIN; a
- * longer one than ever before may still land beyond the horizon, once) at
- * ns_byte + 1 ns per byte (an upper bound of 8e9 / rate). */
+ * longer one than ever before may still end beyond the horizon: then
+ * room_clamp()) at ns_byte + 1 ns per byte (an upper bound of 8e9 / rate). */
 static uint16_t room_within(const struct sn_pipeline *pl, const struct wslot *ps, uint64_t h,
 			    uint16_t max)
 {
@@ -763,10 +789,9 @@ static uint16_t wheel_room(const struct sn_pipeline *pl, const struct wslot *ps,
 }
 
 /* See sn_pipeline.h. */
-uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port *in,
-			      uint16_t max)
+uint16_t sn_pipeline_src_room(struct sn_pipeline *pl, const struct sn_port *in, uint16_t max)
 {
-	const struct wslot *ps = &pl->ps[in->slot];
+	struct wslot *ps = &pl->ps[in->slot];
 	uint16_t k;
 
 	if (ps->gen != in->gen || !ps->shaped)
@@ -774,7 +799,9 @@ uint16_t sn_pipeline_src_room(const struct sn_pipeline *pl, const struct sn_port
 	k = wheel_room(pl, ps, in, max);
 	if (!ps->has_rate)
 		return k;
-	return room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), k);
+	k = room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), k);
+	ps->room_gated = k > 0;
+	return k;
 }
 
 /* See sn_pipeline.h. */
@@ -798,10 +825,10 @@ uint32_t sn_pipeline_wheel_reserve(uint32_t pool_nodes, unsigned n_slots, unsign
 }
 
 /* See sn_pipeline.h. */
-uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn_port *in,
+uint16_t sn_pipeline_src_copy_room(struct sn_pipeline *pl, const struct sn_port *in,
 				   uint64_t budget, uint16_t max)
 {
-	const struct wslot *ps = &pl->ps[in->slot];
+	struct wslot *ps = &pl->ps[in->slot];
 	const uint64_t held = sn_pipeline_src_held(pl, in);
 	const uint64_t cap = pl->pool_nodes / SN_PIPELINE_COPY_POOL_SHARE;
 	uint16_t k, ahead;
@@ -817,7 +844,9 @@ uint16_t sn_pipeline_src_copy_room(const struct sn_pipeline *pl, const struct sn
 		k = RTE_MAX(k, ahead);
 		k = RTE_MIN(k, room_within(pl, ps, sn_twheel_horizon_ns(pl->wheel), max));
 	}
-	return RTE_MIN(k, wheel_room(pl, ps, in, max));
+	k = RTE_MIN(k, wheel_room(pl, ps, in, max));
+	ps->room_gated = ps->has_rate && k > 0;
+	return k;
 }
 
 uint64_t sn_pipeline_src_held(const struct sn_pipeline *pl, const struct sn_port *in)

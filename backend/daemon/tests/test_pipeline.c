@@ -385,6 +385,60 @@ static void horizon(void)
 	fix_close(&f);
 }
 
+/* ---- room at the horizon ------------------------------------------------- */
+
+/* At 0.1 Mbit/s a 1000-byte frame takes 80 ms, more than the 40.96 ms
+ * horizon: the idle port's room is one frame, which alone ends beyond the
+ * horizon. Let through by the room, it is put at the horizon
+ * (room_clamped), not dropped; a frame submitted without a room call is a
+ * horizon drop. The clamped frame leaves at the horizon, never earlier,
+ * and its stamp is kept: the port gets room again only once the frame's
+ * full 80 ms (from where its chain starts, chain_start) have passed. */
+static void room_clamp(void)
+{
+	const uint64_t rate = 100000;
+	const uint32_t len = 1000;
+	const uint64_t p = frame_ns(rate, len);
+	struct sn_pipeline_port_stats s;
+	uint64_t t0, t_rel = 0, t_room = 0, dl;
+	uint16_t room0, room1;
+	struct fix f;
+
+	if (fix_open(&f, rate))
+		return;
+	room0 = sn_pipeline_src_room(f.pl, &ports[0], 32);
+	t0 = submit(&f, 1, len, NULL);
+	s = stats0(&f);
+	CHECK(room0 == 1);
+	CHECK(s.room_clamped == 1 && s.drop[SN_PL_DROP_HORIZON] == 0 && s.wheel_depth == 1);
+	room1 = sn_pipeline_src_room(f.pl, &ports[0], 32);
+	if (sn_pipeline_clock_ns(f.pl) < chain_start(&f, t0, p) + p)
+		CHECK(room1 == 0);
+	submit(&f, 1, len, NULL);   /* no room call: beyond the horizon, dropped */
+	s = stats0(&f);
+	CHECK(s.room_clamped == 1 && s.drop[SN_PL_DROP_HORIZON] == 1 && s.wheel_depth == 1);
+	dl = mono_ns() + 10 * p;
+	while (mono_ns() < dl && (!t_rel || !t_room)) {
+		sn_pipeline_run(f.pl, &table);
+		sn_pipeline_flush(f.pl);
+		s = stats0(&f);
+		if (!t_rel && s.released_packets == 1)
+			t_rel = sn_pipeline_clock_ns(f.pl);
+		if (!t_room && sn_pipeline_src_room(f.pl, &ports[0], 32) > 0)
+			t_room = sn_pipeline_clock_ns(f.pl);
+		usleep(200);
+	}
+	printf("room clamp at 0.1 Mbit/s x %u B (%.0f ms, horizon %.2f ms): clamped %" PRIu64
+	       ", horizon drops %" PRIu64 ", released after %.2f ms, room again after %.2f ms\n",
+	       len, (double)p / MS, (double)HORIZON / MS, s.room_clamped,
+	       s.drop[SN_PL_DROP_HORIZON], t_rel ? (double)(t_rel - t0) / MS : -1.0,
+	       t_room ? (double)(t_room - t0) / MS : -1.0);
+	CHECK(t_rel != 0 && t_rel + 2 * GRAN_NS >= t0 + HORIZON);
+	CHECK(t_room != 0 && t_room >= chain_start(&f, t0, p) + p);
+	CHECK(s.released_packets == 1 && s.wheel_depth == 0 && sn_pipeline_held(f.pl) == 0);
+	fix_close(&f);
+}
+
 /* ---- live policy apply --------------------------------------------------- */
 
 static const struct live_case {
@@ -643,6 +697,7 @@ int main(void)
 		for (size_t i = 0; i < RTE_DIM(rel_cases); i++)
 			release_at_rate(&rel_cases[i]);
 		horizon();
+		room_clamp();
 		for (size_t i = 0; i < RTE_DIM(live_cases); i++)
 			live_apply(&live_cases[i]);
 		drain();
