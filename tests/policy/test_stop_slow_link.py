@@ -91,7 +91,9 @@ def test_peer_death_with_seconds_of_frames_in_qfq_stops_at_once(schednicd, sngen
     print(f"{layout}: {before['completion']['held_now']} held, completed {took * 1000:.0f} ms "
           f"after the kill, stop counters {c.get('stop')}")
     assert took < 5.0, took                      # 20 s of link time
-    assert 0 < c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]
+    # (0 when the worker answered within the first microsecond; that the
+    # stop ran is what purged_sched and forced show)
+    assert c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]
     assert c["stop"]["timeouts"] == 0, c["stop"]
     assert c["stop"]["purged_sched"] > 150, c["stop"]
     assert c["completed"] == c["popped"], c        # each descriptor exactly once
@@ -232,7 +234,7 @@ def test_stock_guest_stop_does_not_wait_for_its_copies(schednicd, sngen, sn_tmpd
     c = t["vm0"]["completion"]
     print(f"{layout}: copied_out {c['copied_out']}, stop counters {c['stop']}")
     assert c["stop"]["timeouts"] == 0, c["stop"]
-    assert 0 < c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]
+    assert c["stop"]["wait_us_max"] < STOP_WAIT_US, c["stop"]   # 0: answered within 1 us
     assert c["completed"] == c["popped"], c
     assert c["hold_timeouts"] == 0, c
     assert d.alive()
