@@ -76,7 +76,7 @@ else
   echo "bootstrap: all $(( ${#PKGS[@]} + ${#NOSTART_PKGS[@]} )) Debian packages present"
 fi
 
-# Python test dependencies, into the python3 that runs the tests.
+# Python dependencies (requirements.txt), into the python3 that runs the tests.
 if ! python3 - <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version
@@ -88,7 +88,7 @@ for line in open("requirements.txt"):
             sys.exit(1)
 PY
 then
-  echo "bootstrap: installing Python test dependencies (requirements.txt)"
+  echo "bootstrap: installing Python dependencies (requirements.txt)"
   if ! python3 -m pip install -q -r requirements.txt 2>/tmp/sn-bootstrap-pip.log; then
     # Debian's system python refuses pip without this flag (PEP 668).
     python3 -m pip install -q --break-system-packages -r requirements.txt 2>>/tmp/sn-bootstrap-pip.log || {
@@ -96,6 +96,6 @@ then
       tail -5 /tmp/sn-bootstrap-pip.log >&2; exit 1; }
   fi
 else
-  echo "bootstrap: Python test dependencies present"
+  echo "bootstrap: Python dependencies present"
 fi
 python3 -m pytest --version >/dev/null || { echo "bootstrap: python3 -m pytest does not work" >&2; exit 1; }

@@ -1,29 +1,42 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# scripts/demo.sh — the main job, end to end, in about half a minute:
+# scripts/demo.sh — the main job, end to end, in under a minute:
 #   1. installs missing dependencies and builds (only when needed)
 #   2. starts schednicd on its embedded default config (two vhost-user
 #      server ports vm0/vm1 under /run/schednic, an uplink net_tap
-#      "sn-uplink0", control socket /run/schednic/schednicd.sock)
-#   3. attaches two DPDK virtio-user peers (one sn-gen process on CPU 0)
-#      and moves the uplink tap into a private network namespace
-#   4. sends traffic vm0 -> vm1 while showing live per-port counters, then
-#      pings across the uplink from the namespace to the vm0 peer
-#   5. stops everything it started and removes what it created
-# Options: --seconds N   length of the traffic phase (default 8)
+#      "sn-uplink0", control socket /run/schednic/schednicd.sock), adds a
+#      third port vm2 over JSON-RPC and moves the uplink tap into a
+#      private network namespace
+#   3. attaches three DPDK virtio-user peers (one sn-gen process on CPU 0),
+#      each sending more to the uplink than it can get
+#   4. phase 1: the uplink emulated at 40 Mbit/s, weights 1:2:5; phase 2,
+#      changed live: weights 8:2:5 and vm0 limited to 16 Mbit/s, below its
+#      weighted share (its target is its limit, vm1 and vm2 share the rest
+#      2:5); a live per-port rate table, then each phase's measured shares
+#      against its max-min fair target (scripts/demo-shares.py)
+#   5. writes the per-second rates to a CSV and plots them (PNG), paths
+#      printed; pings across the uplink from the namespace to the vm0 peer
+#   6. stops everything it started and removes what it created
+# Options: --seconds N   length of each phase (default 8)
+#          --out DIR     where the CSV and the PNG go (default build/demo)
+# Exit status: 0 when every share is within 2 % of its target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 secs=8
+out=$REPO/build/demo
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds)
       # checked before anything starts: a missing or non-numeric value is
       # a usage error, not a failure once the daemon is up
-      if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt 2 ] || [ "$2" -gt 3600 ]; then
-        echo "demo: --seconds needs an integer 2..3600" >&2; exit 2
+      if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt 4 ] || [ "$2" -gt 3600 ]; then
+        echo "demo: --seconds needs an integer 4..3600" >&2; exit 2
       fi
       secs=$2; shift 2 ;;
+    --out)
+      if [ $# -lt 2 ] || [ -z "$2" ]; then echo "demo: --out needs a directory" >&2; exit 2; fi
+      out=$(realpath -m "$2"); shift 2 ;;
     -h|--help) awk 'NR > 2 && /^#/ { print; next } NR > 2 { exit }' "$0"; exit 0 ;;
     *) echo "demo: unknown option $1" >&2; exit 2 ;;
   esac
@@ -82,16 +95,26 @@ ip -n "$ns" addr add 10.99.0.1/24 dev sn-uplink0
 ip -n "$ns" link set sn-uplink0 up
 ip -n "$ns" link set lo up
 
-say "traffic: sn-gen (CPU 0) sends 64 B frames vm0 -> vm1 for ${secs}s; live counters"
-"$B/sn-gen" bench --port /run/schednic/vm0.sock --port /run/schednic/vm1.sock \
-  --cpu 0 --file-prefix sn-demo-gen-$$ --warmup 1 --duration "$secs" \
+say "a third port: schednicctl port-add vm2 /run/schednic/vm2.sock"
+$CTL port-add vm2 /run/schednic/vm2.sock
+# The tap's MAC, learned on the uplink from the ARP requests of a ping
+# nobody answers: the peers' frames to it go to the uplink only.
+tap_mac=$(ip netns exec "$ns" cat /sys/class/net/sn-uplink0/address)
+ip netns exec "$ns" ping -c 1 -W 1 10.99.0.9 >/dev/null 2>&1 || true
+
+say "traffic: three peers (sn-gen, CPU 0) send 1000 B frames to the uplink ($tap_mac), 32 Mbit/s each"
+mkdir -p "$out"
+"$B/sn-gen" count --port /run/schednic/vm0.sock --port /run/schednic/vm1.sock \
+  --port /run/schednic/vm2.sock --cpu 0 --file-prefix sn-demo-gen-$$ --size 1000 \
+  --rate 12000 --count "$((4000 * (2 * secs + 30)))" --duration "$((2 * secs + 30))" \
+  --flow "src=0,dst=$tap_mac" --flow "src=1,dst=$tap_mac" --flow "src=2,dst=$tap_mac" \
   >"$work/gen.json" 2>"$work/gen.log" &
 gen_pid=$!
-sleep 2
-$CTL stats --watch 1 --count "$((secs - 1))" || true
-wait "$gen_pid" || { cat "$work/gen.log"; echo "demo: sn-gen failed" >&2; exit 1; }
+rc=0
+python3 scripts/demo-shares.py --seconds "$secs" --csv "$out/rates.csv" --plot "$out/rates.png" || rc=$?
+kill "$gen_pid" 2>/dev/null; wait "$gen_pid" 2>/dev/null || true
 gen_pid=
-echo "sn-gen summary: $(cat "$work/gen.json")"
+[ "$rc" -eq 0 ] || { tail -5 "$work/gen.log" >&2; }
 
 say "uplink: ping from $ns to the vm0 peer (10.99.0.2, answered by sn-gen echo)"
 "$B/sn-gen" echo --port /run/schednic/vm0.sock --port /run/schednic/vm1.sock \
@@ -105,3 +128,4 @@ gen_pid=
 
 say "final counters"
 $CTL stats
+exit "$rc"

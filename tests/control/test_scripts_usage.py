@@ -21,7 +21,7 @@ def run(*args):
 def test_demo_bad_seconds(args):
     r = run("demo.sh", *args)
     assert r.returncode == 2, (r.returncode, r.stderr)
-    assert r.stderr.strip() == "demo: --seconds needs an integer 2..3600", r.stderr
+    assert r.stderr.strip() == "demo: --seconds needs an integer 4..3600", r.stderr
     assert "==" not in r.stdout  # no step started
 
 
