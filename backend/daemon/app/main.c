@@ -37,6 +37,7 @@
 #include "sn_cpufair.h"
 #include "sn_ctl.h"
 #include "sn_eal.h"
+#include "sn_eal_log.h"
 #include "sn_fdlimit.h"
 #include "sn_pipeline.h"
 #include "sn_policy.h"
@@ -112,13 +113,13 @@ static int lock_state_dir(const char *dir)
 	int fd, rc;
 
 	if (snprintf(path, sizeof(path), "%s/schednicd.lock", dir) >= (int)sizeof(path))
-		return sn_log("control.state_dir %s: path too long", dir), -1;
+		return sn_log_err("control.state_dir %s: path too long", dir), -1;
 	rc = sn_ports_mkdir_parents(path);
 	if (rc)
-		return sn_log("control.state_dir %s: cannot create it: %s", dir, strerror(-rc)), -1;
+		return sn_log_err("control.state_dir %s: cannot create it: %s", dir, strerror(-rc)), -1;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return sn_log("control.state_dir %s: cannot open %s: %s", dir, path,
+		return sn_log_err("control.state_dir %s: cannot open %s: %s", dir, path,
 			      strerror(errno)), -1;
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
 		rc = errno;
@@ -126,17 +127,17 @@ static int lock_state_dir(const char *dir)
 		pid[n > 0 ? n : 0] = '\0';
 		pid[strcspn(pid, "\n")] = '\0';
 		if (rc == EWOULDBLOCK)
-			sn_log("control.state_dir %s is in use by another schednicd (pid %s, lock "
+			sn_log_err("control.state_dir %s is in use by another schednicd (pid %s, lock "
 			       "%s): give each daemon its own state_dir", dir,
 			       pid[0] ? pid : "unknown", path);
 		else
-			sn_log("control.state_dir %s: cannot lock %s: %s", dir, path, strerror(rc));
+			sn_log_err("control.state_dir %s: cannot lock %s: %s", dir, path, strerror(rc));
 		close(fd);
 		return -1;
 	}
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)n, 0) != n)
-		sn_log("control.state_dir %s: cannot write the pid to %s: %s", dir, path,
+		sn_log_err("control.state_dir %s: cannot write the pid to %s: %s", dir, path,
 		       strerror(errno));
 	return fd;
 }
@@ -154,24 +155,24 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 	if (cfg->policy_json) {
 		j = json_loads(cfg->policy_json, 0, NULL);
 		if (!j) {
-			sn_log("policy: out of memory");
+			sn_log_err("policy: out of memory");
 			return 1;
 		}
 	}
 	if (sn_policy_parse(j, &pol, err, sizeof(err))) {
 		json_decref(j);
-		sn_log("config: %s", err);
+		sn_log_err("config: %s", err);
 		return 1;
 	}
 	json_decref(j);
 	*store = sn_policy_store_create(&pol);
 	if (!*store) {
-		sn_log("policy: %s", strerror(errno));
+		sn_log_err("policy: %s", strerror(errno));
 		return 1;
 	}
 	/* The NBA splits aggregates over the worker lcores. */
 	if (sn_policy_store_set_workers(*store, cfg->datapath.workers)) {
-		sn_log("policy: cannot split aggregates over %u workers", cfg->datapath.workers);
+		sn_log_err("policy: cannot split aggregates over %u workers", cfg->datapath.workers);
 		return 1;
 	}
 	/* Wheel: 4 us slots, 65536 of them (262 ms horizon: the most queueing
@@ -191,7 +192,7 @@ static int policy_setup(const struct sn_config *cfg, struct rte_mempool *mp,
 		.workers = cfg->datapath.workers, .burst = cfg->datapath.burst,
 		.idle_sleep_us = cfg->datapath.idle_sleep_us }, *store);
 	if (!*pl) {
-		sn_log("pipeline: %s", strerror(errno));
+		sn_log_err("pipeline: %s", strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -235,7 +236,7 @@ static int quota_setup(const struct sn_config *cfg, struct sn_ports *reg,
 	env.uplink_mbufs = uplink_rxq ? sn_config_uplink_mbufs(cfg, uplink_rxq) : 0;
 	kept = env.uplink_mbufs + caches + stashes;
 	if (mp->size <= kept + (uint64_t)cfg->datapath.burst * 2) {
-		sn_log("datapath.mbufs: %u mbufs leave no guest share: the uplink's RX share (%u), "
+		sn_log_err("datapath.mbufs: %u mbufs leave no guest share: the uplink's RX share (%u), "
 		       "the mempool caches (%llu) and the recycle stashes (%llu) take %llu "
 		       "(raise datapath.mbufs or use \"auto\")", mp->size, env.uplink_mbufs,
 		       (unsigned long long)caches, (unsigned long long)stashes,
@@ -245,7 +246,7 @@ static int quota_setup(const struct sn_config *cfg, struct sn_ports *reg,
 	env.mbuf_total = (uint32_t)(mp->size - kept);
 	rc = sn_ports_quota_setup(reg, &env, policy_quota, store);
 	if (rc) {
-		sn_log("quota: %s", strerror(-rc));
+		sn_log_err("quota: %s", strerror(-rc));
 		return 1;
 	}
 	sn_log("quota: %u mbufs shared by the ports (pool %u, uplink RX share %u, "
@@ -292,11 +293,13 @@ static int eal_start(struct sn_config *cfg, struct sn_eal_args *a, char *runtime
 	}
 	if (cfg->eal.hugepages)
 		sn_log("memory: %u MB of hugepages from %s", cfg->eal.memory_mb, huge_dir);
+	if (sn_eal_log_init())
+		sn_log_warn("dpdk: cannot route its log through schednicd's (it goes to stdout)");
 	if (rte_eal_init(a->argc, a->argv) < 0) {
 		const char *dir = rte_eal_get_runtime_dir();
 		size_t dl = dir ? strlen(dir) : 0, pl = strlen(cfg->eal.file_prefix);
 
-		sn_log("EAL init failed: %s", rte_strerror(rte_errno));
+		sn_log_err("EAL init failed: %s", rte_strerror(rte_errno));
 		/* A failed init may already have created our runtime dir. */
 		if (dl > pl && !strcmp(dir + dl - pl, cfg->eal.file_prefix) && dir[dl - pl - 1] == '/')
 			nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
@@ -316,7 +319,7 @@ static int find_lcores(const struct sn_config *cfg, const char *lcores, unsigned
 	for (unsigned k = 0; k < nw; k++) {
 		workers[k] = rte_get_next_lcore(k ? workers[k - 1] : (unsigned)-1, 1, 0);
 		if (workers[k] >= RTE_MAX_LCORE) {
-			sn_log("no worker lcore %u (EAL --lcores %s)", k, lcores);
+			sn_log_err("no worker lcore %u (EAL --lcores %s)", k, lcores);
 			return -1;
 		}
 	}
@@ -324,7 +327,7 @@ static int find_lcores(const struct sn_config *cfg, const char *lcores, unsigned
 	if (cfg->datapath.layout != SN_LAYOUT_1CORE) {
 		*arbiter = rte_get_next_lcore(workers[nw - 1], 1, 0);
 		if (*arbiter >= RTE_MAX_LCORE) {
-			sn_log("no arbiter lcore (EAL --lcores %s)", lcores);
+			sn_log_err("no arbiter lcore (EAL --lcores %s)", lcores);
 			return -1;
 		}
 	}
@@ -349,7 +352,7 @@ static int workers_create(const struct sn_config *cfg, struct sn_ports *reg,
 			.max_flows = cfg->datapath.max_flows,
 			.n_slots = sn_config_port_slots });
 		if (!cfs[k]) {
-			sn_log("cpu fair dropping: %s", strerror(errno));
+			sn_log_err("cpu fair dropping: %s", strerror(errno));
 			return -1;
 		}
 	}
@@ -365,7 +368,7 @@ static int workers_create(const struct sn_config *cfg, struct sn_ports *reg,
 							       : SN_MAC_MOVE_VM_STICKY,
 			.share = k ? sws[0] : NULL }, reg, mp);
 		if (!sws[k]) {
-			sn_log("switch: %s", strerror(errno));
+			sn_log_err("switch: %s", strerror(errno));
 			return -1;
 		}
 	}
@@ -400,7 +403,7 @@ static struct sn_rpc_server *control_start(const struct sn_config *cfg, struct s
 	struct sn_rpc_server *srv;
 
 	if (sn_ports_mkdir_parents(cfg->control.socket)) {
-		sn_log("control.socket: cannot create the directory of %s", cfg->control.socket);
+		sn_log_err("control.socket: cannot create the directory of %s", cfg->control.socket);
 		return NULL;
 	}
 	srv = sn_rpc_server_create(&(struct sn_rpc_config){
@@ -409,11 +412,11 @@ static struct sn_rpc_server *control_start(const struct sn_config *cfg, struct s
 		.max_clients = cfg->control.max_clients,
 		.api_json = sn_rpc_api_json });
 	if (!srv) {
-		sn_log("control socket %s: %s", cfg->control.socket, strerror(errno));
+		sn_log_err("control socket %s: %s", cfg->control.socket, strerror(errno));
 		return NULL;
 	}
 	if (sn_ctl_register(srv, ctl)) {
-		sn_log("control: handler registration failed");
+		sn_log_err("control: handler registration failed");
 		sn_rpc_server_destroy(srv);
 		return NULL;
 	}
@@ -429,7 +432,7 @@ static int config_ports_add(const struct sn_config *cfg, struct sn_ports *reg)
 		int err = sn_reload_port_add(reg, p);
 
 		if (err) {
-			sn_log("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
+			sn_log_err("config: ports[%u] (%s, %s): %s", i, p->name, p->path, strerror(-err));
 			return -1;
 		}
 	}
@@ -446,14 +449,14 @@ static int launch(const struct sn_config *cfg, struct sn_switch **sws, const uns
 {
 	for (unsigned k = 0; k < cfg->datapath.workers; k++) {
 		if (rte_eal_remote_launch(sn_switch_worker, sws[k], workers[k])) {
-			sn_log("cannot launch worker %u on lcore %u", k, workers[k]);
+			sn_log_err("cannot launch worker %u on lcore %u", k, workers[k]);
 			return -1;
 		}
 		(*n_running)++;
 	}
 	if (arbiter != RTE_MAX_LCORE) {
 		if (rte_eal_remote_launch(sn_pipeline_arbiter_main, pl, arbiter)) {
-			sn_log("cannot launch the arbiter on lcore %u", arbiter);
+			sn_log_err("cannot launch the arbiter on lcore %u", arbiter);
 			return -1;
 		}
 		*arbiter_running = true;
@@ -511,7 +514,7 @@ static int serve(struct sn_rpc_server *srv, struct sn_policy_store *pol_store,
 		watchdog_tick(sd, pl, nw, arbiter_running, now);
 
 		if (n < 0 && n != -EINTR) {
-			sn_log("control socket failed: %s", strerror(-n));
+			sn_log_err("control socket failed: %s", strerror(-n));
 			return 1;
 		}
 	}
@@ -548,7 +551,7 @@ static int run(struct sn_config *cfg, const char *config_path)
 	}
 	rc = sn_sdnotify_init(&sd);
 	if (rc < 0) {
-		sn_log("watchdog: WATCHDOG_USEC: %s", strerror(-rc));
+		sn_log_err("watchdog: WATCHDOG_USEC: %s", strerror(-rc));
 		if (state_lock >= 0)
 			close(state_lock);
 		return 1;
@@ -557,7 +560,7 @@ static int run(struct sn_config *cfg, const char *config_path)
 	/* The file as given, before eal_start resolves "auto" in it. */
 	rl = sn_reload_create(config_path, cfg, &ctl);
 	if (!rl) {
-		sn_log("reload: %s", strerror(errno));
+		sn_log_err("reload: %s", strerror(errno));
 		if (state_lock >= 0)
 			close(state_lock);
 		return 1;
@@ -574,22 +577,22 @@ static int run(struct sn_config *cfg, const char *config_path)
 	mp = rte_pktmbuf_pool_create("sn_mbufs", cfg->datapath.mbufs, cfg->datapath.mbuf_cache,
 				     0, RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
 	if (!mp) {
-		sn_log("mempool of %u mbufs: %s (raise eal.memory_mb?)", cfg->datapath.mbufs,
+		sn_log_err("mempool of %u mbufs: %s (raise eal.memory_mb?)", cfg->datapath.mbufs,
 		       rte_strerror(rte_errno));
 		goto out_eal;
 	}
 	reg = sn_ports_create();
 	if (!reg) {
-		sn_log("port registry: %s", strerror(errno));
+		sn_log_err("port registry: %s", strerror(errno));
 		goto out_mp;
 	}
 	if (sn_ports_set_workers(reg, nw)) {
-		sn_log("port registry: %u workers refused", nw);
+		sn_log_err("port registry: %u workers refused", nw);
 		goto out_ports;
 	}
 	static_assert(SN_CONFIG_STATE_DIR_MAX == SN_PORT_STATE_DIR_MAX, "one state_dir bound");
 	if (sn_ports_set_state_dir(reg, cfg->control.state_dir)) {
-		sn_log("port registry: state_dir %s refused", cfg->control.state_dir);
+		sn_log_err("port registry: state_dir %s refused", cfg->control.state_dir);
 		goto out_ports;
 	}
 	if (policy_setup(cfg, mp, reg, &pol_store, &pl))
@@ -616,7 +619,7 @@ static int run(struct sn_config *cfg, const char *config_path)
 		/* The ethdev's name for the uplink kind (a PCI one: its address). */
 		if (sn_eal_uplink_name(cfg, uplink_name, sizeof(uplink_name))) {
 			/* sn_config refuses an empty or too long vdev name */
-			sn_log("uplink: no ethdev name for the uplink (uplink.devargs \"%s\")",
+			sn_log_err("uplink: no ethdev name for the uplink (uplink.devargs \"%s\")",
 			       cfg->uplink.devargs);
 			goto out_switch;
 		}
@@ -644,7 +647,7 @@ static int run(struct sn_config *cfg, const char *config_path)
 	if (!srv)
 		goto out_switch;
 	if (sn_reload_register(srv, rl)) {
-		sn_log("control: config.reload registration failed");
+		sn_log_err("control: config.reload registration failed");
 		goto out_rpc;
 	}
 	if (config_ports_add(cfg, reg))

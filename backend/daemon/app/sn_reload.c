@@ -261,7 +261,7 @@ static json_t *apply(struct sn_reload *rl, struct plan *pl)
 	for (unsigned k = 0; k < pl->n_removed; k++) {
 		rc = sn_ports_remove(rl->ctl->reg, pl->removed[k]);
 		if (rc) {
-			sn_log("reload: port %s: cannot delete it: %s", pl->removed[k], strerror(-rc));
+			sn_log_err("reload: port %s: cannot delete it: %s", pl->removed[k], strerror(-rc));
 			json_array_append_new(failed, json_pack("{s:s, s:s}", "port", pl->removed[k],
 								"error", strerror(-rc)));
 		} else
@@ -274,7 +274,7 @@ static json_t *apply(struct sn_reload *rl, struct plan *pl)
 			continue;
 		rc = sn_ports_remove(rl->ctl->reg, np->name);
 		if (rc) {
-			sn_log("reload: port %s: cannot delete it: %s", np->name, strerror(-rc));
+			sn_log_err("reload: port %s: cannot delete it: %s", np->name, strerror(-rc));
 			pl->act[i] = A_UNCHANGED;   /* left as it was */
 			json_array_append_new(failed, json_pack("{s:s, s:s}", "port", np->name,
 								"error", strerror(-rc)));
@@ -287,7 +287,7 @@ static json_t *apply(struct sn_reload *rl, struct plan *pl)
 			rc = sn_ports_set_holds(rl->ctl->reg, np->name, np->max_hold_us,
 						np->unmarked_max_hold_us);
 			if (rc) {
-				sn_log("reload: port %s: cannot change its hold limits: %s", np->name,
+				sn_log_err("reload: port %s: cannot change its hold limits: %s", np->name,
 				       strerror(-rc));
 				json_array_append_new(failed, json_pack("{s:s, s:s}", "port", np->name,
 									"error", strerror(-rc)));
@@ -303,7 +303,7 @@ static json_t *apply(struct sn_reload *rl, struct plan *pl)
 			continue;
 		rc = sn_reload_port_add(rl->ctl->reg, np);
 		if (rc) {
-			sn_log("reload: ports[%u] (%s, %s): %s", i, np->name, np->path, strerror(-rc));
+			sn_log_err("reload: ports[%u] (%s, %s): %s", i, np->name, np->path, strerror(-rc));
 			json_array_append_new(failed, json_pack("{s:s, s:s}", "port", np->name,
 								"error", strerror(-rc)));
 		} else
@@ -318,7 +318,7 @@ static json_t *apply(struct sn_reload *rl, struct plan *pl)
 	else if (pl->has_policy) {
 		rc = sn_policy_rpc_publish(rl->ctl, &pl->pol);
 		if (rc) {
-			sn_log("reload: policy: %s", strerror(-rc));
+			sn_log_err("reload: policy: %s", strerror(-rc));
 			json_array_append_new(failed, json_pack("{s:s, s:s}", "policy", "replace",
 								"error", strerror(-rc)));
 			policy = "kept";
@@ -453,7 +453,7 @@ void sn_reload_signal(struct sn_reload *rl)
 	sn_log("reload: SIGHUP: re-reading %s", rl->path ? rl->path : "(embedded default)");
 	r = sn_reload_run(rl, &err);
 	if (!r) {
-		sn_log("reload: refused: %s", err.message);
+		sn_log_warn("reload: refused: %s", err.message);
 		return;
 	}
 	summary(r, line, sizeof(line));
@@ -474,7 +474,7 @@ static json_t *h_config_reload(json_t *params, void *arg, struct sn_rpc_error *e
 		summary(r, line, sizeof(line));
 		sn_log("reload: %s", line);
 	} else
-		sn_log("reload: refused: %s", err->message);
+		sn_log_warn("reload: refused: %s", err->message);
 	return r;
 }
 

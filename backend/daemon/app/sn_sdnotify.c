@@ -61,7 +61,7 @@ void sn_sdnotify_tick(struct sn_sdnotify *n, uint64_t now_ns, const uint64_t *lo
 	n->n = nloops;
 	if (still >= 0) {
 		if (!n->stalled)
-			sn_log("watchdog: %s made no progress in %llu ms: no WATCHDOG=1 until it "
+			sn_log_warn("watchdog: %s made no progress in %llu ms: no WATCHDOG=1 until it "
 			       "does", name[still], (unsigned long long)(n->period_ns / 1000000u));
 		n->stalled = true;
 		return;

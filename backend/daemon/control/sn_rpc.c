@@ -122,7 +122,7 @@ static size_t out_pending(const struct client *c)
 static void client_drop(struct client *c, const char *why)
 {
 	if (why && !c->dead)
-		sn_log("rpc: client fd %d dropped: %s", c->fd, why);
+		SN_LOG_RL(SN_LOG_WARNING, "rpc: client fd %d dropped: %s", c->fd, why);
 	c->dead = true;
 }
 
@@ -278,7 +278,7 @@ static int client_process(struct sn_rpc_server *srv, struct client *c, uint64_t 
 			snprintf(msg, sizeof(msg), "request exceeds max_request_bytes (%zu)",
 				 srv->max_req);
 			client_queue(c, sn_rpc_error_response(NULL, SN_RPC_INVALID_REQUEST, msg));
-			sn_log("rpc: client fd %d: %s, closing", c->fd, msg);
+			SN_LOG_RL(SN_LOG_WARNING, "rpc: client fd %d: %s, closing", c->fd, msg);
 			srv->st.requests++;
 			srv->st.oversize++;
 			c->close_at = now + LINGER_MS;
@@ -348,12 +348,12 @@ static void accept_clients(struct sn_rpc_server *srv, uint64_t now)
 			    errno == ENOMEM) {
 				/* the connection stays queued: retry later, not in a spin */
 				if (!srv->accept_resume)
-					sn_log("rpc: accept: %s, pausing", strerror(errno));
+					sn_log_err("rpc: accept: %s, pausing", strerror(errno));
 				srv->accept_resume = now + PAUSE_MS;
 				return;
 			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				sn_log("rpc: accept: %s", strerror(errno));
+				sn_log_err("rpc: accept: %s", strerror(errno));
 			break;
 		}
 		if (srv->nclients == srv->max_clients) {
@@ -384,7 +384,7 @@ static void log_refused(struct sn_rpc_server *srv, uint64_t now)
 {
 	if (!srv->refused || now < srv->refused_log + LOG_EVERY_MS)
 		return;
-	sn_log("rpc: refused %u connection(s): max_clients (%u) reached",
+	SN_LOG_RL(SN_LOG_WARNING, "rpc: refused %u connection(s): max_clients (%u) reached",
 	       srv->refused, srv->max_clients);
 	srv->refused = 0;
 	srv->refused_log = now;
@@ -601,7 +601,7 @@ struct sn_rpc_server *sn_rpc_server_create(const struct sn_rpc_config *cfg)
 		goto err_free;
 	rc = listen_on(srv, cfg->path);
 	if (rc) {
-		sn_log("rpc: %s: %s", cfg->path, rc == -EEXIST ? "exists and is not a socket (left alone)"
+		sn_log_err("rpc: %s: %s", cfg->path, rc == -EEXIST ? "exists and is not a socket (left alone)"
 		       : rc == -EADDRINUSE ? "a process listens on this socket (another schednicd?)"
 		       : strerror(-rc));
 		goto err_free;

@@ -51,7 +51,7 @@ static bool type_matches(const char *t, const json_t *v)
 
 static int schema_fail(const char *method, const char *param, const char *why)
 {
-	sn_log("rpc: schema: methods.%s%s%s: %s", method,
+	sn_log_err("rpc: schema: methods.%s%s%s: %s", method,
 		param ? ".params." : "", param ? param : "", why);
 	return -EINVAL;
 }
@@ -101,12 +101,12 @@ int sn_rpc_api_load(struct sn_rpc_api *api, const char *text)
 
 	api->doc = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
 	if (!api->doc) {
-		sn_log("rpc: schema: line %d: %s", jerr.line, jerr.text);
+		sn_log_err("rpc: schema: line %d: %s", jerr.line, jerr.text);
 		return -EINVAL;
 	}
 	methods = json_object_get(api->doc, "methods");
 	if (!json_is_object(methods) || json_object_size(methods) == 0) {
-		sn_log("rpc: schema: methods: must be a non-empty object");
+		sn_log_err("rpc: schema: methods: must be a non-empty object");
 		return -EINVAL;
 	}
 	api->nmethods = json_object_size(methods);

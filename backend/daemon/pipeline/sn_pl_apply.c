@@ -30,7 +30,7 @@ static void apply_fair(struct sn_pipeline *pl, const struct sn_policy *pol)
 		.theta = RTE_MIN(RTE_MAX(pol->uplink.rate_bps / FAIR_THETA_DIV, FAIR_THETA_MIN),
 				 SN_FDROP_MAX_THETA) });
 	if (!n) {
-		sn_log("policy: fair dropping: %s", strerror(errno));
+		sn_log_err("policy: fair dropping: %s", strerror(errno));
 		return;
 	}
 	sn_fdrop_free(pl->fd);
@@ -52,7 +52,7 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
 
 	if (n == 0 || n > pl->pool_nodes) {
 		if (n)
-			sn_log("policy: %" PRIu64 " frames in the wheel, not restamped", n);
+			sn_log_warn("policy: %" PRIu64 " frames in the wheel, not restamped", n);
 		return 0;
 	}
 	while (k < n && (got = sn_twheel_extract(pl->wheel, UINT64_MAX >> 2, pl->restamp_buf + k,
@@ -302,7 +302,7 @@ static void apply_algo(struct sn_pl_arb *a, const struct sn_policy *pol)
 		return;
 	n = sn_pl_aset_create(a, pol->uplink.algo);
 	if (!n) {
-		sn_log("policy: cannot switch the scheduler to %s: %s",
+		sn_log_err("policy: cannot switch the scheduler to %s: %s",
 		       sn_sched_algo_name(pol->uplink.algo), strerror(errno));
 		return;
 	}

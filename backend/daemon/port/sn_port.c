@@ -168,7 +168,7 @@ static void queue_record(const struct sn_ports *reg, const struct sn_port *p, ui
 		return;   /* cannot happen: SN_PORT_STATE_DIR_MAX + name + 10 < sizeof(path) */
 	rc = sn_ports_mkdir_parents(path);
 	if (rc)
-		sn_log("port %s: cannot create %s: %s", p->name, reg->state_dir, strerror(-rc));
+		sn_log_err("port %s: cannot create %s: %s", p->name, reg->state_dir, strerror(-rc));
 	else
 		sn_vqtx_set_record(p->q[i].vq, path);
 }
@@ -374,16 +374,16 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 
 	rc = sn_ports_mkdir_parents(path);
 	if (rc) {
-		sn_log("port %s: cannot create the directory of %s: %s", name, path, strerror(-rc));
+		sn_log_err("port %s: cannot create the directory of %s: %s", name, path, strerror(-rc));
 		goto err_free;
 	}
 	if (!client && (rc = claim_server_path(path))) {
-		sn_log("port %s: %s: %s", name, path, rc == -ENOTSOCK ? "exists and is not a socket"
+		sn_log_err("port %s: %s: %s", name, path, rc == -ENOTSOCK ? "exists and is not a socket"
 		       : rc == -EADDRINUSE ? "a process listens on it" : strerror(-rc));
 		goto err_free;
 	}
 	if (rte_vhost_driver_register(path, client ? RTE_VHOST_USER_CLIENT : 0)) {
-		sn_log("port %s: rte_vhost_driver_register(%s) failed", name, path);
+		sn_log_err("port %s: rte_vhost_driver_register(%s) failed", name, path);
 		rc = -EIO;
 		goto err_free;
 	}
@@ -404,12 +404,12 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 					      (1ULL << VIRTIO_NET_F_HOST_TSO6) |
 					      (1ULL << VIRTIO_NET_F_HOST_UFO)) |
 					      (p->nq == 1 ? 1ULL << VIRTIO_NET_F_MQ : 0))) {
-		sn_log("port %s: rte_vhost_driver_disable_features failed", name);
+		sn_log_err("port %s: rte_vhost_driver_disable_features failed", name);
 		rc = -EIO;
 		goto err_unregister;
 	}
 	if (rte_vhost_driver_callback_register(path, &sn_port_vhost_ops)) {
-		sn_log("port %s: rte_vhost_driver_callback_register failed", name);
+		sn_log_err("port %s: rte_vhost_driver_callback_register failed", name);
 		rc = -EIO;
 		goto err_unregister;
 	}
@@ -423,7 +423,7 @@ int sn_ports_add_vhost(struct sn_ports *reg, const char *name, const char *path,
 	reg->slot[slot] = p;
 	pthread_mutex_unlock(&reg->lock);
 	if (rte_vhost_driver_start(path)) {
-		sn_log("port %s: rte_vhost_driver_start(%s) failed", name, path);
+		sn_log_err("port %s: rte_vhost_driver_start(%s) failed", name, path);
 		rc = -EIO;
 		goto err_unslot;
 	}
@@ -593,7 +593,7 @@ static void unregister_driver(struct sn_port *p)
 {
 	for (int tries = 0; rte_vhost_driver_unregister(p->path) != 0; tries++) {
 		if (tries == 200) {
-			sn_log("port %s: rte_vhost_driver_unregister failed", p->name);
+			sn_log_err("port %s: rte_vhost_driver_unregister failed", p->name);
 			break;
 		}
 		usleep(10000);

@@ -88,13 +88,13 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 				continue;
 			rc = sn_vqtx_remap(p->q[i].vq, vid);
 			if (rc < 0)
-				sn_log("port %s: TX queue %u keeps its guest memory table: %s",
+				SN_LOG_RL(SN_LOG_WARNING, "port %s: TX queue %u keeps its guest memory table: %s",
 				       p->name, i, strerror(-rc));
 			else if (rc == 0)
 				moved++;
 		}
 		if (moved)
-			sn_log("port %s: the guest memory table changed while running (memory "
+			SN_LOG_RL(SN_LOG_INFO, "port %s: the guest memory table changed while running (memory "
 			       "hotplug?): %u TX queue%s follow it", p->name, moved,
 			       moved == 1 ? "" : "s");
 	}
@@ -133,11 +133,11 @@ static void refused_log(const char *name, int vid, const char *msg, uint32_t reg
 	if (!strcmp(msg, "SET_MEM_TABLE"))
 		snprintf(where, sizeof(where), "region %u: ", region);
 	if (quiet)
-		sn_log("port %s: vid %d: %s refused: %sbad %s (the current state stays; %llu "
+		sn_log_warn("port %s: vid %d: %s refused: %sbad %s (the current state stays; %llu "
 		       "more refused in the last second)", name, vid, msg, where, why,
 		       (unsigned long long)quiet);
 	else
-		sn_log("port %s: vid %d: %s refused: %sbad %s (the current state stays)", name,
+		sn_log_warn("port %s: vid %d: %s refused: %sbad %s (the current state stays)", name,
 		       vid, msg, where, why);
 	last_ns = now;
 	quiet = 0;

@@ -143,13 +143,15 @@ static void announce(struct sn_ports *reg, struct sn_port *p, const void *msg)
 	 * a well-formed message is learned. */
 	memcpy(mac, (const uint8_t *)msg + MSG_HDR, sizeof(mac));
 	if (size != 8 || (mac[0] & 1) || !(mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5])) {
-		sn_log("port %s: SEND_RARP with a bad size (%u) or MAC ignored", p->name, size);
+		SN_LOG_RL(SN_LOG_WARNING, "port %s: SEND_RARP with a bad size (%u) or MAC ignored",
+			  p->name, size);
 		return;
 	}
 	rc = reg->announce ? reg->announce(reg->announce_arg, p, mac) : -ENOTSUP;
 	if (rc == 0)
 		ctr_bump(&p->rarp_learned);
-	sn_log("port %s: SEND_RARP %02x:%02x:%02x:%02x:%02x:%02x (migrated guest): %s", p->name,
+	SN_LOG_RL(SN_LOG_INFO, "port %s: SEND_RARP %02x:%02x:%02x:%02x:%02x:%02x (migrated guest): %s",
+		  p->name,
 	       mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
 	       rc == 0 ? "learned on this port" : strerror(-rc));
 }

@@ -94,7 +94,7 @@ int sn_ports_quota_setup(struct sn_ports *reg, const struct sn_port_quota_env *e
 	reg->qpol_arg = arg;
 	if (!env->mbufs_reserve &&
 	    env->mbuf_total / (2 * max_u32(env->max_ports, 1)) < 2 * env->burst)
-		sn_log("quota: %u mbufs for %u ports leave a reserve of %u mbufs per queue, "
+		sn_log_warn("quota: %u mbufs for %u ports leave a reserve of %u mbufs per queue, "
 		       "less than two bursts (%u): raise datapath.mbufs or use \"auto\"",
 		       env->mbuf_total, env->max_ports,
 		       env->mbuf_total / (2 * max_u32(env->max_ports, 1)), 2 * env->burst);
@@ -133,7 +133,7 @@ void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p)
 
 		sn_quota_owner_stats(reg->mbufq, p->slot, &os);
 		free_rsv = sn_quota_total(reg->mbufq) - (sn_quota_reserved(reg->mbufq) - os.min);
-		sn_log("port %s: quota.mbufs_reserve %u does not fit the pool's %u unreserved "
+		sn_log_warn("port %s: quota.mbufs_reserve %u does not fit the pool's %u unreserved "
 		       "mbufs: reserve %u", p->name, min, free_rsv, min_u32(min, free_rsv));
 		rc = sn_quota_set(reg->mbufq, p->slot, min_u32(min, free_rsv), q.mbufs);
 	}
@@ -143,14 +143,14 @@ void sn_ports_quota_port(struct sn_ports *reg, struct sn_port *p)
 		 * it is (never raised, so this cannot fail) until the next
 		 * resolution (policy publication). */
 		sn_quota_owner_stats(reg->mbufq, p->slot, &os);
-		sn_log("port %s: quota.mbufs_reserve %u cannot be reserved while %u shared "
+		sn_log_warn("port %s: quota.mbufs_reserve %u cannot be reserved while %u shared "
 		       "mbufs are in use: reserve %u, cap %u, until the next policy publication",
 		       p->name, min, sn_quota_shared_used(reg->mbufq), min_u32(os.min, q.mbufs),
 		       q.mbufs);
 		rc = sn_quota_set(reg->mbufq, p->slot, min_u32(os.min, q.mbufs), q.mbufs);
 	}
 	if (rc)
-		sn_log("port %s: mbuf quota of slot %u not set: %d", p->name, p->slot, rc);
+		sn_log_err("port %s: mbuf quota of slot %u not set: %d", p->name, p->slot, rc);
 	/* the limits reported are the ones the quota enforces */
 	sn_quota_owner_stats(reg->mbufq, p->slot, &os);
 	__atomic_store_n(&p->quota.mbufs, os.max, __ATOMIC_RELAXED);
@@ -185,7 +185,7 @@ int sn_ports_quota_admit(struct sn_ports *reg, const struct sn_port *p)
 	unreserved = sn_quota_total(reg->mbufq) - (sn_quota_reserved(reg->mbufq) - os.min);
 	if (min <= unreserved)
 		return 0;
-	sn_log("port %s: its mbuf reserve for %u queue%s (%u, quota.mbufs_reserve) does not fit "
+	sn_log_warn("port %s: its mbuf reserve for %u queue%s (%u, quota.mbufs_reserve) does not fit "
 	       "the %u mbufs of quota.mbufs' pool the other ports leave unreserved: raise "
 	       "datapath.mbufs, or lower quota.mbufs_reserve or the port's queues",
 	       p->name, p->nq, p->nq > 1 ? "s" : "", min, unreserved);

@@ -48,7 +48,7 @@ static void update_up_locked(struct sn_port *p)
 
 	if (up != __atomic_load_n(&p->up, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&p->up, up, __ATOMIC_RELEASE);
-		sn_log("port %s: %s", p->name, up ? "up" : "down");
+		SN_LOG_RL(SN_LOG_INFO, "port %s: %s", p->name, up ? "up" : "down");
 	}
 }
 
@@ -67,7 +67,7 @@ static void update_txq_locked(struct sn_port *p)
 				continue;
 			if (p->q[i].vq && !(p->txq_started & (1u << i))) {
 				if (sn_vqtx_start(p->q[i].vq, vid)) {
-					sn_log("port %s: cannot take over TX queue %u of vid %d",
+					SN_LOG_RL(SN_LOG_WARNING, "port %s: cannot take over TX queue %u of vid %d",
 					       p->name, i, vid);
 					continue;
 				}
@@ -151,7 +151,8 @@ static int cb_new_device(int vid)
 		old = __atomic_load_n(&p->vid, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&reg->lock);
 	if (old >= 0) {
-		sn_log("port %s: vid %d starts while vid %d still runs: taking vid %d down first",
+		SN_LOG_RL(SN_LOG_WARNING,
+			  "port %s: vid %d starts while vid %d still runs: taking vid %d down first",
 		       p->name, vid, old, old);
 		device_down(reg, path, old);
 	}
@@ -164,7 +165,7 @@ static int cb_new_device(int vid)
 		/* Deferred: the worker takes the TX ring of queue 0 over when it
 		 * sees up; the other queues when they get enabled. */
 		if (p->vq && sn_vqtx_start(p->vq, vid)) {
-			sn_log("port %s: cannot take over the TX ring of vid %d", p->name, vid);
+			SN_LOG_RL(SN_LOG_WARNING, "port %s: cannot take over the TX ring of vid %d", p->name, vid);
 			pthread_mutex_unlock(&reg->lock);
 			return -1;
 		}
@@ -175,14 +176,14 @@ static int cb_new_device(int vid)
 		 * (sn_port_migrate.c). */
 		sn_port_memhook_set(reg, vid, p);
 		if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
-			sn_log("port %s: cannot hook SET_MEM_TABLE and SEND_RARP (memory "
+			SN_LOG_RL(SN_LOG_ERR, "port %s: cannot hook SET_MEM_TABLE and SEND_RARP (memory "
 			       "hotplug and migrations are not followed)", p->name);
 		__atomic_store_n(&p->vid, vid, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->running, 1, __ATOMIC_RELAXED);
 		/* Queue pair 0 is ready by definition of new_device. */
 		__atomic_store_n(&p->vring_on, __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED) | 3u,
 				 __ATOMIC_RELAXED);
-		sn_log("port %s: connected (vid %d, %u vrings)", p->name, vid,
+		SN_LOG_RL(SN_LOG_INFO, "port %s: connected (vid %d, %u vrings)", p->name, vid,
 		       rte_vhost_get_vring_num(vid));
 		update_txq_locked(p);
 		update_up_locked(p);
@@ -219,7 +220,7 @@ static int cb_new_connection(int vid)
 		if (!__atomic_load_n(&p->running, __ATOMIC_RELAXED))
 			sn_port_memhook_set(reg, vid, p);
 		if (rte_vhost_extern_callback_register(vid, &sn_port_memhook_ops, NULL))
-			sn_log("port %s: cannot hook the messages of vid %d: connection refused",
+			SN_LOG_RL(SN_LOG_ERR, "port %s: cannot hook the messages of vid %d: connection refused",
 			       p->name, vid);
 		else
 			rc = 0;
@@ -288,7 +289,7 @@ static void device_down(struct sn_ports *reg, const char *path, int vid)
 	pthread_mutex_lock(&reg->lock);
 	if (__atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid)
 		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
-	sn_log("port %s: disconnected (vid %d)", p->name, vid);
+	SN_LOG_RL(SN_LOG_INFO, "port %s: disconnected (vid %d)", p->name, vid);
 	pthread_mutex_unlock(&reg->lock);
 }
 
@@ -317,7 +318,7 @@ static int cb_vring_state_changed(int vid, uint16_t queue_id, int enable)
 		on = enable ? on | (1u << queue_id) : on & ~(1u << queue_id);
 		__atomic_store_n(&p->vring_on, on, __ATOMIC_RELAXED);
 		if (enable && queue_id >= 2 * p->nq)
-			sn_log("port %s: the driver enabled vring %u, beyond queues=%u: not served",
+			SN_LOG_RL(SN_LOG_WARNING, "port %s: the driver enabled vring %u, beyond queues=%u: not served",
 			       p->name, queue_id, p->nq);
 		if (__atomic_load_n(&p->running, __ATOMIC_RELAXED) &&
 		    __atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid) {

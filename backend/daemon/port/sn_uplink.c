@@ -75,7 +75,7 @@ int sn_uplink_rx_plan(const char *name, const struct sn_uplink_params *prm,
 			       name, !hf ? "no RSS on IP/TCP/UDP" : "fewer RX queues than workers",
 			       prm->workers);
 	} else if (n > info->max_rx_queues) {
-		sn_log("uplink: %s: uplink.rx_queues %u: the device has %u RX queues", name, n,
+		sn_log_warn("uplink: %s: uplink.rx_queues %u: the device has %u RX queues", name, n,
 		       info->max_rx_queues);
 		return -ENOTSUP;
 	}
@@ -118,10 +118,10 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 	name[n] = '\0';
 	if (rte_eth_dev_get_port_by_name(name, &port)) {
 		if (prm->pci)
-			sn_log("uplink: the EAL did not probe PCI device %s: no ethdev for it "
+			sn_log_err("uplink: the EAL did not probe PCI device %s: no ethdev for it "
 			       "(see the EAL lines above)", name);
 		else
-			sn_log("uplink: no ethdev named %s (devargs %s)", name, devargs);
+			sn_log_err("uplink: no ethdev named %s (devargs %s)", name, devargs);
 		return -ENODEV;
 	}
 	memset(&conf, 0, sizeof(conf));
@@ -137,7 +137,7 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 		(RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM |
 		 RTE_ETH_TX_OFFLOAD_TCP_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
 	if (n_txq == 0 || n_txq > info.max_tx_queues) {
-		sn_log("uplink: %s: %u TX queues needed (layout), the device has %u",
+		sn_log_err("uplink: %s: %u TX queues needed (layout), the device has %u",
 		       name, n_txq, info.max_tx_queues);
 		rc = -ENOTSUP;
 		goto fail;
@@ -151,7 +151,7 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 		/* A device whose queues come in pairs (net_tap: one tun queue
 		 * per pair) refuses fewer RX than TX queues: every pair's RX
 		 * side gets polled, queue q by worker q mod W. */
-		sn_log("uplink: %s: %u RX queues refused, trying %u (as many as TX queues)", name,
+		sn_log_warn("uplink: %s: %u RX queues refused, trying %u (as many as TX queues)", name,
 		       out->n_rxq, n_txq);
 		out->n_rxq = n_txq;
 		out->rss_hf = info.flow_type_rss_offloads & RSS_WANTED;
@@ -161,7 +161,7 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 		/* The same pairing the other way (net_tap, net_af_xdp: several
 		 * RX queues, one transmitting lcore in layout 1core): the extra
 		 * TX queues are set up but nobody transmits on them. */
-		sn_log("uplink: %s: %u TX queues refused, trying %u (as many as RX queues, "
+		sn_log_warn("uplink: %s: %u TX queues refused, trying %u (as many as RX queues, "
 		       "%u unused)", name, n_txq, out->n_rxq, out->n_rxq - n_txq);
 		n_txq = out->n_rxq;
 		rc = configure(port, out, n_txq, &conf);
@@ -187,7 +187,7 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 		goto fail;
 	rc = rte_eth_promiscuous_enable(port);
 	if (rc && rc != -ENOTSUP)
-		sn_log("uplink: %s: promiscuous mode not enabled (%s)", name, strerror(-rc));
+		sn_log_warn("uplink: %s: promiscuous mode not enabled (%s)", name, strerror(-rc));
 	out->port_id = port;
 	out->n_txq = n_txq;
 	sn_log("uplink: %s started (ethdev %u, rx %u tx %u descriptors)", name, port, nrx, ntx);
@@ -197,7 +197,7 @@ int sn_uplink_open(const struct sn_uplink_params *prm, struct sn_uplink_info *ou
 	       (unsigned long long)out->rss_hf, n_txq);
 	return 0;
 fail:
-	sn_log("uplink: %s: setup failed: %s", name, strerror(rc < 0 ? -rc : rc));
+	sn_log_err("uplink: %s: setup failed: %s", name, strerror(rc < 0 ? -rc : rc));
 	rte_eth_dev_close(port);
 	return rc < 0 ? rc : -EIO;
 }
@@ -207,6 +207,6 @@ void sn_uplink_close(uint16_t port_id)
 	int rc = rte_eth_dev_stop(port_id);
 
 	if (rc)
-		sn_log("uplink: ethdev %u stop: %s", port_id, strerror(-rc));
+		sn_log_err("uplink: ethdev %u stop: %s", port_id, strerror(-rc));
 	rte_eth_dev_close(port_id);
 }

@@ -39,7 +39,8 @@ void sn_switch_diag(unsigned *budget, const char *port, const char *what,
 	if (*budget == 0)
 		return;
 	(*budget)--;
-	sn_log("port %s: %s: pkt_len %u data_len %u segs %u ol_flags 0x%llx l2/l3/l4 %u/%u/%u tso_segsz %u",
+	sn_log_warn("port %s: %s: pkt_len %u data_len %u segs %u ol_flags 0x%llx l2/l3/l4 %u/%u/%u "
+		    "tso_segsz %u",
 	       port, what, m->pkt_len, m->data_len, m->nb_segs, (unsigned long long)m->ol_flags,
 	       (unsigned)m->l2_len, (unsigned)m->l3_len, (unsigned)m->l4_len, (unsigned)m->tso_segsz);
 }

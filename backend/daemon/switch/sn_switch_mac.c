@@ -60,7 +60,7 @@ void sn_switch_port_added(struct sn_switch *sw, const struct sn_port *p)
 		return;
 	rc = sn_quota_set(sw->mq, p->slot, min, max ? max : total);
 	if (rc)
-		sn_log("port %s: MAC quota (reserve %u, cap %u): %s", p->name, min, max,
+		sn_log_warn("port %s: MAC quota (reserve %u, cap %u): %s", p->name, min, max,
 		       strerror(-rc));
 	for (unsigned i = 0; i < p->bind.n_macs; i++) {
 		enum sn_mac_learn_res r = sn_mac_learn(sw->mt, p->bind.mac_key[i], p->slot, p->gen,
@@ -70,7 +70,7 @@ void sn_switch_port_added(struct sn_switch *sw, const struct sn_port *p)
 		if (r != SN_MAC_WROTE && r != SN_MAC_KNOWN) {
 			const uint8_t *m = p->bind.mac[i];
 
-			sn_log("port %s: allowed MAC %02x:%02x:%02x:%02x:%02x:%02x not installed "
+			sn_log_warn("port %s: allowed MAC %02x:%02x:%02x:%02x:%02x:%02x not installed "
 			       "(%s); learned from its first frame", p->name, m[0], m[1], m[2],
 			       m[3], m[4], m[5], r == SN_MAC_FULL ? "bucket of static entries" :
 			       r == SN_MAC_QUOTA ? "quota" : "static on another port");

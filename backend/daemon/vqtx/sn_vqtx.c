@@ -191,7 +191,7 @@ static void bury_slots(struct sn_vqtx *q, struct slot *s)
 		struct slot **d = realloc(q->dead_slots, cap * sizeof(*d));
 
 		if (!d) {
-			sn_log("vqtx: vid %d: no memory to keep a stopped ring's slot array "
+			sn_log_err("vqtx: vid %d: no memory to keep a stopped ring's slot array "
 			       "(leaked)", q->vid);
 			ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
 			return;
@@ -253,7 +253,7 @@ void sn_vqtx_free(struct sn_vqtx *q)
 	    __atomic_load_n(&q->w->state, __ATOMIC_ACQUIRE) == WORKER_RUNNING) {
 		/* A stop that was abandoned and never answered: the worker may
 		 * still own the ring. Never freed (a leak, not a fault). */
-		sn_log("vqtx: freed while its worker still owns the ring (queue leaked)");
+		sn_log_err("vqtx: freed while its worker still owns the ring (queue leaked)");
 		ctr_set(&q->st.slots_leaked, q->st.slots_leaked + q->outstanding);
 		return;
 	}
@@ -292,7 +292,7 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	    rte_vhost_get_vring_base(vid, q->vring, &avail_idx, &used_idx))
 		goto out;
 	if (features & ((1ULL << F_IN_ORDER) | (1ULL << F_RING_PACKED) | (1ULL << F_EVENT_IDX))) {
-		sn_log("vqtx: vid %d negotiated features we did not offer (%#llx)",
+		SN_LOG_RL(SN_LOG_WARNING, "vqtx: vid %d negotiated features we did not offer (%#llx)",
 		       vid, (unsigned long long)features);
 		goto out;
 	}
@@ -300,14 +300,14 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 	map = sn_vqtx_gmap_new(vid);
 	if (!map) {
 		rc = -errno;
-		sn_log("vqtx: vid %d: cannot map the guest memory: %s", vid, strerror(errno));
+		SN_LOG_RL(SN_LOG_WARNING, "vqtx: vid %d: cannot map the guest memory: %s", vid, strerror(errno));
 		goto out;
 	}
 	cfg.desc = sn_vqtx_gmap_xlate(map, vring.desc, 16ULL * vring.size);
 	cfg.avail = sn_vqtx_gmap_xlate(map, vring.avail, 6ULL + 2ULL * vring.size);
 	cfg.used = sn_vqtx_gmap_xlate(map, vring.used, 6ULL + 8ULL * vring.size);
 	if (!cfg.desc || !cfg.avail || !cfg.used) {
-		sn_log("vqtx: vid %d: a ring of vring %u is not inside one memory region",
+		SN_LOG_RL(SN_LOG_WARNING, "vqtx: vid %d: a ring of vring %u is not inside one memory region",
 		       vid, q->vring);
 		goto out;
 	}
@@ -351,7 +351,8 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		rc = -errno;
 		free(q->slots);
 		q->slots = NULL;
-		sn_log("vqtx: vid %d: ring rejected (size %u): %s", vid, vring.size, strerror(-rc));
+		SN_LOG_RL(SN_LOG_WARNING, "vqtx: vid %d: ring rejected (size %u): %s", vid, vring.size,
+			  strerror(-rc));
 		goto out;
 	}
 	sn_vring_kick_enable(q->vr, false);  /* we poll */
@@ -360,8 +361,9 @@ int sn_vqtx_start(struct sn_vqtx *q, int vid)
 		nrec = sn_vqtx_rec_complete_all(q);
 		/* The library's view, for a GET_VRING_BASE before our stop. */
 		if (rte_vhost_set_vring_base(vid, q->vring, cfg.last_avail_idx, cfg.last_used_idx))
-			sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", vid);
-		sn_log("vqtx: vid %d vring %u: %u heads outstanding before the restart completed "
+			sn_log_err("vqtx: vid %d: rte_vhost_set_vring_base failed", vid);
+		SN_LOG_RL(SN_LOG_WARNING, "vqtx: vid %d vring %u: %u heads outstanding before the "
+			  "restart completed "
 		       "as dropped; resuming at avail %u (front-end base %u)", vid, q->vring, nrec,
 		       cfg.last_avail_idx, avail_idx);
 	}
@@ -619,8 +621,8 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 			ctr_inc(&q->st.stop_timeouts);
 			sn_vring_get_base(q->vr, &a, &u);
 			if (rte_vhost_set_vring_base(q->vid, q->vring, a, u))
-				sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
-			sn_log("vqtx: vid %d: worker did not release the ring within %u us; "
+				sn_log_err("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
+			sn_log_err("vqtx: vid %d: worker did not release the ring within %u us; "
 			       "handed back with %u chains uncompleted", q->vid,
 			       wait_us, sn_vring_stats(q->vr)->held);
 			return;
@@ -632,7 +634,7 @@ void sn_vqtx_stop(struct sn_vqtx *q)
 		ctr_set(&q->st.stop_wait_us_max, waited_us);
 	sn_vring_get_base(q->vr, &a, &u);
 	if (rte_vhost_set_vring_base(q->vid, q->vring, a, u))
-		sn_log("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
+		sn_log_err("vqtx: vid %d: rte_vhost_set_vring_base failed", q->vid);
 release:
 	sn_vring_free(q->vr);
 	q->vr = NULL;
@@ -649,7 +651,7 @@ release:
 		 * (the grave) until a later stop or free finds none. */
 		struct sn_vqtx_gmap *g = q->map;
 
-		sn_log("vqtx: vid %d: %u frames still referenced at stop (slots and guest "
+		SN_LOG_RL(SN_LOG_WARNING, "vqtx: vid %d: %u frames still referenced at stop (slots and guest "
 		       "memory kept until they are freed)", q->vid, q->outstanding);
 		bury_slots(q, q->slots);
 		while (g && g->older)

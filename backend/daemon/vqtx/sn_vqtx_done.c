@@ -44,7 +44,7 @@ static inline void frame_done(struct slot *s)
 	struct sn_vqtx_worker *w = q->w;
 
 	if (unlikely(sn_vqtx_self != w)) {
-		sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
+		sn_log_err("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
 		       rte_lcore_id(), w->idx, __atomic_load_n(&w->lcore, __ATOMIC_RELAXED));
 		abort();
 	}
@@ -160,7 +160,7 @@ DONE_INLINE void run_flush(struct done_run *r, const uint16_t *heads)
 
 static __rte_noinline void owner_abort(const struct sn_vqtx *q)
 {
-	sn_log("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
+	sn_log_err("vqtx: fatal: frame freed on lcore %u, owner is worker %u on lcore %u",
 	       rte_lcore_id(), q->w->idx, __atomic_load_n(&q->w->lcore, __ATOMIC_RELAXED));
 	abort();
 }

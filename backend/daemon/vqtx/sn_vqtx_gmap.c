@@ -231,7 +231,8 @@ void sn_vqtx_take_map(struct sn_vqtx *q)
 	if (!g)
 		return;
 	if (sn_vring_set_mem(q->vr, &g->mem) != 0) {
-		sn_log("vqtx: vid %d: new guest memory table refused (kept the current one)", q->vid);
+		SN_LOG_RL(SN_LOG_WARNING, "vqtx: vid %d: new guest memory table refused (kept the current "
+			  "one)", q->vid);
 		g->older = q->map->older;
 		q->map->older = g;
 		return;

@@ -99,7 +99,7 @@ int sn_vqtx_set_record(struct sn_vqtx *q, const char *path)
 err_fd:
 	close(fd);
 err:
-	sn_log("vqtx: record %s: %s (the queue runs without one)", path, strerror(errno));
+	sn_log_err("vqtx: record %s: %s (the queue runs without one)", path, strerror(errno));
 	return -errno;
 }
 
@@ -115,7 +115,7 @@ void sn_vqtx_rec_close(struct sn_vqtx *q)
 void sn_vqtx_rec_remove(struct sn_vqtx *q)
 {
 	if (q && q->rec_path && unlink(q->rec_path) && errno != ENOENT)
-		sn_log("vqtx: cannot remove record %s: %s", q->rec_path, strerror(errno));
+		sn_log_err("vqtx: cannot remove record %s: %s", q->rec_path, strerror(errno));
 }
 
 static unsigned bits_count(const struct sn_vqtx_rec *r, uint32_t size)
@@ -139,7 +139,7 @@ static bool bits_in_range(const struct sn_vqtx_rec *r, uint32_t size)
 	return true;
 }
 
-#define REJECT(...) do { sn_log("vqtx: record rejected, " __VA_ARGS__); \
+#define REJECT(...) do { SN_LOG_RL(SN_LOG_WARNING, "vqtx: record rejected, " __VA_ARGS__); \
 			 ctr_inc(&q->st.record_rejected); return -EINVAL; } while (0)
 
 int sn_vqtx_rec_recover(struct sn_vqtx *q, const struct sn_vqtx_rec_ring *ring,
