@@ -105,12 +105,14 @@ static enum rte_vhost_msg_result ext_post(int vid, void *msg)
 /* The pre-message hook sees every message before the library (DPDK
  * 22.11 vhost_user_msg_handler, with the queue locks of a SET_MEM_TABLE
  * held) and refuses a SET_MEM_TABLE, SET_LOG_BASE or SET_INFLIGHT_FD that
- * would crash the daemon (sn_port_vumsg.c says which and why): RTE_VHOST_MSG_RESULT_ERR, so the
+ * would crash the daemon, or a GET_INFLIGHT_FD that would make the library
+ * allocate and zero gigabytes (sn_port_vumsg.c says which and why):
+ * RTE_VHOST_MSG_RESULT_ERR, so the
  * library neither handles it nor calls the post hook; it answers a
  * NEED_REPLY message with a failure and goes on reading the connection,
  * or else closes the connection, as for any failed message. The current
  * table (log, inflight area) stays. On that path the library does not close the message's
- * fds: the hook does. Counted (all three) in mem_table_rejected of the port the
+ * fds: the hook does. Counted (all four) in mem_table_rejected of the port the
  * message came to, logged with the reason at most once a second (a front-end
  * can send the message in a loop). ADD_MEM_REG / REM_MEM_REG need no
  * check: DPDK 22.11 neither offers CONFIGURE_MEM_SLOTS nor handles them
@@ -175,6 +177,8 @@ static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 		if (rte_vhost_get_negotiated_features(vid, &features) != 0)
 			features = 0;
 		why = sn_vumsg_fd_msg_bad(m, features & (1ull << 34));   /* RING_PACKED */
+	} else if (req == SN_VUMSG_GET_INFLIGHT_FD) {
+		why = sn_vumsg_get_inflight_bad(m);
 	} else {
 		why = NULL;
 	}
@@ -206,7 +210,8 @@ static enum rte_vhost_msg_result ext_pre(int vid, void *msg)
 			pthread_mutex_unlock(&reg->hook_lock);
 		}
 		refused_log(name, vid, req == SN_VUMSG_SET_MEM_TABLE ? "SET_MEM_TABLE" :
-			    req == SN_VUMSG_SET_LOG_BASE ? "SET_LOG_BASE" : "SET_INFLIGHT_FD",
+			    req == SN_VUMSG_SET_LOG_BASE ? "SET_LOG_BASE" :
+			    req == SN_VUMSG_GET_INFLIGHT_FD ? "GET_INFLIGHT_FD" : "SET_INFLIGHT_FD",
 			    region, why);
 		return RTE_VHOST_MSG_RESULT_ERR;
 	}

@@ -41,6 +41,15 @@
  * queues, indexing its 256-entry queue array with each: a SET_INFLIGHT_FD
  * also needs num_queues <= 256 and the last queue's desc_num inside
  * mmap_size.
+ *
+ * GET_INFLIGHT_FD asks the library for an inflight area of num_queues
+ * queues of queue_size descriptors: it creates a memfd of that size and
+ * zeroes it on its one message thread, unchecked, so num_queues and
+ * queue_size at 65535 make 64 GiB of shared memory (a front-end that
+ * sends it blocks every port's vhost-user messages for minutes and can
+ * exhaust the host's memory). It passes when its payload is the library's
+ * struct, num_queues is 1..SN_VUMSG_INFLIGHT_QUEUES_MAX (a port's vrings)
+ * and queue_size 1..SN_VUMSG_INFLIGHT_QSIZE_MAX: at most 8 MiB.
  */
 #include "sn_port_vumsg.h"
 
@@ -171,4 +180,20 @@ const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m, bool packed)
 			return "mmap_size (shorter than num_queues areas of queue_size)";
 	}
 	return fd_bad(m->fds[0], off + size);
+}
+
+/* See sn_port_vumsg.h. */
+const char *sn_vumsg_get_inflight_bad(const struct sn_vumsg *m)
+{
+	if (m->request != SN_VUMSG_GET_INFLIGHT_FD)
+		return NULL;
+	if (m->size != sizeof(m->payload.inflight))
+		return "size";
+	if (m->payload.inflight.num_queues == 0 ||
+	    m->payload.inflight.num_queues > SN_VUMSG_INFLIGHT_QUEUES_MAX)
+		return "num_queues (a port has at most 16 vrings)";
+	if (m->payload.inflight.queue_size == 0 ||
+	    m->payload.inflight.queue_size > SN_VUMSG_INFLIGHT_QSIZE_MAX)
+		return "queue_size (a virtio ring has at most 32768 descriptors)";
+	return NULL;
 }

@@ -27,7 +27,12 @@
 
 #define SN_VUMSG_SET_MEM_TABLE 5u
 #define SN_VUMSG_SET_LOG_BASE  6u
+#define SN_VUMSG_GET_INFLIGHT_FD 31u
 #define SN_VUMSG_SET_INFLIGHT_FD 32u
+/* GET_INFLIGHT_FD limits: the vrings of a port's largest offer (8 queue
+ * pairs, SN_CONFIG_QUEUES_MAX) and virtio's largest ring. */
+#define SN_VUMSG_INFLIGHT_QUEUES_MAX 16u
+#define SN_VUMSG_INFLIGHT_QSIZE_MAX  32768u
 #define SN_VUMSG_MAX_REGIONS   8u    /* VHOST_MEMORY_MAX_NREGIONS */
 #define SN_VUMSG_PAYLOAD       632u  /* sizeof(VhostUserMsg.payload), DPDK 22.11 */
 
@@ -75,6 +80,10 @@ const char *sn_vumsg_mem_table_bad(const struct sn_vumsg *m, uint32_t *region);
  * area's layout). Reads m and fstat()s its fd, changes nothing. Any
  * thread. */
 const char *sn_vumsg_fd_msg_bad(const struct sn_vumsg *m, bool packed);
+
+/* Why the GET_INFLIGHT_FD m must not reach the library, or NULL if it may
+ * (sn_port_vumsg.c); NULL for any other request. Pure. */
+const char *sn_vumsg_get_inflight_bad(const struct sn_vumsg *m);
 
 /* The bytes of one queue's inflight area in DPDK 22.11
  * (get_pervq_shm_size_split / _packed): queue_size descriptors of 16
