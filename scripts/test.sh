@@ -8,7 +8,9 @@
 #      with the test hooks: C unit tests, the daemon's device-stop tests
 #      and the tests marked hooks, e.g. the watchdog's) and TSan
 #      (build-tsan/, the two-thread mailbox stress)
-#   3. libFuzzer targets, briefly (scripts/fuzz.sh)
+#   3. libFuzzer targets, briefly (scripts/fuzz.sh), then the Debian
+#      package (scripts/package.sh, lintian): installed with apt-get, the
+#      installed daemon tested (tests/package), purged again
 #   4. pytest (tests/), every tier unless --tier says otherwise:
 #      unit (C unit tests, reference models), functional (daemon, control
 #      plane, datapath), accuracy (rates, sharing, conformance, isolation,
@@ -16,7 +18,7 @@
 #      tenant against a measured victim: quotas, spoofing), perf (benchmark
 #      harness), vm (QEMU guests; libvirt ones are also marked libvirt)
 #
-# Options: --quick         skip steps 2b/2c and 3 (sanitizers, fuzzing)
+# Options: --quick         skip steps 2b/2c and 3 (sanitizers, fuzzing, package)
 #          --tier T[,T...] run only these pytest tiers (pytest -m "T or ...")
 #          --extended      also run the tests marked extended
 #          -- ARGS         extra pytest arguments (e.g. -- -k control -x)
@@ -51,8 +53,9 @@ done
 if [ $extended = 0 ]; then
   tier_expr="${tier_expr:+($tier_expr) and }not extended"
 fi
-# The test-hook tests run in the ASan step below, on build-asan.
-tier_expr="${tier_expr:+($tier_expr) and }not hooks"
+# The test-hook tests run in the ASan step below, on build-asan; the
+# package tests in the package step, against the installed package.
+tier_expr="${tier_expr:+($tier_expr) and }not hooks and not package"
 if [ -n "$tier_expr" ]; then
   pytest_args=(-m "$tier_expr" "${pytest_args[@]}")
 fi
@@ -96,6 +99,29 @@ if [ $quick = 0 ]; then
 
   step "fuzz targets (scripts/fuzz.sh)"
   scripts/fuzz.sh --seconds "${SN_FUZZ_SECONDS:-8}"
+
+  step "Debian package: build and lintian, install, the installed daemon, purge"
+  # The machine is left as it was: a schednic package installed before
+  # would be replaced and then purged, so the step refuses to run.
+  if dpkg-query -W -f='${Status}' schednic 2>/dev/null | grep -q "ok installed"; then
+    echo "test.sh: a schednic package is installed; remove it (apt-get purge schednic)" \
+         "or run with --quick" >&2
+    exit 1
+  fi
+  scripts/package.sh
+  purge_pkg() {
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y -q schednic schednic-dbgsym \
+      >/tmp/sn-apt-purge.log 2>&1 || { cat /tmp/sn-apt-purge.log >&2; return 1; }
+  }
+  trap purge_pkg EXIT
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q ./build/deb/*.deb \
+    >/tmp/sn-apt-install.log 2>&1 || { cat /tmp/sn-apt-install.log >&2; exit 1; }
+  python3 -m pytest -m package tests/package -q
+  trap - EXIT
+  purge_pkg
+  for f in /usr/sbin/schednicd /etc/schednic/schednicd.json /lib/systemd/system/schednicd.service; do
+    [ ! -e "$f" ] || { echo "test.sh: the purge left $f" >&2; exit 1; }
+  done
 fi
 
 step "pytest"

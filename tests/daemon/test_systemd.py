@@ -11,6 +11,7 @@ and switching traffic through a tap uplink, which needs CAP_NET_ADMIN.
 """
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -96,8 +97,15 @@ def test_unit_passes_systemd_analyze(build_dir, schednicd_bin, sn_tmpdir):
     text = re.sub(r"^ExecStart=\S+", f"ExecStart={schednicd_bin}", text, flags=re.M)
     unit = sn_tmpdir / "schednicd.service"
     unit.write_text(text)
+    # verify also runs man(1) on each Documentation= page: the tree's pages
+    # under a MANPATH of their own (as installed: man8/)
+    man8 = sn_tmpdir / "man" / "man8"
+    man8.mkdir(parents=True)
+    for page in ("schednicd.8", "schednicctl.8"):
+        shutil.copy(Path(__file__).resolve().parents[2] / "doc" / "man" / page, man8 / page)
     v = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=60,
+                       env={**os.environ, "MANPATH": str(sn_tmpdir / "man")})
     print("systemd-analyze verify:", v.returncode, v.stdout, v.stderr)
     assert v.returncode == 0 and not v.stdout.strip() and not v.stderr.strip(), v
     s = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(unit)],
