@@ -103,3 +103,14 @@ def wait_settled(d, pred, timeout: float = 60.0, quiet: float = 0.3) -> dict:
             return t
         time.sleep(0.05)
     raise TimeoutError(f"daemon counters did not settle: {last}\n{d.log_tail()}")
+
+
+def learn(d, g, names, timeout: float = 60.0) -> dict:
+    """Wait for sn-gen `g` and the daemon's ports `names` to be up, then run
+    its learn phase (one broadcast from each port's MAC) until every port
+    has received it; returns the port table."""
+    g.wait("ready")
+    for n in names:
+        d.wait_port_state(n, "up")
+    g.go("learn")
+    return wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in names), timeout)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sngen import drops_total, egress_drops, port_table, wait_settled
+from sngen import drops_total, egress_drops, learn, port_table, wait_settled
 
 pytestmark = pytest.mark.functional
 
@@ -75,11 +75,7 @@ def test_switching_in_hugepage_mode_counters_exact(hugetlbfs, schednicd, sngen):
 
     g = sngen([d.vhost_path(n) for n in names],
               "--flow", f"src=0,dst=1,count={N}", "--flow", f"src=1,dst=0,count={N}")
-    g.wait("ready")
-    for n in names:
-        d.wait_port_state(n, "up")
-    g.go("learn")
-    wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in names))
+    learn(d, g, names)
     g.go(0)
     wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 + N and
                                   t[n]["tx_packets"] + egress_drops(t[n]) == 1 + N for n in names))

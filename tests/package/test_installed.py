@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sngen import port_table, wait_settled
+from sngen import learn, port_table, wait_settled
 
 pytestmark = [pytest.mark.package, pytest.mark.functional]
 
@@ -46,11 +46,7 @@ def test_installed_daemon_switches(schednicd, sngen, sn_tmpdir):
     names = ["vm0", "vm1"]
     d = schednicd(ports=names, uplink="net_null0,no-rx=1")
     g = sngen([d.vhost_path(n) for n in names], "--flow", f"src=0,dst=1,count={N}")
-    g.wait("ready")
-    for n in names:
-        d.wait_port_state(n, "up")
-    g.go("learn")
-    wait_settled(d, lambda t: all(t[n]["rx_packets"] == 1 for n in names))
+    learn(d, g, names)
     g.go(0)
     wait_settled(d, lambda t: t["vm0"]["rx_packets"] == 1 + N)
     r = g.finish()
