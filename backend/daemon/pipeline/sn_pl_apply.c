@@ -81,7 +81,10 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  *    each port and each flow stays FIFO.
  *  - A frame restamped beyond the horizon is what the shaper drops at the
  *    new rate anyway: counted "horizon" (in its class too); a "clamp"
- *    class's frame is queued at the horizon.
+ *    class's frame is queued at the horizon. A frame whose stamp did not
+ *    move later keeps its place: it was taken once (one a room call let
+ *    through may sit at the horizon with a stamp beyond it,
+ *    sn_pipeline_src_room).
  *  - A frame's class index is renumbered first when its port's classes
  *    moved in the list (sn_classify_renumber); this runs right after the
  *    sn_classify_apply_port() whose map it uses.
@@ -142,7 +145,9 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 				ts = RTE_MAX(o, a);
 			}
 		}
-		rc = sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
+		/* a frame whose stamp did not move later keeps its place */
+		rc = sn_twheel_insert(pl->wheel, m, ts,
+				      clamp || ts <= md->ts ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT);
 		if (rc) {
 			sn_classify_dropped(pl->cls, &r, m->pkt_len,
 					    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
@@ -177,7 +182,8 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
  * (agg_lag()). Per flow the order stays FIFO: A' and O are nondecreasing
  * in a flow's arrival order, and the frames go back in release order
  * (wheel_take_all). Beyond the horizon: counted "horizon", or queued at
- * the horizon for a "clamp" class. O(frames in the wheel), at most once
+ * the horizon for a "clamp" class or a frame whose stamp did not move
+ * later (restamp_wheel). O(frames in the wheel), at most once
  * per NBA period, only when a grant changed while its share owed bytes. */
 void sn_pl_restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 {
@@ -198,7 +204,8 @@ void sn_pl_restamp_aggs(struct sn_pipeline *pl, uint32_t changed)
 			*lag = lag_of(o, a);
 			ts = RTE_MAX(RTE_MAX(o, a), pl->now);
 		}
-		if (sn_twheel_insert(pl->wheel, m, ts, clamp ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT)) {
+		if (sn_twheel_insert(pl->wheel, m, ts,
+				     clamp || ts <= md->ts ? SN_TWHEEL_CLAMP : SN_TWHEEL_REJECT)) {
 			sn_classify_dropped(pl->cls, &r, m->pkt_len, SN_CL_DROP_HORIZON);
 			drop_taken(pl, m, SN_PL_DROP_HORIZON);
 			continue;

@@ -391,11 +391,13 @@ static void horizon(void)
  * horizon: the idle port's room is one frame, which alone ends beyond the
  * horizon. Let through by the room, it is put at the horizon
  * (room_clamped), not dropped; a frame submitted without a room call is a
- * horizon drop. The clamped frame leaves at the horizon, never earlier,
+ * horizon drop. A rate change of another port, which re-lays the wheel,
+ * keeps it. The clamped frame leaves at the horizon, never earlier,
  * and its stamp is kept: the port gets room again only once the frame's
  * full 80 ms (from where its chain starts, chain_start) have passed. */
 static void room_clamp(void)
 {
+	static struct sn_policy p1, p2;
 	const uint64_t rate = 100000;
 	const uint32_t len = 1000;
 	const uint64_t p = frame_ns(rate, len);
@@ -406,11 +408,24 @@ static void room_clamp(void)
 
 	if (fix_open(&f, rate))
 		return;
+	/* vm2 limited too: its rate changes below, which restamps the wheel */
+	sn_test_policy_parse("{\"ports\": {\"vm0\": {\"rate_bps\": 100000, \"burst_bytes\": 0}, "
+			     "\"vm2\": {\"rate_bps\": 1000000}}}", &p1);
+	sn_test_policy_parse("{\"ports\": {\"vm0\": {\"rate_bps\": 100000, \"burst_bytes\": 0}, "
+			     "\"vm2\": {\"rate_bps\": 2000000}}}", &p2);
+	CHECK(sn_policy_publish(f.st, &p1) == 0);
+	sn_pipeline_run(f.pl, &table);
 	room0 = sn_pipeline_src_room(f.pl, &ports[0], 32);
 	t0 = submit(&f, 1, len, NULL);
 	s = stats0(&f);
 	CHECK(room0 == 1);
 	CHECK(s.room_clamped == 1 && s.drop[SN_PL_DROP_HORIZON] == 0 && s.wheel_depth == 1);
+	/* another port's rate change re-lays the wheel: the clamped frame,
+	 * its stamp unchanged, keeps its place */
+	CHECK(sn_policy_publish(f.st, &p2) == 0);
+	sn_pipeline_run(f.pl, &table);
+	s = stats0(&f);
+	CHECK(s.drop[SN_PL_DROP_HORIZON] == 0 && s.wheel_depth == 1);
 	room1 = sn_pipeline_src_room(f.pl, &ports[0], 32);
 	if (sn_pipeline_clock_ns(f.pl) < chain_start(&f, t0, p) + p)
 		CHECK(room1 == 0);
