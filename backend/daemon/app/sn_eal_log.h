@@ -12,10 +12,12 @@
  * and warnings of a type, as many again for its notices, info and debug;
  * the first line of a later window says how many were suppressed.
  *
- * Threads: DPDK logs from any thread. The stream is unbuffered, so each
- * message reaches the write hook in one call on the thread that logs it
- * (the one rte_log_cur_msg_loglevel() describes); the limits are
- * sn_log_rl (compare-and-swap, any thread).
+ * Threads: DPDK logs from any thread. The stream is unbuffered: glibc
+ * formats each message in a helper buffer of BUFSIZ (8 KiB) and hands it
+ * to the write hook in one call on the thread that logs it (the one
+ * rte_log_cur_msg_loglevel() describes); a longer message arrives in
+ * pieces, each split into lines of its own. The limits are sn_log_rl
+ * (compare-and-swap, any thread).
  */
 #ifndef SN_EAL_LOG_H
 #define SN_EAL_LOG_H

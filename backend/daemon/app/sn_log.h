@@ -17,9 +17,11 @@
  *
  * Rate limit: SN_LOG_RL() is sn_log_prio() for a call site that a guest
  * or a control client can trigger at will: at most SN_LOG_RL_BURST lines
- * per SN_LOG_RL_WINDOW_S seconds from that site; the first line of a
- * later window says how many were suppressed (" (N more from here
- * suppressed, ...)" at its end).
+ * from that site per window of SN_LOG_RL_WINDOW_S seconds (windows of the
+ * monotonic clock: a burst that straddles a boundary can pass twice); the
+ * first line of a later window says how many were suppressed (" (N more
+ * from here suppressed, ...)" at its end). SN_LOG_RL_ON() takes the limit
+ * from the caller (a port's events share the port's).
  *
  * Any thread may call these: the line is formatted into a local buffer
  * and written with a single write(2), so lines from the main, vhost and
@@ -177,13 +179,16 @@ static inline void sn_log_rl_line(int prio, uint64_t sup, const char *fmt, ...)
 	va_list ap;
 	int n;
 
+	/* with a count to report, the text leaves room for it */
+	const size_t room = sup ? sizeof(buf) - 96 : sizeof(buf);
+
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = vsnprintf(buf, room, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
-	if ((size_t)n >= sizeof(buf))
-		n = (int)sizeof(buf) - 1;
+	if ((size_t)n >= room)
+		n = (int)room - 1;
 	if (sup)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
 			      " (%llu more from here suppressed, at most %u per %u s)",
@@ -192,14 +197,21 @@ static inline void sn_log_rl_line(int prio, uint64_t sup, const char *fmt, ...)
 		     (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
+/* sn_log_prio() limited by the limit *rlp (shared by the call sites that
+ * pass it: e.g. one per port). */
+#define SN_LOG_RL_ON(rlp, prio, ...)                                                      \
+	do {                                                                              \
+		uint64_t sup_;                                                            \
+		if (sn_log_rl_allow((rlp), sn_log_now_s(), SN_LOG_RL_BURST,               \
+				    SN_LOG_RL_WINDOW_S, &sup_))                           \
+			sn_log_rl_line(prio, sup_, __VA_ARGS__);                          \
+	} while (0)
+
 /* sn_log_prio() limited per call site (see the top of this file). */
 #define SN_LOG_RL(prio, ...)                                                              \
 	do {                                                                              \
 		static struct sn_log_rl rl_;                                              \
-		uint64_t sup_;                                                            \
-		if (sn_log_rl_allow(&rl_, sn_log_now_s(), SN_LOG_RL_BURST,                \
-				    SN_LOG_RL_WINDOW_S, &sup_))                           \
-			sn_log_rl_line(prio, sup_, __VA_ARGS__);                          \
+		SN_LOG_RL_ON(&rl_, prio, __VA_ARGS__);                                    \
 	} while (0)
 
 #endif /* SN_LOG_H */

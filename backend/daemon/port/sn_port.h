@@ -101,6 +101,7 @@
 
 #include "sn_bind.h"
 #include "sn_config.h"
+#include "sn_log.h"
 #include "sn_vring.h"
 
 /* Port slots (vhost-user ports and the uplink): sn_config_port_slots at
@@ -249,6 +250,10 @@ struct sn_port {
 	 * dropping the current table, sn_port_memhook.c). VHOST stores
 	 * (relaxed), any thread loads. */
 	uint64_t mem_table_rejected;
+	/* vhost-user ports: the rate limit of this port's connection and
+	 * link lines (sn_log.h), its own so that a front-end reconnecting in
+	 * a loop does not hide another port's events. VHOST thread. */
+	struct sn_log_rl log_rl;
 
 	/* Counters: datapath lcores, sn_port_ctr_add() (see the table). */
 	struct sn_port_stats st __rte_cache_aligned;

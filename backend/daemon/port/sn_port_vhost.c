@@ -48,7 +48,7 @@ static void update_up_locked(struct sn_port *p)
 
 	if (up != __atomic_load_n(&p->up, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&p->up, up, __ATOMIC_RELEASE);
-		SN_LOG_RL(SN_LOG_INFO, "port %s: %s", p->name, up ? "up" : "down");
+		SN_LOG_RL_ON(&p->log_rl, SN_LOG_INFO, "port %s: %s", p->name, up ? "up" : "down");
 	}
 }
 
@@ -183,7 +183,7 @@ static int cb_new_device(int vid)
 		/* Queue pair 0 is ready by definition of new_device. */
 		__atomic_store_n(&p->vring_on, __atomic_load_n(&p->vring_on, __ATOMIC_RELAXED) | 3u,
 				 __ATOMIC_RELAXED);
-		SN_LOG_RL(SN_LOG_INFO, "port %s: connected (vid %d, %u vrings)", p->name, vid,
+		SN_LOG_RL_ON(&p->log_rl, SN_LOG_INFO, "port %s: connected (vid %d, %u vrings)", p->name, vid,
 		       rte_vhost_get_vring_num(vid));
 		update_txq_locked(p);
 		update_up_locked(p);
@@ -289,7 +289,7 @@ static void device_down(struct sn_ports *reg, const char *path, int vid)
 	pthread_mutex_lock(&reg->lock);
 	if (__atomic_load_n(&p->vid, __ATOMIC_RELAXED) == vid)
 		__atomic_store_n(&p->vid, -1, __ATOMIC_RELAXED);
-	SN_LOG_RL(SN_LOG_INFO, "port %s: disconnected (vid %d)", p->name, vid);
+	SN_LOG_RL_ON(&p->log_rl, SN_LOG_INFO, "port %s: disconnected (vid %d)", p->name, vid);
 	pthread_mutex_unlock(&reg->lock);
 }
 
