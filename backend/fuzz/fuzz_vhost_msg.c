@@ -568,6 +568,24 @@ static void message(struct input *in)
 		return;
 	}
 	rc = d->ext->pre_msg_handle(vid, &m);
+	if (req == 31) {
+		/* GET_INFLIGHT_FD: through only with the library's payload
+		 * size, 1..16 queues and rings of 1..32768 descriptors */
+		const uint16_t nq = m.payload.inflight.num_queues, qs = m.payload.inflight.queue_size;
+		const bool ok = size == 24 && nq >= 1 && nq <= 16 && qs >= 1 && qs <= 32768;
+
+		if (rc != (ok ? RTE_VHOST_MSG_RESULT_NOT_HANDLED : RTE_VHOST_MSG_RESULT_ERR))
+			FAIL("GET_INFLIGHT_FD %u x %u (size %u): pre hook answered %d\n", nq, qs,
+			     size, (int)rc);
+		if (rc == RTE_VHOST_MSG_RESULT_ERR && m.fd_num != 0)
+			FAIL("refused GET_INFLIGHT_FD: fd_num %d left\n", m.fd_num);
+		if (rc == RTE_VHOST_MSG_RESULT_ERR && hp)
+			S.bad_tables[hp->slot]++;   /* counted in mem_table_rejected */
+		for (int i = 0; i < nfds; i++)
+			if (fds[i] >= 0 && rc != RTE_VHOST_MSG_RESULT_ERR)
+				close(fds[i]);
+		return;
+	}
 	if (rc == RTE_VHOST_MSG_RESULT_ERR && (req == 5 || req == 6 || req == 32)) {
 		/* Refused: the library neither applies it nor calls the post
 		 * hook, and leaves closing the fds to the hook. */

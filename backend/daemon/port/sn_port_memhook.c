@@ -27,6 +27,9 @@
 #include "sn_port_vumsg.h"
 #include "sn_vqtx.h"
 
+static_assert(SN_VUMSG_INFLIGHT_QUEUES_MAX == 2 * SN_CONFIG_QUEUES_MAX,
+	      "GET_INFLIGHT_FD: the vrings of a port's largest offer");
+
 /* The library's post-message hook (rte_vhost_extern_callback_register in
  * new_device, deferred ports). VHOST thread, with the library's queue
  * locks held: nothing here may wait for a worker (one may be blocked on

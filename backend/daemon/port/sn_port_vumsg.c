@@ -49,7 +49,8 @@
  * sends it blocks every port's vhost-user messages for minutes and can
  * exhaust the host's memory). It passes when its payload is the library's
  * struct, num_queues is 1..SN_VUMSG_INFLIGHT_QUEUES_MAX (a port's vrings)
- * and queue_size 1..SN_VUMSG_INFLIGHT_QSIZE_MAX: at most 8 MiB.
+ * and queue_size 1..SN_VUMSG_INFLIGHT_QSIZE_MAX: at most 16 MiB (packed
+ * rings: 32 bytes per descriptor).
  */
 #include "sn_port_vumsg.h"
 
