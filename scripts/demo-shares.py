@@ -89,8 +89,10 @@ def measured(rows, phase, settle_s):
         if len(r) < 2:
             raise ValueError(f"phase {phase}: fewer than 2 samples of {port} after the settle time")
         a, b = r[0], r[-1]
-        out[port] = ((int(b["uplink_bytes"]) - int(a["uplink_bytes"])) * 8e9
-                     / (int(b["clock_ns"]) - int(a["clock_ns"])))
+        dt = int(b["clock_ns"]) - int(a["clock_ns"])
+        if dt <= 0:
+            raise ValueError(f"phase {phase}: the worker clock of {port} did not advance")
+        out[port] = (int(b["uplink_bytes"]) - int(a["uplink_bytes"])) * 8e9 / dt
     return out
 
 
@@ -231,7 +233,7 @@ def main():
     except ctl.RpcFailed as e:
         print(f"demo: schednicd refused a request: {e}", file=sys.stderr)
         return 1
-    except TimeoutError as e:
+    except (TimeoutError, ValueError) as e:
         print(f"demo: {e}", file=sys.stderr)
         return 1
 

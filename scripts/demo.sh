@@ -112,7 +112,7 @@ mkdir -p "$out"
 gen_pid=$!
 rc=0
 python3 scripts/demo-shares.py --seconds "$secs" --csv "$out/rates.csv" --plot "$out/rates.png" || rc=$?
-kill "$gen_pid" 2>/dev/null; wait "$gen_pid" 2>/dev/null || true
+kill "$gen_pid" 2>/dev/null || true; wait "$gen_pid" 2>/dev/null || true
 gen_pid=
 [ "$rc" -eq 0 ] || { tail -5 "$work/gen.log" >&2; }
 
@@ -123,7 +123,7 @@ say "uplink: ping from $ns to the vm0 peer (10.99.0.2, answered by sn-gen echo)"
 gen_pid=$!
 sleep 3
 ip netns exec "$ns" ping -c 3 -i 0.3 -W 2 10.99.0.2 || echo "demo: ping across the uplink failed (see $work/echo.log)"
-kill "$gen_pid" 2>/dev/null; wait "$gen_pid" 2>/dev/null || true
+kill "$gen_pid" 2>/dev/null || true; wait "$gen_pid" 2>/dev/null || true
 gen_pid=
 
 say "final counters"

@@ -40,10 +40,11 @@ rm -rf "$out/src"
 ls -l "$out"/*.deb
 if [ "$lint" = 1 ]; then
   echo "package: lintian"
-  lintian --info --display-info --pedantic "$out"/*.changes 2>&1 | tee "$out/lintian.txt" || true
-  if grep -qE '^[EW]: ' "$out/lintian.txt"; then
-    echo "package: lintian reports errors or warnings (build/deb/lintian.txt)" >&2
+  # non-zero for an error or a warning, and when lintian cannot run at all
+  lintian --fail-on error,warning --info --display-info --pedantic "$out"/*.changes 2>&1 |
+    tee "$out/lintian.txt" || {
+    echo "package: lintian reports errors or warnings, or failed (build/deb/lintian.txt)" >&2
     exit 1
-  fi
+  }
 fi
 echo "package: built $(cd "$out" && ls *.deb | tr '\n' ' ')in build/deb/"

@@ -102,10 +102,12 @@ if [ $quick = 0 ]; then
 
   step "Debian package: build and lintian, install, the installed daemon, purge"
   # The machine is left as it was: a schednic package installed before
-  # would be replaced and then purged, so the step refuses to run.
-  if dpkg-query -W -f='${Status}' schednic 2>/dev/null | grep -q "ok installed"; then
-    echo "test.sh: a schednic package is installed; remove it (apt-get purge schednic)" \
-         "or run with --quick" >&2
+  # (or its conffiles, left by a removal) would be replaced and then
+  # purged, so the step refuses to run; no Recommends are pulled in.
+  pkg_state=$(dpkg-query -W -f='${db:Status-Status}' schednic 2>/dev/null || true)
+  if [ -n "$pkg_state" ] && [ "$pkg_state" != not-installed ]; then
+    echo "test.sh: a schednic package is on this machine ($pkg_state); purge it" \
+         "(apt-get purge schednic) or run with --quick" >&2
     exit 1
   fi
   scripts/package.sh
@@ -114,7 +116,7 @@ if [ $quick = 0 ]; then
       >/tmp/sn-apt-purge.log 2>&1 || { cat /tmp/sn-apt-purge.log >&2; return 1; }
   }
   trap purge_pkg EXIT
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q ./build/deb/*.deb \
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ./build/deb/*.deb \
     >/tmp/sn-apt-install.log 2>&1 || { cat /tmp/sn-apt-install.log >&2; exit 1; }
   python3 -m pytest -m package tests/package -q
   trap - EXIT
