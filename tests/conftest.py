@@ -98,14 +98,17 @@ def remove_dpdk_runtime(prefix: str) -> None:
 
 
 def stop_process(p: subprocess.Popen, timeout: float = 10.0) -> int:
-    """SIGTERM, then SIGKILL after timeout; returns the exit status."""
+    """SIGTERM, then SIGKILL after timeout; returns the exit status. A
+    killed process always goes, but the kernel may take more than a few
+    seconds to tear down a large address space shared with another
+    process on a loaded host: up to 60 s are waited for."""
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
         try:
             p.wait(timeout)
         except subprocess.TimeoutExpired:
             p.kill()
-            p.wait(5)
+            p.wait(60)
     return p.returncode
 
 
@@ -245,10 +248,16 @@ def schednicd(schednicd_bin, sn_tmpdir, request):
         return d
 
     yield factory
+    err = None
     for d in started:
-        d.stop()
+        try:
+            d.stop()
+        except subprocess.TimeoutExpired as e:   # the others are stopped first
+            err = err or e
         if getattr(request.node, "rep_call_failed", False):
             print(f"--- {d.log_path} ---\n{d.log_tail(80)}")
+    if err:
+        raise err
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -282,10 +291,18 @@ def spawn(sn_tmpdir):
         return p
 
     yield start
+    # every process is stopped even when one of them will not go (the
+    # first failure is raised after the others were stopped)
+    err = None
     for p in reversed(procs):
-        stop_process(p)
+        try:
+            stop_process(p)
+        except subprocess.TimeoutExpired as e:
+            err = err or e
         if p.dpdk_prefix:
             remove_dpdk_runtime(p.dpdk_prefix)
+    if err:
+        raise err
 
 
 @pytest.fixture
