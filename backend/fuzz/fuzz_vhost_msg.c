@@ -572,7 +572,8 @@ static void message(struct input *in)
 		/* GET_INFLIGHT_FD: through only with the library's payload
 		 * size, 1..16 queues and rings of 1..32768 descriptors */
 		const uint16_t nq = m.payload.inflight.num_queues, qs = m.payload.inflight.queue_size;
-		const bool ok = size == 24 && nq >= 1 && nq <= 16 && qs >= 1 && qs <= 32768;
+		const bool ok = size == 24 && nq >= 1 && nq <= SN_VUMSG_INFLIGHT_QUEUES_MAX &&
+				qs >= 1 && qs <= SN_VUMSG_INFLIGHT_QSIZE_MAX;
 
 		if (rc != (ok ? RTE_VHOST_MSG_RESULT_NOT_HANDLED : RTE_VHOST_MSG_RESULT_ERR))
 			FAIL("GET_INFLIGHT_FD %u x %u (size %u): pre hook answered %d\n", nq, qs,

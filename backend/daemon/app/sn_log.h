@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,8 +92,7 @@ static inline void sn_log_write(int prio, const char *tag, const char *text, siz
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s", tag);
 	if (len > sizeof(buf) - (size_t)n - 1)
 		len = sizeof(buf) - (size_t)n - 1;
-	for (size_t i = 0; i < len; i++)
-		buf[n + (int)i] = text[i];
+	memcpy(buf + n, text, len);
 	n += (int)len;
 	buf[n++] = '\n';
 	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
