@@ -305,6 +305,27 @@ INVALID = [
     ({"ports": {"vm0": {"quota": {"mbufs": 2}}}}, "policy.ports.vm0.quota.mbufs"),
     ({"ports": {"vm0": {"quota": {"nope": 5}}}}, "policy.ports.vm0.quota.nope"),
     ({"ports": {"vm0": {"quota": 7}}}, "policy.ports.vm0.quota"),
+    ({"ports": {"vm0": {"peak_bps": 2_000_000}}}, "policy.ports.vm0.peak_bps: needs rate_bps"),
+    ({"ports": {"vm0": {"rate_bps": 2_000_000, "peak_bps": 1_000_000}}},
+     "policy.ports.vm0.peak_bps: 1000000 is below rate_bps"),
+    ({"ports": {"vm0": {"min_rate_bps": 1_000_000}}},
+     "policy.ports.vm0.min_rate_bps: needs policy.uplink.rate_bps"),
+    ({"uplink": {"rate_bps": 10_000_000}, "ports": {"vm0": {"min_rate_bps": 1_000_000, "weight": 3}}},
+     "policy.ports.vm0.min_rate_bps: a port with a minimum has the weight derived"),
+    ({"uplink": {"rate_bps": 10_000_000, "algorithm": "fifo"},
+      "ports": {"vm0": {"min_rate_bps": 1_000_000}}}, "policy.ports.vm0.min_rate_bps: needs a weighted"),
+    ({"uplink": {"rate_bps": 10_000_000},
+      "ports": {"vm0": {"rate_bps": 1_000_000, "min_rate_bps": 2_000_000}}},
+     "policy.ports.vm0.min_rate_bps: 2000000 is above the port's rate_bps"),
+    ({"uplink": {"rate_bps": 10_000_000},
+      "ports": {"vm0": {"min_rate_bps": 6_000_000}, "vm1": {"min_rate_bps": 5_000_000}}},
+     "min_rate_bps: the minimums add up to 11000000 bit/s, above policy.uplink.rate_bps 10000000"),
+    ({"uplink": {"rate_bps": 10_000_000},
+      "ports": {"vm0": {"min_rate_bps": 5_000_000}, "vm1": {"min_rate_bps": 5_000_000}}},
+     "min_rate_bps: the minimums take all of policy.uplink.rate_bps"),
+    ({"uplink": {"rate_bps": 10_000_000},
+      "ports": {"vm0": {"min_rate_bps": 9_999_999}, "vm1": {"weight": 65536}}},
+     "policy.ports.vm0.min_rate_bps: the minimums leave too little of the uplink"),
 ]
 
 
@@ -493,3 +514,75 @@ def test_destination_deleted_while_frames_held_no_leak(schednicd, sngen, layout)
     assert p["offered_packets"] == (p["released_packets"] + p["drops"]["horizon"] +
                                     p["drops"]["wheel_pool"] + p["wheel_depth"]), p
     assert d.alive()
+
+
+@pytest.mark.functional
+def test_set_port_checks_the_whole_policy(schednicd):
+    """policy.set_port replaces one entry and checks the policy as a whole:
+    minimums over the uplink rate are refused naming the port, nothing
+    changes; weights derived from minimums show in stats.get."""
+    link = 20_000_000
+    d = schednicd(ports=["vm0", "vm1", "vm2"], policy={"uplink": {"rate_bps": link},
+                                                       "ports": {"vm2": {"weight": 1000}}})
+    g0 = d.rpc("policy.get")["generation"]
+    d.rpc("policy.set_port", {"port": "vm0", "entry": {"min_rate_bps": 6_000_000}})
+    r = d.rpc("policy.set_port", {"port": "vm1", "entry": {"min_rate_bps": 2_000_000,
+                                                           "rate_bps": 15_000_000,
+                                                           "peak_bps": 20_000_000,
+                                                           "burst_bytes": 30000}})
+    assert r["generation"] == g0 + 2
+    pol = d.rpc("policy.get")
+    assert pol["ports"] == {
+        "vm0": {"rate_bps": 0, "burst_bytes": 0, "min_rate_bps": 6_000_000},
+        "vm1": {"rate_bps": 15_000_000, "burst_bytes": 30000, "peak_bps": 20_000_000,
+                "min_rate_bps": 2_000_000},
+        "vm2": {"rate_bps": 0, "burst_bytes": 0, "weight": 1000}}
+    # K (R - S) >= n + W: K >= 1002 / 12e6, so 501 and 167 beside 1000.
+    w = {p["name"]: p["policy"]["weight"] for p in d.stats()["ports"] if "policy" in p}
+    assert w == {"vm0": 501, "vm1": 167, "vm2": 1000}, w
+    for n, m in (("vm0", 6_000_000), ("vm1", 2_000_000)):
+        assert w[n] / sum(w.values()) >= m / link, (n, w)
+    with d.client() as c:
+        r = c.call_raw("policy.set_port", {"port": "vm2", "entry": {"min_rate_bps": 13_000_000}})
+        bad = c.call_raw("policy.set_port", {"port": "vm2", "entry": {"weight": 0}})
+        noent = c.call_raw("policy.set_port", {"port": "vm2"})
+    assert r["error"]["code"] == -32602 and r["error"]["message"] == (
+        "policy.ports.vm2.min_rate_bps: the minimums add up to 21000000 bit/s, above "
+        "policy.uplink.rate_bps 20000000"), r
+    assert bad["error"]["code"] == -32602 and "policy.ports.vm2.weight" in bad["error"]["message"]
+    assert noent["error"]["code"] == -32602 and "entry" in noent["error"]["message"]
+    assert d.rpc("policy.get") == pol
+
+
+@pytest.mark.accuracy
+def test_minimum_rates_hold_and_idle_share_moves(schednicd, sngen):
+    """Minimums of 30 % and 10 % of a 20 Mbit/s uplink beside a port of
+    weight 1000 (more than both derived weights together), all three
+    saturating: each minimum holds (within 2 %); the heavy port idle, the
+    two share the whole link in proportion to their minimums."""
+    import os
+    import signal
+    link = 20_000_000
+    pol = {"uplink": {"rate_bps": link, "algorithm": "qfq", "overhead_bytes": 24},
+           "ports": {"vm0": {"min_rate_bps": 6_000_000}, "vm1": {"min_rate_bps": 2_000_000},
+                     "vm2": {"weight": 1000}}}
+    names = ["vm0", "vm1", "vm2"]
+    d, g = start(schednicd, sngen, names, pol)   # 64 Mbit/s each
+    wait_flowing(d, names)
+    r = measure_shares(d, names, window=3.0, gens=g)
+    wire = {n: v * (FRAME + 24) / FRAME for n, v in r.items()}
+    print(f"minimums 6 / 2 Mbit/s beside weight 1000: "
+          f"{ {n: round(v / 1e6, 3) for n, v in wire.items()} } Mbit/s on the wire")
+    assert wire["vm0"] >= 6e6 * 0.98 and wire["vm1"] >= 2e6 * 0.98, (wire, load_seen())
+    os.kill(g[2].proc.pid, signal.SIGSTOP)    # vm2 goes idle
+    try:
+        time.sleep(0.5)
+        r = measure_shares(d, names[:2], window=3.0, gens=g[:2])
+        wire = {n: v * (FRAME + 24) / FRAME for n, v in r.items()}
+        print(f"vm2 idle: { {n: round(v / 1e6, 3) for n, v in wire.items()} } Mbit/s")
+        total = wire["vm0"] + wire["vm1"]
+        assert abs(total - link) / link < 0.02, (wire, load_seen())
+        # weights 501 : 167, the shares 3 : 1 within 2 %
+        assert abs(wire["vm0"] / total - 0.75) / 0.75 < 0.02, (wire, load_seen())
+    finally:
+        os.kill(g[2].proc.pid, signal.SIGCONT)

@@ -400,8 +400,8 @@ static int parse_quota(const json_t *q, const char *path, struct sn_policy_port 
 static int parse_port(const char *name, const json_t *o, const struct sn_policy *pol,
 		      struct sn_policy_port *pp, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "rate_bps", "burst_bytes", "weight", "classes",
-					    "quota", NULL };
+	static const char *const keys[] = { "rate_bps", "burst_bytes", "peak_bps", "weight",
+					    "min_rate_bps", "classes", "quota", NULL };
 	char path[64];
 	uint64_t v;
 	int rc;
@@ -424,16 +424,123 @@ static int parse_port(const char *name, const json_t *o, const struct sn_policy 
 	if ((rc = get_uint(o, "burst_bytes", path, 0, SN_TSTAMP_BURST_MAX, 0, &v, err, errlen)))
 		return rc;
 	pp->burst_bytes = (uint32_t)v;
+	if ((rc = get_uint(o, "peak_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1,
+			   &pp->peak_bps, err, errlen)))
+		return rc;
+	if (pp->peak_bps && !pp->rate_bps)
+		return fail(err, errlen, "%s.peak_bps: needs rate_bps (the sustained rate)", path);
+	if (pp->peak_bps && pp->peak_bps < pp->rate_bps)
+		return fail(err, errlen, "%s.peak_bps: %llu is below rate_bps %llu", path,
+			    (unsigned long long)pp->peak_bps, (unsigned long long)pp->rate_bps);
 	v = 1;
 	if ((rc = get_uint(o, "weight", path, 1, SN_SCHED_MAX_WEIGHT, 0, &v, err, errlen)))
 		return rc;
 	pp->weight = (uint32_t)v;
+	if ((rc = get_uint(o, "min_rate_bps", path, SN_TSTAMP_RATE_MIN, SN_ARBITER_MAX_LINK_BPS,
+			   1, &pp->min_rate_bps, err, errlen)))
+		return rc;
+	if (pp->min_rate_bps) {
+		if (json_object_get(o, "weight"))
+			return fail(err, errlen, "%s.min_rate_bps: a port with a minimum has the "
+				    "weight derived from it: drop \"weight\"", path);
+		if (!pol->uplink.rate_bps)
+			return fail(err, errlen, "%s.min_rate_bps: needs policy.uplink.rate_bps (a "
+				    "share of the line rate is not known)", path);
+		if (pol->uplink.algo == SN_SCHED_FIFO)
+			return fail(err, errlen, "%s.min_rate_bps: needs a weighted "
+				    "policy.uplink.algorithm (qfq or drr), not fifo", path);
+		if (pp->rate_bps && pp->min_rate_bps > pp->rate_bps)
+			return fail(err, errlen, "%s.min_rate_bps: %llu is above the port's "
+				    "rate_bps %llu", path, (unsigned long long)pp->min_rate_bps,
+				    (unsigned long long)pp->rate_bps);
+	}
 	if (json_object_get(o, "quota") &&
 	    (rc = parse_quota(json_object_get(o, "quota"), path, pp, err, errlen)))
 		return rc;
 	pp->quota_only = json_object_size(o) == 1 && json_object_get(o, "quota");
 	if (json_object_get(o, "classes"))
 		return parse_classes(json_object_get(o, "classes"), path, pol, pp, err, errlen);
+	return 0;
+}
+
+/* Weights of the ports with a minimum (min_rate_bps), the others' kept.
+ * Each port's share of the uplink while it has demand is at least its
+ * weight over the sum of every entry's weight, so with R the uplink rate,
+ * S the sum of the n minimums and W the others' weights, the weights
+ * w_i = ceil(m_i K) hold every minimum when K (R - S) >= n + W:
+ *     w_i / (sum_j w_j + W) >= m_i K / (K S + n + W) >= m_i / R.
+ * K is raised (up to the weight limit) so that the smallest minimum gets
+ * a weight of at least WEIGHT_GRAIN: the uplink left over is then shared
+ * in proportion to the minimums within 1 / WEIGHT_GRAIN. Every minimum is
+ * checked exactly (128-bit) after rounding; a policy whose minimums add
+ * up to more than R, or leave too little of it for the others' weights,
+ * is refused, naming the port (in the order given) with which they do not
+ * fit. */
+#define WEIGHT_GRAIN 100u
+static int derive_weights(struct sn_policy *p, char *err, size_t errlen)
+{
+	const uint64_t r = p->uplink.rate_bps;
+	unsigned n = 0, last = 0;
+	uint64_t s = 0, w_other = 0, m_min = UINT64_MAX, m_max = 0;
+	unsigned __int128 wsum = 0;
+	long double k;
+
+	for (unsigned i = 0; i < p->n_ports; i++) {
+		const struct sn_policy_port *pp = &p->ports[i];
+
+		if (pp->quota_only)
+			continue;
+		if (!pp->min_rate_bps) {
+			w_other += pp->weight;
+			continue;
+		}
+		n++;
+		last = i;
+		s += pp->min_rate_bps;
+		m_min = SN_MIN(m_min, pp->min_rate_bps);
+		m_max = SN_MAX(m_max, pp->min_rate_bps);
+		if (s > r)
+			return fail(err, errlen, "policy.ports.%s.min_rate_bps: the minimums add up "
+				    "to %llu bit/s, above policy.uplink.rate_bps %llu", pp->name,
+				    (unsigned long long)s, (unsigned long long)r);
+	}
+	if (!n)
+		return 0;
+	if (s == r && (w_other || n > 1))
+		return fail(err, errlen, "policy.ports.%s.min_rate_bps: the minimums take all of "
+			    "policy.uplink.rate_bps %llu: nothing is left for rounding or other "
+			    "ports", p->ports[last].name, (unsigned long long)r);
+	k = s == r ? (long double)WEIGHT_GRAIN / (long double)m_min
+		   : (long double)(n + w_other) / (long double)(r - s);
+	k = SN_MAX(k, SN_MIN((long double)WEIGHT_GRAIN / (long double)m_min,
+			       (long double)SN_SCHED_MAX_WEIGHT / (long double)m_max));
+	for (unsigned i = 0; i < p->n_ports; i++) {
+		struct sn_policy_port *pp = &p->ports[i];
+		const long double x = (long double)pp->min_rate_bps * k;
+		uint64_t w;
+
+		if (pp->quota_only || !pp->min_rate_bps)
+			continue;
+		if (x > (long double)SN_SCHED_MAX_WEIGHT)
+			return fail(err, errlen, "policy.ports.%s.min_rate_bps: the minimums leave too "
+				    "little of the uplink for the other ports' weights (weight %.0Lf "
+				    "needed, at most %u): lower a minimum or a weight", pp->name, x,
+				    SN_SCHED_MAX_WEIGHT);
+		w = (uint64_t)x;
+		w += (long double)w < x;    /* ceil */
+		pp->weight = (uint32_t)SN_MAX(w, 1u);
+		wsum += pp->weight;
+	}
+	wsum += w_other;
+	for (unsigned i = 0; i < p->n_ports; i++) {
+		const struct sn_policy_port *pp = &p->ports[i];
+
+		if (!pp->quota_only && pp->min_rate_bps &&
+		    (unsigned __int128)pp->weight * r < (unsigned __int128)pp->min_rate_bps * wsum)
+			return fail(err, errlen, "policy.ports.%s.min_rate_bps: the minimums leave too "
+				    "little of the uplink for the other ports' weights: lower a "
+				    "minimum or a weight", pp->name);
+	}
 	return 0;
 }
 
@@ -473,9 +580,12 @@ int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t er
 
 		if ((rc = parse_port(name, o, out, pp, err, errlen)))
 			return rc;
-		wsum += pp->weight;
 		out->n_ports++;
 	}
+	if ((rc = derive_weights(out, err, errlen)))
+		return rc;
+	for (unsigned i = 0; i < out->n_ports; i++)
+		wsum += out->ports[i].weight;
 	if (wsum > SN_SCHED_MAX_WSUM)
 		return fail(err, errlen, "policy.ports: sum of weights %llu exceeds %u",
 			    (unsigned long long)wsum, SN_SCHED_MAX_WSUM);
@@ -543,11 +653,19 @@ json_t *sn_policy_to_json(const struct sn_policy *p)
 		json_t *cl = NULL;
 		/* a budgets-only entry reads back as one (it shapes nothing) */
 		json_t *o = pp->quota_only ? json_object() :
-			json_pack("{s:I, s:I, s:I}", "rate_bps", (json_int_t)pp->rate_bps,
-				  "burst_bytes", (json_int_t)pp->burst_bytes,
-				  "weight", (json_int_t)pp->weight);
+			json_pack("{s:I, s:I}", "rate_bps", (json_int_t)pp->rate_bps,
+				  "burst_bytes", (json_int_t)pp->burst_bytes);
 
 		if (!o || json_object_set_new(ports, pp->name, o))
+			goto fail;
+		/* the weight of a port with a minimum is derived, not written */
+		if (!pp->quota_only &&
+		    json_object_set_new(o, pp->min_rate_bps ? "min_rate_bps" : "weight",
+					json_integer((json_int_t)(pp->min_rate_bps ? pp->min_rate_bps
+									: pp->weight))))
+			goto fail;
+		if (pp->peak_bps &&
+		    json_object_set_new(o, "peak_bps", json_integer((json_int_t)pp->peak_bps)))
 			goto fail;
 		/* "classes" only when there are some: a port entry without
 		 * classes reads back as it was written. */

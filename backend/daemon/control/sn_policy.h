@@ -5,7 +5,8 @@
  * Model (config key "policy", RPC policy.get/set/del):
  *   {"uplink": {"rate_bps": N, "algorithm": "qfq"|"drr"|"fifo",
  *               "overhead_bytes": 24},
- *    "ports":  {"<port>": {"rate_bps": N, "burst_bytes": B, "weight": W,
+ *    "ports":  {"<port>": {"rate_bps": N, "burst_bytes": B, "peak_bps": P,
+ *                          "weight": W | "min_rate_bps": M,
  *                          "classes": [CLASS, ...],
  *                          "quota": {"mbufs": N, "held": N, "backlog": N,
  *                                    "wheel": N, "flows": N, "macs": N}}},
@@ -36,7 +37,15 @@
  * frame whose flow's virtual queue exceeds θ is dropped; needs a rate).
  * uplink.rate_bps 0 = line rate (no link emulation limit); a port's
  * rate_bps 0 = no rate limit (the port still gets its weight on the
- * uplink). Ports without an entry are not shaped at all. A port's "quota"
+ * uplink). peak_bps (needs rate_bps) caps the rate at which a port spends
+ * its burst: a second timestamp policy at peak_bps with no burst of its
+ * own, crossed by every frame of the port (a two-rate shaper, as tc's
+ * rate / ceil). min_rate_bps (needs uplink.rate_bps and a weighted
+ * algorithm) is a guaranteed share of the uplink: the port's weight is
+ * derived from it (derive_weights() in sn_policy.c) so that its share
+ * holds against every other entry's weight, and the sum of the minimums
+ * may not exceed uplink.rate_bps (admission control). Ports without an
+ * entry are not shaped at all. A port's "quota"
  * overrides the config section "quota" for that port, key by key ("auto"
  * or absent: the config's value; doc/isolation.md); an entry with no other
  * key sets budgets only and does not make the port shaped. Every key is
@@ -123,8 +132,11 @@ struct sn_policy_class {
 struct sn_policy_port {
 	char name[SN_CONFIG_NAME_MAX + 1];
 	uint64_t rate_bps;      /* 0 = unlimited, else SN_TSTAMP_RATE_MIN..MAX */
+	uint64_t peak_bps;      /* 0 = none, else rate_bps..SN_TSTAMP_RATE_MAX */
+	uint64_t min_rate_bps;  /* 0 = none: guaranteed share of the uplink */
 	uint32_t burst_bytes;   /* 0..SN_TSTAMP_BURST_MAX */
-	uint32_t weight;        /* 1..SN_SCHED_MAX_WEIGHT */
+	uint32_t weight;        /* 1..SN_SCHED_MAX_WEIGHT; derived from
+	                         * min_rate_bps when that is set */
 	unsigned n_classes;
 	struct sn_policy_class classes[SN_POLICY_CLASSES_MAX];
 	uint32_t quota[SN_QK_MAX]; /* budgets by enum sn_quota_kind, 0 = not set */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_policy_rpc.c — the JSON-RPC methods of the policy store: policy.get,
- * policy.set (a whole policy, parsed and checked by sn_policy_parse())
- * and policy.del (one port's entry). Each change is published with
+ * policy.set (a whole policy, parsed and checked by sn_policy_parse()),
+ * policy.set_port (one port's entry, the whole checked again) and
+ * policy.del (one port's entry). Each change is published with
  * sn_policy_publish() and answered with the new generation. config.reload
  * replaces the policy through the same two steps (sn_policy_rpc.h).
  *
@@ -81,6 +82,43 @@ static json_t *h_policy_set(json_t *params, void *arg, struct sn_rpc_error *err)
 	return publish(ctl, &pol, err);
 }
 
+/* One port's entry replaced in the policy in force and the result checked
+ * as a whole, as policy.set would check it: the minimums' admission
+ * control sees every other entry. */
+static json_t *h_policy_set_port(json_t *params, void *arg, struct sn_rpc_error *err)
+{
+	struct sn_ctl *ctl = arg;
+	const char *name = sn_rpc_param_str(params, "port", NULL);
+	json_t *entry = json_object_get(params, "entry");
+	struct sn_policy pol;
+	char msg[sizeof(err->message)];
+	json_t *j, *ports;
+	int rc;
+
+	if (!name)
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "port: required");
+	if (!sn_config_port_name_ok(name))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "port: must match "
+				   "[A-Za-z0-9_.-]{1,32}");
+	if (!json_is_object(entry))
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "entry: required, an object");
+	j = sn_policy_to_json(sn_policy_main(ctl->policy));
+	ports = j ? json_object_get(j, "ports") : NULL;
+	/* Checked last (jansson keeps insertion order): an error of the
+	 * policy as a whole, e.g. the minimums' sum, names this port. */
+	if (ports)
+		json_object_del(ports, name);
+	if (!ports || json_object_set(ports, name, entry)) {
+		json_decref(j);
+		return sn_rpc_fail(err, SN_RPC_INTERNAL_ERROR, "out of memory");
+	}
+	rc = sn_policy_rpc_check(ctl, j, &pol, msg, sizeof(msg));
+	json_decref(j);
+	if (rc)
+		return sn_rpc_fail(err, SN_RPC_INVALID_PARAMS, "%s", msg);
+	return publish(ctl, &pol, err);
+}
+
 static json_t *h_policy_del(json_t *params, void *arg, struct sn_rpc_error *err)
 {
 	struct sn_ctl *ctl = arg;
@@ -100,6 +138,8 @@ int sn_policy_rpc_register(struct sn_rpc_server *srv, struct sn_ctl *ctl)
 
 	if (!rc)
 		rc = sn_rpc_register(srv, "policy.set", h_policy_set, ctl);
+	if (!rc)
+		rc = sn_rpc_register(srv, "policy.set_port", h_policy_set_port, ctl);
 	if (!rc)
 		rc = sn_rpc_register(srv, "policy.del", h_policy_del, ctl);
 	return rc;
