@@ -89,6 +89,19 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  *    moved in the list (sn_classify_renumber); this runs right after the
  *    sn_classify_apply_port() whose map it uses.
  * O(frames in the wheel), once per change, on the worker. */
+/* The port's peak policy: a new chain from now when its limit's chain was
+ * re-laid or the port had no peak, else the new rate on the running one. */
+static void apply_peak(struct sn_pipeline *pl, struct wslot *ps, uint64_t peak_bps, bool relaid)
+{
+	if (!peak_bps)
+		ps->has_peak = false;
+	else if (relaid || !ps->has_peak)
+		SN_VERIFY(sn_tstamp_init(&ps->peak, peak_bps, 0, pl->now) == 0);
+	else
+		SN_VERIFY(sn_tstamp_set(&ps->peak, peak_bps, 0) == 0);
+	ps->has_peak = peak_bps != 0;
+}
+
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
 {
 	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
@@ -101,6 +114,8 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 		relay[s] = changed[s];
 		if (!changed[s] && cls_changed[s] && ps->has_rate) {
 			SN_VERIFY(sn_tstamp_init(&ps->ts, ps->ts.rate, ps->ts.burst, pl->now) == 0);
+			if (ps->has_peak)
+				SN_VERIFY(sn_tstamp_init(&ps->peak, ps->peak.rate, 0, pl->now) == 0);
 			relay[s] = true;
 		}
 	}
@@ -115,7 +130,7 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 			? sn_classify_renumber(pl->cls, md->src, md->cls) : md->cls;
 		struct wslot *ps = &pl->ps[md->src];
 		struct sn_classify_res r = { .slot = md->src, .cls = cls };
-		struct sn_tstamp_next nx, cnx;
+		struct sn_tstamp_next nx, pnx, cnx;
 		struct sn_tstamp *cts = NULL;
 		uint64_t ts = md->ts, o, a = 0;
 		int32_t *lag = agg_lag(pl, m);
@@ -134,8 +149,12 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 			 * paced class of a changed port) its class's or flow's */
 			if (changed[md->src] || cch)
 				o = pl->now;
-			if (relay[md->src])
+			if (relay[md->src]) {
 				o = RTE_MAX(o, sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx));
+				if (ps->has_peak)
+					o = RTE_MAX(o, sn_tstamp_peek(&ps->peak, pl->now,
+								      m->pkt_len, &pnx));
+			}
 			if (cch && (cts = sn_classify_restamp_ts(pl->cls, md->src, cls, m,
 								 pl->now)) != NULL)
 				o = RTE_MAX(o, sn_tstamp_peek(cts, pl->now, m->pkt_len, &cnx));
@@ -157,8 +176,11 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 		if (clamp && ts >= hz && md->ts < hz)
 			sn_classify_accepted(pl->cls, &r, true);
 		md->ts = ts;
-		if (relay[md->src])
+		if (relay[md->src]) {
 			sn_tstamp_commit(&ps->ts, &nx);
+			if (ps->has_peak)
+				sn_tstamp_commit(&ps->peak, &pnx);
+		}
 		if (cts) {
 			/* The class's (flow's) chain goes on from the frame's
 			 * release time, not from its own stamp alone: behind
@@ -438,6 +460,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 			__atomic_store_n(&ps->gen, p ? p->gen : 0, __ATOMIC_RELAXED);
 			pl->clup_pend_moved[s] = false;   /* no map of its old port */
 			ps->has_rate = false;
+			ps->has_peak = false;
 			ps->room_lmax = 0;
 			ps->room_gated = false;
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
@@ -463,6 +486,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 		else
 			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
 		ps->has_rate = w && w->rate_bps != 0;
+		apply_peak(pl, ps, ps->has_rate ? w->peak_bps : 0, changed[s]);
 	}
 	if (any_change)
 		restamp_wheel(pl, changed, cls_changed);

@@ -147,9 +147,11 @@ enum { RET_SENT = 0, RET_DROP, RET_GSO, RET_COPIED };
 struct wslot {
 	/* Worker only. */
 	struct sn_tstamp ts;
+	struct sn_tstamp peak;    /* peak_bps, no burst (has_peak) */
 	uint32_t gen;             /* port generation this state belongs to (R: relaxed) */
 	bool shaped;              /* policy entry applied (R: relaxed) */
 	bool has_rate, has_class; /* has_class: policy wants a scheduler class */
+	bool has_peak;            /* has_rate and a peak_bps: a second policy */
 	bool has_cls;             /* the port has flow classes (sn_classify) */
 	uint32_t room_lmax;       /* longest frame submitted (0: none yet) */
 	bool room_gated;          /* the frames the port submits next were let

@@ -433,16 +433,26 @@ static __rte_noinline struct rte_mbuf *copy_at_submit(struct sn_pipeline *pl, st
  * Returns 1 if queued. */
 /* A frame of port slot ps stamped ts that may be put at the horizon
  * rather than dropped there (sn_pipeline_src_room in sn_pipeline.h): a
- * room call let the port's frames through, its port limit starts it
- * within the horizon h and that limit is what stamps it (ts at most the
- * frame's length at the port's rate, rounded up, after that start). */
+ * room call let the port's frames through, its port limit (and peak)
+ * start it within the horizon h and they are what stamps it (ts at most
+ * the frame's length at the policy's rate, rounded up, after its start). */
+static inline bool limit_stamps(const struct sn_tstamp *t, uint64_t now, uint64_t h,
+				uint32_t len, uint64_t ts)
+{
+	const uint64_t start = RTE_MAX(t->lts, now);
+
+	return start < now + h && ts <= start + (uint64_t)len * (t->ns_byte + 1);
+}
+
 static inline bool room_clamp(const struct wslot *ps, uint64_t now, uint64_t h, uint32_t len,
 			      uint64_t ts)
 {
-	const uint64_t start = RTE_MAX(ps->ts.lts, now);
-
-	return ps->room_gated && ps->has_rate && start < now + h &&
-	       ts <= start + (uint64_t)len * (ps->ts.ns_byte + 1);
+	if (!ps->room_gated || !ps->has_rate)
+		return false;
+	if (!ps->has_peak)
+		return limit_stamps(&ps->ts, now, h, len, ts);
+	return RTE_MAX(ps->ts.lts, ps->peak.lts) < now + h &&
+	       (limit_stamps(&ps->ts, now, h, len, ts) || limit_stamps(&ps->peak, now, h, len, ts));
 }
 
 static inline __attribute__((always_inline)) unsigned
@@ -510,7 +520,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	struct wslot *ps = &pl->ps[in->slot];
 	struct rte_mbuf *due[BATCH];
 	const uint64_t now = pl->now;
-	const bool has_cls = ps->has_cls, has_rate = ps->has_rate;
+	const bool has_cls = ps->has_cls, has_rate = ps->has_rate, has_peak = ps->has_peak;
 	uint64_t obytes = 0, rpk = 0, rbytes = 0, under = 0, wd = ps->st.wheel_depth, wd0 = wd;
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
@@ -530,7 +540,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	if (has_cls)
 		sn_classify_set_flow_quota(pl->cls, in->slot,
 					   __atomic_load_n(&in->quota.flows, __ATOMIC_RELAXED));
-	if (!has_cls && wd == 0) {
+	if (!has_cls && !has_peak && wd == 0) {
 		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
 
 		i = submit_prefix(pl, ps, pkts, dst, n, mk, due, &acc);
@@ -563,6 +573,8 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 			cr.pol[cr.n++] = &ps->ts;
 			under += ps->ts.lts < now;
 		}
+		if (has_peak)
+			cr.pol[cr.n++] = &ps->peak;
 		if (has_cls)
 			sn_classify_frame(pl->cls, in->slot, m, now, &cr);
 		mk.cls = cr.cls;
@@ -762,18 +774,25 @@ uint64_t sn_pipeline_held(const struct sn_pipeline *pl)
  * frame the port submitted so far (at least SN_PIPELINE_ROOM_FRAME_MIN; a
  * longer one than ever before may still end beyond the horizon: then
  * room_clamp()) at ns_byte + 1 ns per byte (an upper bound of 8e9 / rate). */
+static uint64_t room_of(const struct sn_tstamp *t, uint64_t now, uint64_t end, uint32_t lmax)
+{
+	const uint64_t start = RTE_MAX(t->lts, now);
+	uint64_t k;
+
+	k = start < end ? (end - start) / ((uint64_t)RTE_MAX(lmax, SN_PIPELINE_ROOM_FRAME_MIN) *
+					   (t->ns_byte + 1)) : 0;
+	return k == 0 && t->lts <= now ? 1 : k;
+}
+
+/* The same for the port's peak policy too: the smaller of the two. */
 static uint16_t room_within(const struct sn_pipeline *pl, const struct wslot *ps, uint64_t h,
 			    uint16_t max)
 {
-	uint64_t end, start, k;
+	const uint64_t end = pl->now + h - h / 64;
+	uint64_t k = room_of(&ps->ts, pl->now, end, ps->room_lmax);
 
-	end = pl->now + h - h / 64;
-	start = RTE_MAX(ps->ts.lts, pl->now);
-	k = start < end ? (end - start) / ((uint64_t)RTE_MAX(ps->room_lmax,
-							       SN_PIPELINE_ROOM_FRAME_MIN) *
-					   (ps->ts.ns_byte + 1)) : 0;
-	if (k == 0 && ps->ts.lts <= pl->now)
-		k = 1;
+	if (ps->has_peak)
+		k = RTE_MIN(k, room_of(&ps->peak, pl->now, end, ps->room_lmax));
 	return (uint16_t)RTE_MIN(k, (uint64_t)max);
 }
 

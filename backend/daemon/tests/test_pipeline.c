@@ -454,6 +454,83 @@ static void room_clamp(void)
 	fix_close(&f);
 }
 
+/* ---- two-rate shaper: peak_bps ------------------------------------------- */
+
+/* Frames of a chain submitted at t0 due by t0 + T (T may be < 0): with
+ * period p from t0 (floor(T / p) + 1), and at most `ahead` frames earlier
+ * than that (a burst allowance of ahead * p). */
+static uint64_t due_by(int64_t t, uint64_t p, uint64_t ahead)
+{
+	return t < 0 ? 0 : (uint64_t)t / p + 1 + ahead;
+}
+
+/* vm0 at 10 Mbit/s with a 10,000-byte burst and a 40 Mbit/s peak, idle
+ * long enough to hold its whole burst: 30 frames of 1000 B submitted at
+ * t0 leave at the peak (one each 200 us from t0) while the burst lasts,
+ * then at the rate (the 11th frame of the rate's chain is due at t0 and
+ * one each 800 us after it): by t0 + T, min(T / 200 us + 1, 11 + T /
+ * 800 us) frames. Without the peak the first 11 would leave at once. */
+static void peak(void)
+{
+	static struct sn_policy p;
+	const uint64_t rate = 10000000, peak_bps = 40000000;
+	const uint32_t len = 1000, burst = 10000;
+	const unsigned n = 30;
+	const uint64_t pr = frame_ns(rate, len), pp = frame_ns(peak_bps, len);
+	struct sn_pipeline_port_stats s;
+	uint64_t t0, c, rel = 0, first = 0, bad = 0, samples = 0;
+	struct fix f;
+
+	ports_init();
+	sn_test_policy_parse("{\"ports\": {\"vm0\": {\"rate_bps\": 10000000, "
+			     "\"burst_bytes\": 10000, \"peak_bps\": 40000000}}}", &p);
+	f.st = sn_policy_store_create(&p);
+	CHECK(f.st != NULL);
+	if (!f.st)
+		return;
+	f.pl = sn_pipeline_create(&fix_cfg, f.st);
+	CHECK(f.pl != NULL);
+	if (!f.pl) {
+		sn_policy_store_destroy(f.st);
+		return;
+	}
+	sn_pipeline_run(f.pl, &table);
+	spin_ns(2 * MS);   /* longer than a frame at the peak or the rate */
+	t0 = submit(&f, n, len, NULL);
+	s = stats0(&f);
+	first = s.released_packets;
+	CHECK(first >= 1 && first <= due_by((int64_t)(mono_ns() - t0 + SLACK_NS), pp, 0));
+	do {
+		uint64_t lo, hi;
+
+		spin_ns(50 * US);
+		sn_pipeline_run(f.pl, &table);
+		c = sn_pipeline_clock_ns(f.pl);
+		rel = stats0(&f).released_packets;
+		lo = RTE_MIN(RTE_MIN(due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pp, 0),
+				     due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pr,
+					    burst / len)), (uint64_t)n);
+		hi = RTE_MIN(RTE_MIN(due_by((int64_t)(c - t0 + SLACK_NS), pp, 0),
+				     due_by((int64_t)(c - t0 + SLACK_NS), pr, burst / len)),
+			     (uint64_t)n);
+		samples++;
+		if (rel < lo || rel > hi) {
+			if (bad++ < 5)
+				fprintf(stderr, "FAIL peak: at +%.3f ms released %" PRIu64
+					" (due %" PRIu64 "..%" PRIu64 ")\n", (double)(c - t0) / MS,
+					rel, lo, hi);
+			failures++;
+		}
+	} while (rel < n && c < t0 + 100 * MS);
+	CHECK(rel == n);
+	/* the last frame is the rate's 30th: t0 + 19 frame times */
+	CHECK(c + SLACK_NS >= t0 + (n - 1 - burst / len) * pr);
+	printf("peak: 10 Mbit/s, burst %u B, peak 40 Mbit/s: %u x %u B out in %.3f ms "
+	       "(rate alone %.3f ms), %" PRIu64 " samples\n", burst, n, len,
+	       (double)(c - t0) / MS, (double)((n - 1 - burst / len) * pr) / MS, samples);
+	fix_close(&f);
+}
+
 /* ---- live policy apply --------------------------------------------------- */
 
 static const struct live_case {
@@ -716,6 +793,7 @@ int main(void)
 			release_at_rate(&rel_cases[i]);
 		horizon();
 		room_clamp();
+		peak();
 		for (size_t i = 0; i < RTE_DIM(live_cases); i++)
 			live_apply(&live_cases[i]);
 		drain();
