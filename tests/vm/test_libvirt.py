@@ -3,6 +3,7 @@
 example domains (paths rewritten to this test's temp dir) on schednicd
 ports, and traffic flows between them through schednicd."""
 import json
+import threading
 import time
 import xml.etree.ElementTree as ET
 
@@ -34,6 +35,8 @@ def domain_xml(template, name, sock, mac, ip, role, guest_dir, workdir):
     iface = root.find("devices/interface[@type='vhostuser']")
     iface.find("mac").set("address", mac)
     iface.find("source").set("path", str(sock))
+    for it in root.iterfind(f"metadata/{{{SN_NS}}}schednic/{{{SN_NS}}}interface"):
+        it.set("port", sock.name[:-len(".sock")])
     serials = root.findall("devices/serial")
     serials[0].find("source").set("path", str(workdir / f"{name}.console.log"))
     serials[1].find("source").set("path", str(workdir / f"{name}.agent"))
@@ -97,15 +100,36 @@ def create_domains(lv, sn_tmpdir, xmls):
         lv.virsh("create", str(f))
 
 
+SN_NS = "http://schednic.org/xmlns/libvirt/domain/1.0"
+ET.register_namespace("sn", SN_NS)
+
+
+def policy_rate(d, port, seconds):
+    """bits/s of the port's released_bytes over `seconds`, timed by the
+    worker's clock (arbiter.clock_ns)."""
+    def sample():
+        st = d.stats()
+        p = {x["name"]: x for x in st["ports"]}[port]["policy"]
+        return st["arbiter"]["clock_ns"] / 1e9, p["released_bytes"]
+    ta, a = sample()
+    time.sleep(seconds)
+    tb, b = sample()
+    return (b - a) * 8 / (tb - ta)
+
+
 def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
                                    record_result):
     """Both example domains under a private libvirtd whose qemu hook
     (qemu-configs/libvirt/hooks/qemu) creates and deletes the schednicd
-    ports from the domain XML."""
+    ports from the domain XML. Domain 1 is vm-bandwidth.xml: libvirt 9.0
+    hands the hook the <bandwidth> of a vhostuser interface (it only warns
+    that it does not apply it itself) and the domain's schednic
+    <metadata>, which become its port's policy entry: its TCP stream is
+    held to <outbound average>."""
     require_tool("qemu-system-x86_64")
     d, lv = hooked_libvirtd(schednicd, libvirtd, sn_tmpdir)
     # Domain 1: QEMU vhost-user client -> the hook adds a server-mode port.
-    x0 = domain_xml(EXAMPLES / "vm-vhostuser-client.xml", "sn-lv0",
+    x0 = domain_xml(EXAMPLES / "vm-bandwidth.xml", "sn-lv0",
                     sn_tmpdir / "sn-lv0.0.sock", "52:54:00:77:00:30", f"{SUBNET}.30/24",
                     "server", guest_image, sn_tmpdir)
     # Domain 2: QEMU vhost-user server -> the hook adds a client-mode port.
@@ -119,6 +143,10 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
         ports = {p["name"]: p for p in d.rpc("port.list")["ports"]}
         assert sorted(ports) == ["sn-lv0.0", "sn-lv1.0"], ports
         assert ports["sn-lv0.0"]["mode"] == "server" and ports["sn-lv1.0"]["mode"] == "client"
+        # average 5000 kB/s = 40 Mbit/s, peak 10000 kB/s, burst 256 KiB
+        assert d.rpc("policy.get")["ports"] == {
+            "sn-lv0.0": {"rate_bps": 40_000_000, "peak_bps": 80_000_000,
+                         "burst_bytes": 262144, "weight": 3}}
 
         a = LibvirtGuest(lv, "sn-lv0", sn_tmpdir, "52:54:00:77:00:30", f"{SUBNET}.30/24")
         b = LibvirtGuest(lv, "sn-lv1", sn_tmpdir, "52:54:00:77:00:31", f"{SUBNET}.31/24")
@@ -132,17 +160,28 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
         # The NIC was configured from the domain XML (MAC-derived name, IP).
         a.check(f"ip addr show dev sn770030 | grep -q 'inet {a.addr}/24'")
         b.check(f"ping -c 3 -W 5 {a.addr}", timeout=60)
-        mbps = b.iperf(a.addr, 3)
-        record_result("libvirt VM->VM iperf3 TCP", mbps, "Mbit/s")
-        assert mbps > 1
+        # a sends for 14 s (iperf3 -R); its L2 rate at schednic's counters
+        # over 10 s after the first 3 (the 256 KiB burst is spent in 0.1 s)
+        rate = {}
+        meter = threading.Thread(target=lambda: (time.sleep(3),
+                                 rate.update(bps=policy_rate(d, "sn-lv0.0", 10))))
+        meter.start()
+        mbps = b.iperf(a.addr, 14, reverse=True)
+        meter.join()
+        record_result("libvirt VM->VM iperf3 TCP, <outbound average> 40 Mbit/s", mbps, "Mbit/s")
+        record_result("libvirt VM->VM L2 rate at the port, <outbound average> 40 Mbit/s",
+                      rate["bps"] / 1e6, "Mbit/s")
+        print(f"<outbound average=5000 kB/s>: {rate['bps'] / 1e6:.3f} Mbit/s L2 at the port, "
+              f"iperf3 goodput {mbps:.2f} Mbit/s")
+        assert abs(rate["bps"] - 40e6) / 40e6 < 0.02, rate
         st = {p["name"]: p for p in d.stats()["ports"]}
         assert st["sn-lv1.0"]["rx_packets"] > 0 and st["sn-lv0.0"]["tx_packets"] > 0
 
         for name in ("sn-lv0", "sn-lv1"):
             lv.virsh("destroy", name)
         assert lv.virsh("list", "--name").stdout.split() == []
-        # The hook's "release" removed both ports.
-        assert d.rpc("port.list")["ports"] == []
+        # The hook's "release" removed both ports and their entries.
+        assert d.rpc("port.list")["ports"] == [] and d.rpc("policy.get")["ports"] == {}
         assert d.alive()
     finally:
         for g in guests:
