@@ -108,7 +108,10 @@ def test_live_answers_are_documented(schednicd, sn_tmpdir):
     port = {"name": "vm0", "type": "vhost-user", "path": str(sn_tmpdir / "vm0.sock"),
             "mode": "server", "completion": "deferred", "queues": 2}
     policy = {"uplink": {"rate_bps": 100000000, "overload": "fair"},
-              "ports": {"vm0": {"rate_bps": 20000000, "classes": [
+              "ports": {"vm1": {"min_rate_bps": 1000000},
+                        "vm0": {"rate_bps": 20000000, "peak_bps": 40000000,
+                                "inbound": {"rate_bps": 5000000, "peak_bps": 6000000},
+                                "classes": [
                   {"name": "c", "proto": "udp", "src": "10.0.0.0/8", "dst_port": [1, 9],
                    "aggregate": "a"}]}},
               "aggregates": {"a": {"rate_bps": 10000000}}}

@@ -586,3 +586,37 @@ def test_minimum_rates_hold_and_idle_share_moves(schednicd, sngen):
         assert abs(wire["vm0"] / total - 0.75) / 0.75 < 0.02, (wire, load_seen())
     finally:
         os.kill(g[2].proc.pid, signal.SIGCONT)
+
+
+@pytest.mark.accuracy
+def test_inbound_limit_on_traffic_to_a_port(schednicd, sngen):
+    """vm1 (no policy entry) sends 64 Mbit/s to vm0, whose entry has only
+    an inbound limit of 20 Mbit/s: vm0 receives 20 Mbit/s (within 2 %,
+    L2 bytes delivered to its ring), the excess is dropped at the wheel
+    horizon and counted on vm0's inbound."""
+    from sngen import learn
+    pol = {"ports": {"vm0": {"inbound": {"rate_bps": 20_000_000}}}}
+    d = schednicd(ports=["vm0", "vm1"], uplink=UPLINK, policy=pol, datapath={"mbufs": 16383})
+    seconds = 40 + QUIET_BUDGET_S     # the measurement and its waits for a quiet host
+    g = sngen([d.vhost_path("vm0"), d.vhost_path("vm1")], "--size", str(FRAME),
+              "--rate", "8000", "--flow", f"src=1,dst=0,count={int(8000 * seconds)}")
+    learn(d, g, ["vm0", "vm1"])
+    (g.sync / "go-0").touch()
+    seen = []
+    for _ in range(5):
+        quiet(d, [g])
+        time.sleep(1.0)                   # the wheel full: the limit binds
+        ta, a, _ = pstats(d)
+        time.sleep(3.0)
+        tb, b, _ = pstats(d)
+        r = (b["vm0"]["tx_bytes"] - a["vm0"]["tx_bytes"]) * 8 / (tb - ta)
+        full = b["vm0"]["drops"]["ring_full"] - a["vm0"]["drops"]["ring_full"]
+        seen.append((round(r), full))
+        if full == 0:                     # sn-gen drained vm0's ring: the shaper's rate
+            break
+    print(f"inbound limit 20 Mbit/s: {r / 1e6:.3f} Mbit/s delivered to vm0 (windows {seen})")
+    assert full == 0 and abs(r - 20e6) / 20e6 < 0.02, (seen, load_seen())
+    inb = b["vm0"]["policy"]["inbound"]
+    assert inb["rate_bps"] == 20_000_000 and inb["drops"]["horizon"] > 0, inb
+    assert inb["offered_packets"] > b["vm0"]["tx_packets"], (inb, b["vm0"])
+    assert "inbound" not in b["vm1"].get("policy", {})

@@ -39,7 +39,8 @@ struct rte_mbuf;
 struct sn_classify;
 
 #define SN_CLASSIFY_NONE      0xffu   /* class id of a frame that matched none */
-#define SN_CLASSIFY_MAX_POL   4       /* port + peak + class/flow + aggregate */
+#define SN_CLASSIFY_MAX_POL   6       /* port, its peak, the destination's inbound
+				       * limit and its peak, class/flow, aggregate */
 #define SN_CLASSIFY_FLOWS_DEF 16384u  /* flows tracked per worker */
 #define SN_CLASSIFY_AGE_NS    2000000000ull  /* idle flow state freed after 2 s */
 

@@ -397,11 +397,41 @@ static int parse_quota(const json_t *q, const char *path, struct sn_policy_port 
 	return 0;
 }
 
+/* "inbound": the limit on the traffic to the port (from the uplink and
+ * from other ports): {"rate_bps" (required), "peak_bps", "burst_bytes"}. */
+static int parse_inbound(const json_t *o, const char *port_path, struct sn_policy_port *pp,
+			 char *err, size_t errlen)
+{
+	static const char *const keys[] = { "rate_bps", "peak_bps", "burst_bytes", NULL };
+	char path[80];
+	uint64_t v = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s.inbound", port_path);
+	if (!json_is_object(o))
+		return fail(err, errlen, "%s: must be an object", path);
+	if ((rc = check_keys(o, keys, path, err, errlen)))
+		return rc;
+	if (!json_object_get(o, "rate_bps"))
+		return fail(err, errlen, "%s.rate_bps: required", path);
+	if ((rc = get_uint(o, "rate_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 0,
+			   &pp->in_rate_bps, err, errlen)) ||
+	    (rc = get_uint(o, "peak_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1,
+			   &pp->in_peak_bps, err, errlen)) ||
+	    (rc = get_uint(o, "burst_bytes", path, 0, SN_TSTAMP_BURST_MAX, 0, &v, err, errlen)))
+		return rc;
+	pp->in_burst_bytes = (uint32_t)v;
+	if (pp->in_peak_bps && pp->in_peak_bps < pp->in_rate_bps)
+		return fail(err, errlen, "%s.peak_bps: %llu is below rate_bps %llu", path,
+			    (unsigned long long)pp->in_peak_bps, (unsigned long long)pp->in_rate_bps);
+	return 0;
+}
+
 static int parse_port(const char *name, const json_t *o, const struct sn_policy *pol,
 		      struct sn_policy_port *pp, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "rate_bps", "burst_bytes", "peak_bps", "weight",
-					    "min_rate_bps", "classes", "quota", NULL };
+					    "min_rate_bps", "inbound", "classes", "quota", NULL };
 	char path[64];
 	uint64_t v;
 	int rc;
@@ -454,6 +484,9 @@ static int parse_port(const char *name, const json_t *o, const struct sn_policy 
 				    "rate_bps %llu", path, (unsigned long long)pp->min_rate_bps,
 				    (unsigned long long)pp->rate_bps);
 	}
+	if (json_object_get(o, "inbound") &&
+	    (rc = parse_inbound(json_object_get(o, "inbound"), path, pp, err, errlen)))
+		return rc;
 	if (json_object_get(o, "quota") &&
 	    (rc = parse_quota(json_object_get(o, "quota"), path, pp, err, errlen)))
 		return rc;
@@ -642,6 +675,19 @@ static json_t *class_to_json(const struct sn_policy *p, const struct sn_policy_c
 	return o;
 }
 
+static json_t *inbound_to_json(const struct sn_policy_port *pp)
+{
+	json_t *o = json_pack("{s:I, s:I}", "rate_bps", (json_int_t)pp->in_rate_bps,
+			      "burst_bytes", (json_int_t)pp->in_burst_bytes);
+
+	if (o && pp->in_peak_bps &&
+	    json_object_set_new(o, "peak_bps", json_integer((json_int_t)pp->in_peak_bps))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 json_t *sn_policy_to_json(const struct sn_policy *p)
 {
 	json_t *ports = json_object(), *aggs = json_object(), *r;
@@ -666,6 +712,8 @@ json_t *sn_policy_to_json(const struct sn_policy *p)
 			goto fail;
 		if (pp->peak_bps &&
 		    json_object_set_new(o, "peak_bps", json_integer((json_int_t)pp->peak_bps)))
+			goto fail;
+		if (pp->in_rate_bps && json_object_set_new(o, "inbound", inbound_to_json(pp)))
 			goto fail;
 		/* "classes" only when there are some: a port entry without
 		 * classes reads back as it was written. */

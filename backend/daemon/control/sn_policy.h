@@ -7,6 +7,8 @@
  *               "overhead_bytes": 24},
  *    "ports":  {"<port>": {"rate_bps": N, "burst_bytes": B, "peak_bps": P,
  *                          "weight": W | "min_rate_bps": M,
+ *                          "inbound": {"rate_bps": N, "peak_bps": P,
+ *                                      "burst_bytes": B},
  *                          "classes": [CLASS, ...],
  *                          "quota": {"mbufs": N, "held": N, "backlog": N,
  *                                    "wheel": N, "flows": N, "macs": N}}},
@@ -45,7 +47,10 @@
  * derived from it (derive_weights() in sn_policy.c) so that its share
  * holds against every other entry's weight, and the sum of the minimums
  * may not exceed uplink.rate_bps (admission control). Ports without an
- * entry are not shaped at all. A port's "quota"
+ * entry are not shaped at all. "inbound" limits the traffic to the port
+ * (from the uplink and from other ports) the same way, at the worker that
+ * switches it: frames wait in the wheel, beyond its horizon they are
+ * dropped. A port's "quota"
  * overrides the config section "quota" for that port, key by key ("auto"
  * or absent: the config's value; doc/isolation.md); an entry with no other
  * key sets budgets only and does not make the port shaped. Every key is
@@ -137,6 +142,10 @@ struct sn_policy_port {
 	uint32_t burst_bytes;   /* 0..SN_TSTAMP_BURST_MAX */
 	uint32_t weight;        /* 1..SN_SCHED_MAX_WEIGHT; derived from
 	                         * min_rate_bps when that is set */
+	/* "inbound": the limit on the traffic to the port; in_rate_bps 0 =
+	 * none, else SN_TSTAMP_RATE_MIN..MAX (peak 0 = none). */
+	uint64_t in_rate_bps, in_peak_bps;
+	uint32_t in_burst_bytes;
 	unsigned n_classes;
 	struct sn_policy_class classes[SN_POLICY_CLASSES_MAX];
 	uint32_t quota[SN_QK_MAX]; /* budgets by enum sn_quota_kind, 0 = not set */

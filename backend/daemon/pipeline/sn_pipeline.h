@@ -115,6 +115,10 @@ struct sn_pipeline_port_stats {
 	 * sn_classify_quota_flows; the reader fills them, not the worker). */
 	uint64_t flow_entries, quota_flows;
 	uint64_t drop[SN_PL_DROP_MAX];
+	/* The port's inbound limit (traffic to it): rate, frames that
+	 * crossed it (offered) and those dropped at the wheel horizon. */
+	uint64_t in_rate_bps, in_peak_bps;
+	uint64_t in_offered_packets, in_offered_bytes, in_horizon;
 };
 
 struct sn_pipeline_config {
@@ -186,6 +190,10 @@ void sn_pipeline_set_gso(struct sn_pipeline *pl, sn_pipeline_gso_fn fn, void *ar
 void sn_pipeline_run(struct sn_pipeline *pl, struct sn_port_table *t);
 /* Worker: does frames from `in` go through the shaper? */
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in);
+/* Worker: port dst has an inbound limit (policy ports.<name>.inbound):
+ * frames to it from any port, shaped or not, and from the uplink go
+ * through sn_pipeline_submit*. */
+bool sn_pipeline_in_limited(const struct sn_pipeline *pl, const struct sn_port *dst);
 /* Worker: take ownership of m (from shaped port `in`) destined to `dst`
  * (NULL = flood to every other up port). Never fails: drops are counted. */
 void sn_pipeline_submit(struct sn_pipeline *pl, struct sn_port *in, struct rte_mbuf *m,

@@ -102,6 +102,31 @@ static void apply_peak(struct sn_pipeline *pl, struct wslot *ps, uint64_t peak_b
 	ps->has_peak = peak_bps != 0;
 }
 
+/* The port's inbound limit: a new chain from now when it had none or its
+ * rate changed, else the new burst / peak on the running one. Frames to
+ * the port already in the wheel keep their stamps. */
+static void apply_inbound(struct sn_pipeline *pl, struct wslot *ps, const struct sn_policy_port *w)
+{
+	const uint64_t r = w ? w->in_rate_bps : 0, pk = r ? w->in_peak_bps : 0;
+
+	ctr_set(&ps->st.in_rate_bps, r);
+	ctr_set(&ps->st.in_peak_bps, pk);
+	if (!r) {
+		ps->has_in = ps->has_in_peak = false;
+		return;
+	}
+	if (!ps->has_in || ps->in_ts.rate != r)
+		SN_VERIFY(sn_tstamp_init(&ps->in_ts, r, w->in_burst_bytes, pl->now) == 0);
+	else
+		SN_VERIFY(sn_tstamp_set(&ps->in_ts, r, w->in_burst_bytes) == 0);
+	if (pk && (!ps->has_in_peak || !ps->has_in))
+		SN_VERIFY(sn_tstamp_init(&ps->in_peak, pk, 0, pl->now) == 0);
+	else if (pk)
+		SN_VERIFY(sn_tstamp_set(&ps->in_peak, pk, 0) == 0);
+	ps->has_in = true;
+	ps->has_in_peak = pk != 0;
+}
+
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
 {
 	const uint64_t hz = pl->now + sn_twheel_horizon_ns(pl->wheel);
@@ -461,6 +486,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 			pl->clup_pend_moved[s] = false;   /* no map of its old port */
 			ps->has_rate = false;
 			ps->has_peak = false;
+			ps->has_in = ps->has_in_peak = false;
 			ps->room_lmax = 0;
 			ps->room_gated = false;
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)
@@ -487,6 +513,7 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 			SN_VERIFY(sn_tstamp_init(&ps->ts, w->rate_bps, w->burst_bytes, pl->now) == 0);
 		ps->has_rate = w && w->rate_bps != 0;
 		apply_peak(pl, ps, ps->has_rate ? w->peak_bps : 0, changed[s]);
+		apply_inbound(pl, ps, w);
 	}
 	if (any_change)
 		restamp_wheel(pl, changed, cls_changed);

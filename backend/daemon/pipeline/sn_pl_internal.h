@@ -148,6 +148,10 @@ struct wslot {
 	/* Worker only. */
 	struct sn_tstamp ts;
 	struct sn_tstamp peak;    /* peak_bps, no burst (has_peak) */
+	/* The inbound limit of the port: frames to it from any source
+	 * switched by this worker cross in_ts (and in_peak). */
+	struct sn_tstamp in_ts, in_peak;
+	bool has_in, has_in_peak;
 	uint32_t gen;             /* port generation this state belongs to (R: relaxed) */
 	bool shaped;              /* policy entry applied (R: relaxed) */
 	bool has_rate, has_class; /* has_class: policy wants a scheduler class */

@@ -61,7 +61,8 @@ int sn_pipeline_port_stats(const struct sn_pipeline *pl, const struct sn_port *p
 			uint64_t v = __atomic_load_n(&w[i], __ATOMIC_RELAXED) +
 				     __atomic_load_n(&a[i], __ATOMIC_RELAXED);
 
-			if (&dst[i] == &out->rate_bps || &dst[i] == &out->weight)
+			if (&dst[i] == &out->rate_bps || &dst[i] == &out->weight ||
+			    &dst[i] == &out->in_rate_bps || &dst[i] == &out->in_peak_bps)
 				dst[i] = v;
 			else
 				dst[i] += v;

@@ -457,7 +457,8 @@ static inline bool room_clamp(const struct wslot *ps, uint64_t now, uint64_t h, 
 
 static inline __attribute__((always_inline)) unsigned
 wheel_insert(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf *m,
-	     struct sn_classify_res *cr, struct sn_tstamp_next *nx, uint64_t ts, uint64_t now)
+	     struct sn_classify_res *cr, struct sn_tstamp_next *nx, uint64_t ts, uint64_t now,
+	     struct wslot *dw)
 {
 	const uint32_t len = m->pkt_len;
 	const uint64_t h = sn_twheel_horizon_ns(pl->wheel);
@@ -482,6 +483,8 @@ wheel_insert(struct sn_pipeline *pl, struct wslot *ps, struct rte_mbuf *m,
 	if (rc) {
 		sn_classify_dropped(pl->cls, cr, len,
 				    rc == -ERANGE ? SN_CL_DROP_HORIZON : SN_CL_DROP_POOL);
+		if (dw && rc == -ERANGE)
+			ctr_add(&dw->st.in_horizon, 1);
 		drop(pl, m, rc == -ERANGE ? SN_PL_DROP_HORIZON : SN_PL_DROP_POOL);
 		return 0;
 	}
@@ -508,6 +511,16 @@ static inline void submit_seq_end(struct sn_pipeline *pl, uint64_t seq0)
 		__atomic_store_n(&pl->run_seq, seq0 + 2, __ATOMIC_RELEASE);
 }
 
+/* Some frame of the burst goes to a port with an inbound limit. */
+static inline bool any_in_limited(const struct sn_pipeline *pl, struct sn_port *const *dst,
+				  uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++)
+		if (dst[i] && sn_pipeline_in_limited(pl, dst[i]))
+			return true;
+	return false;
+}
+
 /* A submit changes counters the stats reader pairs with clock_ns
  * (offered, released, drops, qfq_backlog through sn_arbiter_enqueue_local):
  * run_seq is odd across the burst, as in a run() that counts, and even
@@ -521,6 +534,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	struct rte_mbuf *due[BATCH];
 	const uint64_t now = pl->now;
 	const bool has_cls = ps->has_cls, has_rate = ps->has_rate, has_peak = ps->has_peak;
+	const bool has_in = any_in_limited(pl, dst, n);
 	uint64_t obytes = 0, rpk = 0, rbytes = 0, under = 0, wd = ps->st.wheel_depth, wd0 = wd;
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
@@ -540,7 +554,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	if (has_cls)
 		sn_classify_set_flow_quota(pl->cls, in->slot,
 					   __atomic_load_n(&in->quota.flows, __ATOMIC_RELAXED));
-	if (!has_cls && !has_peak && wd == 0) {
+	if (!has_cls && !has_peak && !has_in && wd == 0) {
 		struct fast_acc acc = { .tnow = tnow, .fresh = fresh, .d0 = NULL, .same = true };
 
 		i = submit_prefix(pl, ps, pkts, dst, n, mk, due, &acc);
@@ -557,6 +571,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		struct sn_tstamp_next nx[SN_CLASSIFY_MAX_POL];
 		struct sn_classify_res cr;
 		const uint32_t len = m->pkt_len;
+		struct wslot *dw;
 		uint64_t ts;
 
 		cr.n = 0;
@@ -575,6 +590,17 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 		}
 		if (has_peak)
 			cr.pol[cr.n++] = &ps->peak;
+		/* the destination's inbound limit (before the class's
+		 * aggregate, which sn_classify_frame() puts last) */
+		dw = has_in && dst[i] && sn_pipeline_in_limited(pl, dst[i]) ? &pl->ps[dst[i]->slot]
+									   : NULL;
+		if (dw) {
+			cr.pol[cr.n++] = &dw->in_ts;
+			if (dw->has_in_peak)
+				cr.pol[cr.n++] = &dw->in_peak;
+			ctr_add(&dw->st.in_offered_packets, 1);
+			ctr_add(&dw->st.in_offered_bytes, len);
+		}
 		if (has_cls)
 			sn_classify_frame(pl->cls, in->slot, m, now, &cr);
 		mk.cls = cr.cls;
@@ -603,7 +629,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 					drop(pl, m, SN_PL_DROP_QUOTA_WHEEL);
 					continue;
 				}
-				wd += wheel_insert(pl, ps, m, &cr, nx, ts, now);
+				wd += wheel_insert(pl, ps, m, &cr, nx, ts, now, dw);
 				continue;
 			}
 			/* Carousel fast path (see above): ts is not in the
@@ -733,6 +759,13 @@ static void due_flush_one(struct sn_pipeline *pl, struct rte_mbuf **due, uint16_
 		for (uint16_t i = 0; i < n; i++)
 			stage_vm(pl, p, due[i]);
 	}
+}
+
+bool sn_pipeline_in_limited(const struct sn_pipeline *pl, const struct sn_port *dst)
+{
+	const struct wslot *w = &pl->ps[dst->slot];
+
+	return w->has_in && w->gen == dst->gen;
 }
 
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)

@@ -367,7 +367,9 @@ static void switch_burst(struct sn_switch *sw, const struct sn_port_table *t,
 				rte_pktmbuf_free(m);
 				continue;
 			}
-			if (shaped) {
+			/* A frame to a port with an inbound limit goes
+			 * through the shaper too, whatever its source. */
+			if (shaped || (sw->pl && sn_pipeline_in_limited(sw->pl, dp))) {
 				/* submitted as one burst below */
 				spkts[ns] = m;
 				sdst[ns++] = dp;
