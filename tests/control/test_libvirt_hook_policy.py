@@ -50,13 +50,14 @@ def test_bandwidth_and_metadata_become_the_ports_policy(schednicd, sn_tmpdir):
             "<sn:interface mac='52:54:00:AB:CD:02'><sn:outbound min_rate='3750'/></sn:interface>"
             "<sn:interface port='d0.0' weight='7'/></sn:schednic>")
     xml = domain(sock_dir, "<bandwidth><outbound average='1250' peak='2500' burst='64'/>"
-                           "</bandwidth>", "", meta)
+                           "<inbound average='500' burst='16'/></bandwidth>", "", meta)
     r = run(hook, "prepare", "begin", xml)
     assert r.returncode == 0, r.stderr
     pol = d.rpc("policy.get")["ports"]
     # 1250 kB/s = 10 Mbit/s, 2500 kB/s = 20 Mbit/s, 64 KiB; 3750 kB/s = 30 Mbit/s
     assert pol == {"d0.0": {"rate_bps": 10_000_000, "peak_bps": 20_000_000,
-                            "burst_bytes": 65536, "weight": 7},
+                            "burst_bytes": 65536, "weight": 7,
+                            "inbound": {"rate_bps": 4_000_000, "burst_bytes": 16384}},
                    "d0.1": {"rate_bps": 0, "burst_bytes": 0, "min_rate_bps": 30_000_000}}, pol
     assert sorted(p["name"] for p in d.rpc("port.list")["ports"]) == ["d0.0", "d0.1"]
     r = run(hook, "prepare", "begin", xml)      # again (libvirtd restart): accepted
@@ -79,8 +80,10 @@ def test_domain_without_bandwidth_keeps_the_policy(schednicd, sn_tmpdir):
 
 
 REFUSED = [
-    ("<bandwidth><inbound average='1000'/></bandwidth>", "", "",
-     "interface d0.0: <bandwidth><inbound>: schednic shapes only the traffic a VM sends"),
+    ("<bandwidth><inbound average='1000' floor='100'/></bandwidth>", "", "",
+     "interface d0.0: <bandwidth><inbound> floor: not supported by schednic"),
+    ("<bandwidth><inbound average='1000' peak='999'/></bandwidth>", "", "",
+     "<bandwidth><inbound> peak='999': below average='1000'"),
     ("<bandwidth><outbound average='1000' floor='10'/></bandwidth>", "", "",
      "interface d0.0: <bandwidth><outbound> floor: not supported by schednic"),
     ("<bandwidth><outbound peak='1000'/></bandwidth>", "", "",
@@ -89,6 +92,9 @@ REFUSED = [
      "<bandwidth><outbound> peak='500': below average='1000'"),
     ("<bandwidth><outbound average='-3'/></bandwidth>", "", "",
      "<bandwidth><outbound> average='-3': must be an integer"),
+    ("", "", f"<sn:schednic xmlns:sn='{NS}'><sn:interface port='d0.0'><sn:inbound "
+             "min_rate='5000'/></sn:interface></sn:schednic>",
+     "<metadata> schednic/interface d0.0/inbound: a minimum on the traffic to a VM"),
     ("", "", f"<sn:schednic xmlns:sn='{NS}'><sn:colour/></sn:schednic>",
      "<metadata> schednic/colour: unknown element"),
     ("", "", f"<sn:schednic xmlns:sn='{NS}'><sn:interface port='d0.0' speed='1'/></sn:schednic>",

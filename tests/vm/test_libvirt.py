@@ -104,13 +104,16 @@ SN_NS = "http://schednic.org/xmlns/libvirt/domain/1.0"
 ET.register_namespace("sn", SN_NS)
 
 
-def policy_rate(d, port, seconds):
-    """bits/s of the port's released_bytes over `seconds`, timed by the
-    worker's clock (arbiter.clock_ns)."""
+def policy_rate(d, port, seconds, key=("policy", "released_bytes")):
+    """bits/s of the port's counter `key` (default: its shaper's
+    released_bytes) over `seconds`, timed by the worker's clock
+    (arbiter.clock_ns)."""
     def sample():
         st = d.stats()
-        p = {x["name"]: x for x in st["ports"]}[port]["policy"]
-        return st["arbiter"]["clock_ns"] / 1e9, p["released_bytes"]
+        p = {x["name"]: x for x in st["ports"]}[port]
+        for k in key:
+            p = p[k]
+        return st["arbiter"]["clock_ns"] / 1e9, p
     ta, a = sample()
     time.sleep(seconds)
     tb, b = sample()
@@ -143,10 +146,12 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
         ports = {p["name"]: p for p in d.rpc("port.list")["ports"]}
         assert sorted(ports) == ["sn-lv0.0", "sn-lv1.0"], ports
         assert ports["sn-lv0.0"]["mode"] == "server" and ports["sn-lv1.0"]["mode"] == "client"
-        # average 5000 kB/s = 40 Mbit/s, peak 10000 kB/s, burst 256 KiB
+        # average 5000 kB/s = 40 Mbit/s, peak 10000 kB/s, burst 256 KiB;
+        # inbound 2500 kB/s = 20 Mbit/s
         assert d.rpc("policy.get")["ports"] == {
             "sn-lv0.0": {"rate_bps": 40_000_000, "peak_bps": 80_000_000,
-                         "burst_bytes": 262144, "weight": 3}}
+                         "burst_bytes": 262144, "weight": 3,
+                         "inbound": {"rate_bps": 20_000_000, "burst_bytes": 0}}}
 
         a = LibvirtGuest(lv, "sn-lv0", sn_tmpdir, "52:54:00:77:00:30", f"{SUBNET}.30/24")
         b = LibvirtGuest(lv, "sn-lv1", sn_tmpdir, "52:54:00:77:00:31", f"{SUBNET}.31/24")
@@ -174,6 +179,18 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
         print(f"<outbound average=5000 kB/s>: {rate['bps'] / 1e6:.3f} Mbit/s L2 at the port, "
               f"iperf3 goodput {mbps:.2f} Mbit/s")
         assert abs(rate["bps"] - 40e6) / 40e6 < 0.02, rate
+        # b sends to a: a's <inbound average>, L2 bytes delivered to a's ring
+        meter = threading.Thread(target=lambda: (time.sleep(3), rate.update(
+            inb=policy_rate(d, "sn-lv0.0", 10, key=("tx_bytes",)))))
+        meter.start()
+        mbps_in = b.iperf(a.addr, 14)
+        meter.join()
+        record_result("libvirt VM->VM iperf3 TCP, <inbound average> 20 Mbit/s", mbps_in, "Mbit/s")
+        record_result("libvirt VM->VM L2 rate into the port, <inbound average> 20 Mbit/s",
+                      rate["inb"] / 1e6, "Mbit/s")
+        print(f"<inbound average=2500 kB/s>: {rate['inb'] / 1e6:.3f} Mbit/s L2 into the port, "
+              f"iperf3 goodput {mbps_in:.2f} Mbit/s")
+        assert abs(rate["inb"] - 20e6) / 20e6 < 0.02, rate
         st = {p["name"]: p for p in d.stats()["ports"]}
         assert st["sn-lv1.0"]["rx_packets"] > 0 and st["sn-lv0.0"]["tx_packets"] > 0
 
