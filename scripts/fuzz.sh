@@ -39,7 +39,7 @@ recipes=(
   "fuzz_bind     | port/sn_bind.c | libdpdk jansson"
   "fuzz_config   | app/sn_config.c control/sn_policy.c port/sn_bind.c @sn_default_config | jansson liburcu-qsbr libdpdk"
   "fuzz_policy   | app/sn_config.c control/sn_policy.c port/sn_bind.c @sn_default_config | jansson liburcu-qsbr libdpdk"
-  "fuzz_classify | classify/sn_classify.c tests/sn_fake_classify.c control/sn_policy.c app/sn_config.c port/sn_bind.c @sn_default_config | libdpdk jansson liburcu-qsbr"
+  "fuzz_classify | classify/sn_classify.c classify/sn_flowkey.c tests/sn_fake_classify.c control/sn_policy.c app/sn_config.c port/sn_bind.c @sn_default_config | libdpdk jansson liburcu-qsbr"
   "fuzz_rpc      | control/sn_rpc_dispatch.c control/sn_rpc_params.c @sn_rpc_api_json | jansson"
   "fuzz_vhost_msg | fuzz/fz_vhost.c port/sn_port_vhost.c port/sn_port_memhook.c port/sn_port_migrate.c port/sn_port_vumsg.c vqtx/sn_vnethdr.c vqtx/sn_vqtx.c vqtx/sn_vqtx_done.c vqtx/sn_vqtx_gmap.c vqtx/sn_vqtx_hold.c vqtx/sn_vqtx_pop.c vqtx/sn_vqtx_rec.c vqtx/sn_vqtx_stats.c | libdpdk liburcu-qsbr"
   "fuzz_vqtx     | fuzz/fz_vhost.c fuzz/fz_vqtx_guest.c vqtx/sn_vnethdr.c vqtx/sn_vqtx.c vqtx/sn_vqtx_done.c vqtx/sn_vqtx_gmap.c vqtx/sn_vqtx_hold.c vqtx/sn_vqtx_pop.c vqtx/sn_vqtx_rec.c vqtx/sn_vqtx_stats.c | libdpdk"

@@ -4,10 +4,9 @@
  * Design (Carousel, Saeed et al., "Carousel: Scalable Traffic Shaping at
  * End Hosts", SIGCOMM 2017, §4 "policies" and §5.3 "NBA").
  *  - Classification: the frame's Ethernet (+ one 802.1Q tag) / IPv4 /
- *    TCP|UDP headers are read with rte_pktmbuf_read (bounds-checked, any
- *    segmentation): guest data is untrusted, a short or odd frame simply
- *    matches no class. Non-first IPv4 fragments carry no ports (0, 0).
- *    The port's classes are tried in order; the first match wins.
+ *    TCP|UDP headers are parsed into its 5-tuple (sn_flowkey.h: bounds-
+ *    checked reads, a short or odd frame simply matches no class). The
+ *    port's classes are tried in order; the first match wins.
  *  - Per-flow pacing ("scope": "flow"): every distinct 5-tuple of the class
  *    has its own sn_tstamp in a per-worker flow table (rte_hash, position
  *    = index into the state array). A state idle for SN_CLASSIFY_AGE_NS
@@ -39,27 +38,18 @@
 #include <errno.h>
 #include <string.h>
 
-#include <rte_byteorder.h>
 #include <rte_ether.h>
 #include <rte_hash.h>
-#include <rte_ip.h>
 #include <rte_jhash.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 
+#include "sn_flowkey.h"
 #include "sn_nba.h"
 #include "sn_port.h"
 
 #define SWEEP_PER_TICK 256
-#define UID_N          256     /* flow_key.cls values */
-
-struct flow_key {
-	uint32_t src, dst;
-	uint16_t sport, dport;
-	uint16_t slot;
-	uint8_t proto, cls;
-};
-static_assert(sizeof(struct flow_key) == 16, "hash key without padding");
+#define UID_N          256     /* sn_flowkey.cls values */
 
 struct flow {
 	struct sn_tstamp ts;
@@ -76,7 +66,7 @@ struct cls {
 	uint32_t burst;
 	uint32_t version;
 	uint8_t scope, clamp;
-	uint8_t uid;               /* its flows' key (flow_key.cls), kept while
+	uint8_t uid;               /* its flows' key (sn_flowkey.cls), kept while
 	                            * the class keeps its name */
 	int16_t agg;
 	bool has_ts;
@@ -230,7 +220,7 @@ struct sn_classify *sn_classify_create(unsigned worker, uint32_t max_flows, unsi
 	c->max_flows = max_flows;
 	snprintf(name, sizeof(name), "sn_flows_%u", worker);
 	c->h = rte_hash_create(&(struct rte_hash_parameters){
-		.name = name, .entries = max_flows, .key_len = sizeof(struct flow_key),
+		.name = name, .entries = max_flows, .key_len = sizeof(struct sn_flowkey),
 		.hash_func = rte_jhash, .socket_id = socket });
 	if (!c->h)
 		goto free_c;
@@ -274,7 +264,7 @@ static void purge_uid(struct sn_classify *c, uint16_t slot, uint8_t uid)
 	uint32_t it = 0;
 
 	while (c->uid_flows[slot][uid] && rte_hash_iterate(c->h, &kp, &data, &it) >= 0) {
-		const struct flow_key k = *(const struct flow_key *)kp;
+		const struct sn_flowkey k = *(const struct sn_flowkey *)kp;
 		int32_t pos;
 
 		if (k.slot != slot || k.cls != uid)
@@ -327,7 +317,7 @@ uint32_t sn_classify_apply_port(struct sn_classify *c, uint16_t slot,
 	static_assert(SN_POLICY_CLASSES_MAX <= 32, "restamp mask: one bit per class");
 	static_assert(SN_POLICY_CLASSES_MAX < SN_CLASSIFY_NONE, "renumbering: NONE is no index");
 	static_assert(SN_POLICY_CLASSES_MAX < UID_N, "a free uid always exists");
-	static_assert(UID_N == 1u << (8 * sizeof(((struct flow_key *)0)->cls)), "uid = key.cls");
+	static_assert(UID_N == 1u << (8 * sizeof(((struct sn_flowkey *)0)->cls)), "uid = key.cls");
 	if (fresh)
 		ctr_set(&c->quota_flows[slot], 0);
 
@@ -457,89 +447,22 @@ void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, 
 	}
 }
 
-/* The 5-tuple of an IPv4 frame; false if m is not one (or is truncated). */
-static bool parse(const struct rte_mbuf *m, struct flow_key *k)
-{
-	union {
-		struct rte_ether_hdr eth;
-		struct rte_vlan_hdr vlan;
-		struct rte_ipv4_hdr ip;
-		uint16_t ports[2];
-	} buf;
-	const struct rte_ether_hdr *eth;
-	const struct rte_vlan_hdr *vlan;
-	const struct rte_ipv4_hdr *ip;
-	const void *pt;
-	uint16_t ports[2];   /* copied: a segment may put them at any address */
-	uint32_t off = sizeof(*eth);
-	uint16_t type;
-	unsigned ihl;
-
-	eth = rte_pktmbuf_read(m, 0, sizeof(*eth), &buf);
-	if (!eth)
-		return false;
-	type = eth->ether_type;
-	if (type == rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN)) {
-		vlan = rte_pktmbuf_read(m, off, sizeof(*vlan), &buf);
-		if (!vlan)
-			return false;
-		type = vlan->eth_proto;
-		off += sizeof(*vlan);
-	}
-	if (type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4))
-		return false;
-	ip = rte_pktmbuf_read(m, off, sizeof(*ip), &buf);
-	if (!ip || (ip->version_ihl >> 4) != 4)
-		return false;
-	ihl = (ip->version_ihl & 0xf) * 4u;
-	if (ihl < sizeof(*ip))
-		return false;
-	k->src = rte_be_to_cpu_32(ip->src_addr);
-	k->dst = rte_be_to_cpu_32(ip->dst_addr);
-	k->proto = ip->next_proto_id;
-	k->sport = k->dport = 0;
-	if ((k->proto == IPPROTO_TCP || k->proto == IPPROTO_UDP) &&
-	    !(rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK)) {
-		pt = rte_pktmbuf_read(m, off + ihl, 2 * sizeof(uint16_t), &buf);
-		if (pt) {
-			memcpy(ports, pt, sizeof(ports));
-			k->sport = rte_be_to_cpu_16(ports[0]);
-			k->dport = rte_be_to_cpu_16(ports[1]);
-		}
-	}
-	return true;
-}
-
 uint32_t sn_classify_flow_hash(const struct rte_mbuf *m)
 {
-	struct flow_key k;
+	struct sn_flowkey k;
 	uint8_t eth[2 * RTE_ETHER_ADDR_LEN];
 	const void *p;
 
-	memset(&k, 0, sizeof(k));
-	if (parse(m, &k))
+	if (sn_flowkey_parse(m, &k))
 		return rte_jhash(&k, sizeof(k), 0);
 	p = rte_pktmbuf_read(m, 0, sizeof(eth), eth);
 	return p ? rte_jhash(p, sizeof(eth), 1) : 0;
 }
 
-static inline bool prefix_ok(uint32_t a, uint32_t want, uint8_t len)
-{
-	return len == 0 || ((a ^ want) >> (32 - len)) == 0;
-}
-
-static bool match(const struct sn_policy_match *m, const struct flow_key *k)
-{
-	return (m->proto == 0 || m->proto == k->proto) && prefix_ok(k->src, m->src, m->src_len) &&
-	       prefix_ok(k->dst, m->dst, m->dst_len) &&
-	       k->sport >= m->sport_lo && k->sport <= m->sport_hi &&
-	       k->dport >= m->dport_lo && k->dport <= m->dport_hi;
-}
-
 /* The flow state of k in class k->cls (created if new); NULL = the port
  * is at its flow quota (quota_flows) or the table is full. */
 static struct sn_tstamp *flow_ts(struct sn_classify *c, struct cls *kc,
-				 const struct flow_key *key, uint64_t now)
+				 const struct sn_flowkey *key, uint64_t now)
 {
 	int32_t pos = rte_hash_lookup(c->h, key);
 	struct flow *f;
@@ -605,7 +528,7 @@ uint32_t sn_classify_restart_port(struct sn_classify *c, uint16_t slot, uint64_t
 struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, uint8_t cls,
 					 const struct rte_mbuf *m, uint64_t now)
 {
-	struct flow_key key;
+	struct sn_flowkey key;
 	struct cls *kc;
 	struct flow *f;
 	int32_t pos;
@@ -613,7 +536,7 @@ struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, u
 	if (cls == SN_CLASSIFY_NONE || cls >= c->n_cls[slot] || !c->cls[slot][cls].has_ts)
 		return NULL;
 	kc = &c->cls[slot][cls];
-	if (kc->scope != SN_POLICY_SCOPE_FLOW || !parse(m, &key))
+	if (kc->scope != SN_POLICY_SCOPE_FLOW || !sn_flowkey_parse(m, &key))
 		return &kc->ts;
 	key.slot = slot;
 	key.cls = kc->uid;
@@ -639,7 +562,7 @@ struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, u
 void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mbuf *m,
 		       uint64_t now, struct sn_classify_res *r)
 {
-	struct flow_key key;
+	struct sn_flowkey key;
 	struct cls *kc = NULL;
 	unsigned i, n = c->n_cls[slot];
 
@@ -647,10 +570,10 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
 	r->cls = SN_CLASSIFY_NONE;
 	r->clamp = false;
 	r->agg = false;
-	if (n == 0 || !parse(m, &key))
+	if (n == 0 || !sn_flowkey_parse(m, &key))
 		return;
 	for (i = 0; i < n; i++)
-		if (match(&c->cls[slot][i].m, &key))
+		if (sn_flowkey_match(&c->cls[slot][i].m, &key))
 			break;
 	if (i == n)
 		return;
@@ -771,7 +694,7 @@ static void sweep(struct sn_classify *c, uint64_t now)
 
 	for (unsigned i = 0; i < SWEEP_PER_TICK; i++) {
 		int32_t pos = rte_hash_iterate(c->h, &kp, &data, &c->sweep);
-		const struct flow_key *k = kp;
+		const struct sn_flowkey *k = kp;
 		struct flow *f;
 
 		if (pos < 0) {
