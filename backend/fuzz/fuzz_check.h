@@ -46,9 +46,22 @@ static inline int fuzz_name_ok(const char *s, size_t size)
 	return 1;
 }
 
-static inline uint32_t fuzz_mask(uint8_t len)
+static inline unsigned fuzz_prefix_max(uint8_t family)
 {
-	return len ? ~0u << (32 - len) : 0;
+	return family == SN_POLICY_FAMILY_IPV6 ? 128 : 32;
+}
+
+/* No bit of a (4 words, most significant first) set after the first len. */
+static inline int fuzz_prefix_ok(const uint32_t a[4], uint8_t len)
+{
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned keep = len > 32 * i ? len - 32 * i : 0;
+		uint32_t host = keep >= 32 ? 0 : UINT32_MAX >> keep;
+
+		if (a[i] & host)
+			return 0;
+	}
+	return 1;
 }
 
 static inline int fuzz_rate_ok(uint64_t r, int zero_ok)
@@ -106,10 +119,22 @@ static inline void fuzz_check_policy(const struct sn_policy *p)
 			       pp->name, c);
 			for (unsigned d = 0; d < c; d++)
 				FCHECK(strcmp(pp->classes[d].name, cl->name), "class %s twice", cl->name);
-			FCHECK(m->src_len <= 32 && m->dst_len <= 32, "prefix lengths %u %u",
+			FCHECK(m->family == SN_POLICY_FAMILY_ANY || m->family == SN_POLICY_FAMILY_IPV4 ||
+			       m->family == SN_POLICY_FAMILY_IPV6, "family %u", m->family);
+			FCHECK((!m->src_len && !m->dst_len) || m->family, "a prefix with no family");
+			FCHECK(m->src_len <= fuzz_prefix_max(m->family) &&
+			       m->dst_len <= fuzz_prefix_max(m->family), "prefix lengths %u %u",
 			       m->src_len, m->dst_len);
-			FCHECK((m->src & ~fuzz_mask(m->src_len)) == 0 &&
-			       (m->dst & ~fuzz_mask(m->dst_len)) == 0, "host bits set in a prefix");
+			FCHECK(fuzz_prefix_ok(m->src, m->src_len) && fuzz_prefix_ok(m->dst, m->dst_len),
+			       "host bits set in a prefix");
+			FCHECK(!(m->keys & ~(SN_POLICY_M_VLAN | SN_POLICY_M_PCP | SN_POLICY_M_DSCP |
+					     SN_POLICY_M_FLOW_LABEL)), "match keys %#x", m->keys);
+			FCHECK(m->vlan <= SN_POLICY_VLAN_MAX && m->pcp <= SN_POLICY_PCP_MAX &&
+			       m->dscp <= SN_POLICY_DSCP_MAX && m->flow_label <= SN_POLICY_FLOW_LABEL_MAX,
+			       "vlan %u pcp %u dscp %u flow label %#x", m->vlan, m->pcp, m->dscp,
+			       m->flow_label);
+			FCHECK(!(m->keys & SN_POLICY_M_FLOW_LABEL) || m->family == SN_POLICY_FAMILY_IPV6,
+			       "a flow label in a class that is not IPv6");
 			FCHECK(m->sport_lo <= m->sport_hi && m->dport_lo <= m->dport_hi,
 			       "port ranges %u-%u %u-%u", m->sport_lo, m->sport_hi, m->dport_lo,
 			       m->dport_hi);

@@ -7,19 +7,22 @@
  * every class uid of a slot, so a new class must purge one), a byte of
  * flow caps for port
  * slots 1..3 (2 bits each: none, 1, 2 or 4 entries), a policy of 0..4
- * classes for each of slots 1..3 (protocol, source prefix, destination
- * port range, pacing rate, scope, horizon, each picked from a few values
- * so frames hit them), then records: a frame (Ethernet, an 802.1Q tag or
- * two, IPv4 with options / IPv6 / ARP / raw, TCP / UDP / ICMP / any
- * protocol, fragments, cut anywhere, split over one or two exactly sized
- * mbuf segments) sent from one of 4 slots (slot 0 has no classes), a
- * time step with an ageing tick, or a new policy applied to one of slots
+ * classes for each of slots 1..3 (protocol, IPv4 or IPv6 source /
+ * destination prefix, family, destination port range, VLAN ID, PCP,
+ * DSCP, flow label, pacing rate, scope, horizon, each picked from a few
+ * values so frames hit them), then records: a frame (Ethernet, an 802.1Q
+ * tag or two with any TCI, IPv4 with options and any TOS / IPv6 with any
+ * traffic class and flow label and a chain of up to 11 extension headers
+ * / ARP / raw, TCP / UDP / ICMP / any protocol, IPv4 and IPv6
+ * fragments, cut anywhere, split over one or two exactly sized mbuf
+ * segments) sent from one of 4 slots (slot 0 has no classes), a time
+ * step with an ageing tick, or a new policy applied to one of slots
  * 1..3.
  *
  * Checks, each aborting on violation: the class returned is the first
- * class whose match an independent model of the 5-tuple rules
- * (sn_classify.h, sn_policy.h) says the frame matches, SN_CLASSIFY_NONE
- * for a slot without classes, malformed or non-IPv4 frames; the result's
+ * class whose match an independent model of the header rules
+ * (sn_flowkey.h, sn_policy.h) says the frame matches, SN_CLASSIFY_NONE
+ * for a slot without classes, malformed or non-IP frames; the result's
  * slot, clamp and policy count are consistent (a paced class appends
  * exactly one state, nothing else is appended without aggregates); the
  * class and the flow hash do not depend on how the frame is split; a
@@ -95,8 +98,83 @@ static uint16_t u16(struct cur *c)
 static const uint32_t srcs[][2] = {   /* address, prefix length */
 	{ 0, 0 }, { 0x0a000000, 8 }, { 0x0a010000, 16 }, { 0xc0a80001, 32 },
 };
+static const uint32_t srcs6[][5] = {   /* address words, prefix length */
+	{ 0, 0, 0, 0, 0 }, { 0x20010db8, 0, 0, 0, 32 }, { 0x20010db8, 1, 0, 0, 64 },
+	{ 0x20010db8, 0, 0, 1, 128 },
+};
 static const uint16_t dports[][2] = { { 0, 65535 }, { 80, 80 }, { 1024, 65535 }, { 53, 53 } };
 static const uint8_t protos[] = { 0, 6, 17, 1 };
+static const uint16_t vlans[] = { 0, 100, 200, 4095 };
+static const uint8_t pcps[] = { 0, 3, 5, 7 };
+static const uint8_t dscps[] = { 0, 46, 10, 63 };
+static const uint32_t labels[] = { 0, 0x12345, 0xfffff, 1 };
+
+static void set_v6(uint32_t w[4], uint8_t *len, const uint32_t p[5])
+{
+	memcpy(w, p, 4 * sizeof(w[0]));
+	*len = (uint8_t)p[4];
+}
+
+static void to_v6(struct sn_policy_match *m)
+{
+	memset(m->src, 0, sizeof(m->src));
+	memset(m->dst, 0, sizeof(m->dst));
+	m->src_len = m->dst_len = 0;
+	m->family = SN_POLICY_FAMILY_IPV6;
+}
+
+/* The keys beyond the 5-tuple of a class (b bits 2-4; 0: none), with a
+ * byte of values. As the parser gives them: a flow label, an IPv6
+ * prefix or family "ipv6" never with an IPv4 prefix. */
+static void build_extra(struct cur *c, struct sn_policy_match *m, uint8_t a, unsigned e)
+{
+	uint8_t d;
+
+	if (!e)
+		return;
+	d = u8(c);
+	switch (e) {
+	case 1:
+		to_v6(m);
+		set_v6(m->src, &m->src_len, srcs6[a >> 2 & 3]);
+		break;
+	case 2:
+		if (d & 1)
+			to_v6(m);
+		else
+			m->family = SN_POLICY_FAMILY_IPV4;
+		break;
+	case 3:
+		m->keys |= SN_POLICY_M_VLAN;
+		m->vlan = vlans[d & 3];
+		if (d & 4) {
+			m->keys |= SN_POLICY_M_PCP;
+			m->pcp = pcps[d >> 3 & 3];
+		}
+		break;
+	case 4:
+		m->keys |= SN_POLICY_M_PCP;
+		m->pcp = pcps[d & 3];
+		break;
+	case 5:
+		m->keys |= SN_POLICY_M_DSCP;
+		m->dscp = dscps[d & 3];
+		if (d & 4)
+			to_v6(m);
+		break;
+	case 6:
+		to_v6(m);
+		m->keys |= SN_POLICY_M_FLOW_LABEL;
+		m->flow_label = labels[d & 3];
+		break;
+	default:
+		to_v6(m);
+		set_v6(m->dst, &m->dst_len, srcs6[d & 3]);
+		m->keys |= SN_POLICY_M_DSCP;
+		m->dscp = dscps[d >> 2 & 3];
+		break;
+	}
+}
 
 static void build_policy(struct cur *c, struct sn_policy_port *pp, uint16_t slot)
 {
@@ -113,8 +191,11 @@ static void build_policy(struct cur *c, struct sn_policy_port *pp, uint16_t slot
 			if (!strcmp(pp->classes[k].name, cl->name))
 				snprintf(cl->name, sizeof(cl->name), "d%u", i);
 		cl->m.proto = protos[a & 3];
-		cl->m.src = srcs[a >> 2 & 3][0];
+		cl->m.src[0] = srcs[a >> 2 & 3][0];
 		cl->m.src_len = (uint8_t)srcs[a >> 2 & 3][1];
+		if (cl->m.src_len)
+			cl->m.family = SN_POLICY_FAMILY_IPV4;
+		build_extra(c, &cl->m, a, b >> 2 & 7);
 		if (cl->m.proto == 6 || cl->m.proto == 17) {
 			cl->m.dport_lo = dports[a >> 4 & 3][0];
 			cl->m.dport_hi = dports[a >> 4 & 3][1];
@@ -130,15 +211,72 @@ static void build_policy(struct cur *c, struct sn_policy_port *pp, uint16_t slot
 	}
 }
 
-/* ---- Frames and the model of the 5-tuple rules. ---- */
+/* ---- Frames and the model of the header rules. ---- */
 
-#define FRAME_MAX 160
+#define FRAME_MAX 400
 
+/* The 5-tuple (a flow's identity: compared with memcmp, no padding). */
 struct tuple {
-	uint32_t src, dst;
+	uint32_t src[4], dst[4];
 	uint16_t sport, dport;
-	uint8_t proto;
+	uint8_t proto, family;
+	uint8_t pad_[2];
 };
+
+/* What a class may match beyond it. */
+struct extra {
+	bool tagged;
+	uint16_t vlan;
+	uint8_t pcp, dscp;
+	uint32_t flow_label;
+};
+
+static const uint8_t exts[] = { 0, 43, 44, 60 };   /* IPv6 extension headers */
+
+/* An IPv6 header and extension chain at f + off (room up to FRAME_MAX):
+ * version (mostly 6), traffic class, flow label, addresses from srcs6,
+ * up to 11 extension headers (a routing header 8..32 bytes, a fragment
+ * header with a first or a later offset), then the upper-layer protocol.
+ * Returns the offset of the upper-layer header. */
+static unsigned build_ipv6(struct cur *c, uint8_t *f, unsigned off, uint8_t l)
+{
+	uint8_t v = u8(c), e = u8(c), *nh = f + off + 6;
+	uint8_t tc = (uint8_t)(dscps[v & 3] << 2 | (v >> 2 & 3));
+	uint32_t fl = v & 0x10 ? labels[v >> 5 & 3] : (uint32_t)u8(c) << 12 | u8(c);
+	const uint32_t *a = srcs6[l >> 2 & 3];
+	unsigned n = e & 0x80 ? 0 : e % 12;
+
+	f[off] = (uint8_t)((v & 0x40 && v & 0x80 ? 4 : 6) << 4 | tc >> 4);
+	f[off + 1] = (uint8_t)((tc & 15) << 4 | (fl >> 16 & 15));
+	f[off + 2] = (uint8_t)(fl >> 8);
+	f[off + 3] = (uint8_t)fl;
+	f[off + 7] = 64;
+	for (unsigned w = 0; w < 4; w++)
+		for (unsigned b = 0; b < 4; b++) {
+			f[off + 8 + 4 * w + b] = (uint8_t)(a[w] >> (24 - 8 * b));
+			f[off + 24 + 4 * w + b] = (uint8_t)(srcs6[(l >> 4) & 3][w] >> (24 - 8 * b));
+		}
+	f[off + 23] |= u8(c) & 3;
+	off += 40;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t x = u8(c), type = exts[x & 3];
+		unsigned hl = type == 43 ? 8u * (1 + (x >> 2 & 3)) : 8;
+
+		if (off + hl + 4 > FRAME_MAX)
+			break;
+		*nh = type;
+		nh = f + off;
+		if (type == 44) {
+			f[off + 2] = x & 0x10 ? u8(c) : 0;
+			f[off + 3] = (uint8_t)(x & 0x20 ? u8(c) : 1);   /* M only: first */
+		} else {
+			f[off + 1] = (uint8_t)(hl / 8 - 1);
+		}
+		off += hl;
+	}
+	*nh = protos[l & 3] ? protos[l & 3] : u8(c);
+	return off;
+}
 
 static unsigned build_frame(struct cur *c, uint8_t *f)
 {
@@ -150,8 +288,8 @@ static unsigned build_frame(struct cur *c, uint8_t *f)
 		f[i] = (uint8_t)(0x52 + i);
 	for (unsigned t = 0; t < (tags == 3 ? 2u : tags == 2 ? 1u : 0u); t++) {
 		f[off] = 0x81;
-		f[off + 2] = 0;
-		f[off + 3] = 100;
+		f[off + 2] = u8(c);       /* PCP, DEI, VLAN ID */
+		f[off + 3] = u8(c);
 		off += 4;
 	}
 	switch (k >> 2 & 3) {
@@ -164,6 +302,7 @@ static unsigned build_frame(struct cur *c, uint8_t *f)
 		f[off + 1] = 0x00;
 		off += 2;
 		f[off] = v;
+		f[off + 1] = u8(c);       /* DSCP, ECN */
 		ihl = (v & 15) * 4u;
 		f[off + 6] = k & 0x80 ? (u8(c) & 0x3f) : 0;   /* MF / fragment offset */
 		f[off + 7] = k & 0x80 ? u8(c) : 0;
@@ -185,8 +324,22 @@ static unsigned build_frame(struct cur *c, uint8_t *f)
 	case 2:                 /* IPv6 or ARP */
 		f[off] = k & 0x10 ? 0x86 : 0x08;
 		f[off + 1] = k & 0x10 ? 0xdd : 0x06;
-		f[off + 2] = 0x60;
-		off += 42;
+		off += 2;
+		if (!(k & 0x10)) {
+			f[off] = 0x60;
+			off += 40;
+			break;
+		}
+		off = build_ipv6(c, f, off, l);
+		if (off + 4 <= FRAME_MAX) {
+			uint16_t sp = u16(c), dp = dports[l >> 4 & 3][0] + (l & 0x40 ? u8(c) : 0);
+
+			f[off] = (uint8_t)(sp >> 8);
+			f[off + 1] = (uint8_t)sp;
+			f[off + 2] = (uint8_t)(dp >> 8);
+			f[off + 3] = (uint8_t)dp;
+		}
+		off += 20;
 		break;
 	default:                /* raw bytes after the addresses */
 		n = u8(c) % 48;
@@ -207,47 +360,124 @@ static uint16_t rd16(const uint8_t *p)
 	return (uint16_t)(p[0] << 8 | p[1]);
 }
 
-/* The classifier's 5-tuple rules on contiguous bytes: IPv4 (one 802.1Q
- * tag at most), version 4, ihl >= 5; ports of TCP/UDP read only in a
- * non-fragment or first fragment and when the 4 bytes are in the frame,
- * else 0. False: not classifiable. */
-static bool model_tuple(const uint8_t *f, unsigned len, struct tuple *t)
+static uint32_t rd32(const uint8_t *p)
 {
-	unsigned off = 14, ihl;
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The classifier's rules (sn_flowkey.h) on contiguous bytes. IPv6:
+ * version 6, at most 8 extension headers (0, 43, 60: (byte 1 + 1) * 8
+ * bytes; 44: 8 bytes, a later fragment if its offset is not 0), each
+ * whole 8 first bytes in the frame. Returns the upper-layer header's
+ * offset, 0: not classifiable. */
+static unsigned model_ipv6(const uint8_t *f, unsigned len, unsigned off, struct tuple *t,
+			   struct extra *x, bool *later)
+{
+	unsigned n = 0;
+	uint8_t nh;
+
+	if (len < off + 40 || f[off] >> 4 != 6)
+		return 0;
+	t->family = 6;
+	x->dscp = (uint8_t)((f[off] & 15) << 2 | f[off + 1] >> 6);
+	x->flow_label = rd32(f + off) & 0xfffff;
+	for (unsigned w = 0; w < 4; w++) {
+		t->src[w] = rd32(f + off + 8 + 4 * w);
+		t->dst[w] = rd32(f + off + 24 + 4 * w);
+	}
+	nh = f[off + 6];
+	off += 40;
+	while (nh == 0 || nh == 43 || nh == 44 || nh == 60) {
+		unsigned hl;
+
+		if (++n > 8 || len < off + 8)
+			return 0;
+		if (nh == 44) {
+			*later |= (rd16(f + off + 2) >> 3) != 0;
+			hl = 8;
+		} else {
+			hl = (f[off + 1] + 1u) * 8;
+		}
+		nh = f[off];
+		off += hl;
+	}
+	t->proto = nh;
+	return off;
+}
+
+/* IPv4 (version 4, ihl >= 5) or IPv6 after one 802.1Q tag at most;
+ * ports of TCP/UDP read only in a non-fragment or first fragment and
+ * when the 4 bytes are in the frame, else 0. False: not classifiable. */
+static bool model_tuple(const uint8_t *f, unsigned len, struct tuple *t, struct extra *x)
+{
+	unsigned off = 14, l4;
+	bool later = false;
 	uint16_t type;
 
+	memset(t, 0, sizeof(*t));
+	memset(x, 0, sizeof(*x));
 	if (len < 14)
 		return false;
 	type = rd16(f + 12);
 	if (type == 0x8100) {
 		if (len < 18)
 			return false;
+		x->tagged = true;
+		x->vlan = rd16(f + 14) & 0xfff;
+		x->pcp = f[14] >> 5;
 		type = rd16(f + 16);
 		off = 18;
 	}
-	if (type != 0x0800 || len < off + 20 || f[off] >> 4 != 4 || (f[off] & 15) < 5)
-		return false;
-	ihl = (f[off] & 15) * 4u;
-	t->proto = f[off + 9];
-	t->src = (uint32_t)f[off + 12] << 24 | (uint32_t)f[off + 13] << 16 | (uint32_t)f[off + 14] << 8 | f[off + 15];
-	t->dst = (uint32_t)f[off + 16] << 24 | (uint32_t)f[off + 17] << 16 | (uint32_t)f[off + 18] << 8 | f[off + 19];
-	t->sport = t->dport = 0;
-	if ((t->proto == 6 || t->proto == 17) && !(rd16(f + off + 6) & 0x1fff) &&
-	    len >= off + ihl + 4) {
-		t->sport = rd16(f + off + ihl);
-		t->dport = rd16(f + off + ihl + 2);
+	if (type == 0x86dd) {
+		l4 = model_ipv6(f, len, off, t, x, &later);
+		if (!l4)
+			return false;
+	} else {
+		if (type != 0x0800 || len < off + 20 || f[off] >> 4 != 4 || (f[off] & 15) < 5)
+			return false;
+		t->family = 4;
+		x->dscp = f[off + 1] >> 2;
+		t->proto = f[off + 9];
+		t->src[0] = rd32(f + off + 12);
+		t->dst[0] = rd32(f + off + 16);
+		later = (rd16(f + off + 6) & 0x1fff) != 0;
+		l4 = off + (f[off] & 15) * 4u;
+	}
+	if ((t->proto == 6 || t->proto == 17) && !later && len >= l4 + 4) {
+		t->sport = rd16(f + l4);
+		t->dport = rd16(f + l4 + 2);
 	}
 	return true;
 }
 
-static bool model_match(const struct sn_policy_match *m, const struct tuple *t)
+static bool model_prefix(const uint32_t *a, const uint32_t *p, unsigned len)
 {
-	uint32_t smask = m->src_len ? ~0u << (32 - m->src_len) : 0;
-	uint32_t dmask = m->dst_len ? ~0u << (32 - m->dst_len) : 0;
+	for (unsigned w = 0; w < 4; w++) {
+		unsigned keep = len > 32 * w ? len - 32 * w : 0;
+		uint32_t mask = keep >= 32 ? ~0u : keep ? ~0u << (32 - keep) : 0;
 
-	return (m->proto == 0 || m->proto == t->proto) && (t->src & smask) == m->src &&
-	       (t->dst & dmask) == m->dst && t->sport >= m->sport_lo && t->sport <= m->sport_hi &&
-	       t->dport >= m->dport_lo && t->dport <= m->dport_hi;
+		if ((a[w] & mask) != p[w])
+			return false;
+	}
+	return true;
+}
+
+static bool model_match(const struct sn_policy_match *m, const struct tuple *t,
+			const struct extra *x)
+{
+	if (m->family && m->family != t->family)
+		return false;
+	if (m->keys & SN_POLICY_M_VLAN && (!x->tagged || x->vlan != m->vlan))
+		return false;
+	if (m->keys & SN_POLICY_M_PCP && (!x->tagged || x->pcp != m->pcp))
+		return false;
+	if (m->keys & SN_POLICY_M_DSCP && x->dscp != m->dscp)
+		return false;
+	if (m->keys & SN_POLICY_M_FLOW_LABEL && (t->family != 6 || x->flow_label != m->flow_label))
+		return false;
+	return (m->proto == 0 || m->proto == t->proto) && model_prefix(t->src, m->src, m->src_len) &&
+	       model_prefix(t->dst, m->dst, m->dst_len) && t->sport >= m->sport_lo &&
+	       t->sport <= m->sport_hi && t->dport >= m->dport_lo && t->dport <= m->dport_hi;
 }
 
 /* A frame in one or two exactly sized segments (ASan sees overreads). */
@@ -492,7 +722,8 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 	struct pstate *ps = &s->ps[slot];
 	unsigned len = build_frame(c, f), split = u8(c) % (len + 1);
 	struct tuple t;
-	bool ok = model_tuple(f, len, &t), flow = false;
+	struct extra x;
+	bool ok = model_tuple(f, len, &t, &x), flow = false;
 	int want = -1;
 	struct sn_classify_res r1, r2;
 	struct pkt p1, p2;
@@ -502,7 +733,7 @@ static void frame(struct state *s, struct cur *c, uint64_t now)
 
 	if (ok)
 		for (unsigned i = 0; i < ps->pp.n_classes && want < 0; i++)
-			if (model_match(&ps->pp.classes[i].m, &t))
+			if (model_match(&ps->pp.classes[i].m, &t, &x))
 				want = (int)i;
 	if (want >= 0) {
 		struct sn_classify_class_stats st;

@@ -186,9 +186,19 @@ def classify_seeds(rng: random.Random) -> None:
         body += b"\xf0" + (b"\x01\x40\x20" if i % 2 == 0 else b"\x01\x40\x00")
         body += bytes([0, 1, 0, 1, i % 256, 0, 80, 0])
     put("fuzz_classify", "purge", bytes(body))
+    # IPv6: slot 1 has a udp class of 2001:db8::/32 (b bits 2-4 = 1, then
+    # a value byte) paced per flow, slot 2 one of VLAN 200 PCP 5 (3) and
+    # slot 3 one of flow label 0x12345 (6); frames: IPv6/UDP behind
+    # hop-by-hop + a first fragment header, the same tagged with TCI
+    # 0xa0c8 (PCP 5, VLAN 200), and one with that flow label.
+    pol6 = b"\x01\x46\x04\x00" + b"\x01\x00\x0c\x05" + b"\x01\x00\x18\x01"
+    v6 = b"\x18\x06\x10\x02\x01\x00\x02\x13\x88\x00"
+    put("fuzz_classify", "ipv6", b"\x08\x00" + pol6 + b"\x01" + v6 + b"\x02\x1a\x06\xa0\xc8"
+        + v6[2:] + b"\x03\x18\x06\x30\x00\x00\x13\x88\x00")
     put_dict("fuzz_classify", [b"\x08\x00", b"\x86\xdd", b"\x81\x00", b"\x45", b"\x00\x50",
                                b"\x01\xbb", b"\x00\x35", b"\x0a", b"\xc0\xa8", b"\x20\x00",
-                               b"\xc8", b"\xf0"])
+                               b"\xc8", b"\xf0", b"\x2b", b"\x2c", b"\x3c", b"\x20\x01\x0d\xb8",
+                               b"\x01\x23\x45", b"\xb8", b"\xa0\xc8", b"\x0f\xff"])
 
 
 CONFIG_KEYS = """af_xdp af_xdp_busy_budget af_xdp_queues af_xdp_start_queue arbiter_cpu auto
@@ -198,9 +208,10 @@ main_cpu max_clients max_flows max_hold_us max_ports max_request_bytes mbuf_cach
 memory_mb mode name ncore 1core 2core path pci policy ports queues rx_desc rx_queues server
 socket state_dir tx_desc type unmarked_max_hold_us uplink vhost-user worker_cpu worker_cpus
 workers""".split()
-POLICY_KEYS = """aggregate aggregates algorithm burst_bytes clamp class classes drop dst dst_port
-fair flow horizon icmp name overhead_bytes overload policy ports proto rate_bps scope src
-src_port tail tcp udp update_ms uplink weight qfq drr fifo""".split()
+POLICY_KEYS = """aggregate aggregates algorithm burst_bytes clamp class classes drop dscp dst dst_port
+fair family flow flow_label horizon icmp ipv4 ipv6 name overhead_bytes overload pcp policy
+ports proto rate_bps scope src src_port tail tcp udp update_ms uplink vlan weight qfq drr
+fifo""".split()
 JSON_TOKENS = ["{", "}", "[", "]", ":", ",", "\"", "null", "true", "false", "0", "-1",
                "4294967296", "9223372036854775808", "1e999", "\"\\u0000\"", "\"\\ud800\""]
 
@@ -271,6 +282,11 @@ def config_seeds() -> None:
 def policy_seeds() -> None:
     for i, p in enumerate(policies()):
         put("fuzz_policy", f"{i:02d}", bytes([7 if i != 10 else 3]) + json.dumps(p).encode())
+    put("fuzz_policy", "classes-v6", b"\x07" + json.dumps({"ports": {"vm0": {"classes": [
+        {"name": "v6", "proto": "udp", "src": "2001:db8::/32", "dst": "2001:db8:1::1",
+         "dst_port": [53, 53], "flow_label": 74565, "dscp": 46, "rate_bps": 1000000},
+        {"family": "ipv6", "vlan": 200, "pcp": 5}, {"family": "ipv4", "dscp": 10},
+        {"src": "::/0", "dst": "fe80::/10"}]}}}).encode())
     put("fuzz_policy", "null", b"\x07null")
     put("fuzz_policy", "array", b"\x07[]")
     put_dict("fuzz_policy", [f'"{k}"' for k in POLICY_KEYS] + JSON_TOKENS +

@@ -41,6 +41,15 @@ CLASSES_BAD = [
     ({"aggregate": "nope"}, "policy.ports.vm0.classes[0].aggregate"),
     ({"name": "bad name"}, "policy.ports.vm0.classes[0].name"),
     ({"colour": 1}, "policy.ports.vm0.classes[0].colour: unknown key"),
+    ({"src": "2001:db8::1/32"}, "policy.ports.vm0.classes[0].src: bad prefix (host bits"),
+    ({"src": "10.0.0.0/8", "dst": "2001:db8::/32"},
+     "policy.ports.vm0.classes[0].dst: an IPv6 prefix in a class of IPv4 src"),
+    ({"family": "ipv4", "flow_label": 1}, "policy.ports.vm0.classes[0].flow_label: IPv6 only"),
+    ({"flow_label": 1048576}, "policy.ports.vm0.classes[0].flow_label: must be 0..1048575"),
+    ({"family": "ip"}, "policy.ports.vm0.classes[0].family"),
+    ({"vlan": 4096}, "policy.ports.vm0.classes[0].vlan: must be 0..4095"),
+    ({"pcp": 8}, "policy.ports.vm0.classes[0].pcp: must be 0..7"),
+    ({"dscp": 64}, "policy.ports.vm0.classes[0].dscp: must be 0..63"),
 ]
 
 

@@ -3,12 +3,13 @@
  *
  * Design (Carousel, Saeed et al., "Carousel: Scalable Traffic Shaping at
  * End Hosts", SIGCOMM 2017, §4 "policies" and §5.3 "NBA").
- *  - Classification: the frame's Ethernet (+ one 802.1Q tag) / IPv4 /
- *    TCP|UDP headers are parsed into its 5-tuple (sn_flowkey.h: bounds-
- *    checked reads, a short or odd frame simply matches no class). The
- *    port's classes are tried in order; the first match wins.
+ *  - Classification: the frame's Ethernet (+ one 802.1Q tag) / IPv4 or
+ *    IPv6 / TCP|UDP headers are parsed into its 5-tuple and the tag,
+ *    DSCP and flow label (sn_flowkey.h: bounds-checked reads, a short or
+ *    odd frame simply matches no class). The port's classes are tried in
+ *    order; the first match wins.
  *  - Per-flow pacing ("scope": "flow"): every distinct 5-tuple of the class
- *    has its own sn_tstamp in a per-worker flow table (rte_hash, position
+ *    (IPv4 or IPv6, struct sn_flowkey) has its own sn_tstamp in a per-worker flow table (rte_hash, position
  *    = index into the state array). A state idle for SN_CLASSIFY_AGE_NS
  *    whose LTS lies in the past (no pacing debt left) is freed by an
  *    incremental sweep in tick(). A new flow finding the table full is
@@ -449,12 +450,12 @@ void sn_classify_apply_aggs(struct sn_classify *c, const struct sn_policy *pol, 
 
 uint32_t sn_classify_flow_hash(const struct rte_mbuf *m)
 {
-	struct sn_flowkey k;
+	struct sn_flowhdr h;
 	uint8_t eth[2 * RTE_ETHER_ADDR_LEN];
 	const void *p;
 
-	if (sn_flowkey_parse(m, &k))
-		return rte_jhash(&k, sizeof(k), 0);
+	if (sn_flowkey_parse(m, &h))
+		return rte_jhash(&h.k, sizeof(h.k), 0);
 	p = rte_pktmbuf_read(m, 0, sizeof(eth), eth);
 	return p ? rte_jhash(p, sizeof(eth), 1) : 0;
 }
@@ -528,7 +529,8 @@ uint32_t sn_classify_restart_port(struct sn_classify *c, uint16_t slot, uint64_t
 struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, uint8_t cls,
 					 const struct rte_mbuf *m, uint64_t now)
 {
-	struct sn_flowkey key;
+	struct sn_flowhdr h;
+	struct sn_flowkey *key = &h.k;
 	struct cls *kc;
 	struct flow *f;
 	int32_t pos;
@@ -536,16 +538,16 @@ struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, u
 	if (cls == SN_CLASSIFY_NONE || cls >= c->n_cls[slot] || !c->cls[slot][cls].has_ts)
 		return NULL;
 	kc = &c->cls[slot][cls];
-	if (kc->scope != SN_POLICY_SCOPE_FLOW || !sn_flowkey_parse(m, &key))
+	if (kc->scope != SN_POLICY_SCOPE_FLOW || !sn_flowkey_parse(m, &h))
 		return &kc->ts;
-	key.slot = slot;
-	key.cls = kc->uid;
-	pos = rte_hash_lookup(c->h, &key);
+	key->slot = slot;
+	key->cls = kc->uid;
+	pos = rte_hash_lookup(c->h, key);
 	if (pos < 0) {
 		/* A flow of a class whose pacing was just added has
 		 * no state yet: created from now (flow_ts); the table full,
 		 * the class's state paces it, as at submit */
-		struct sn_tstamp *t = flow_ts(c, kc, &key, now);
+		struct sn_tstamp *t = flow_ts(c, kc, key, now);
 
 		return t ? t : &kc->ts;
 	}
@@ -562,7 +564,7 @@ struct sn_tstamp *sn_classify_restamp_ts(struct sn_classify *c, uint16_t slot, u
 void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mbuf *m,
 		       uint64_t now, struct sn_classify_res *r)
 {
-	struct sn_flowkey key;
+	struct sn_flowhdr h;
 	struct cls *kc = NULL;
 	unsigned i, n = c->n_cls[slot];
 
@@ -570,10 +572,10 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
 	r->cls = SN_CLASSIFY_NONE;
 	r->clamp = false;
 	r->agg = false;
-	if (n == 0 || !sn_flowkey_parse(m, &key))
+	if (n == 0 || !sn_flowkey_parse(m, &h))
 		return;
 	for (i = 0; i < n; i++)
-		if (sn_flowkey_match(&c->cls[slot][i].m, &key))
+		if (sn_flowkey_match(&c->cls[slot][i].m, &h))
 			break;
 	if (i == n)
 		return;
@@ -586,9 +588,9 @@ void sn_classify_frame(struct sn_classify *c, uint16_t slot, const struct rte_mb
 		struct sn_tstamp *t = NULL;
 
 		if (kc->scope == SN_POLICY_SCOPE_FLOW) {
-			key.slot = slot;
-			key.cls = kc->uid;
-			t = flow_ts(c, kc, &key, now);
+			h.k.slot = slot;
+			h.k.cls = kc->uid;
+			t = flow_ts(c, kc, &h.k, now);
 		}
 		r->pol[r->n++] = t ? t : &kc->ts;
 	}

@@ -163,8 +163,8 @@ uint64_t sn_classify_quota_flows(const struct sn_classify *c, uint16_t slot);
 uint32_t sn_classify_flows_quota_auto(uint32_t max_flows, unsigned n_slots, unsigned burst);
 uint32_t sn_classify_flows_reserve(uint32_t max_flows, unsigned n_slots, unsigned burst);
 
-/* Any thread (pure): a hash of m's flow: its IPv4 5-tuple, else its
- * Ethernet addresses (fair dropping's flow id). */
+/* Any thread (pure): a hash of m's flow: its IPv4 or IPv6 5-tuple
+ * (sn_flowkey.h), else its Ethernet addresses (fair dropping's flow id). */
 uint32_t sn_classify_flow_hash(const struct rte_mbuf *m);
 
 /* Worker: outcome of a classified frame of `len` bytes. */

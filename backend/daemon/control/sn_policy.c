@@ -128,34 +128,114 @@ static int parse_uplink(const json_t *u, struct sn_policy *out, char *err, size_
 
 /* ---- flow classes ------------------------------------------------------ */
 
-/* "a.b.c.d" or "a.b.c.d/len" with no host bits set. */
-static int parse_prefix(const json_t *v, const char *path, const char *key, uint32_t *addr,
-			uint8_t *len, char *err, size_t errlen)
+/* "a.b.c.d[/len]" or an IPv6 "addr[/len]" with no host bits set, into
+ * host-order words (IPv4: word 0) and its family. */
+static int parse_prefix(const json_t *v, const char *path, const char *key, uint32_t addr[4],
+			uint8_t *len, uint8_t *family, char *err, size_t errlen)
 {
-	char buf[INET_ADDRSTRLEN + 4], *slash, *end;
-	struct in_addr a;
-	unsigned long l = 32;
-	uint32_t h;
+	char buf[INET6_ADDRSTRLEN + 5], *slash, *end;
+	uint8_t a[16];
+	unsigned long l, max;
+	uint32_t w[4];
+	bool v6;
 
 	if (!json_is_string(v) || json_string_length(v) >= sizeof(buf))
-		return fail(err, errlen, "%s.%s: bad prefix (want \"a.b.c.d[/len]\")", path, key);
+		return fail(err, errlen, "%s.%s: bad prefix (want \"a.b.c.d[/len]\" or an IPv6 "
+			    "prefix)", path, key);
 	snprintf(buf, sizeof(buf), "%s", json_string_value(v));
 	slash = strchr(buf, '/');
-	if (slash) {
+	if (slash)
 		*slash = '\0';
+	v6 = strchr(buf, ':') != NULL;
+	max = v6 ? 128 : 32;
+	l = max;
+	if (slash) {
 		if (slash[1] < '0' || slash[1] > '9')
 			return fail(err, errlen, "%s.%s: bad prefix length", path, key);
 		l = strtoul(slash + 1, &end, 10);
-		if (*end || l > 32)
+		if (*end || l > max)
 			return fail(err, errlen, "%s.%s: bad prefix length", path, key);
 	}
-	if (inet_pton(AF_INET, buf, &a) != 1)
-		return fail(err, errlen, "%s.%s: bad prefix (want \"a.b.c.d[/len]\")", path, key);
-	h = ntohl(a.s_addr);
-	if (l < 32 && (h & (UINT32_MAX >> l)))
-		return fail(err, errlen, "%s.%s: bad prefix (host bits set after /%lu)", path, key, l);
-	*addr = h;
+	if (inet_pton(v6 ? AF_INET6 : AF_INET, buf, a) != 1)
+		return fail(err, errlen, "%s.%s: bad prefix (want \"a.b.c.d[/len]\" or an IPv6 "
+			    "prefix)", path, key);
+	memset(w, 0, sizeof(w));
+	for (unsigned i = 0; i < (v6 ? 4u : 1u); i++)
+		w[i] = (uint32_t)a[4 * i] << 24 | (uint32_t)a[4 * i + 1] << 16 |
+		       (uint32_t)a[4 * i + 2] << 8 | a[4 * i + 3];
+	for (unsigned i = 0, rest = (unsigned)l; i < 4; i++, rest = rest > 32 ? rest - 32 : 0)
+		if (rest < 32 && (w[i] & (UINT32_MAX >> rest)))
+			return fail(err, errlen, "%s.%s: bad prefix (host bits set after /%lu)",
+				    path, key, l);
+	memcpy(addr, w, sizeof(w));
 	*len = (uint8_t)l;
+	*family = v6 ? SN_POLICY_FAMILY_IPV6 : SN_POLICY_FAMILY_IPV4;
+	return 0;
+}
+
+static const char *family_name(uint8_t f)
+{
+	return f == SN_POLICY_FAMILY_IPV6 ? "IPv6" : "IPv4";
+}
+
+/* The optional match keys beyond the 5-tuple: family, flow_label, vlan,
+ * pcp, dscp. The family a class gets from its prefixes is already in
+ * m->family. */
+static int parse_match_extra(const json_t *o, const char *path, struct sn_policy_match *m,
+			     char *err, size_t errlen)
+{
+	static const struct {
+		const char *key;
+		uint8_t bit;
+		uint32_t max;
+	} fields[] = {
+		{ "flow_label", SN_POLICY_M_FLOW_LABEL, SN_POLICY_FLOW_LABEL_MAX },
+		{ "vlan", SN_POLICY_M_VLAN, SN_POLICY_VLAN_MAX },
+		{ "pcp", SN_POLICY_M_PCP, SN_POLICY_PCP_MAX },
+		{ "dscp", SN_POLICY_M_DSCP, SN_POLICY_DSCP_MAX },
+	};
+	const json_t *v;
+	int rc;
+
+	if ((v = json_object_get(o, "family"))) {
+		const char *s = json_is_string(v) ? json_string_value(v) : "";
+		uint8_t f = !strcmp(s, "ipv4") ? SN_POLICY_FAMILY_IPV4 :
+			    !strcmp(s, "ipv6") ? SN_POLICY_FAMILY_IPV6 : SN_POLICY_FAMILY_ANY;
+
+		if (f == SN_POLICY_FAMILY_ANY)
+			return fail(err, errlen, "%s.family: must be \"ipv4\" or \"ipv6\"", path);
+		if (m->family && m->family != f)
+			return fail(err, errlen, "%s.family: \"%s\" in a class of %s prefixes", path,
+				    s, family_name(m->family));
+		m->family = f;
+	}
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		uint64_t x;
+
+		if (!json_object_get(o, fields[i].key))
+			continue;
+		if ((rc = get_uint(o, fields[i].key, path, 0, fields[i].max, 0, &x, err, errlen)))
+			return rc;
+		m->keys |= fields[i].bit;
+		switch (fields[i].bit) {
+		case SN_POLICY_M_FLOW_LABEL:
+			if (m->family == SN_POLICY_FAMILY_IPV4)
+				return fail(err, errlen, "%s.flow_label: IPv6 only (an IPv4 class)",
+					    path);
+			m->family = SN_POLICY_FAMILY_IPV6;
+			m->flow_label = (uint32_t)x;
+			break;
+		case SN_POLICY_M_VLAN:
+			m->vlan = (uint16_t)x;
+			break;
+		case SN_POLICY_M_PCP:
+			m->pcp = (uint8_t)x;
+			break;
+		default:
+			m->dscp = (uint8_t)x;
+			break;
+		}
+	}
 	return 0;
 }
 
@@ -202,7 +282,8 @@ static int parse_class(const json_t *o, const char *path, const struct sn_policy
 		       struct sn_policy_class *c, unsigned idx, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "name", "proto", "src", "dst", "src_port",
-					    "dst_port", "rate_bps", "burst_bytes", "scope",
+					    "dst_port", "family", "flow_label", "vlan", "pcp",
+					    "dscp", "rate_bps", "burst_bytes", "scope",
 					    "aggregate", "horizon", NULL };
 	char fpath[112];
 	const json_t *v;
@@ -238,10 +319,20 @@ static int parse_class(const json_t *o, const char *path, const struct sn_policy
 				    "or 0..255", path);
 	}
 	if ((v = json_object_get(o, "src")) &&
-	    (rc = parse_prefix(v, path, "src", &c->m.src, &c->m.src_len, err, errlen)))
+	    (rc = parse_prefix(v, path, "src", c->m.src, &c->m.src_len, &c->m.family, err,
+			       errlen)))
 		return rc;
-	if ((v = json_object_get(o, "dst")) &&
-	    (rc = parse_prefix(v, path, "dst", &c->m.dst, &c->m.dst_len, err, errlen)))
+	if ((v = json_object_get(o, "dst"))) {
+		uint8_t f;
+
+		if ((rc = parse_prefix(v, path, "dst", c->m.dst, &c->m.dst_len, &f, err, errlen)))
+			return rc;
+		if (c->m.family && c->m.family != f)
+			return fail(err, errlen, "%s.dst: an %s prefix in a class of %s src", path,
+				    family_name(f), family_name(c->m.family));
+		c->m.family = f;
+	}
+	if ((rc = parse_match_extra(o, path, &c->m, err, errlen)))
 		return rc;
 	if ((v = json_object_get(o, "src_port")) &&
 	    (rc = parse_port_range(v, path, "src_port", &c->m.sport_lo, &c->m.sport_hi, err, errlen)))
@@ -625,15 +716,22 @@ int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t er
 	return 0;
 }
 
-static int set_prefix(json_t *o, const char *key, uint32_t addr, uint8_t len)
+static int set_prefix(json_t *o, const char *key, const uint32_t addr[4], uint8_t len,
+		      uint8_t family)
 {
-	char buf[INET_ADDRSTRLEN + 4];
-	struct in_addr a = { .s_addr = htonl(addr) };
-	char ip[INET_ADDRSTRLEN];
+	char buf[INET6_ADDRSTRLEN + 5];
+	char ip[INET6_ADDRSTRLEN];
+	uint8_t a[16];
 
 	if (!len)
 		return 0;
-	if (!inet_ntop(AF_INET, &a, ip, sizeof(ip)))
+	for (unsigned i = 0; i < 4; i++) {
+		a[4 * i] = (uint8_t)(addr[i] >> 24);
+		a[4 * i + 1] = (uint8_t)(addr[i] >> 16);
+		a[4 * i + 2] = (uint8_t)(addr[i] >> 8);
+		a[4 * i + 3] = (uint8_t)addr[i];
+	}
+	if (!inet_ntop(family == SN_POLICY_FAMILY_IPV6 ? AF_INET6 : AF_INET, a, ip, sizeof(ip)))
 		return -1;
 	snprintf(buf, sizeof(buf), "%s/%u", ip, len);
 	return json_object_set_new(o, key, json_string(buf));
@@ -662,10 +760,22 @@ static json_t *class_to_json(const struct sn_policy *p, const struct sn_policy_c
 					  c->m.proto == 17 ? "udp" : "icmp"));
 	else if (c->m.proto)
 		rc |= json_object_set_new(o, "proto", json_integer(c->m.proto));
-	rc |= set_prefix(o, "src", c->m.src, c->m.src_len);
-	rc |= set_prefix(o, "dst", c->m.dst, c->m.dst_len);
+	rc |= set_prefix(o, "src", c->m.src, c->m.src_len, c->m.family);
+	rc |= set_prefix(o, "dst", c->m.dst, c->m.dst_len, c->m.family);
 	rc |= set_range(o, "src_port", c->m.sport_lo, c->m.sport_hi);
 	rc |= set_range(o, "dst_port", c->m.dport_lo, c->m.dport_hi);
+	/* The family only where no prefix implies it. */
+	if (c->m.family && !c->m.src_len && !c->m.dst_len)
+		rc |= json_object_set_new(o, "family", json_string(
+				c->m.family == SN_POLICY_FAMILY_IPV6 ? "ipv6" : "ipv4"));
+	if (c->m.keys & SN_POLICY_M_FLOW_LABEL)
+		rc |= json_object_set_new(o, "flow_label", json_integer(c->m.flow_label));
+	if (c->m.keys & SN_POLICY_M_VLAN)
+		rc |= json_object_set_new(o, "vlan", json_integer(c->m.vlan));
+	if (c->m.keys & SN_POLICY_M_PCP)
+		rc |= json_object_set_new(o, "pcp", json_integer(c->m.pcp));
+	if (c->m.keys & SN_POLICY_M_DSCP)
+		rc |= json_object_set_new(o, "dscp", json_integer(c->m.dscp));
 	if (c->agg >= 0)
 		rc |= json_object_set_new(o, "aggregate", json_string(p->aggs[c->agg].name));
 	if (rc) {

@@ -15,14 +15,16 @@
  *    "aggregates": {"<name>": {"rate_bps": N, "burst_bytes": B,
  *                              "update_ms": 100}}}
  *   CLASS = {"name": "web", "proto": "tcp"|"udp"|"icmp"|0..255,
- *            "src": "10.0.0.0/8", "dst": "192.0.2.1",
+ *            "src": "10.0.0.0/8"|"2001:db8::/32", "dst": "192.0.2.1",
+ *            "family": "ipv4"|"ipv6", "flow_label": 0..0xfffff,
  *            "src_port": 80 | [1024, 65535], "dst_port": ...,
+ *            "vlan": 0..4095, "pcp": 0..7, "dscp": 0..63,
  *            "rate_bps": N, "burst_bytes": B, "scope": "flow"|"class",
  *            "aggregate": "<name>", "horizon": "drop"|"clamp"}
  * Flow classes (Carousel §4: per-flow pacing, aggregates): a port's
  * frames are matched against its classes in order, first match wins; an
  * absent match key matches anything; a frame that matches no class (or is
- * not IPv4) is shaped by the port entry alone. A class's rate_bps (0 = no
+ * neither IPv4 nor IPv6) is shaped by the port entry alone. A class's rate_bps (0 = no
  * pacing of its own) applies to each distinct 5-tuple of the class
  * ("scope": "flow", the default: every flow gets its own timestamp state)
  * or to the class's traffic as a whole ("scope": "class"). "aggregate"
@@ -114,14 +116,43 @@ enum sn_policy_horizon {
 	SN_POLICY_HORIZON_CLAMP,    /* beyond the wheel horizon: queue at the horizon */
 };
 
-/* A 5-tuple filter; addresses in host byte order, already masked. */
+/* A class's filter (doc/policy.md "Flow classes"). Addresses are 32-bit
+ * words in host order, most significant first, already masked: an IPv4
+ * prefix is word 0 (the others 0), an IPv6 prefix all four. family: the
+ * IP version the class matches, set by its prefixes, "family" or
+ * "flow_label" (0 = IPv4 and IPv6). keys: which of the optional fields
+ * below the class has (SN_POLICY_M_*); an absent one matches anything. */
+enum sn_policy_family {
+	SN_POLICY_FAMILY_ANY = 0,
+	SN_POLICY_FAMILY_IPV4 = 4,
+	SN_POLICY_FAMILY_IPV6 = 6,
+};
+
+enum sn_policy_match_key {
+	SN_POLICY_M_VLAN = 1u << 0,       /* 802.1Q VLAN ID: tagged frames only */
+	SN_POLICY_M_PCP = 1u << 1,        /* 802.1p priority: tagged frames only */
+	SN_POLICY_M_DSCP = 1u << 2,       /* IPv4 TOS / IPv6 traffic class >> 2 */
+	SN_POLICY_M_FLOW_LABEL = 1u << 3, /* IPv6 only */
+};
+
+#define SN_POLICY_VLAN_MAX       4095u
+#define SN_POLICY_PCP_MAX        7u
+#define SN_POLICY_DSCP_MAX       63u
+#define SN_POLICY_FLOW_LABEL_MAX 0xfffffu
+
 struct sn_policy_match {
-	uint32_t src, dst;
-	uint8_t src_len, dst_len;   /* prefix lengths; 0 = any */
-	uint8_t proto;              /* IP protocol; 0 = any */
-	uint8_t pad_;
+	uint32_t src[4], dst[4];
+	uint8_t src_len, dst_len;   /* prefix lengths (IPv4 0..32, IPv6 0..128); 0 = any */
+	uint8_t family;             /* enum sn_policy_family */
+	uint8_t proto;              /* IP protocol / IPv6 upper-layer header; 0 = any */
 	uint16_t sport_lo, sport_hi;  /* 0..65535 = any */
 	uint16_t dport_lo, dport_hi;
+	uint32_t flow_label;        /* SN_POLICY_M_FLOW_LABEL: 0..SN_POLICY_FLOW_LABEL_MAX */
+	uint16_t vlan;              /* SN_POLICY_M_VLAN: 0..SN_POLICY_VLAN_MAX */
+	uint8_t pcp;                /* SN_POLICY_M_PCP: 0..SN_POLICY_PCP_MAX */
+	uint8_t dscp;               /* SN_POLICY_M_DSCP: 0..SN_POLICY_DSCP_MAX */
+	uint8_t keys;               /* enum sn_policy_match_key bits */
+	uint8_t pad_[3];
 };
 
 struct sn_policy_class {

@@ -12,7 +12,7 @@
 
 #include "sn_fake_classify.h"
 
-#define FAKE_KEY_MAX 16
+#define FAKE_KEY_MAX 48   /* struct sn_flowkey */
 
 struct rte_hash {
 	uint32_t n, key_len, count;

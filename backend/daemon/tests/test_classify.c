@@ -7,8 +7,13 @@
  * states the class the frame must match (first match wins) and the
  * 5-tuple the classifier must extract, checked through
  * sn_classify_flow_hash() (the jhash of that 5-tuple key; of the Ethernet
- * addresses for a frame that is not IPv4; 0 below 12 bytes). Malformed
- * and short frames match no class. Per-flow pacing gets one state per
+ * addresses for a frame that is not parsed; 0 below 12 bytes), also with
+ * the frame in one heap segment of exactly its length (ASan: nothing read
+ * past its end). Malformed and short frames match no class. A second
+ * table does the same for IPv6 (extension headers, first and later
+ * fragments, truncated headers), the 802.1Q VLAN ID and PCP, DSCP of
+ * IPv4 and IPv6 and the flow label, against a port with a class for each
+ * key. Per-flow pacing gets one state per
  * 5-tuple, class pacing one per class; a full flow table falls back to
  * the class's state and counts it; idle flows are aged by tick(); the
  * class counters add up.
@@ -30,6 +35,7 @@
 #include <rte_mbuf.h>
 
 #include "sn_classify.h"
+#include "sn_flowkey.h"
 
 #include "sn_check.h"
 
@@ -40,28 +46,41 @@
 
 enum { F_VLAN = 1, F_QINQ = 2 };
 
+#define TCI_SET  0x10000u      /* frame.tci: this TCI, not the default 100 */
+#define EXT_MAX  10
+
 /* A frame description; build() turns it into bytes. */
 struct frame {
-	uint16_t ethertype;        /* after the tags; 0 = IPv4 */
+	uint16_t ethertype;        /* after the tags; 0 = IPv4 (IPv6 with v6) */
 	unsigned tags;             /* F_VLAN, F_QINQ */
+	uint32_t tci;              /* TCI_SET | tci; else 100 */
 	uint8_t version, ihl;      /* 0 = 4, 5 */
-	uint8_t proto;
+	uint8_t proto;             /* IPv4 protocol / IPv6 upper-layer header */
+	uint8_t tos;               /* IPv4 TOS / IPv6 traffic class */
 	uint32_t src, dst;
 	uint16_t sport, dport;
 	uint16_t frag;             /* fragment_offset field (host order) */
+	/* IPv6 (v6 = 1): addresses, flow label, extension headers in
+	 * order (0 = hop-by-hop, 43 routing: 24 bytes, 44 fragment with
+	 * frag6 as its offset field, 60 destination options). */
+	uint8_t v6;
+	uint32_t src6[4], dst6[4];
+	uint32_t flow;
+	uint8_t n_ext, ext[EXT_MAX];
+	uint16_t frag6;
 	unsigned len;              /* cut the frame here (0 = whole: 64 + payload) */
 };
 
 /* A row: the frame, where to split it into two segments (0 = one), the
- * class it must match and whether the classifier must see an IPv4
- * 5-tuple (then the tuple's ports: parsed ones, or 0 where it must not
- * read any). */
+ * class it must match and the 5-tuple the classifier must see (ip 4 or
+ * 6, then the tuple's ports: parsed ones, or 0 where it must not read
+ * any; ip 0: not parsed). */
 struct row {
 	const char *what;
 	struct frame f;
 	unsigned split;
 	int cls;                   /* -1: none */
-	int ipv4;                  /* 1: flow hash of the 5-tuple below */
+	int ip;                    /* 4 / 6: flow hash of the 5-tuple; 0: of the MACs */
 	uint16_t sport, dport;     /* the 5-tuple's ports */
 };
 
@@ -75,50 +94,51 @@ struct row {
 
 static const struct row rows[] = {
 	{ "tcp to :80 (class 0, also matches class 1)",
-	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 0, 0, 1, 1234, 80 },
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 0, 0, 4, 1234, 80 },
 	{ "same flow behind an 802.1Q tag",
 	  { .tags = F_VLAN, .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 0, 0,
-	  1, 1234, 80 },
+	  4, 1234, 80 },
 	{ "same flow, split in the IPv4 header's last byte (ports at an odd address)",
-	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 33, 0, 1, 1234, 80 },
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 33, 0, 4, 1234, 80 },
 	{ "same flow, split inside the ports",
-	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 35, 0, 1, 1234, 80 },
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 35, 0, 4, 1234, 80 },
 	{ "same flow, split inside the MAC addresses",
-	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 8, 0, 1, 1234, 80 },
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80 }, 8, 0, 4, 1234, 80 },
 	{ "another tcp flow to :80",
-	  { .proto = TCP, .src = A, .dst = B, .sport = 1235, .dport = 80 }, 0, 0, 1, 1235, 80 },
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1235, .dport = 80 }, 0, 0, 4, 1235, 80 },
 	{ "tcp to :80 with IP options (ihl 6)",
-	  { .ihl = 6, .proto = TCP, .src = C, .dst = B, .sport = 7, .dport = 80 }, 0, 0, 1, 7, 80 },
+	  { .ihl = 6, .proto = TCP, .src = C, .dst = B, .sport = 7, .dport = 80 }, 0, 0, 4, 7, 80 },
 	{ "first fragment (MF): ports read",
-	  { .proto = TCP, .src = C, .dst = B, .sport = 9, .dport = 80, .frag = 0x2000 }, 0, 0, 1,
+	  { .proto = TCP, .src = C, .dst = B, .sport = 9, .dport = 80, .frag = 0x2000 }, 0, 0, 4,
 	  9, 80 },
 	{ "non-first fragment: no ports, src in 10/8 (class 1)",
 	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80, .frag = 0x0010 }, 0, 1,
-	  1, 0, 0 },
+	  4, 0, 0 },
 	{ "non-first fragment from outside 10/8: no class",
 	  { .proto = TCP, .src = C, .dst = B, .sport = 1, .dport = 80, .frag = 0x0001 }, 0, -1,
-	  1, 0, 0 },
+	  4, 0, 0 },
 	{ "tcp to :443 from 10/8 (class 1)",
-	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 443 }, 0, 1, 1, 1234, 443 },
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 443 }, 0, 1, 4, 1234, 443 },
 	{ "tcp cut after the IPv4 header: ports 0, class 1",
-	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80, .len = 34 }, 0, 1, 1,
+	  { .proto = TCP, .src = A, .dst = B, .sport = 1234, .dport = 80, .len = 34 }, 0, 1, 4,
 	  0, 0 },
 	{ "tcp cut inside the ports: ports 0, no class",
-	  { .proto = TCP, .src = C, .dst = B, .sport = 1234, .dport = 80, .len = 37 }, 0, -1, 1,
+	  { .proto = TCP, .src = C, .dst = B, .sport = 1234, .dport = 80, .len = 37 }, 0, -1, 4,
 	  0, 0 },
 	{ "udp (class 2)",
-	  { .proto = UDP, .src = C, .dst = D, .sport = 53, .dport = 53 }, 0, 2, 1, 53, 53 },
+	  { .proto = UDP, .src = C, .dst = D, .sport = 53, .dport = 53 }, 0, 2, 4, 53, 53 },
 	{ "icmp from outside 10/8: no class, ports 0",
-	  { .proto = IPPROTO_ICMP, .src = C, .dst = D, .sport = 8, .dport = 0 }, 0, -1, 1, 0, 0 },
+	  { .proto = IPPROTO_ICMP, .src = C, .dst = D, .sport = 8, .dport = 0 }, 0, -1, 4, 0, 0 },
 	{ "icmp from 10/8 (class 1)",
-	  { .proto = IPPROTO_ICMP, .src = A, .dst = D }, 0, 1, 1, 0, 0 },
-	/* Malformed, short or not IPv4: no class, hashed by MAC addresses. */
+	  { .proto = IPPROTO_ICMP, .src = A, .dst = D }, 0, 1, 4, 0, 0 },
+	/* Malformed, short or not IP: no class, hashed by MAC addresses. */
 	{ "runt: 10 bytes", { .proto = TCP, .src = A, .dst = B, .len = 10 }, 0, -1, 0, 0, 0 },
 	{ "13 bytes: addresses, no ethertype", { .proto = TCP, .src = A, .len = 13 }, 0, -1, 0,
 	  0, 0 },
 	{ "ethernet header only", { .proto = TCP, .src = A, .len = 14 }, 0, -1, 0, 0, 0 },
 	{ "ARP", { .ethertype = RTE_ETHER_TYPE_ARP, .src = A }, 0, -1, 0, 0, 0 },
-	{ "IPv6 ethertype", { .ethertype = RTE_ETHER_TYPE_IPV6, .proto = TCP, .src = A }, 0, -1,
+	{ "IPv6 version, zeros after it: a hop-by-hop chain cut short",
+	  { .ethertype = RTE_ETHER_TYPE_IPV6, .proto = TCP, .src = A }, 0, -1,
 	  0, 0, 0 },
 	{ "802.1Q tag cut short", { .tags = F_VLAN, .proto = TCP, .src = A, .len = 16 }, 0, -1, 0,
 	  0, 0 },
@@ -144,9 +164,12 @@ static unsigned build(const struct frame *f, uint8_t *buf, unsigned size)
 	memcpy(buf, MAC_DST, 6);
 	memcpy(buf + 6, MAC_SRC, 6);
 	off = 12;
+	if (f->v6 && !f->ethertype)
+		type = RTE_ETHER_TYPE_IPV6;
 	for (unsigned t = 0; t < (f->tags & F_QINQ ? 2u : f->tags & F_VLAN ? 1u : 0u); t++) {
 		*(uint16_t *)(buf + off) = rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN);
-		*(uint16_t *)(buf + off + 2) = rte_cpu_to_be_16(100);   /* TCI */
+		*(uint16_t *)(buf + off + 2) =
+			rte_cpu_to_be_16(f->tci & TCI_SET ? (uint16_t)f->tci : 100);
 		off += 4;
 	}
 	*(uint16_t *)(buf + off) = rte_cpu_to_be_16(type);
@@ -157,11 +180,41 @@ static unsigned build(const struct frame *f, uint8_t *buf, unsigned size)
 		ip->version_ihl = (uint8_t)((f->version ? f->version : 4) << 4 | ihl);
 		ip->total_length = rte_cpu_to_be_16(64);
 		ip->fragment_offset = rte_cpu_to_be_16(f->frag);
+		ip->type_of_service = f->tos;
 		ip->time_to_live = 64;
 		ip->next_proto_id = f->proto;
 		ip->src_addr = rte_cpu_to_be_32(f->src);
 		ip->dst_addr = rte_cpu_to_be_32(f->dst);
 		off += 4 * ihl;
+		*(uint16_t *)(buf + off) = rte_cpu_to_be_16(f->sport);
+		*(uint16_t *)(buf + off + 2) = rte_cpu_to_be_16(f->dport);
+	} else if (type == RTE_ETHER_TYPE_IPV6 && f->v6) {
+		struct rte_ipv6_hdr *ip = (struct rte_ipv6_hdr *)(buf + off);
+		uint32_t be[4];
+
+		ip->vtc_flow = rte_cpu_to_be_32((uint32_t)(f->version ? f->version : 6) << 28 |
+						(uint32_t)f->tos << 20 | f->flow);
+		ip->proto = f->n_ext ? f->ext[0] : f->proto;
+		ip->hop_limits = 64;
+		for (unsigned i = 0; i < 4; i++)
+			be[i] = rte_cpu_to_be_32(f->src6[i]);
+		memcpy(&ip->src_addr, be, 16);
+		for (unsigned i = 0; i < 4; i++)
+			be[i] = rte_cpu_to_be_32(f->dst6[i]);
+		memcpy(&ip->dst_addr, be, 16);
+		off += sizeof(*ip);
+		for (unsigned i = 0; i < f->n_ext; i++) {
+			buf[off] = i + 1u < f->n_ext ? f->ext[i + 1] : f->proto;
+			if (f->ext[i] == IPPROTO_FRAGMENT) {
+				*(uint16_t *)(buf + off + 2) = rte_cpu_to_be_16(f->frag6);
+				off += 8;
+			} else if (f->ext[i] == IPPROTO_ROUTING) {
+				buf[off + 1] = 2;
+				off += 24;
+			} else {
+				off += 8;
+			}
+		}
 		*(uint16_t *)(buf + off) = rte_cpu_to_be_16(f->sport);
 		*(uint16_t *)(buf + off + 2) = rte_cpu_to_be_16(f->dport);
 	} else if (type == RTE_ETHER_TYPE_IPV6) {
@@ -202,19 +255,12 @@ static void wrap(struct pkt *p, const uint8_t *data, unsigned len, unsigned spli
 }
 
 /* The classifier's flow key, as sn_classify_flow_hash() hashes it. */
-struct key {
-	uint32_t src, dst;
-	uint16_t sport, dport;
-	uint16_t slot;
-	uint8_t proto, cls;
-};
-
 static uint32_t want_hash(const struct row *r)
 {
-	uint32_t words[sizeof(struct key) / 4];
-	struct key k;
+	uint32_t words[sizeof(struct sn_flowkey) / 4];
+	struct sn_flowkey k;
 
-	if (!r->ipv4) {
+	if (!r->ip) {
 		unsigned len = r->f.len ? r->f.len : 100;
 		uint8_t eth[12];
 
@@ -225,8 +271,15 @@ static uint32_t want_hash(const struct row *r)
 		return rte_jhash(eth, sizeof(eth), 1);
 	}
 	memset(&k, 0, sizeof(k));
-	k.src = r->f.src;
-	k.dst = r->f.dst;
+	if (r->ip == 6) {
+		memcpy(k.src, r->f.src6, sizeof(k.src));
+		memcpy(k.dst, r->f.dst6, sizeof(k.dst));
+		k.family = SN_POLICY_FAMILY_IPV6;
+	} else {
+		k.src[0] = r->f.src;
+		k.dst[0] = r->f.dst;
+		k.family = SN_POLICY_FAMILY_IPV4;
+	}
 	k.proto = r->f.proto;
 	k.sport = r->sport;
 	k.dport = r->dport;
@@ -256,7 +309,8 @@ static void policy(struct sn_policy_port *pp)
 	pp->classes[0].burst_bytes = 3000;
 	pp->classes[0].scope = SN_POLICY_SCOPE_FLOW;
 	snprintf(pp->classes[1].name, sizeof(pp->classes[1].name), "net10");
-	pp->classes[1].m.src = IP(10, 0, 0, 0);
+	pp->classes[1].m.src[0] = IP(10, 0, 0, 0);
+	pp->classes[1].m.family = SN_POLICY_FAMILY_IPV4;
 	pp->classes[1].m.src_len = 8;
 	pp->classes[1].rate_bps = 20000000;
 	pp->classes[1].burst_bytes = 3000;
@@ -264,6 +318,30 @@ static void policy(struct sn_policy_port *pp)
 	pp->classes[1].horizon = SN_POLICY_HORIZON_CLAMP;
 	snprintf(pp->classes[2].name, sizeof(pp->classes[2].name), "udp");
 	pp->classes[2].m.proto = UDP;
+}
+
+/* The flow hash of the frame in one heap segment of exactly its length:
+ * under ASan, any read past the frame's end is reported. */
+static uint32_t hash_exact(const uint8_t *data, unsigned len)
+{
+	struct rte_mbuf m;
+	uint8_t *seg = malloc(len ? len : 1);
+	uint32_t h;
+
+	CHECK(seg != NULL);
+	if (!seg)
+		return 0;
+	memcpy(seg, data, len);
+	memset(&m, 0, sizeof(m));
+	m.buf_addr = seg;
+	m.buf_len = (uint16_t)len;
+	m.data_len = (uint16_t)len;
+	m.pkt_len = len;
+	m.nb_segs = 1;
+	m.refcnt = 1;
+	h = sn_classify_flow_hash(&m);
+	free(seg);
+	return h;
 }
 
 static void classify_at(struct sn_classify *c, uint16_t slot, const struct row *r,
@@ -279,6 +357,10 @@ static void classify_at(struct sn_classify *c, uint16_t slot, const struct row *
 	if (sn_classify_flow_hash(&p.m[0]) != want_hash(r)) {
 		fprintf(stderr, "%s: flow hash\n", r->what);
 		CHECK(!"the 5-tuple as expected");
+	}
+	if (hash_exact(data, *len) != want_hash(r)) {
+		fprintf(stderr, "%s: flow hash of an exactly sized segment\n", r->what);
+		CHECK(!"the 5-tuple as expected, nothing read past the frame");
 	}
 }
 
@@ -373,7 +455,7 @@ static void test_table_full(void)
 	for (unsigned i = 0; i < 8; i++) {
 		struct row r = { "flow", { .proto = TCP, .src = IP(192, 0, 2, 1), .dst = B,
 					   .sport = (uint16_t)(1000 + (i < 6 ? i : i - 2)),
-					   .dport = 80 }, 0, 0, 1, 0, 80 };
+					   .dport = 80 }, 0, 0, 4, 0, 80 };
 		struct sn_classify_res res;
 		unsigned len;
 
@@ -396,7 +478,7 @@ static void test_table_full(void)
 static struct sn_tstamp *web_flow(struct sn_classify *c, uint16_t slot, uint16_t sport)
 {
 	struct row r = { "flow", { .proto = TCP, .src = IP(192, 0, 2, 1), .dst = B,
-				   .sport = sport, .dport = 80 }, 0, 0, 1, sport, 80 };
+				   .sport = sport, .dport = 80 }, 0, 0, 4, sport, 80 };
 	struct sn_classify_res res;
 	unsigned len;
 
@@ -524,6 +606,217 @@ static void test_flow_quota_auto(void)
 }
 
 /* A port without classes classifies nothing; its frames cross no policy. */
+/* ---- IPv6, 802.1Q, DSCP and flow label keys. ---- */
+
+#define SLOT6 5
+/* 2001:db8:a:b:: + c:d (32-bit words c, d) */
+#define DB8(a, b, c, d) { 0x20010db8u, (uint32_t)(a) << 16 | (b), (c), (d) }
+#define HBH 0
+#define RT  IPPROTO_ROUTING
+#define FR  IPPROTO_FRAGMENT
+#define DO  IPPROTO_DSTOPTS
+#define V6(...) .v6 = 1, __VA_ARGS__
+#define VLAN(vid, pcp) .tags = F_VLAN, .tci = TCI_SET | (uint32_t)(pcp) << 13 | (vid)
+
+/* Classes of SLOT6, in order (first match wins). */
+enum { C_NET10, C_V6WEB, C_V6DNS, C_LABEL, C_VLAN, C_PCP, C_EF4, C_EF, C_V6UDP, C_V4ANY, C_N };
+
+static const struct row rows6[] = {
+	{ "v6 tcp to :80 from 2001:db8::1 (v6web)",
+	  { V6(.proto = TCP, .src6 = DB8(0, 0, 0, 1), .dst6 = DB8(0, 0, 0, 2), .sport = 1234,
+	       .dport = 80) }, 0, C_V6WEB, 6, 1234, 80 },
+	{ "same flow behind hop-by-hop and destination options",
+	  { V6(.proto = TCP, .src6 = DB8(0, 0, 0, 1), .dst6 = DB8(0, 0, 0, 2), .sport = 1234,
+	       .dport = 80, .n_ext = 2, .ext = { HBH, DO }) }, 0, C_V6WEB, 6, 1234, 80 },
+	{ "same flow behind a 24-byte routing header, split inside it",
+	  { V6(.proto = TCP, .src6 = DB8(0, 0, 0, 1), .dst6 = DB8(0, 0, 0, 2), .sport = 1234,
+	       .dport = 80, .n_ext = 1, .ext = { RT }) }, 70, C_V6WEB, 6, 1234, 80 },
+	{ "same flow, split inside the ports", { V6(.proto = TCP, .src6 = DB8(0, 0, 0, 1),
+	  .dst6 = DB8(0, 0, 0, 2), .sport = 1234, .dport = 80) }, 55, C_V6WEB, 6, 1234, 80 },
+	{ "another v6 flow: source differs in its last 64 bits only",
+	  { V6(.proto = TCP, .src6 = DB8(0, 0, 1, 1), .dst6 = DB8(0, 0, 0, 2), .sport = 1234,
+	       .dport = 80) }, 0, C_V6WEB, 6, 1234, 80 },
+	{ "another v6 flow: destination differs in word 1",
+	  { V6(.proto = TCP, .src6 = DB8(0, 0, 0, 1), .dst6 = DB8(0, 7, 0, 2), .sport = 1234,
+	       .dport = 80) }, 0, C_V6WEB, 6, 1234, 80 },
+	{ "v6 source 0a00::1 is no IPv4 10/8: no class",
+	  { V6(.proto = TCP, .src6 = { 0x0a000000, 0, 0, 1 }, .dst6 = DB8(0, 0, 0, 2),
+	       .sport = 1, .dport = 80) }, 0, -1, 6, 1, 80 },
+	{ "v4 from 10/8 (net10)", { .proto = TCP, .src = A, .dst = B, .sport = 5, .dport = 80 },
+	  0, C_NET10, 4, 5, 80 },
+	{ "v6 udp first fragment (M, offset 0): ports read (v6dns)",
+	  { V6(.proto = UDP, .src6 = DB8(0, 0, 0, 9), .dst6 = DB8(0x53, 0, 0, 1), .sport = 999,
+	       .dport = 53, .n_ext = 1, .ext = { FR }, .frag6 = 1) }, 0, C_V6DNS, 6, 999, 53 },
+	{ "v6 udp non-first fragment: ports 0 (v6udp)",
+	  { V6(.proto = UDP, .src6 = DB8(0, 0, 0, 9), .dst6 = DB8(0x53, 0, 0, 1), .sport = 999,
+	       .dport = 53, .n_ext = 1, .ext = { FR }, .frag6 = 8 << 3) }, 0, C_V6UDP, 6, 0, 0 },
+	{ "v6 udp first fragment cut after its fragment header: ports 0 (v6udp)",
+	  { V6(.proto = UDP, .src6 = DB8(0, 0, 0, 9), .dst6 = DB8(0x53, 0, 0, 1), .sport = 999,
+	       .dport = 53, .n_ext = 1, .ext = { FR }, .frag6 = 1, .len = 14 + 40 + 8) }, 0,
+	  C_V6UDP, 6, 0, 0 },
+	{ "v6 udp first fragment cut inside the ports: ports 0 (v6udp)",
+	  { V6(.proto = UDP, .src6 = DB8(0, 0, 0, 9), .dst6 = DB8(0x53, 0, 0, 1), .sport = 999,
+	       .dport = 53, .n_ext = 1, .ext = { FR }, .frag6 = 1, .len = 14 + 40 + 8 + 3) }, 0,
+	  C_V6UDP, 6, 0, 0 },
+	{ "8 extension headers: parsed (v6dns)",
+	  { V6(.proto = UDP, .src6 = DB8(0, 0, 0, 9), .dst6 = DB8(0x53, 0, 0, 1), .sport = 7,
+	       .dport = 53, .n_ext = 8, .ext = { HBH, DO, RT, DO, DO, FR, DO, DO }) }, 0,
+	  C_V6DNS, 6, 7, 53 },
+	{ "9 extension headers: past the bound, not parsed",
+	  { V6(.proto = UDP, .src6 = DB8(0, 0, 0, 9), .dst6 = DB8(0x53, 0, 0, 1), .sport = 7,
+	       .dport = 53, .n_ext = 9, .ext = { HBH, DO, DO, DO, DO, DO, DO, DO, DO }) }, 0, -1,
+	  0, 0, 0 },
+	{ "IPv6 header cut short", { V6(.proto = UDP, .dport = 53, .len = 14 + 39) }, 0, -1, 0,
+	  0, 0 },
+	{ "IPv6 header cut short, split in it", { V6(.proto = UDP, .dport = 53, .len = 14 + 30) },
+	  20, -1, 0, 0, 0 },
+	{ "extension header cut short", { V6(.proto = UDP, .dst6 = DB8(0x53, 0, 0, 1),
+	  .dport = 53, .n_ext = 2, .ext = { HBH, DO }, .len = 14 + 40 + 8 + 7) }, 0, -1, 0, 0,
+	  0 },
+	{ "routing header reaching past the frame's end: ports 0 (v6udp)",
+	  { V6(.proto = UDP, .dst6 = DB8(0x53, 0, 0, 1), .dport = 53, .n_ext = 1, .ext = { RT },
+	       .len = 14 + 40 + 20) }, 0, C_V6UDP, 6, 0, 0 },
+	{ "IP version 4 under the IPv6 ethertype",
+	  { V6(.version = 4, .proto = UDP, .dport = 53) }, 0, -1, 0, 0, 0 },
+	{ "v6 flow label 0x12345 (label)",
+	  { V6(.proto = UDP, .src6 = DB8(1, 0, 0, 1), .dst6 = DB8(2, 0, 0, 1), .sport = 1,
+	       .dport = 2, .flow = 0x12345) }, 0, C_LABEL, 6, 1, 2 },
+	{ "v6 flow label 0x12346 (v6udp)",
+	  { V6(.proto = UDP, .src6 = DB8(1, 0, 0, 1), .dst6 = DB8(2, 0, 0, 1), .sport = 1,
+	       .dport = 2, .flow = 0x12346) }, 0, C_V6UDP, 6, 1, 2 },
+	{ "v4 tagged vlan 200 pcp 5 (vlan)",
+	  { VLAN(200, 5), .proto = UDP, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0, C_VLAN,
+	  4, 1, 2 },
+	{ "v6 tagged vlan 200 pcp 5 (vlan)",
+	  { VLAN(200, 5), V6(.proto = TCP, .src6 = DB8(1, 0, 0, 1), .sport = 1, .dport = 2) },
+	  0, C_VLAN, 6, 1, 2 },
+	{ "v4 tagged vlan 200 pcp 3 (pcp)",
+	  { VLAN(200, 3), .proto = UDP, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0, C_PCP,
+	  4, 1, 2 },
+	{ "v4 tagged vlan 201 pcp 5: neither vlan nor pcp (v4any)",
+	  { VLAN(201, 5), .proto = UDP, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0, C_V4ANY,
+	  4, 1, 2 },
+	{ "v4 tagged vlan 0 pcp 0 (v4any)",
+	  { VLAN(0, 0), .proto = UDP, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0, C_V4ANY,
+	  4, 1, 2 },
+	{ "v4 untagged (v4any)", { .proto = UDP, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0,
+	  C_V4ANY, 4, 1, 2 },
+	{ "v4 tos 0xb8: dscp 46 (ef4)",
+	  { .proto = UDP, .tos = 0xb8, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0, C_EF4, 4,
+	  1, 2 },
+	{ "v4 tos 0xbb: dscp 46 whatever the ECN bits (ef4)",
+	  { .proto = UDP, .tos = 0xbb, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0, C_EF4, 4,
+	  1, 2 },
+	{ "v4 tos 0xb4: dscp 45 (v4any)",
+	  { .proto = UDP, .tos = 0xb4, .src = C, .dst = D, .sport = 1, .dport = 2 }, 0, C_V4ANY,
+	  4, 1, 2 },
+	{ "v6 traffic class 0xb8: dscp 46 (ef)",
+	  { V6(.proto = TCP, .tos = 0xb8, .src6 = DB8(1, 0, 0, 1), .sport = 1, .dport = 2) }, 0,
+	  C_EF, 6, 1, 2 },
+	{ "v6 traffic class 0xb8 with flow label 0xfffff (ef)",
+	  { V6(.proto = TCP, .tos = 0xb8, .flow = 0xfffff, .src6 = DB8(1, 0, 0, 1), .sport = 1,
+	       .dport = 2) }, 0, C_EF, 6, 1, 2 },
+	{ "v6 icmpv6: no ports, no class", { V6(.proto = IPPROTO_ICMPV6, .src6 = DB8(1, 0, 0, 1),
+	  .sport = 1, .dport = 2) }, 0, -1, 6, 0, 0 },
+};
+
+static void policy6(struct sn_policy_port *pp)
+{
+	static const char *const names[C_N] = { "net10", "v6web", "v6dns", "label", "vlan",
+						"pcp", "ef4", "ef", "v6udp", "v4any" };
+	struct sn_policy_match *m;
+
+	memset(pp, 0, sizeof(*pp));
+	pp->n_classes = C_N;
+	for (unsigned i = 0; i < C_N; i++) {
+		struct sn_policy_class *c = &pp->classes[i];
+
+		snprintf(c->name, sizeof(c->name), "%s", names[i]);
+		c->m.sport_hi = c->m.dport_hi = 65535;
+		c->agg = -1;
+	}
+	m = &pp->classes[C_NET10].m;
+	m->family = SN_POLICY_FAMILY_IPV4;
+	m->src[0] = IP(10, 0, 0, 0);
+	m->src_len = 8;
+	m = &pp->classes[C_V6WEB].m;
+	m->family = SN_POLICY_FAMILY_IPV6;
+	m->src[0] = 0x20010db8;
+	m->src_len = 32;
+	m->proto = TCP;
+	m->dport_lo = m->dport_hi = 80;
+	pp->classes[C_V6WEB].rate_bps = 10000000;
+	pp->classes[C_V6WEB].scope = SN_POLICY_SCOPE_FLOW;
+	m = &pp->classes[C_V6DNS].m;
+	m->family = SN_POLICY_FAMILY_IPV6;
+	m->dst[0] = 0x20010db8;
+	m->dst[1] = 0x00530000;
+	m->dst_len = 48;
+	m->proto = UDP;
+	m->dport_lo = m->dport_hi = 53;
+	m = &pp->classes[C_LABEL].m;
+	m->family = SN_POLICY_FAMILY_IPV6;
+	m->keys = SN_POLICY_M_FLOW_LABEL;
+	m->flow_label = 0x12345;
+	m = &pp->classes[C_VLAN].m;
+	m->keys = SN_POLICY_M_VLAN | SN_POLICY_M_PCP;
+	m->vlan = 200;
+	m->pcp = 5;
+	m = &pp->classes[C_PCP].m;
+	m->keys = SN_POLICY_M_PCP;
+	m->pcp = 3;
+	m = &pp->classes[C_EF4].m;
+	m->family = SN_POLICY_FAMILY_IPV4;
+	m->keys = SN_POLICY_M_DSCP;
+	m->dscp = 46;
+	m = &pp->classes[C_EF].m;
+	m->keys = SN_POLICY_M_DSCP;
+	m->dscp = 46;
+	m = &pp->classes[C_V6UDP].m;
+	m->family = SN_POLICY_FAMILY_IPV6;
+	m->proto = UDP;
+	pp->classes[C_V4ANY].m.family = SN_POLICY_FAMILY_IPV4;
+}
+
+/* Every row of rows6 gets its class and 5-tuple; the v6web rows are one
+ * flow (0-3, whatever the extension headers and the split) and two more
+ * (4, 5), each with its own pacing state. */
+static void test_match_keys(void)
+{
+	struct sn_classify *c = sn_classify_create(0, 64, 8, 1, 0);
+	struct sn_tstamp *ts[RTE_DIM(rows6)] = { NULL };
+	struct sn_classify_class_stats st;
+	struct sn_policy_port pp;
+
+	CHECK(c != NULL);
+	if (!c)
+		return;
+	policy6(&pp);
+	sn_classify_apply_port(c, SLOT6, &pp, true, NOW);
+	for (unsigned i = 0; i < RTE_DIM(rows6); i++) {
+		const struct row *r = &rows6[i];
+		struct sn_classify_res res;
+		unsigned len;
+		int got;
+
+		classify_at(c, SLOT6, r, &res, &len);
+		got = res.cls == SN_CLASSIFY_NONE ? -1 : res.cls;
+		if (got != r->cls) {
+			fprintf(stderr, "%s: class %d, want %d\n", r->what, got, r->cls);
+			CHECK(!"class as expected");
+			continue;
+		}
+		CHECK(res.n == (r->cls == C_V6WEB ? 1u : 0u));
+		if (r->cls == C_V6WEB)
+			ts[i] = res.pol[0];
+	}
+	CHECK(ts[0] && ts[0] == ts[1] && ts[0] == ts[2] && ts[0] == ts[3]);
+	CHECK(ts[4] && ts[5] && ts[4] != ts[0] && ts[5] != ts[0] && ts[4] != ts[5]);
+	CHECK(sn_classify_class_stats(c, SLOT6, C_V6WEB, &st) == 0);
+	CHECK(st.flows_created == 3 && st.offered_packets == 6);
+	sn_classify_free(c);
+}
+
 static void test_no_classes(void)
 {
 	struct sn_classify *c = sn_classify_create(0, 16, 8, 1, 0);
@@ -547,5 +840,6 @@ int main(void)
 	test_flow_reserve();
 	test_flow_quota_auto();
 	test_no_classes();
+	test_match_keys();
 	return sn_check_exit("test_classify");
 }
