@@ -70,6 +70,8 @@ static void usage(FILE *out)
 "  --flow SPEC            src=I,dst=J|MAC[,count=N][,smac=MAC][,phase=K][,size=B]\n"
 "                         [,udp=SRCIP:SPORT-DSTIP:DPORT][,sports=N][,lat=1] (lat=1: one-\n"
 "                         way latency per frame, driver TX -> sink RX, TSC)\n"
+"                         [,udp6=SRC6.SPORT-DST6.DPORT] the same over IPv6 (at\n"
+"                         least 62 B)\n"
 "                         (sports=N: frame k of a udp= flow has source port\n"
 "                         SPORT + k mod N: N 5-tuples, a flow-table spray)\n"
 "                         (udp=: IPv4/UDP frames of\n"
@@ -191,7 +193,38 @@ static int parse_udp(const char *v, struct sn_gen_flow *f)
 	if (!dash || parse_ipport(v, (size_t)(dash - v), &f->ip_src, &f->udp_sport) ||
 	    parse_ipport(dash + 1, strlen(dash + 1), &f->ip_dst, &f->udp_dport))
 		return -EINVAL;
-	f->udp = 1;
+	f->udp = 4;
+	return 0;
+}
+
+/* "ADDR6.PORT" (the port after the last dot, as tcpdump prints it). */
+static int parse_ip6port(const char *s, size_t n, uint8_t ip[16], uint16_t *port)
+{
+	char buf[INET6_ADDRSTRLEN + 8], *dot;
+	uint64_t p;
+
+	if (n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	dot = strrchr(buf, '.');
+	if (!dot)
+		return -EINVAL;
+	*dot = '\0';
+	if (inet_pton(AF_INET6, buf, ip) != 1 || parse_u64(dot + 1, 65535, &p) != 0)
+		return -EINVAL;
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static int parse_udp6(const char *v, struct sn_gen_flow *f)
+{
+	const char *dash = strchr(v, '-');
+
+	if (f->udp || !dash || parse_ip6port(v, (size_t)(dash - v), f->ip6_src, &f->udp_sport) ||
+	    parse_ip6port(dash + 1, strlen(dash + 1), f->ip6_dst, &f->udp_dport))
+		return -EINVAL;
+	f->udp = 6;
 	return 0;
 }
 
@@ -229,8 +262,8 @@ static int parse_nd(const char *v, struct sn_gen_flow *f)
 static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		      uint64_t default_count)
 {
-	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "size", "lat",
-					   "arp", "smacs", "sports", "nd", NULL};
+	static const char *const keys[] = {"src", "dst", "count", "smac", "phase", "udp", "udp6",
+					   "size", "lat", "arp", "smacs", "sports", "nd", NULL};
 	struct rte_kvargs *kv = rte_kvargs_parse(text, keys);
 	const char *v;
 	uint64_t n;
@@ -290,6 +323,11 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 		fprintf(stderr, "sn-gen: --flow %s: udp must be SRCIP:SPORT-DSTIP:DPORT\n", text);
 		goto out;
 	}
+	if ((v = rte_kvargs_get(kv, "udp6")) != NULL && parse_udp6(v, f) != 0) {
+		fprintf(stderr, "sn-gen: --flow %s: udp6 must be SRC6.SPORT-DST6.DPORT (not with "
+			"udp)\n", text);
+		goto out;
+	}
 	if ((v = rte_kvargs_get(kv, "arp")) != NULL) {
 		const char *dash = strchr(v, '-');
 		uint16_t unused;
@@ -327,7 +365,7 @@ static int parse_flow(struct sn_gen *g, struct sn_gen_flow *f, const char *text,
 	}
 	if ((v = rte_kvargs_get(kv, "sports")) != NULL) {
 		if (!f->udp || parse_u64(v, 65536 - f->udp_sport, &n) != 0 || n == 0) {
-			fprintf(stderr, "sn-gen: --flow %s: sports needs udp= and must be 1..%u\n",
+			fprintf(stderr, "sn-gen: --flow %s: sports needs udp= or udp6= and must be 1..%u\n",
 				text, f->udp ? 65536u - f->udp_sport : 0u);
 			goto out;
 		}

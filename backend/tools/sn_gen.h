@@ -68,8 +68,9 @@ struct sn_gen_flow {
 	/* udp=: IPv4/UDP frames with this 5-tuple (host order) instead of the
 	 * 0x88B5 test ethertype (for classifiers; a sn-gen sink sees them as
 	 * foreign) */
-	int udp;
+	int udp;                     /* 4: udp=, 6: udp6= (IPv6/UDP) */
 	uint32_t ip_src, ip_dst;
+	uint8_t ip6_src[16], ip6_dst[16];   /* udp6= */
 	uint16_t udp_sport, udp_dport;
 	/* arp=: ARP requests sender ip_src, target ip_dst instead (count mode) */
 	int arp;

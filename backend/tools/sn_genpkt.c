@@ -88,6 +88,32 @@ void sn_genpkt_to_udp(struct rte_mbuf *m, uint32_t src, uint32_t dst, uint16_t s
 	udp->dgram_cksum = 0;   /* none: allowed for UDP over IPv4 */
 }
 
+void sn_genpkt_to_udp6(struct rte_mbuf *m, const uint8_t src[16], const uint8_t dst[16],
+		       uint16_t sport, uint16_t dport)
+{
+	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv6_hdr *ip = (struct rte_ipv6_hdr *)(eth + 1);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+	uint16_t plen;
+
+	if (m->pkt_len < SN_GENPKT_UDP6_MIN_SIZE)
+		m->data_len = m->pkt_len = SN_GENPKT_UDP6_MIN_SIZE;
+	plen = (uint16_t)(m->pkt_len - sizeof(*eth) - sizeof(*ip));
+	eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+	memset(ip, 0, sizeof(*ip));
+	ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
+	ip->payload_len = rte_cpu_to_be_16(plen);
+	ip->proto = IPPROTO_UDP;
+	ip->hop_limits = 64;
+	memcpy(&ip->src_addr, src, 16);
+	memcpy(&ip->dst_addr, dst, 16);
+	udp->src_port = rte_cpu_to_be_16(sport);
+	udp->dst_port = rte_cpu_to_be_16(dport);
+	udp->dgram_len = rte_cpu_to_be_16(plen);
+	udp->dgram_cksum = 0;
+	udp->dgram_cksum = rte_ipv6_udptcp_cksum(ip, udp);
+}
+
 void sn_genpkt_to_arp(struct rte_mbuf *m, uint32_t spa, uint32_t tpa)
 {
 	struct rte_ether_hdr *eth = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);

@@ -59,6 +59,14 @@ int sn_genpkt_build(struct rte_mbuf *m, const struct rte_ether_addr *dst,
  * classifies as SN_GENPKT_FOREIGN). For traffic classifiers under test. */
 void sn_genpkt_to_udp(struct rte_mbuf *m, uint32_t src, uint32_t dst, uint16_t sport,
 		      uint16_t dport);
+/* The same for an IPv6/UDP frame: addresses src, dst (16 bytes each,
+ * network order), ports in host order, hop limit 64, UDP checksum set
+ * (IPv6 requires one). The frame keeps its length, but is made
+ * SN_GENPKT_UDP6_MIN_SIZE bytes long if shorter (the mbuf of
+ * sn_genpkt_build has the room). */
+#define SN_GENPKT_UDP6_MIN_SIZE 62u   /* Ethernet + IPv6 + UDP headers */
+void sn_genpkt_to_udp6(struct rte_mbuf *m, const uint8_t src[16], const uint8_t dst[16],
+		       uint16_t sport, uint16_t dport);
 /* The same for an ARP request (IPv4 over Ethernet) from sender hardware
  * address = the frame's source MAC, sender IP spa, target IP tpa (host
  * order); the frame keeps its length (padding after the ARP body). */

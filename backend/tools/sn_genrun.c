@@ -418,12 +418,15 @@ static void fill_flow(struct sn_gen *g, unsigned int fi, uint64_t budget)
 			b[4] = (uint8_t)(low >> 8);
 			b[5] = (uint8_t)low;
 		}
-		if (f->udp)
-			sn_genpkt_to_udp(m[i], f->ip_src, f->ip_dst,
-					 f->udp_sports > 1 ? (uint16_t)(f->udp_sport + (f->built + i) %
-									f->udp_sports)
-							   : f->udp_sport,
-					 f->udp_dport);
+		if (f->udp) {
+			uint16_t sport = f->udp_sports > 1 ?
+				(uint16_t)(f->udp_sport + (f->built + i) % f->udp_sports) : f->udp_sport;
+
+			if (f->udp == 6)
+				sn_genpkt_to_udp6(m[i], f->ip6_src, f->ip6_dst, sport, f->udp_dport);
+			else
+				sn_genpkt_to_udp(m[i], f->ip_src, f->ip_dst, sport, f->udp_dport);
+		}
 		else if (f->arp)
 			sn_genpkt_to_arp(m[i], f->ip_src, f->ip_dst);
 		else if (f->nd)

@@ -5,7 +5,7 @@
  * exercised here: intact frames, corrupted payload, wrong length, another
  * run, not-ours; and the echo responder's ARP and ICMP replies (fields and
  * checksum), plus requests it must ignore; the nd= frames (fields, ICMPv6
- * checksum). mbufs are hand-initialised over
+ * checksum); the udp6= frames (fields, length, UDP checksum). mbufs are hand-initialised over
  * static buffers (single segment), which is all these helpers touch.
  */
 #include "sn_genpkt.h"
@@ -18,6 +18,7 @@
 #include <rte_arp.h>
 #include <rte_icmp.h>
 #include <rte_ip.h>
+#include <rte_udp.h>
 
 static int failures;
 
@@ -193,12 +194,51 @@ static void test_nd(void)
 	}
 }
 
+/* udp6=: IPv6/UDP of the frame's length (62 B at least) with a valid
+ * UDP checksum, foreign to a sink. */
+static void test_udp6(void)
+{
+	const uint8_t src[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x01 };
+	const uint8_t dst[16] = { 0x20, 0x01, 0x0d, 0xb8, 0, 1, [15] = 0x02 };
+	static const uint16_t lens[] = { 60, 62, 64, 1000, 1514 };
+	uint16_t flow;
+	uint64_t seq;
+
+	for (unsigned i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		struct rte_mbuf *m = fresh();
+		uint16_t want = lens[i] < 62 ? 62 : lens[i];
+		struct rte_ipv6_hdr *ip;
+		struct rte_udp_hdr *udp;
+		uint32_t sum;
+
+		CHECK(sn_genpkt_build(m, &B, &A, 77, 3, 5 + i, lens[i]) == 0);
+		sn_genpkt_to_udp6(m, src, dst, 4000, 53);
+		ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv6_hdr *, sizeof(struct rte_ether_hdr));
+		udp = (struct rte_udp_hdr *)(ip + 1);
+		CHECK(m->pkt_len == want && m->data_len == want);
+		CHECK(rte_pktmbuf_mtod(m, struct rte_ether_hdr *)->ether_type ==
+		      rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6));
+		CHECK(rte_be_to_cpu_32(ip->vtc_flow) == 6u << 28 && ip->proto == IPPROTO_UDP &&
+		      ip->hop_limits == 64 && ip->payload_len == rte_cpu_to_be_16(want - 54));
+		CHECK(!memcmp(&ip->src_addr, src, 16) && !memcmp(&ip->dst_addr, dst, 16));
+		CHECK(udp->src_port == rte_cpu_to_be_16(4000) && udp->dst_port == rte_cpu_to_be_16(53) &&
+		      udp->dgram_len == ip->payload_len && udp->dgram_cksum != 0);
+		/* one's-complement sum over pseudo header and datagram: all ones */
+		sum = rte_raw_cksum(udp, want - 54u) + rte_ipv6_phdr_cksum(ip, 0);
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		CHECK(sum == 0xffff);
+		CHECK(sn_genpkt_classify(m, 77, 1, &flow, &seq) == SN_GENPKT_FOREIGN);
+	}
+}
+
 int main(void)
 {
 	test_data_frames();
 	test_echo_arp();
 	test_echo_icmp();
 	test_nd();
+	test_udp6();
 	if (failures) {
 		fprintf(stderr, "test_genpkt: %d failure(s)\n", failures);
 		return 1;
