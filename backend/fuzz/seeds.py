@@ -211,7 +211,7 @@ workers""".split()
 POLICY_KEYS = """aggregate aggregates algorithm burst_bytes clamp class classes drop dscp dst dst_port
 fair family flow flow_label horizon icmp ipv4 ipv6 name overhead_bytes overload pcp policy
 ports proto rate_bps scope src src_port tail tcp udp update_ms uplink vlan weight qfq drr
-fifo""".split()
+fifo peak_bps min_rate_bps inbound""".split()
 JSON_TOKENS = ["{", "}", "[", "]", ":", ",", "\"", "null", "true", "false", "0", "-1",
                "4294967296", "9223372036854775808", "1e999", "\"\\u0000\"", "\"\\ud800\""]
 
@@ -222,6 +222,11 @@ def policies() -> list[dict]:
         {"uplink": {"rate_bps": 1000000000, "algorithm": "drr", "overhead_bytes": 24}},
         {"uplink": {"rate_bps": 10000000, "overload": "fair"}},
         {"ports": {"vm0": {"rate_bps": 100000000, "burst_bytes": 3000, "weight": 2}}},
+        {"uplink": {"rate_bps": 100000000},
+         "ports": {"vm0": {"rate_bps": 20000000, "peak_bps": 40000000, "burst_bytes": 65536,
+                           "min_rate_bps": 10000000,
+                           "inbound": {"rate_bps": 5000000, "peak_bps": 8000000}},
+                   "vm1": {"min_rate_bps": 30000000}, "vm2": {"weight": 9}}},
         {"ports": {"vm0": {"weight": 1, "classes": [
             {"name": "web", "proto": "tcp", "dst_port": 80, "rate_bps": 1000000},
             {"src": "10.0.0.0/8", "dst": "192.0.2.1", "src_port": [1024, 65535], "proto": "udp",
