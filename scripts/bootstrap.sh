@@ -18,6 +18,7 @@ PKGS=(
   valgrind                           # callgrind instruction counts in benchmarks
   iproute2 iputils-ping procps tcpdump ethtool   # namespaces, veth/tap checks in tests
   python3-prometheus-client          # scripts/schednic-exporter
+  python3-libvirt                    # scripts/schednic-libvirt (the reconciler)
   debhelper lintian dpkg-dev         # scripts/package.sh: the Debian package
 )
 # Packages whose maintainer scripts start a service: installed with a

@@ -233,18 +233,20 @@ def test_exporter_without_daemon(spawn, sn_tmpdir):
 
 
 @pytest.mark.functional
-def test_exporter_unit(tmp_path):
-    """The unit file is valid and hardened: systemd-analyze verify says
-    nothing but that /usr/bin/schednic-exporter is not installed here (its
+@pytest.mark.parametrize("tool", ["schednic-exporter", "schednic-libvirt"])
+def test_exporter_unit(tmp_path, tool):
+    """The unit file (the exporter's, and the libvirt reconciler's, built
+    the same way) is valid and hardened: systemd-analyze verify says
+    nothing but that /usr/bin/TOOL is not installed here (its
     Documentation= page is the tree's, under a MANPATH of its own), and
     its offline security exposure stays at most 2.0 ("OK")."""
-    unit = REPO / "backend" / "daemon" / "systemd" / "schednic-exporter.service"
+    unit = REPO / "backend" / "daemon" / "systemd" / f"{tool}.service"
     (tmp_path / "man1").mkdir()
-    shutil.copy(REPO / "doc" / "man" / "schednic-exporter.1", tmp_path / "man1")
+    shutil.copy(REPO / "doc" / "man" / f"{tool}.1", tmp_path / "man1")
     r = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True,
                        env={**os.environ, "MANPATH": str(tmp_path)})
     other = [ln for ln in (r.stdout + r.stderr).splitlines()
-             if ln.strip() and "/usr/bin/schednic-exporter is not executable" not in ln]
+             if ln.strip() and f"/usr/bin/{tool} is not executable" not in ln]
     assert not other, r.stdout + r.stderr
     r = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--threshold=20", str(unit)],
                        capture_output=True, text=True)

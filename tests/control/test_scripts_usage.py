@@ -79,3 +79,13 @@ def test_fuzz_list_names_every_target_with_a_corpus():
     c = subprocess.run(["python3", str(REPO / "backend/fuzz/seeds.py"), "--check"],
                        capture_output=True, text=True, timeout=60)
     assert c.returncode == 0, c.stderr
+
+
+@pytest.mark.parametrize("args,word", [
+    (["--resync", "0"], "--resync: must be 0.5..3600"),
+    (["--hook", "/nonexistent/qemu"], "--hook: /nonexistent/qemu: not found"),
+    (["--config", "/nonexistent.json"], "--config: /nonexistent.json"),
+    (["--bogus"], "unrecognized arguments: --bogus")])
+def test_reconciler_bad_arguments(args, word):
+    r = run("schednic-libvirt", *args)
+    assert r.returncode == 2 and word in r.stderr, (r.returncode, r.stderr)

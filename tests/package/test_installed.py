@@ -24,10 +24,11 @@ def test_files_and_versions():
     v = run("/usr/sbin/schednicd", "--version")
     assert v.returncode == 0 and v.stdout.startswith("schednicd 0.1.0 (DPDK 22.11"), v
     print(v.stdout.strip())
-    for tool in ("/usr/bin/schednicctl", "/usr/bin/sn-gen", "/usr/bin/schednic-exporter"):
+    for tool in ("/usr/bin/schednicctl", "/usr/bin/sn-gen", "/usr/bin/schednic-exporter",
+                 "/usr/bin/schednic-libvirt"):
         r = run(tool, "--help")
         assert r.returncode == 0 and "usage" in (r.stdout + r.stderr).lower(), (tool, r)
-    for page in ("schednicd", "schednicctl", "sn-gen", "schednic-exporter"):
+    for page in ("schednicd", "schednicctl", "sn-gen", "schednic-exporter", "schednic-libvirt"):
         assert run("man", "-w", page).returncode == 0, page
     # the conffile is the embedded default, and it passes its own checks
     # but for the host's (net_tap needs no device)
