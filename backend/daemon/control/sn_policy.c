@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* sn_policy.c — policy model: JSON <-> struct sn_policy, validation, and
- * the liburcu QSBR publication of the table the datapath reads.
+/* sn_policy.c — policy model: JSON -> struct sn_policy and its
+ * validation (sn_policy_json.c: the way back; sn_policy_store.c: the
+ * liburcu QSBR publication of the table the datapath reads).
  *
  * Design. The datapath never sees JSON nor a partially built table: the
  * control thread parses a complete candidate (every field range-checked,
@@ -11,7 +12,6 @@
  * per-port timestamping state (Carousel §5.1.1, sn_tstamp) and QFQ classes
  * (PSPAT §3.4) from the table it sees; see sn_pipeline.c.
  */
-#define _LGPL_SOURCE
 #include "sn_policy.h"
 
 #include <errno.h>
@@ -22,17 +22,10 @@
 #include <string.h>
 
 #include <arpa/inet.h>
-#include <urcu-qsbr.h>
 
 #include "sn_arbiter.h"
 #include "sn_nba.h"
 #include "sn_tstamp.h"
-
-struct sn_policy_store {
-	struct sn_policy *cur;   /* RCU-protected; main is the only writer */
-	uint64_t next_gen;
-	unsigned n_workers;      /* the NBA splits aggregates over these */
-};
 
 __attribute__((format(printf, 3, 4)))
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -716,166 +709,6 @@ int sn_policy_parse(const json_t *j, struct sn_policy *out, char *err, size_t er
 	return 0;
 }
 
-static int set_prefix(json_t *o, const char *key, const uint32_t addr[4], uint8_t len,
-		      uint8_t family)
-{
-	char buf[INET6_ADDRSTRLEN + 5];
-	char ip[INET6_ADDRSTRLEN];
-	uint8_t a[16];
-
-	if (!len)
-		return 0;
-	for (unsigned i = 0; i < 4; i++) {
-		a[4 * i] = (uint8_t)(addr[i] >> 24);
-		a[4 * i + 1] = (uint8_t)(addr[i] >> 16);
-		a[4 * i + 2] = (uint8_t)(addr[i] >> 8);
-		a[4 * i + 3] = (uint8_t)addr[i];
-	}
-	if (!inet_ntop(family == SN_POLICY_FAMILY_IPV6 ? AF_INET6 : AF_INET, a, ip, sizeof(ip)))
-		return -1;
-	snprintf(buf, sizeof(buf), "%s/%u", ip, len);
-	return json_object_set_new(o, key, json_string(buf));
-}
-
-static int set_range(json_t *o, const char *key, uint16_t lo, uint16_t hi)
-{
-	if (lo == 0 && hi == 65535)
-		return 0;
-	return json_object_set_new(o, key, json_pack("[i, i]", lo, hi));
-}
-
-static json_t *class_to_json(const struct sn_policy *p, const struct sn_policy_class *c)
-{
-	json_t *o = json_pack("{s:s, s:I, s:I, s:s, s:s}", "name", c->name,
-			      "rate_bps", (json_int_t)c->rate_bps,
-			      "burst_bytes", (json_int_t)c->burst_bytes,
-			      "scope", c->scope == SN_POLICY_SCOPE_CLASS ? "class" : "flow",
-			      "horizon", c->horizon == SN_POLICY_HORIZON_CLAMP ? "clamp" : "drop");
-	int rc = 0;
-
-	if (!o)
-		return NULL;
-	if (c->m.proto == 6 || c->m.proto == 17 || c->m.proto == 1)
-		rc |= json_object_set_new(o, "proto", json_string(c->m.proto == 6 ? "tcp" :
-					  c->m.proto == 17 ? "udp" : "icmp"));
-	else if (c->m.proto)
-		rc |= json_object_set_new(o, "proto", json_integer(c->m.proto));
-	rc |= set_prefix(o, "src", c->m.src, c->m.src_len, c->m.family);
-	rc |= set_prefix(o, "dst", c->m.dst, c->m.dst_len, c->m.family);
-	rc |= set_range(o, "src_port", c->m.sport_lo, c->m.sport_hi);
-	rc |= set_range(o, "dst_port", c->m.dport_lo, c->m.dport_hi);
-	/* The family only where no prefix implies it. */
-	if (c->m.family && !c->m.src_len && !c->m.dst_len)
-		rc |= json_object_set_new(o, "family", json_string(
-				c->m.family == SN_POLICY_FAMILY_IPV6 ? "ipv6" : "ipv4"));
-	if (c->m.keys & SN_POLICY_M_FLOW_LABEL)
-		rc |= json_object_set_new(o, "flow_label", json_integer(c->m.flow_label));
-	if (c->m.keys & SN_POLICY_M_VLAN)
-		rc |= json_object_set_new(o, "vlan", json_integer(c->m.vlan));
-	if (c->m.keys & SN_POLICY_M_PCP)
-		rc |= json_object_set_new(o, "pcp", json_integer(c->m.pcp));
-	if (c->m.keys & SN_POLICY_M_DSCP)
-		rc |= json_object_set_new(o, "dscp", json_integer(c->m.dscp));
-	if (c->agg >= 0)
-		rc |= json_object_set_new(o, "aggregate", json_string(p->aggs[c->agg].name));
-	if (rc) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-static json_t *inbound_to_json(const struct sn_policy_port *pp)
-{
-	json_t *o = json_pack("{s:I, s:I}", "rate_bps", (json_int_t)pp->in_rate_bps,
-			      "burst_bytes", (json_int_t)pp->in_burst_bytes);
-
-	if (o && pp->in_peak_bps &&
-	    json_object_set_new(o, "peak_bps", json_integer((json_int_t)pp->in_peak_bps))) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-json_t *sn_policy_to_json(const struct sn_policy *p)
-{
-	json_t *ports = json_object(), *aggs = json_object(), *r;
-
-	if (!ports || !aggs)
-		goto fail;
-	for (unsigned i = 0; i < p->n_ports; i++) {
-		const struct sn_policy_port *pp = &p->ports[i];
-		json_t *cl = NULL;
-		/* a budgets-only entry reads back as one (it shapes nothing) */
-		json_t *o = pp->quota_only ? json_object() :
-			json_pack("{s:I, s:I}", "rate_bps", (json_int_t)pp->rate_bps,
-				  "burst_bytes", (json_int_t)pp->burst_bytes);
-
-		if (!o || json_object_set_new(ports, pp->name, o))
-			goto fail;
-		/* the weight of a port with a minimum is derived, not written */
-		if (!pp->quota_only &&
-		    json_object_set_new(o, pp->min_rate_bps ? "min_rate_bps" : "weight",
-					json_integer((json_int_t)(pp->min_rate_bps ? pp->min_rate_bps
-									: pp->weight))))
-			goto fail;
-		if (pp->peak_bps &&
-		    json_object_set_new(o, "peak_bps", json_integer((json_int_t)pp->peak_bps)))
-			goto fail;
-		if (pp->in_rate_bps && json_object_set_new(o, "inbound", inbound_to_json(pp)))
-			goto fail;
-		/* "classes" only when there are some: a port entry without
-		 * classes reads back as it was written. */
-		if (pp->n_classes && json_object_set_new(o, "classes", cl = json_array()))
-			goto fail;
-		for (unsigned k = 0; k < pp->n_classes; k++)
-			if (json_array_append_new(cl, class_to_json(p, &pp->classes[k])))
-				goto fail;
-		/* "quota" only with a budget set, each set key alone (a
-		 * budgets-only entry keeps it, empty or not). */
-		if (pp->quota_only && json_object_set_new(o, "quota", json_object()))
-			goto fail;
-		for (unsigned k = 0; k < SN_QK_MAX; k++) {
-			json_t *q = json_object_get(o, "quota");
-
-			if (!pp->quota[k])
-				continue;
-			if (!q && json_object_set_new(o, "quota", q = json_object()))
-				goto fail;
-			if (json_object_set_new(q, sn_config_quota_keys[k],
-						json_integer(pp->quota[k])))
-				goto fail;
-		}
-	}
-	for (unsigned i = 0; i < p->n_aggs; i++) {
-		const struct sn_policy_aggregate *a = &p->aggs[i];
-
-		if (json_object_set_new(aggs, a->name, json_pack("{s:I, s:I, s:I}",
-					"rate_bps", (json_int_t)a->rate_bps,
-					"burst_bytes", (json_int_t)a->burst_bytes,
-					"update_ms", (json_int_t)a->update_ms)))
-			goto fail;
-	}
-	r = json_pack("{s:{s:I, s:s, s:I}, s:o, s:o}", "uplink",
-		      "rate_bps", (json_int_t)p->uplink.rate_bps,
-		      "algorithm", sn_sched_algo_name(p->uplink.algo),
-		      "overhead_bytes", (json_int_t)p->uplink.overhead_bytes,
-		      "ports", ports, "aggregates", aggs);
-	/* "overload" only when not the default: an uplink entry without it
-	 * reads back as it was written. */
-	if (r && p->uplink.fair_drop &&
-	    json_object_set_new(json_object_get(r, "uplink"), "overload", json_string("fair"))) {
-		json_decref(r);
-		return NULL;
-	}
-	return r;
-fail:
-	json_decref(ports);
-	json_decref(aggs);
-	return NULL;
-}
-
 int sn_policy_agg_find(const struct sn_policy *p, const char *name)
 {
 	for (unsigned i = 0; i < p->n_aggs; i++)
@@ -902,165 +735,4 @@ int sn_policy_port_del(struct sn_policy *p, const char *name)
 		return 0;
 	}
 	return -ENOENT;
-}
-
-/* ---- publication ------------------------------------------------------- */
-
-static struct sn_nba *nba_new(const struct sn_policy_aggregate *a, unsigned n_workers)
-{
-	return sn_nba_create(&(struct sn_nba_cfg){
-		.n_cores = n_workers,
-		.aggregate_bps = a->rate_bps / 8,
-		.period_ns = (uint64_t)a->update_ms * 1000000ull });
-}
-
-/* Give every aggregate of n an NBA instance: the one of the same entry in
- * `old` (same name and period; its rate updated in place), or a new one.
- * On ENOMEM frees the new ones and returns -ENOMEM, n unchanged. */
-static int nba_attach(struct sn_policy_store *st, const struct sn_policy *old,
-		      struct sn_policy *n)
-{
-	bool reused[SN_POLICY_AGGS_MAX] = { false };
-
-	for (unsigned i = 0; i < n->n_aggs; i++) {
-		struct sn_policy_aggregate *a = &n->aggs[i];
-		int j = old ? sn_policy_agg_find(old, a->name) : -1;
-
-		if (j >= 0 && old->aggs[j].nba && old->aggs[j].update_ms == a->update_ms) {
-			a->nba = old->aggs[j].nba;
-			reused[i] = true;
-			continue;
-		}
-		a->nba = nba_new(a, st->n_workers);
-		if (!a->nba) {
-			for (unsigned k = 0; k < i; k++)
-				if (!reused[k])
-					sn_nba_free(n->aggs[k].nba);
-			for (unsigned k = 0; k < n->n_aggs; k++)
-				n->aggs[k].nba = NULL;
-			return -ENOMEM;
-		}
-	}
-	for (unsigned i = 0; i < n->n_aggs; i++)
-		if (reused[i])
-			SN_VERIFY(sn_nba_set_aggregate(n->aggs[i].nba, n->aggs[i].rate_bps / 8) == 0);
-	return 0;
-}
-
-/* Free the NBA instances of `old` that `n` does not carry on. */
-static void nba_detach(const struct sn_policy *old, const struct sn_policy *n)
-{
-	for (unsigned i = 0; i < old->n_aggs; i++) {
-		bool kept = false;
-
-		for (unsigned k = 0; n && k < n->n_aggs; k++)
-			kept |= n->aggs[k].nba == old->aggs[i].nba;
-		if (!kept)
-			sn_nba_free(old->aggs[i].nba);
-	}
-}
-
-struct sn_policy_store *sn_policy_store_create(const struct sn_policy *initial)
-{
-	struct sn_policy_store *st = calloc(1, sizeof(*st));
-
-	if (!st)
-		goto fail;
-	st->n_workers = 1;
-	st->cur = malloc(sizeof(*st->cur));
-	if (!st->cur)
-		goto free_store;
-	*st->cur = *initial;
-	if (nba_attach(st, NULL, st->cur))
-		goto free_cur;
-	st->cur->gen = 1;
-	st->next_gen = 2;
-	return st;
-free_cur:
-	free(st->cur);
-free_store:
-	free(st);
-fail:
-	errno = ENOMEM;
-	return NULL;
-}
-
-void sn_policy_store_destroy(struct sn_policy_store *st)
-{
-	if (!st)
-		return;
-	nba_detach(st->cur, NULL);
-	free(st->cur);
-	free(st);
-}
-
-const struct sn_policy *sn_policy_main(const struct sn_policy_store *st)
-{
-	return st->cur;
-}
-
-int sn_policy_publish(struct sn_policy_store *st, const struct sn_policy *p)
-{
-	struct sn_policy *n = malloc(sizeof(*n)), *old;
-
-	if (!n)
-		return -ENOMEM;
-	*n = *p;
-	if (nba_attach(st, st->cur, n)) {
-		free(n);
-		return -ENOMEM;
-	}
-	n->gen = st->next_gen++;
-	/* Release (inside rcu_xchg_pointer) pairs with rcu_dereference() in
-	 * sn_policy_current(): the worker sees a fully written table. */
-	old = rcu_xchg_pointer(&st->cur, n);
-	/* Every datapath thread passes a quiescent state per loop iteration;
-	 * after this no one reads `old`, nor an NBA instance only it named. */
-	synchronize_rcu();
-	nba_detach(old, n);
-	free(old);
-	/* A changed aggregate rate marked its NBA dirty (set_aggregate): the
-	 * next sn_policy_tick recomputes it at once, not after a period. */
-	return 0;
-}
-
-int sn_policy_store_set_workers(struct sn_policy_store *st, unsigned n_workers)
-{
-	struct sn_policy *cur = st->cur;
-	struct sn_nba *prev[SN_POLICY_AGGS_MAX];
-
-	if (n_workers == 0 || n_workers > SN_NBA_MAX_CORES)
-		return -EINVAL;
-	for (unsigned i = 0; i < cur->n_aggs; i++) {
-		prev[i] = cur->aggs[i].nba;
-		cur->aggs[i].nba = NULL;
-	}
-	st->n_workers = n_workers;
-	if (nba_attach(st, NULL, cur)) {
-		for (unsigned i = 0; i < cur->n_aggs; i++)
-			cur->aggs[i].nba = prev[i];
-		return -ENOMEM;
-	}
-	for (unsigned i = 0; i < cur->n_aggs; i++)
-		sn_nba_free(prev[i]);
-	return 0;
-}
-
-unsigned sn_policy_store_workers(const struct sn_policy_store *st)
-{
-	return st->n_workers;
-}
-
-int sn_policy_tick(struct sn_policy_store *st, uint64_t now_ns)
-{
-	int n = 0;
-
-	for (unsigned i = 0; i < st->cur->n_aggs; i++)
-		n += sn_nba_update(st->cur->aggs[i].nba, now_ns) == 1;
-	return n;
-}
-
-const struct sn_policy *sn_policy_current(struct sn_policy_store *st)
-{
-	return rcu_dereference(st->cur);
 }
