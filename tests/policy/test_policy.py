@@ -620,3 +620,55 @@ def test_inbound_limit_on_traffic_to_a_port(schednicd, sngen):
     assert inb["rate_bps"] == 20_000_000 and inb["drops"]["horizon"] > 0, inb
     assert inb["offered_packets"] > b["vm0"]["tx_packets"], (inb, b["vm0"])
     assert "inbound" not in b["vm1"].get("policy", {})
+
+
+@pytest.mark.accuracy
+def test_inbound_limit_from_the_uplink_drops_fairly(schednicd, sngen, sn_tmpdir):
+    """Two flows from the uplink (a net_vhost ethdev whose peer is an
+    sn-gen) to vm0, whose inbound limit is 16 Mbit/s: 2000 frames/s each,
+    one of 1500 B (24 Mbit/s offered), one of 500 B (8 Mbit/s). Dropped
+    fairly per flow, the small flow keeps all of its 8 Mbit/s and the big
+    one gets the other 8 (by arrival order it would get three quarters).
+    The frame sizes tell the flows apart in vm0's delivered counters."""
+    vm0_mac = "02:53:47:00:00:01"
+    up = sn_tmpdir / "uplink.sock"
+    d = schednicd(ports=[{"name": "vm0", "type": "vhost-user", "mode": "server",
+                          "path": str(sn_tmpdir / "vm0.sock"), "allowed_macs": [vm0_mac]}],
+                  uplink=f"net_vhost0,iface={up}",
+                  policy={"ports": {"vm0": {"inbound": {"rate_bps": 16_000_000}}}},
+                  datapath={"mbufs": 16383})
+    sink = sngen([d.vhost_path("vm0")], "--echo-ip", "10.99.0.2", mode="echo")
+    sink.wait("ready")
+    d.wait_port_state("vm0", "up")
+    seconds = 40 + QUIET_BUDGET_S
+    n = int(2000 * seconds)
+    src = sngen([str(up)], "--no-learn", "--rate", "4000",
+                "--flow", f"src=0,dst={vm0_mac},count={n},size=1500,smac=02:00:00:00:0a:01",
+                "--flow", f"src=0,dst={vm0_mac},count={n},size=500,smac=02:00:00:00:0b:01")
+    src.wait("ready")
+    d.wait_port_state("uplink", "up")
+    (src.sync / "go-0").touch()
+    seen = []
+    for _ in range(5):
+        quiet(d, [sink, src])
+        time.sleep(1.0)                   # past the start: the limit binds
+        ta, a, _ = pstats(d)
+        time.sleep(3.0)
+        tb, b, _ = pstats(d)
+        dp = b["vm0"]["tx_packets"] - a["vm0"]["tx_packets"]
+        db = b["vm0"]["tx_bytes"] - a["vm0"]["tx_bytes"]
+        full = b["vm0"]["drops"]["ring_full"] - a["vm0"]["drops"]["ring_full"]
+        big = (db - 500 * dp) / 1000      # n_big * 1500 + n_small * 500 = db
+        rate = {"big": big * 1500 * 8 / (tb - ta), "small": (dp - big) * 500 * 8 / (tb - ta)}
+        seen.append(({k: round(v / 1e6, 3) for k, v in rate.items()}, full))
+        if full == 0:
+            break
+    print(f"inbound 16 Mbit/s from the uplink, 24 + 8 Mbit/s offered: {seen[-1][0]} Mbit/s "
+          f"(windows {seen})")
+    inb = b["vm0"]["policy"]["inbound"]
+    print("inbound counters", inb)
+    assert full == 0, (seen, load_seen())
+    assert abs(rate["big"] + rate["small"] - 16e6) / 16e6 < 0.02, (seen, load_seen())
+    assert abs(rate["small"] - 8e6) / 8e6 < 0.03, (seen, inb, load_seen())
+    assert abs(rate["big"] - 8e6) / 8e6 < 0.03, (seen, inb, load_seen())
+    assert inb["drops"]["fair"] > 0, inb

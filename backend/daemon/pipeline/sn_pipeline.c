@@ -299,6 +299,8 @@ free_pl:
 static void worker_free(struct sn_pipeline *pl)
 {
 	sn_fdrop_free(pl->fd);
+	for (unsigned s = 0; pl->ps && s < sn_config_port_slots; s++)
+		sn_fdrop_free(pl->ps[s].in_fd);
 	sn_classify_free(pl->cls);
 	sn_twheel_free(pl->wheel);
 	rte_free(pl->restamp_buf);

@@ -119,6 +119,7 @@ struct sn_pipeline_port_stats {
 	 * crossed it (offered) and those dropped at the wheel horizon. */
 	uint64_t in_rate_bps, in_peak_bps;
 	uint64_t in_offered_packets, in_offered_bytes, in_horizon;
+	uint64_t in_fair;      /* frames from the uplink its fair dropping dropped */
 };
 
 struct sn_pipeline_config {

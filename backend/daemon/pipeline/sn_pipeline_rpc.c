@@ -251,12 +251,13 @@ json_t *sn_pipeline_rpc_port_json(const struct sn_ctl *ctl, const struct sn_port
 	}
 	/* "inbound" only for a port with an inbound limit */
 	if (o && ps.in_rate_bps &&
-	    json_object_set_new(o, "inbound", json_pack("{s:I, s:I, s:I, s:I, s:{s:I}}",
+	    json_object_set_new(o, "inbound", json_pack("{s:I, s:I, s:I, s:I, s:{s:I, s:I}}",
 				"rate_bps", (json_int_t)ps.in_rate_bps,
 				"peak_bps", (json_int_t)ps.in_peak_bps,
 				"offered_packets", (json_int_t)ps.in_offered_packets,
 				"offered_bytes", (json_int_t)ps.in_offered_bytes,
-				"drops", "horizon", (json_int_t)ps.in_horizon))) {
+				"drops", "horizon", (json_int_t)ps.in_horizon,
+				"fair", (json_int_t)ps.in_fair))) {
 		json_decref(o);
 		o = NULL;
 	}

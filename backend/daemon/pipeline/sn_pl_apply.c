@@ -104,7 +104,8 @@ static void apply_peak(struct sn_pipeline *pl, struct wslot *ps, uint64_t peak_b
 
 /* The port's inbound limit: a new chain from now when it had none or its
  * rate changed, else the new burst / peak on the running one. Frames to
- * the port already in the wheel keep their stamps. */
+ * the port already in the wheel keep their stamps. Its fair dropper
+ * (frames from the uplink) is made again at a new rate. */
 static void apply_inbound(struct sn_pipeline *pl, struct wslot *ps, const struct sn_policy_port *w)
 {
 	const uint64_t r = w ? w->in_rate_bps : 0, pk = r ? w->in_peak_bps : 0;
@@ -113,7 +114,22 @@ static void apply_inbound(struct sn_pipeline *pl, struct wslot *ps, const struct
 	ctr_set(&ps->st.in_peak_bps, pk);
 	if (!r) {
 		ps->has_in = ps->has_in_peak = false;
+		sn_fdrop_free(ps->in_fd);
+		ps->in_fd = NULL;
 		return;
+	}
+	if (!ps->has_in || ps->in_ts.rate != r || !ps->in_fd) {
+		/* fair dropping at the new rate, empty virtual queues; on
+		 * ENOMEM the frames from the uplink only meet the horizon */
+		struct sn_fdrop *fd = sn_fdrop_create(&(struct sn_fdrop_cfg){
+			.capacity = r / 8, .n_rows = IN_FAIR_ROWS,
+			.theta = RTE_MIN(RTE_MAX(r / FAIR_THETA_DIV, FAIR_THETA_MIN),
+					 SN_FDROP_MAX_THETA) });
+
+		if (!fd)
+			sn_log_err("policy: inbound fair dropping: %s", strerror(errno));
+		sn_fdrop_free(ps->in_fd);
+		ps->in_fd = fd;
 	}
 	if (!ps->has_in || ps->in_ts.rate != r)
 		SN_VERIFY(sn_tstamp_init(&ps->in_ts, r, w->in_burst_bytes, pl->now) == 0);
@@ -487,6 +503,8 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 			ps->has_rate = false;
 			ps->has_peak = false;
 			ps->has_in = ps->has_in_peak = false;
+			sn_fdrop_free(ps->in_fd);
+			ps->in_fd = NULL;
 			ps->room_lmax = 0;
 			ps->room_gated = false;
 			for (size_t i = 0; i < sizeof(ps->st) / sizeof(uint64_t); i++)

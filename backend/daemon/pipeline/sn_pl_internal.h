@@ -107,6 +107,7 @@
  * shared host catches up in one burst), at least 64 KiB. */
 #define FAIR_THETA_MIN 65536u
 #define FAIR_THETA_DIV 80u        /* rate_bps / 8 bits / 10 */
+#define IN_FAIR_ROWS   64u        /* an inbound limit's flow table: 256 flows */
 #define GSO_FLAGS      (RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_UDP_SEG)
 
 #define RET_MBOX_SIZE 8192u       /* return mailbox (pow2) */
@@ -152,6 +153,9 @@ struct wslot {
 	 * switched by this worker cross in_ts (and in_peak). */
 	struct sn_tstamp in_ts, in_peak;
 	bool has_in, has_in_peak;
+	/* Fair dropping per flow of the frames the uplink sends it (no one
+	 * to push back on): virtual queues served max-min at in_ts's rate. */
+	struct sn_fdrop *in_fd;
 	uint32_t gen;             /* port generation this state belongs to (R: relaxed) */
 	bool shaped;              /* policy entry applied (R: relaxed) */
 	bool has_rate, has_class; /* has_class: policy wants a scheduler class */

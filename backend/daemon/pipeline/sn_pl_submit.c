@@ -535,6 +535,7 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 	const uint64_t now = pl->now;
 	const bool has_cls = ps->has_cls, has_rate = ps->has_rate, has_peak = ps->has_peak;
 	const bool has_in = any_in_limited(pl, dst, n);
+	const bool from_uplink = in->type == SN_PORT_UPLINK;
 	uint64_t obytes = 0, rpk = 0, rbytes = 0, under = 0, wd = ps->st.wheel_depth, wd0 = wd;
 	uint64_t tnow = now;      /* fast path clock: now, or read once (fresh) */
 	bool fresh = false;
@@ -605,6 +606,15 @@ static void submit_chunk(struct sn_pipeline *pl, struct sn_port *in, struct rte_
 			sn_classify_frame(pl->cls, in->slot, m, now, &cr);
 		mk.cls = cr.cls;
 		*meta_of(pl, m) = mk;
+		/* From the uplink no one can be pushed back: a flow above its
+		 * fair share of the inbound limit is dropped (seed 003), before
+		 * any stamp is committed. */
+		if (dw && from_uplink && dw->in_fd &&
+		    sn_fdrop_decide(dw->in_fd, sn_classify_flow_hash(m), len, now) == SN_FDROP_DROP) {
+			ctr_add(&dw->st.in_fair, 1);
+			drop(pl, m, SN_PL_DROP_FAIR);
+			continue;
+		}
 		if (cr.n) {
 			if (unlikely(len > ps->room_lmax))
 				ps->room_lmax = len;   /* sn_pipeline_src_room() */
