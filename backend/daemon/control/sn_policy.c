@@ -586,21 +586,34 @@ static int parse_port(const char *name, const json_t *o, const struct sn_policy 
  * S the sum of the n minimums and W the others' weights, the weights
  * w_i = ceil(m_i K) hold every minimum when K (R - S) >= n + W:
  *     w_i / (sum_j w_j + W) >= m_i K / (K S + n + W) >= m_i / R.
- * K is raised (up to the weight limit) so that the smallest minimum gets
- * a weight of at least WEIGHT_GRAIN: the uplink left over is then shared
- * in proportion to the minimums within 1 / WEIGHT_GRAIN. Every minimum is
- * checked exactly (128-bit) after rounding; a policy whose minimums add
+ * K is raised (up to the weight limit and the weight sum's) so that the
+ * smallest minimum gets a weight of at least WEIGHT_GRAIN: the uplink left
+ * over is then shared in proportion to the minimums within 1 /
+ * WEIGHT_GRAIN. K is a fraction and every weight an exact integer ceiling
+ * (128-bit); every minimum is checked exactly after rounding; a policy whose minimums add
  * up to more than R, or leave too little of it for the others' weights,
  * is refused, naming the port (in the order given) with which they do not
  * fit. */
 #define WEIGHT_GRAIN 100u
+
+/* A scale K = num / den (exact: every weight is ceil(m * num / den)). */
+struct frac {
+	unsigned __int128 num, den;
+};
+
+static bool frac_lt(struct frac a, struct frac b)
+{
+	/* num, den < 2^64 here: the products fit in 128 bits */
+	return a.num * b.den < b.num * a.den;
+}
+
 static int derive_weights(struct sn_policy *p, char *err, size_t errlen)
 {
 	const uint64_t r = p->uplink.rate_bps;
 	unsigned n = 0, last = 0;
 	uint64_t s = 0, w_other = 0, m_min = UINT64_MAX, m_max = 0;
 	unsigned __int128 wsum = 0;
-	long double k;
+	struct frac k, cap;
 
 	for (unsigned i = 0; i < p->n_ports; i++) {
 		const struct sn_policy_port *pp = &p->ports[i];
@@ -627,25 +640,31 @@ static int derive_weights(struct sn_policy *p, char *err, size_t errlen)
 		return fail(err, errlen, "policy.ports.%s.min_rate_bps: the minimums take all of "
 			    "policy.uplink.rate_bps %llu: nothing is left for rounding or other "
 			    "ports", p->ports[last].name, (unsigned long long)r);
-	k = s == r ? (long double)WEIGHT_GRAIN / (long double)m_min
-		   : (long double)(n + w_other) / (long double)(r - s);
-	k = SN_MAX(k, SN_MIN((long double)WEIGHT_GRAIN / (long double)m_min,
-			       (long double)SN_SCHED_MAX_WEIGHT / (long double)m_max));
+	/* K = max(K0, min(grain, weight limit, weight-sum limit)), K0 the
+	 * scale that holds every minimum (s == r: one port alone). */
+	k = s == r ? (struct frac){ WEIGHT_GRAIN, m_min } : (struct frac){ n + w_other, r - s };
+	cap = (struct frac){ WEIGHT_GRAIN, m_min };
+	if (frac_lt((struct frac){ SN_SCHED_MAX_WEIGHT, m_max }, cap))
+		cap = (struct frac){ SN_SCHED_MAX_WEIGHT, m_max };
+	if (w_other + n < SN_SCHED_MAX_WSUM &&
+	    frac_lt((struct frac){ SN_SCHED_MAX_WSUM - w_other - n, s }, cap))
+		cap = (struct frac){ SN_SCHED_MAX_WSUM - w_other - n, s };
+	if (frac_lt(k, cap))
+		k = cap;
 	for (unsigned i = 0; i < p->n_ports; i++) {
 		struct sn_policy_port *pp = &p->ports[i];
-		const long double x = (long double)pp->min_rate_bps * k;
-		uint64_t w;
+		unsigned __int128 w;
 
 		if (pp->quota_only || !pp->min_rate_bps)
 			continue;
-		if (x > (long double)SN_SCHED_MAX_WEIGHT)
+		w = ((unsigned __int128)pp->min_rate_bps * k.num + k.den - 1) / k.den;   /* ceil */
+		if (w > SN_SCHED_MAX_WEIGHT)
 			return fail(err, errlen, "policy.ports.%s.min_rate_bps: the minimums leave too "
-				    "little of the uplink for the other ports' weights (weight %.0Lf "
-				    "needed, at most %u): lower a minimum or a weight", pp->name, x,
+				    "little of the uplink for the other ports' weights (weight %llu "
+				    "needed, at most %u): lower a minimum or a weight", pp->name,
+				    (unsigned long long)SN_MIN(w, (unsigned __int128)UINT64_MAX),
 				    SN_SCHED_MAX_WEIGHT);
-		w = (uint64_t)x;
-		w += (long double)w < x;    /* ceil */
-		pp->weight = (uint32_t)SN_MAX(w, 1u);
+		pp->weight = (uint32_t)SN_MAX(w, (unsigned __int128)1);
 		wsum += pp->weight;
 	}
 	wsum += w_other;
