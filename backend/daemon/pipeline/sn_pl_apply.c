@@ -75,7 +75,9 @@ static uint64_t wheel_take_all(struct sn_pipeline *pl)
  *    class / flow chain re-laid from now, its aggregate stamp A, now); a
  *    port with a limit of its own whose class changed has its limit
  *    re-laid over all its queued frames too (relay[]), so the limit holds
- *    from now. Other frames keep their stamp (meta.ts).
+ *    from now. A frame to a port with an inbound limit goes back no
+ *    earlier than its old stamp (the destination's part of it is not
+ *    laid again). Other frames keep their stamp (meta.ts).
  *  - Order: the wheel has no per-port removal, so every frame is taken out
  *    in release order and reinserted in that order (wheel_take_all), so
  *    each port and each flow stays FIFO.
@@ -102,10 +104,10 @@ static void apply_peak(struct sn_pipeline *pl, struct wslot *ps, uint64_t peak_b
 	ps->has_peak = peak_bps != 0;
 }
 
-/* The port's inbound limit: a new chain from now when it had none or its
- * rate changed, else the new burst / peak on the running one. Frames to
- * the port already in the wheel keep their stamps. Its fair dropper
- * (frames from the uplink) is made again at a new rate. */
+/* The port's inbound limit: a new chain from now when it had none, else
+ * the new rate, burst and peak on the running one. Frames to the port
+ * already in the wheel keep their stamps. Its fair dropper (frames from
+ * the uplink) is made again at a new rate. */
 static void apply_inbound(struct sn_pipeline *pl, struct wslot *ps, const struct sn_policy_port *w)
 {
 	const uint64_t r = w ? w->in_rate_bps : 0, pk = r ? w->in_peak_bps : 0;
@@ -131,7 +133,9 @@ static void apply_inbound(struct sn_pipeline *pl, struct wslot *ps, const struct
 		sn_fdrop_free(ps->in_fd);
 		ps->in_fd = fd;
 	}
-	if (!ps->has_in || ps->in_ts.rate != r)
+	/* a new rate goes on from the chain's last stamp, after every frame
+	 * queued on it: the port's flows stay FIFO */
+	if (!ps->has_in)
 		SN_VERIFY(sn_tstamp_init(&ps->in_ts, r, w->in_burst_bytes, pl->now) == 0);
 	else
 		SN_VERIFY(sn_tstamp_set(&ps->in_ts, r, w->in_burst_bytes) == 0);
@@ -141,6 +145,15 @@ static void apply_inbound(struct sn_pipeline *pl, struct wslot *ps, const struct
 		SN_VERIFY(sn_tstamp_set(&ps->in_peak, pk, 0) == 0);
 	ps->has_in = true;
 	ps->has_in_peak = pk != 0;
+}
+
+/* The frame's destination has an inbound limit (its stamp has a part
+ * restamp_wheel() cannot lay again from the source's policies). */
+static bool to_in_limited(const struct sn_pipeline *pl, const struct meta *md)
+{
+	const struct wslot *d = md->dst != DST_FLOOD ? &pl->ps[md->dst] : NULL;
+
+	return d && d->has_in && d->gen == md->dst_gen;
 }
 
 static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uint32_t *cls_changed)
@@ -188,8 +201,10 @@ static void restamp_wheel(struct sn_pipeline *pl, const bool *changed, const uin
 			 * else the old one; then the max over the re-laid
 			 * chains: the port limit's and (changed class, or any
 			 * paced class of a changed port) its class's or flow's */
+			/* a frame that crossed its destination's inbound limit
+			 * keeps that part of its stamp: never earlier than it was */
 			if (changed[md->src] || cch)
-				o = pl->now;
+				o = to_in_limited(pl, md) ? RTE_MAX(o, pl->now) : pl->now;
 			if (relay[md->src]) {
 				o = RTE_MAX(o, sn_tstamp_peek(&ps->ts, pl->now, m->pkt_len, &nx));
 				if (ps->has_peak)

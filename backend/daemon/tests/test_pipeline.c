@@ -536,8 +536,8 @@ static void peak(void)
 /* vm2 with an inbound limit of 10 Mbit/s (no burst): 60 frames of 1000 B
  * from vm3, which has no policy entry, leave at 800 us each from the
  * submit (the first at once); those beyond the 40.96 ms horizon are
- * dropped and counted on vm2's inbound. vm3's own traffic to a port
- * without an inbound limit is not the pipeline's. */
+ * dropped and counted on vm2's inbound. vm0, without an inbound limit,
+ * is not limited. */
 static void inbound(void)
 {
 	static struct sn_policy p;
@@ -610,6 +610,113 @@ static void inbound(void)
 	printf("inbound 10 Mbit/s to vm2 from an unshaped port: %u x %u B, %" PRIu64
 	       " released in %.3f ms, %" PRIu64 " horizon drops\n", n, len, rel,
 	       (double)(c - t0) / MS, s.in_horizon);
+	fix_close(&f);
+}
+
+/* A store with policy `json` and a pipeline that applied it. */
+static int fix_open_json(struct fix *f, const char *json)
+{
+	static struct sn_policy p;
+
+	ports_init();
+	sn_test_policy_parse(json, &p);
+	f->st = sn_policy_store_create(&p);
+	CHECK(f->st != NULL);
+	if (!f->st)
+		return -1;
+	f->pl = sn_pipeline_create(&fix_cfg, f->st);
+	CHECK(f->pl != NULL);
+	if (!f->pl) {
+		sn_policy_store_destroy(f->st);
+		return -1;
+	}
+	sn_pipeline_run(f->pl, &table);
+	f->t_apply = sn_pipeline_clock_ns(f->pl);
+	return 0;
+}
+
+/* n frames of len bytes from src to dst in one burst after a run();
+ * returns that run's clock. */
+static uint64_t submit_to(struct fix *f, struct sn_port *src, struct sn_port *dst, unsigned n,
+			  uint32_t len)
+{
+	struct rte_mbuf *pkts[64];
+	struct sn_port *d[64];
+	uint64_t t;
+
+	CHECK(n <= 64);
+	for (unsigned i = 0; i < n; i++) {
+		pkts[i] = rte_pktmbuf_alloc(mp);
+		CHECK(pkts[i] != NULL);
+		if (!pkts[i])
+			return 0;
+		CHECK(rte_pktmbuf_append(pkts[i], (uint16_t)len) != NULL);
+		memset(rte_pktmbuf_mtod(pkts[i], void *), 0, len);
+		d[i] = dst;
+	}
+	sn_pipeline_run(f->pl, &table);
+	t = sn_pipeline_clock_ns(f->pl);
+	sn_pipeline_submit_burst(f->pl, src, pkts, d, (uint16_t)n);
+	sn_pipeline_flush(f->pl);
+	return t;
+}
+
+/* Frames queued for an inbound limit keep their place when policies
+ * change. (1) vm0 (100 Mbit/s of its own) sends 20 frames of 1000 B to
+ * vm2 (inbound 10 Mbit/s: one each 800 us); vm0's rate changes, which
+ * lays its queued frames again from now at vm0's new rate: they must
+ * still leave no faster than vm2's limit. (2) vm2's inbound rate is raised
+ * while 3 frames wait on it (1 Mbit/s: 8 ms each): a frame submitted
+ * after the change goes after them, not before. */
+static void inbound_change(void)
+{
+	static struct sn_policy p2, p3;
+	const uint64_t pr = frame_ns(10000000, 1000);
+	uint64_t t0, c, rel, held0, bad = 0;
+	struct fix f;
+
+	if (fix_open_json(&f, "{\"ports\": {\"vm0\": {\"rate_bps\": 100000000}, "
+			  "\"vm2\": {\"inbound\": {\"rate_bps\": 10000000}}}}"))
+		return;
+	spin_ns(2 * MS);
+	t0 = submit_to(&f, &ports[0], &ports[2], 20, 1000);
+	held0 = sn_pipeline_held(f.pl);
+	sn_test_policy_parse("{\"ports\": {\"vm0\": {\"rate_bps\": 200000000}, "
+			     "\"vm2\": {\"inbound\": {\"rate_bps\": 10000000}}}}", &p2);
+	CHECK(sn_policy_publish(f.st, &p2) == 0);
+	do {
+		spin_ns(100 * US);
+		sn_pipeline_run(f.pl, &table);
+		sn_pipeline_flush(f.pl);
+		c = sn_pipeline_clock_ns(f.pl);
+		rel = 20 - sn_pipeline_held(f.pl);
+		if (rel > due_by((int64_t)(c - t0 + SLACK_NS), pr, 0) && bad++ < 5) {
+			fprintf(stderr, "FAIL inbound restamp: at +%.3f ms released %" PRIu64
+				" (due at most %" PRIu64 ")\n", (double)(c - t0) / MS, rel,
+				due_by((int64_t)(c - t0 + SLACK_NS), pr, 0));
+			failures++;
+		}
+	} while (rel < 20 && c < t0 + 100 * MS);
+	CHECK(held0 == 19 && rel == 20);
+	fix_close(&f);
+
+	if (fix_open_json(&f, "{\"ports\": {\"vm2\": {\"inbound\": {\"rate_bps\": 1000000}}}}"))
+		return;
+	spin_ns(10 * MS);
+	t0 = submit_to(&f, &ports[3], &ports[2], 3, 1000);   /* t0, +8, +16 ms */
+	sn_test_policy_parse("{\"ports\": {\"vm2\": {\"inbound\": {\"rate_bps\": 10000000}}}}", &p3);
+	CHECK(sn_policy_publish(f.st, &p3) == 0);
+	sn_pipeline_run(f.pl, &table);
+	submit_to(&f, &ports[3], &ports[2], 1, 1000);
+	while ((c = sn_pipeline_clock_ns(f.pl)) < t0 + 6 * MS) {
+		spin_ns(100 * US);
+		sn_pipeline_run(f.pl, &table);
+		sn_pipeline_flush(f.pl);
+	}
+	/* nothing but the first frame out before the second is due */
+	printf("inbound change: %" PRIu64 " of 4 frames held %.3f ms after the submit\n",
+	       sn_pipeline_held(f.pl), (double)(c - t0) / MS);
+	CHECK(sn_pipeline_held(f.pl) == 3);
 	fix_close(&f);
 }
 
@@ -877,6 +984,7 @@ int main(void)
 		room_clamp();
 		peak();
 		inbound();
+		inbound_change();
 		for (size_t i = 0; i < RTE_DIM(live_cases); i++)
 			live_apply(&live_cases[i]);
 		drain();
