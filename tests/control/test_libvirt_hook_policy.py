@@ -123,3 +123,18 @@ def test_what_schednic_cannot_do_fails_the_start(schednicd, sn_tmpdir, bw0, bw1,
     print(r.stderr.strip())
     # nothing half-done: the first port's entry and port are gone again
     assert d.rpc("port.list")["ports"] == [] and d.rpc("policy.get")["ports"] == {}
+
+
+def test_failed_start_puts_back_the_entries_it_replaced(schednicd, sn_tmpdir):
+    """d0.0 had an entry of the operator's; the domain's <bandwidth>
+    replaces it, then d0.1 cannot be added (its minimum does not fit):
+    the start fails and d0.0's entry is the operator's again."""
+    own = {"rate_bps": 5_000_000, "burst_bytes": 0, "weight": 2}
+    d = schednicd(ports=[], policy={"uplink": {"rate_bps": 10_000_000}, "ports": {"d0.0": own}})
+    hook, sock_dir = install(sn_tmpdir, d)
+    meta = (f"<sn:schednic xmlns:sn='{NS}'><sn:interface port='d0.1'><sn:outbound "
+            "min_rate='5000'/></sn:interface></sn:schednic>")
+    r = run(hook, "prepare", "begin",
+            domain(sock_dir, "<bandwidth><outbound average='1000'/></bandwidth>", "", meta))
+    assert r.returncode == 1 and "policy.ports.d0.1.min_rate_bps" in r.stderr, r.stderr
+    assert d.rpc("port.list")["ports"] == [] and d.rpc("policy.get")["ports"] == {"d0.0": own}
