@@ -312,3 +312,32 @@ def test_reconciler_follows_live_metadata_and_a_libvirtd_restart(schednicd, libv
     lv.virsh("destroy", "sn-rc0")
     assert wait_until(lambda: d.rpc("port.list")["ports"] == [], 5) is not None
     assert d.alive()
+
+
+@pytest.mark.parametrize("meta,uplink,msg", [
+    (f"<sn:schednic xmlns:sn='{SN_NS}'><sn:colour/></sn:schednic>", 0,
+     "schednic hook: prepare sn-rf0: <metadata> schednic/colour: unknown element"),
+    (f"<sn:schednic xmlns:sn='{SN_NS}'><sn:interface port='sn-rf0.0'><sn:outbound "
+     "min_rate='2500'/></sn:interface></sn:schednic>", 10_000_000,
+     "policy.ports.sn-rf0.0.min_rate_bps: the minimums add up to 20000000 bit/s, above "
+     "policy.uplink.rate_bps 10000000 (from <metadata> schednic/interface/outbound min_rate)"),
+], ids=["unknown-element", "minimum-over-the-uplink"])
+def test_libvirt_refuses_what_schednic_cannot_do(schednicd, libvirtd, guest_image, sn_tmpdir,
+                                                 meta, uplink, msg):
+    """virsh create of a domain whose schednic <metadata> asks for what
+    schednic cannot do fails, with the hook's message naming the element
+    in virsh's error; no port or entry is left behind."""
+    d, lv = hooked_libvirtd(schednicd, libvirtd, sn_tmpdir)
+    if uplink:
+        d.rpc("policy.set", {"policy": {"uplink": {"rate_bps": uplink}}})
+    root = ET.fromstring(domain_xml(EXAMPLES / "vm-vhostuser-client.xml", "sn-rf0",
+                                    sn_tmpdir / "sn-rf0.0.sock", "52:54:00:77:00:41",
+                                    f"{SUBNET}.41/24", "server", guest_image, sn_tmpdir))
+    root.insert(1, ET.fromstring(f"<metadata>{meta}</metadata>"))
+    f = sn_tmpdir / "sn-rf0.xml"
+    f.write_text(ET.tostring(root, encoding="unicode"))
+    r = lv.virsh("create", str(f), check=False)
+    print(f"virsh create: rc {r.returncode}: {r.stderr.strip()}")
+    assert r.returncode != 0 and msg in r.stderr, r.stderr
+    assert lv.virsh("list", "--name").stdout.split() == []
+    assert d.rpc("port.list")["ports"] == [] and d.rpc("policy.get")["ports"] == {}
