@@ -454,165 +454,6 @@ static void room_clamp(void)
 	fix_close(&f);
 }
 
-/* ---- two-rate shaper: peak_bps ------------------------------------------- */
-
-/* Frames of a chain submitted at t0 due by t0 + T (T may be < 0): with
- * period p from t0 (floor(T / p) + 1), and at most `ahead` frames earlier
- * than that (a burst allowance of ahead * p). */
-static uint64_t due_by(int64_t t, uint64_t p, uint64_t ahead)
-{
-	return t < 0 ? 0 : (uint64_t)t / p + 1 + ahead;
-}
-
-/* vm0 at 10 Mbit/s with a 10,000-byte burst and a 40 Mbit/s peak, idle
- * long enough to hold its whole burst: 30 frames of 1000 B submitted at
- * t0 leave at the peak (one each 200 us from t0) while the burst lasts,
- * then at the rate (the 11th frame of the rate's chain is due at t0 and
- * one each 800 us after it): by t0 + T, min(T / 200 us + 1, 11 + T /
- * 800 us) frames. Without the peak the first 11 would leave at once. */
-static void peak(void)
-{
-	static struct sn_policy p;
-	const uint64_t rate = 10000000, peak_bps = 40000000;
-	const uint32_t len = 1000, burst = 10000;
-	const unsigned n = 30;
-	const uint64_t pr = frame_ns(rate, len), pp = frame_ns(peak_bps, len);
-	struct sn_pipeline_port_stats s;
-	uint64_t t0, c, rel = 0, first = 0, bad = 0, samples = 0;
-	struct fix f;
-
-	ports_init();
-	sn_test_policy_parse("{\"ports\": {\"vm0\": {\"rate_bps\": 10000000, "
-			     "\"burst_bytes\": 10000, \"peak_bps\": 40000000}}}", &p);
-	f.st = sn_policy_store_create(&p);
-	CHECK(f.st != NULL);
-	if (!f.st)
-		return;
-	f.pl = sn_pipeline_create(&fix_cfg, f.st);
-	CHECK(f.pl != NULL);
-	if (!f.pl) {
-		sn_policy_store_destroy(f.st);
-		return;
-	}
-	sn_pipeline_run(f.pl, &table);
-	spin_ns(2 * MS);   /* longer than a frame at the peak or the rate */
-	t0 = submit(&f, n, len, NULL);
-	s = stats0(&f);
-	first = s.released_packets;
-	CHECK(first >= 1 && first <= due_by((int64_t)(mono_ns() - t0 + SLACK_NS), pp, 0));
-	do {
-		uint64_t lo, hi;
-
-		spin_ns(50 * US);
-		sn_pipeline_run(f.pl, &table);
-		c = sn_pipeline_clock_ns(f.pl);
-		rel = stats0(&f).released_packets;
-		lo = RTE_MIN(RTE_MIN(due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pp, 0),
-				     due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pr,
-					    burst / len)), (uint64_t)n);
-		hi = RTE_MIN(RTE_MIN(due_by((int64_t)(c - t0 + SLACK_NS), pp, 0),
-				     due_by((int64_t)(c - t0 + SLACK_NS), pr, burst / len)),
-			     (uint64_t)n);
-		samples++;
-		if (rel < lo || rel > hi) {
-			if (bad++ < 5)
-				fprintf(stderr, "FAIL peak: at +%.3f ms released %" PRIu64
-					" (due %" PRIu64 "..%" PRIu64 ")\n", (double)(c - t0) / MS,
-					rel, lo, hi);
-			failures++;
-		}
-	} while (rel < n && c < t0 + 100 * MS);
-	CHECK(rel == n);
-	/* the last frame is the rate's 30th: t0 + 19 frame times */
-	CHECK(c + SLACK_NS >= t0 + (n - 1 - burst / len) * pr);
-	printf("peak: 10 Mbit/s, burst %u B, peak 40 Mbit/s: %u x %u B out in %.3f ms "
-	       "(rate alone %.3f ms), %" PRIu64 " samples\n", burst, n, len,
-	       (double)(c - t0) / MS, (double)((n - 1 - burst / len) * pr) / MS, samples);
-	fix_close(&f);
-}
-
-/* ---- inbound limit ------------------------------------------------------- */
-
-/* vm2 with an inbound limit of 10 Mbit/s (no burst): 60 frames of 1000 B
- * from vm3, which has no policy entry, leave at 800 us each from the
- * submit (the first at once); those beyond the 40.96 ms horizon are
- * dropped and counted on vm2's inbound. vm0, without an inbound limit,
- * is not limited. */
-static void inbound(void)
-{
-	static struct sn_policy p;
-	const uint64_t rate = 10000000;
-	const uint32_t len = 1000;
-	const unsigned n = 60;
-	const uint64_t pr = frame_ns(rate, len);
-	struct rte_mbuf *pkts[64];
-	struct sn_port *dst[64];
-	struct sn_pipeline_port_stats s;
-	uint64_t t0, c, kept, rel = 0, bad = 0;
-	struct fix f;
-
-	ports_init();
-	sn_test_policy_parse("{\"ports\": {\"vm2\": {\"inbound\": {\"rate_bps\": 10000000}}}}", &p);
-	f.st = sn_policy_store_create(&p);
-	CHECK(f.st != NULL);
-	if (!f.st)
-		return;
-	f.pl = sn_pipeline_create(&fix_cfg, f.st);
-	CHECK(f.pl != NULL);
-	if (!f.pl) {
-		sn_policy_store_destroy(f.st);
-		return;
-	}
-	sn_pipeline_run(f.pl, &table);
-	CHECK(sn_pipeline_in_limited(f.pl, &ports[2]) && !sn_pipeline_in_limited(f.pl, &ports[0]));
-	CHECK(sn_pipeline_shaped(f.pl, &ports[2]) && !sn_pipeline_shaped(f.pl, &ports[3]));
-	spin_ns(2 * MS);
-	for (unsigned i = 0; i < n; i++) {
-		pkts[i] = rte_pktmbuf_alloc(mp);
-		CHECK(pkts[i] != NULL);
-		if (!pkts[i])
-			return;
-		CHECK(rte_pktmbuf_append(pkts[i], (uint16_t)len) != NULL);
-		memset(rte_pktmbuf_mtod(pkts[i], void *), 0, len);
-		dst[i] = &ports[2];
-	}
-	sn_pipeline_run(f.pl, &table);
-	t0 = sn_pipeline_clock_ns(f.pl);
-	sn_pipeline_submit_burst(f.pl, &ports[3], pkts, dst, (uint16_t)n);
-	sn_pipeline_flush(f.pl);
-	CHECK(sn_pipeline_port_stats(f.pl, &ports[2], &s) == 0);
-	kept = sn_pipeline_held(f.pl);
-	CHECK(s.in_rate_bps == rate && s.in_offered_packets == n &&
-	      s.in_offered_bytes == (uint64_t)n * len);
-	/* frame i (from 0) is due at t0 + i pr: those within the horizon of
-	 * the wheel's front (at t0, possibly a slot behind) are kept */
-	CHECK(kept + 1 >= (HORIZON - 2 * GRAN_NS) / pr && kept + 1 <= HORIZON / pr + 1);
-	CHECK(s.in_horizon == n - kept - 1);   /* and one left at once */
-	do {
-		uint64_t lo, hi;
-
-		spin_ns(200 * US);
-		sn_pipeline_run(f.pl, &table);
-		sn_pipeline_flush(f.pl);
-		c = sn_pipeline_clock_ns(f.pl);
-		rel = (kept + 1) - sn_pipeline_held(f.pl);
-		lo = RTE_MIN(due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pr, 0), kept + 1);
-		hi = RTE_MIN(due_by((int64_t)(c - t0 + SLACK_NS), pr, 0), kept + 1);
-		if (rel < lo || rel > hi) {
-			if (bad++ < 5)
-				fprintf(stderr, "FAIL inbound: at +%.3f ms released %" PRIu64
-					" (due %" PRIu64 "..%" PRIu64 ")\n", (double)(c - t0) / MS,
-					rel, lo, hi);
-			failures++;
-		}
-	} while (rel < kept + 1 && c < t0 + 200 * MS);
-	CHECK(rel == kept + 1);
-	printf("inbound 10 Mbit/s to vm2 from an unshaped port: %u x %u B, %" PRIu64
-	       " released in %.3f ms, %" PRIu64 " horizon drops\n", n, len, rel,
-	       (double)(c - t0) / MS, s.in_horizon);
-	fix_close(&f);
-}
-
 /* A store with policy `json` and a pipeline that applied it. */
 static int fix_open_json(struct fix *f, const char *json)
 {
@@ -659,6 +500,127 @@ static uint64_t submit_to(struct fix *f, struct sn_port *src, struct sn_port *ds
 	sn_pipeline_submit_burst(f->pl, src, pkts, d, (uint16_t)n);
 	sn_pipeline_flush(f->pl);
 	return t;
+}
+
+/* ---- two-rate shaper: peak_bps ------------------------------------------- */
+
+/* Frames of a chain submitted at t0 due by t0 + T (T may be < 0): with
+ * period p from t0 (floor(T / p) + 1), and at most `ahead` frames earlier
+ * than that (a burst allowance of ahead * p). */
+static uint64_t due_by(int64_t t, uint64_t p, uint64_t ahead)
+{
+	return t < 0 ? 0 : (uint64_t)t / p + 1 + ahead;
+}
+
+/* vm0 at 10 Mbit/s with a 10,000-byte burst and a 40 Mbit/s peak, idle
+ * long enough to hold its whole burst: 30 frames of 1000 B submitted at
+ * t0 leave at the peak (one each 200 us from t0) while the burst lasts,
+ * then at the rate (the 11th frame of the rate's chain is due at t0 and
+ * one each 800 us after it): by t0 + T, min(T / 200 us + 1, 11 + T /
+ * 800 us) frames. Without the peak the first 11 would leave at once. */
+static void peak(void)
+{
+	const uint64_t rate = 10000000, peak_bps = 40000000;
+	const uint32_t len = 1000, burst = 10000;
+	const unsigned n = 30;
+	const uint64_t pr = frame_ns(rate, len), pp = frame_ns(peak_bps, len);
+	struct sn_pipeline_port_stats s;
+	uint64_t t0, c, rel = 0, first = 0, bad = 0, samples = 0;
+	struct fix f;
+
+	if (fix_open_json(&f, "{\"ports\": {\"vm0\": {\"rate_bps\": 10000000, "
+			  "\"burst_bytes\": 10000, \"peak_bps\": 40000000}}}"))
+		return;
+	spin_ns(2 * MS);   /* longer than a frame at the peak or the rate */
+	t0 = submit(&f, n, len, NULL);
+	s = stats0(&f);
+	first = s.released_packets;
+	CHECK(first >= 1 && first <= due_by((int64_t)(mono_ns() - t0 + SLACK_NS), pp, 0));
+	do {
+		uint64_t lo, hi;
+
+		spin_ns(50 * US);
+		sn_pipeline_run(f.pl, &table);
+		c = sn_pipeline_clock_ns(f.pl);
+		rel = stats0(&f).released_packets;
+		lo = RTE_MIN(RTE_MIN(due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pp, 0),
+				     due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pr,
+					    burst / len)), (uint64_t)n);
+		hi = RTE_MIN(RTE_MIN(due_by((int64_t)(c - t0 + SLACK_NS), pp, 0),
+				     due_by((int64_t)(c - t0 + SLACK_NS), pr, burst / len)),
+			     (uint64_t)n);
+		samples++;
+		if (rel < lo || rel > hi) {
+			if (bad++ < 5)
+				fprintf(stderr, "FAIL peak: at +%.3f ms released %" PRIu64
+					" (due %" PRIu64 "..%" PRIu64 ")\n", (double)(c - t0) / MS,
+					rel, lo, hi);
+			failures++;
+		}
+	} while (rel < n && c < t0 + 100 * MS);
+	CHECK(rel == n);
+	/* the last frame is the rate's 30th: t0 + 19 frame times */
+	CHECK(c + SLACK_NS >= t0 + (n - 1 - burst / len) * pr);
+	printf("peak: 10 Mbit/s, burst %u B, peak 40 Mbit/s: %u x %u B out in %.3f ms "
+	       "(rate alone %.3f ms), %" PRIu64 " samples\n", burst, n, len,
+	       (double)(c - t0) / MS, (double)((n - 1 - burst / len) * pr) / MS, samples);
+	fix_close(&f);
+}
+
+/* ---- inbound limit ------------------------------------------------------- */
+
+/* vm2 with an inbound limit of 10 Mbit/s (no burst): 60 frames of 1000 B
+ * from vm3, which has no policy entry, leave at 800 us each from the
+ * submit (the first at once); those beyond the 40.96 ms horizon are
+ * dropped and counted on vm2's inbound. vm0, without an inbound limit,
+ * is not limited. */
+static void inbound(void)
+{
+	const uint64_t rate = 10000000;
+	const uint32_t len = 1000;
+	const unsigned n = 60;
+	const uint64_t pr = frame_ns(rate, len);
+	struct sn_pipeline_port_stats s;
+	uint64_t t0, c, kept, rel = 0, bad = 0;
+	struct fix f;
+
+	if (fix_open_json(&f, "{\"ports\": {\"vm2\": {\"inbound\": {\"rate_bps\": 10000000}}}}"))
+		return;
+	CHECK(sn_pipeline_in_limited(f.pl, &ports[2]) && !sn_pipeline_in_limited(f.pl, &ports[0]));
+	CHECK(sn_pipeline_shaped(f.pl, &ports[2]) && !sn_pipeline_shaped(f.pl, &ports[3]));
+	spin_ns(2 * MS);
+	t0 = submit_to(&f, &ports[3], &ports[2], n, len);
+	CHECK(sn_pipeline_port_stats(f.pl, &ports[2], &s) == 0);
+	kept = sn_pipeline_held(f.pl);
+	CHECK(s.in_rate_bps == rate && s.in_offered_packets == n &&
+	      s.in_offered_bytes == (uint64_t)n * len);
+	/* frame i (from 0) is due at t0 + i pr: those within the horizon of
+	 * the wheel's front (at t0, possibly a slot behind) are kept */
+	CHECK(kept + 1 >= (HORIZON - 2 * GRAN_NS) / pr && kept + 1 <= HORIZON / pr + 1);
+	CHECK(s.in_horizon == n - kept - 1);   /* and one left at once */
+	do {
+		uint64_t lo, hi;
+
+		spin_ns(200 * US);
+		sn_pipeline_run(f.pl, &table);
+		sn_pipeline_flush(f.pl);
+		c = sn_pipeline_clock_ns(f.pl);
+		rel = (kept + 1) - sn_pipeline_held(f.pl);
+		lo = RTE_MIN(due_by((int64_t)(c - t0) - (int64_t)(GRAN_NS + SLACK_NS), pr, 0), kept + 1);
+		hi = RTE_MIN(due_by((int64_t)(c - t0 + SLACK_NS), pr, 0), kept + 1);
+		if (rel < lo || rel > hi) {
+			if (bad++ < 5)
+				fprintf(stderr, "FAIL inbound: at +%.3f ms released %" PRIu64
+					" (due %" PRIu64 "..%" PRIu64 ")\n", (double)(c - t0) / MS,
+					rel, lo, hi);
+			failures++;
+		}
+	} while (rel < kept + 1 && c < t0 + 200 * MS);
+	CHECK(rel == kept + 1);
+	printf("inbound 10 Mbit/s to vm2 from an unshaped port: %u x %u B, %" PRIu64
+	       " released in %.3f ms, %" PRIu64 " horizon drops\n", n, len, rel,
+	       (double)(c - t0) / MS, s.in_horizon);
+	fix_close(&f);
 }
 
 /* Frames queued for an inbound limit keep their place when policies
