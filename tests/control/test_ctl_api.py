@@ -106,15 +106,20 @@ def test_every_cli_subcommand_against_daemon(schednicd, sn_tmpdir):
     vsock = str(sn_tmpdir / "cli0.sock")
     pfile = sn_tmpdir / "policy.json"
     pfile.write_text(json.dumps({"ports": {"cli0": {"rate_bps": 10000000}, "cli1": {}}}))
+    efile = sn_tmpdir / "entry.json"
+    efile.write_text(json.dumps({"rate_bps": 20000000, "weight": 3}))
     argv = {"version": [], "port-add": ["cli0", vsock, "--mode", "server"],
             "port-list": [], "stats": ["cli0"], "port-del": ["cli0"], "shutdown": [],
-            "policy-get": [], "policy-set": [str(pfile)], "policy-del": ["cli0"],
-            "config-reload": []}
+            "policy-get": [], "policy-set": [str(pfile)], "policy-put": ["cli0", str(efile)],
+            "policy-del": ["cli0"], "config-reload": []}
     assert set(argv) == set(cli_commands()), "update this test with the new subcommand"
-    for sub in ("version", "port-add", "port-list", "stats", "policy-set", "policy-get",
-                "policy-del", "port-del", "config-reload"):
+    for sub in ("version", "port-add", "port-list", "stats", "policy-set", "policy-put",
+                "policy-get", "policy-del", "port-del", "config-reload"):
         r = run_ctl(d.socket, sub, *argv[sub])
         assert r.returncode == 0, (sub, r.stderr)
+        if sub == "policy-put":
+            assert d.rpc("policy.get")["ports"]["cli0"] == {"rate_bps": 20000000,
+                                                            "burst_bytes": 0, "weight": 3}
         jargv = {"port-add": ["cli1", str(sn_tmpdir / "cli1.sock")],
                  "port-del": ["cli1"], "policy-del": ["cli1"]}.get(sub, argv[sub])
         j = run_ctl(d.socket, "--json", sub, *jargv)

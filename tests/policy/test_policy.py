@@ -517,16 +517,16 @@ def test_destination_deleted_while_frames_held_no_leak(schednicd, sngen, layout)
 
 
 @pytest.mark.functional
-def test_set_port_checks_the_whole_policy(schednicd):
-    """policy.set_port replaces one entry and checks the policy as a whole:
+def test_put_checks_the_whole_policy(schednicd):
+    """policy.put replaces one entry and checks the policy as a whole:
     minimums over the uplink rate are refused naming the port, nothing
     changes; weights derived from minimums show in stats.get."""
     link = 20_000_000
     d = schednicd(ports=["vm0", "vm1", "vm2"], policy={"uplink": {"rate_bps": link},
                                                        "ports": {"vm2": {"weight": 1000}}})
     g0 = d.rpc("policy.get")["generation"]
-    d.rpc("policy.set_port", {"port": "vm0", "entry": {"min_rate_bps": 6_000_000}})
-    r = d.rpc("policy.set_port", {"port": "vm1", "entry": {"min_rate_bps": 2_000_000,
+    d.rpc("policy.put", {"port": "vm0", "entry": {"min_rate_bps": 6_000_000}})
+    r = d.rpc("policy.put", {"port": "vm1", "entry": {"min_rate_bps": 2_000_000,
                                                            "rate_bps": 15_000_000,
                                                            "peak_bps": 20_000_000,
                                                            "burst_bytes": 30000}})
@@ -543,9 +543,9 @@ def test_set_port_checks_the_whole_policy(schednicd):
     for n, m in (("vm0", 6_000_000), ("vm1", 2_000_000)):
         assert w[n] / sum(w.values()) >= m / link, (n, w)
     with d.client() as c:
-        r = c.call_raw("policy.set_port", {"port": "vm2", "entry": {"min_rate_bps": 13_000_000}})
-        bad = c.call_raw("policy.set_port", {"port": "vm2", "entry": {"weight": 0}})
-        noent = c.call_raw("policy.set_port", {"port": "vm2"})
+        r = c.call_raw("policy.put", {"port": "vm2", "entry": {"min_rate_bps": 13_000_000}})
+        bad = c.call_raw("policy.put", {"port": "vm2", "entry": {"weight": 0}})
+        noent = c.call_raw("policy.put", {"port": "vm2"})
     assert r["error"]["code"] == -32602 and r["error"]["message"] == (
         "policy.ports.vm2.min_rate_bps: the minimums add up to 21000000 bit/s, above "
         "policy.uplink.rate_bps 20000000"), r

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_policy_json.c — struct sn_policy -> JSON (policy.get, and the
- * policy policy.set_port edits): every key as sn_policy_parse() takes it,
+ * policy policy.put edits): every key as sn_policy_parse() takes it,
  * so the result parses back to the same table; keys at their default
  * are left out where the parser documents it (sn_policy.h). Pure.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sn_policy_rpc.c — the JSON-RPC methods of the policy store: policy.get,
  * policy.set (a whole policy, parsed and checked by sn_policy_parse()),
- * policy.set_port (one port's entry, the whole checked again) and
+ * policy.put (one port's entry, the whole checked again) and
  * policy.del (one port's entry). Each change is published with
  * sn_policy_publish() and answered with the new generation. config.reload
  * replaces the policy through the same two steps (sn_policy_rpc.h).
@@ -85,7 +85,7 @@ static json_t *h_policy_set(json_t *params, void *arg, struct sn_rpc_error *err)
 /* One port's entry replaced in the policy in force and the result checked
  * as a whole, as policy.set would check it: the minimums' admission
  * control sees every other entry. */
-static json_t *h_policy_set_port(json_t *params, void *arg, struct sn_rpc_error *err)
+static json_t *h_policy_put(json_t *params, void *arg, struct sn_rpc_error *err)
 {
 	struct sn_ctl *ctl = arg;
 	const char *name = sn_rpc_param_str(params, "port", NULL);
@@ -139,7 +139,7 @@ int sn_policy_rpc_register(struct sn_rpc_server *srv, struct sn_ctl *ctl)
 	if (!rc)
 		rc = sn_rpc_register(srv, "policy.set", h_policy_set, ctl);
 	if (!rc)
-		rc = sn_rpc_register(srv, "policy.set_port", h_policy_set_port, ctl);
+		rc = sn_rpc_register(srv, "policy.put", h_policy_put, ctl);
 	if (!rc)
 		rc = sn_rpc_register(srv, "policy.del", h_policy_del, ctl);
 	return rc;
