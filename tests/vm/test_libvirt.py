@@ -120,6 +120,21 @@ def policy_rate(d, port, seconds, key=("policy", "released_bytes")):
     return (b - a) * 8 / (tb - ta)
 
 
+def rate_during(d, port, key, run):
+    """run() (a 14 s iperf3) with the port's counter `key` measured over
+    10 s from 3 s after its start (past a burst and TCP's slow start):
+    (run()'s result, bits/s)."""
+    rate = {}
+    meter = threading.Thread(target=lambda: (time.sleep(3),
+                             rate.update(bps=policy_rate(d, port, 10, key=key))))
+    meter.start()
+    try:
+        out = run()
+    finally:
+        meter.join()
+    return out, rate["bps"]
+
+
 def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
                                    record_result):
     """Both example domains under a private libvirtd whose qemu hook
@@ -165,14 +180,11 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
         # The NIC was configured from the domain XML (MAC-derived name, IP).
         a.check(f"ip addr show dev sn770030 | grep -q 'inet {a.addr}/24'")
         b.check(f"ping -c 3 -W 5 {a.addr}", timeout=60)
-        # a sends for 14 s (iperf3 -R); its L2 rate at schednic's counters
-        # over 10 s after the first 3 (the 256 KiB burst is spent in 0.1 s)
-        rate = {}
-        meter = threading.Thread(target=lambda: (time.sleep(3),
-                                 rate.update(bps=policy_rate(d, "sn-lv0.0", 10))))
-        meter.start()
-        mbps = b.iperf(a.addr, 14, reverse=True)
-        meter.join()
+        # a sends for 14 s (iperf3 -R): its L2 rate at schednic's counters
+        # (the 256 KiB burst is spent in the first 0.1 s)
+        mbps, bps = rate_during(d, "sn-lv0.0", ("policy", "released_bytes"),
+                                lambda: b.iperf(a.addr, 14, reverse=True))
+        rate = {"bps": bps}
         record_result("libvirt VM->VM iperf3 TCP, <outbound average> 40 Mbit/s", mbps, "Mbit/s")
         record_result("libvirt VM->VM L2 rate at the port, <outbound average> 40 Mbit/s",
                       rate["bps"] / 1e6, "Mbit/s")
@@ -180,11 +192,8 @@ def test_libvirt_vhostuser_domains(schednicd, libvirtd, guest_image, sn_tmpdir,
               f"iperf3 goodput {mbps:.2f} Mbit/s")
         assert abs(rate["bps"] - 40e6) / 40e6 < 0.02, rate
         # b sends to a: a's <inbound average>, L2 bytes delivered to a's ring
-        meter = threading.Thread(target=lambda: (time.sleep(3), rate.update(
-            inb=policy_rate(d, "sn-lv0.0", 10, key=("tx_bytes",)))))
-        meter.start()
-        mbps_in = b.iperf(a.addr, 14)
-        meter.join()
+        mbps_in, rate["inb"] = rate_during(d, "sn-lv0.0", ("tx_bytes",),
+                                           lambda: b.iperf(a.addr, 14))
         record_result("libvirt VM->VM iperf3 TCP, <inbound average> 20 Mbit/s", mbps_in, "Mbit/s")
         record_result("libvirt VM->VM L2 rate into the port, <inbound average> 20 Mbit/s",
                       rate["inb"] / 1e6, "Mbit/s")
