@@ -490,6 +490,7 @@ void sn_pl_apply_arb(struct sn_pl_arb *a, const struct sn_policy *pol,
 void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_port_table *t)
 {
 	bool changed[SN_PORT_SLOTS_MAX] = { false }, any_change = false;
+	unsigned n_in = 0;
 	uint32_t cls_changed[SN_PORT_SLOTS_MAX] = { 0 };   /* classes with a new rate */
 
 	pl->uplink = NULL;
@@ -547,7 +548,9 @@ void sn_pl_apply(struct sn_pipeline *pl, const struct sn_policy *pol, struct sn_
 		ps->has_rate = w && w->rate_bps != 0;
 		apply_peak(pl, ps, ps->has_rate ? w->peak_bps : 0, changed[s]);
 		apply_inbound(pl, ps, w);
+		n_in += ps->has_in;
 	}
+	pl->n_in = n_in;
 	if (any_change)
 		restamp_wheel(pl, changed, cls_changed);
 	if (pl->wk_id == 0) {

@@ -215,6 +215,7 @@ struct sn_pipeline {
 	void **restamp_buf;       /* restamp_wheel(): room for pool_nodes frames */
 	struct arbset *w_aset;    /* the set this worker pushes into */
 	uint64_t pol_gen;         /* generation applied, 0 = none yet */
+	unsigned n_in;            /* slots with an inbound limit (has_in) */
 	bool dirty;               /* port table changed under a shaped slot */
 	bool seq_staged;          /* run_seq odd for a submit's VM frames
 	                           * staged until sn_pipeline_flush() */

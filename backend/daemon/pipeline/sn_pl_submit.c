@@ -515,7 +515,7 @@ static inline void submit_seq_end(struct sn_pipeline *pl, uint64_t seq0)
 static inline bool any_in_limited(const struct sn_pipeline *pl, struct sn_port *const *dst,
 				  uint16_t n)
 {
-	for (uint16_t i = 0; i < n; i++)
+	for (uint16_t i = 0; pl->n_in && i < n; i++)
 		if (dst[i] && sn_pipeline_in_limited(pl, dst[i]))
 			return true;
 	return false;
@@ -775,7 +775,8 @@ bool sn_pipeline_in_limited(const struct sn_pipeline *pl, const struct sn_port *
 {
 	const struct wslot *w = &pl->ps[dst->slot];
 
-	return w->has_in && w->gen == dst->gen;
+	/* without any inbound limit, no destination's slot is read */
+	return pl->n_in && w->has_in && w->gen == dst->gen;
 }
 
 bool sn_pipeline_shaped(struct sn_pipeline *pl, const struct sn_port *in)
