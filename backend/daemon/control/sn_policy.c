@@ -481,6 +481,30 @@ static int parse_quota(const json_t *q, const char *path, struct sn_policy_port 
 	return 0;
 }
 
+/* A rate with its peak and burst (a port's own, or its inbound limit's):
+ * rate_bps (0 allowed when zero_ok), peak_bps (0 = none, else not below
+ * the rate), burst_bytes. */
+static int parse_rates(const json_t *o, const char *path, int zero_ok, uint64_t *rate,
+		       uint64_t *peak, uint32_t *burst, char *err, size_t errlen)
+{
+	uint64_t v = 0;
+	int rc;
+
+	if ((rc = get_uint(o, "rate_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, zero_ok,
+			   rate, err, errlen)) ||
+	    (rc = get_uint(o, "peak_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1,
+			   peak, err, errlen)) ||
+	    (rc = get_uint(o, "burst_bytes", path, 0, SN_TSTAMP_BURST_MAX, 0, &v, err, errlen)))
+		return rc;
+	*burst = (uint32_t)v;
+	if (*peak && !*rate)
+		return fail(err, errlen, "%s.peak_bps: needs rate_bps (the sustained rate)", path);
+	if (*peak && *peak < *rate)
+		return fail(err, errlen, "%s.peak_bps: %llu is below rate_bps %llu", path,
+			    (unsigned long long)*peak, (unsigned long long)*rate);
+	return 0;
+}
+
 /* "inbound": the limit on the traffic to the port (from the uplink and
  * from other ports): {"rate_bps" (required), "peak_bps", "burst_bytes"}. */
 static int parse_inbound(const json_t *o, const char *port_path, struct sn_policy_port *pp,
@@ -488,7 +512,6 @@ static int parse_inbound(const json_t *o, const char *port_path, struct sn_polic
 {
 	static const char *const keys[] = { "rate_bps", "peak_bps", "burst_bytes", NULL };
 	char path[80];
-	uint64_t v = 0;
 	int rc;
 
 	snprintf(path, sizeof(path), "%s.inbound", port_path);
@@ -498,17 +521,8 @@ static int parse_inbound(const json_t *o, const char *port_path, struct sn_polic
 		return rc;
 	if (!json_object_get(o, "rate_bps"))
 		return fail(err, errlen, "%s.rate_bps: required", path);
-	if ((rc = get_uint(o, "rate_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 0,
-			   &pp->in_rate_bps, err, errlen)) ||
-	    (rc = get_uint(o, "peak_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1,
-			   &pp->in_peak_bps, err, errlen)) ||
-	    (rc = get_uint(o, "burst_bytes", path, 0, SN_TSTAMP_BURST_MAX, 0, &v, err, errlen)))
-		return rc;
-	pp->in_burst_bytes = (uint32_t)v;
-	if (pp->in_peak_bps && pp->in_peak_bps < pp->in_rate_bps)
-		return fail(err, errlen, "%s.peak_bps: %llu is below rate_bps %llu", path,
-			    (unsigned long long)pp->in_peak_bps, (unsigned long long)pp->in_rate_bps);
-	return 0;
+	return parse_rates(o, path, 0, &pp->in_rate_bps, &pp->in_peak_bps, &pp->in_burst_bytes,
+			   err, errlen);
 }
 
 static int parse_port(const char *name, const json_t *o, const struct sn_policy *pol,
@@ -531,21 +545,9 @@ static int parse_port(const char *name, const json_t *o, const struct sn_policy 
 	memset(pp, 0, sizeof(*pp));
 	snprintf(pp->name, sizeof(pp->name), "%s", name);
 	pp->weight = 1;
-	if ((rc = get_uint(o, "rate_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1,
-			   &pp->rate_bps, err, errlen)))
+	if ((rc = parse_rates(o, path, 1, &pp->rate_bps, &pp->peak_bps, &pp->burst_bytes, err,
+			      errlen)))
 		return rc;
-	v = 0;
-	if ((rc = get_uint(o, "burst_bytes", path, 0, SN_TSTAMP_BURST_MAX, 0, &v, err, errlen)))
-		return rc;
-	pp->burst_bytes = (uint32_t)v;
-	if ((rc = get_uint(o, "peak_bps", path, SN_TSTAMP_RATE_MIN, SN_TSTAMP_RATE_MAX, 1,
-			   &pp->peak_bps, err, errlen)))
-		return rc;
-	if (pp->peak_bps && !pp->rate_bps)
-		return fail(err, errlen, "%s.peak_bps: needs rate_bps (the sustained rate)", path);
-	if (pp->peak_bps && pp->peak_bps < pp->rate_bps)
-		return fail(err, errlen, "%s.peak_bps: %llu is below rate_bps %llu", path,
-			    (unsigned long long)pp->peak_bps, (unsigned long long)pp->rate_bps);
 	v = 1;
 	if ((rc = get_uint(o, "weight", path, 1, SN_SCHED_MAX_WEIGHT, 0, &v, err, errlen)))
 		return rc;
