@@ -200,12 +200,12 @@ static struct sn_pipeline_port_stats stats0(const struct fix *f)
  * fields: a flow class matches them) instead of zeroed ones. */
 static bool submit_ipv4;
 
-/* n frames of len bytes from src to vm1, in one burst, right after a
+/* n frames of len bytes from src to `to`, in one burst, right after a
  * run() (the mbufs are made first): returns that run's clock, the one
  * submit stamps from; *late: the clock after the submit (a frame due by
  * then may have taken the fast path, released at submit). */
-static uint64_t submit_from(struct fix *f, struct sn_port *src, unsigned n, uint32_t len,
-			    uint64_t *late)
+static uint64_t submit_burst_to(struct fix *f, struct sn_port *src, struct sn_port *to,
+			       unsigned n, uint32_t len, uint64_t *late)
 {
 	struct rte_mbuf *pkts[256];
 	struct sn_port *dst[256];
@@ -226,7 +226,7 @@ static uint64_t submit_from(struct fix *f, struct sn_port *src, unsigned n, uint
 			b[14] = 0x45;
 			b[23] = 17;
 		}
-		dst[i] = &ports[1];
+		dst[i] = to;
 	}
 	sn_pipeline_run(f->pl, &table);
 	t = sn_pipeline_clock_ns(f->pl);
@@ -235,6 +235,12 @@ static uint64_t submit_from(struct fix *f, struct sn_port *src, unsigned n, uint
 	if (late)
 		*late = mono_ns();
 	return t;
+}
+
+static uint64_t submit_from(struct fix *f, struct sn_port *src, unsigned n, uint32_t len,
+			    uint64_t *late)
+{
+	return submit_burst_to(f, src, &ports[1], n, len, late);
 }
 
 /* n frames of len bytes from vm0 to vm1 (submit_from). */
@@ -481,25 +487,7 @@ static int fix_open_json(struct fix *f, const char *json)
 static uint64_t submit_to(struct fix *f, struct sn_port *src, struct sn_port *dst, unsigned n,
 			  uint32_t len)
 {
-	struct rte_mbuf *pkts[64];
-	struct sn_port *d[64];
-	uint64_t t;
-
-	CHECK(n <= 64);
-	for (unsigned i = 0; i < n; i++) {
-		pkts[i] = rte_pktmbuf_alloc(mp);
-		CHECK(pkts[i] != NULL);
-		if (!pkts[i])
-			return 0;
-		CHECK(rte_pktmbuf_append(pkts[i], (uint16_t)len) != NULL);
-		memset(rte_pktmbuf_mtod(pkts[i], void *), 0, len);
-		d[i] = dst;
-	}
-	sn_pipeline_run(f->pl, &table);
-	t = sn_pipeline_clock_ns(f->pl);
-	sn_pipeline_submit_burst(f->pl, src, pkts, d, (uint16_t)n);
-	sn_pipeline_flush(f->pl);
-	return t;
+	return submit_burst_to(f, src, dst, n, len, NULL);
 }
 
 /* ---- two-rate shaper: peak_bps ------------------------------------------- */
