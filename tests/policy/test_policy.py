@@ -654,6 +654,23 @@ def test_inbound_limit_from_the_uplink_drops_fairly(schednicd, sngen, sn_tmpdir)
     src.wait("ready")
     d.wait_port_state("uplink", "up")
     (src.sync / "go-0").touch()
+    def split(pk, by):
+        """(big, small) bits of a window from its frames and bytes."""
+        big = (by - 500 * pk) / 1000      # n_big * 1500 + n_small * 500 = by
+        return big * 1500 * 8, (pk - big) * 500 * 8
+
+    def maxmin(cap, offers):
+        """Max-min fair shares of cap among the offers (water filling)."""
+        out, left, todo = {}, cap, sorted(offers, key=offers.get)
+        while todo:
+            k = todo.pop(0)
+            out[k] = min(offers[k], left / (len(todo) + 1))
+            left -= out[k]
+        return out
+
+    # Each window is judged against the max-min shares of what the uplink
+    # peer really offered in it (the uplink's rx counters): a generator
+    # descheduled on this shared host offers less than its 2000 frames/s.
     seen = []
     for _ in range(5):
         quiet(d, [sink, src])
@@ -661,20 +678,26 @@ def test_inbound_limit_from_the_uplink_drops_fairly(schednicd, sngen, sn_tmpdir)
         ta, a, _ = pstats(d)
         time.sleep(3.0)
         tb, b, _ = pstats(d)
-        dp = b["vm0"]["tx_packets"] - a["vm0"]["tx_packets"]
-        db = b["vm0"]["tx_bytes"] - a["vm0"]["tx_bytes"]
+        dt = tb - ta
+        got = dict(zip(("big", "small"), split(b["vm0"]["tx_packets"] - a["vm0"]["tx_packets"],
+                                                b["vm0"]["tx_bytes"] - a["vm0"]["tx_bytes"])))
+        off = dict(zip(("big", "small"), split(b["uplink"]["rx_packets"] - a["uplink"]["rx_packets"],
+                                                b["uplink"]["rx_bytes"] - a["uplink"]["rx_bytes"])))
+        rate = {k: v / dt for k, v in got.items()}
+        target = maxmin(16e6, {k: v / dt for k, v in off.items()})
         full = b["vm0"]["drops"]["ring_full"] - a["vm0"]["drops"]["ring_full"]
-        big = (db - 500 * dp) / 1000      # n_big * 1500 + n_small * 500 = db
-        rate = {"big": big * 1500 * 8 / (tb - ta), "small": (dp - big) * 500 * 8 / (tb - ta)}
-        seen.append(({k: round(v / 1e6, 3) for k, v in rate.items()}, full))
-        if full == 0:
+        ok = full == 0 and all(abs(rate[k] - target[k]) / target[k] < 0.03 for k in rate)
+        seen.append({"rate": {k: round(v / 1e6, 3) for k, v in rate.items()},
+                     "target": {k: round(v / 1e6, 3) for k, v in target.items()},
+                     "ring_full": full})
+        if ok:
             break
-    print(f"inbound 16 Mbit/s from the uplink, 24 + 8 Mbit/s offered: {seen[-1][0]} Mbit/s "
+    print(f"inbound 16 Mbit/s from the uplink, 24 + 8 Mbit/s offered: {seen[-1]} "
           f"(windows {seen})")
     inb = b["vm0"]["policy"]["inbound"]
     print("inbound counters", inb)
-    assert full == 0, (seen, load_seen())
-    assert abs(rate["big"] + rate["small"] - 16e6) / 16e6 < 0.02, (seen, load_seen())
-    assert abs(rate["small"] - 8e6) / 8e6 < 0.03, (seen, inb, load_seen())
-    assert abs(rate["big"] - 8e6) / 8e6 < 0.03, (seen, inb, load_seen())
+    assert ok, (seen, inb, load_seen())
+    # the small flow offered (about) its half: by arrival order it would get
+    # about 6.5 of the 16 Mbit/s, 20 % below its max-min share
+    assert target["small"] > 6e6, (seen, load_seen())
     assert inb["drops"]["fair"] > 0, inb
